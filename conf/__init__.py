@@ -1,0 +1,5 @@
+"""Shipped defaults and the typed settings that load them."""
+
+from .settings import ConnectorSettings, SettingsError, TableProperties, connector_settings, defaults, parse_period
+
+__all__ = ["ConnectorSettings", "SettingsError", "TableProperties", "connector_settings", "defaults", "parse_period"]

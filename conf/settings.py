@@ -1,0 +1,96 @@
+"""Typed settings: the shipped defaults (``defaults.toml``) and table properties.
+
+Table properties are stored in the log as strings (like Delta's ``delta.*`` properties);
+``TableProperties.from_strings`` turns them into typed values, so a bad value is reported
+once, with its name, instead of failing somewhere deep in a vacuum.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+_PERIOD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class SettingsError(ValueError):
+    """A property or option with a value of the wrong form."""
+
+
+def parse_period(text: str | int | float, *, name: str = "period") -> float:
+    """Seconds in a human period such as ``4h``, ``7d``, ``0s``, ``250ms``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text < 0:
+            raise SettingsError(f"{name}: a period cannot be negative ({text})")
+        return float(text)
+    match = _PERIOD.match(str(text))
+    if not match:
+        raise SettingsError(f"{name}: {text!r} is not a period; use a number and a unit, e.g. 30m, 4h, 7d, 0s")
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TableProperties(_Settings):
+    checkpointInterval: int = Field(ge=1)
+    replacedSegmentsRetentionPeriod: str
+    lineageEntryCleanupRetentionPeriod: str
+    versionRetentionPeriod: str
+    orphanGracePeriod: str
+    rowGroupRows: int = Field(ge=1)
+    dvInlineMaxBytes: int = Field(ge=0)
+
+    @field_validator(
+        "replacedSegmentsRetentionPeriod", "lineageEntryCleanupRetentionPeriod", "versionRetentionPeriod", "orphanGracePeriod"
+    )
+    @classmethod
+    def _period(cls, v: str, info: Any) -> str:
+        parse_period(v, name=info.field_name)
+        return v
+
+    def seconds(self, name: str) -> float:
+        return parse_period(getattr(self, name), name=name)
+
+    @classmethod
+    def from_strings(cls, stored: Mapping[str, str]) -> "TableProperties":
+        unknown = sorted(set(stored) - set(cls.model_fields))
+        if unknown:
+            raise SettingsError(f"unknown table properties {unknown}; known: {sorted(cls.model_fields)}")
+        merged = {**defaults()["table"], **stored}
+        try:
+            return cls.model_validate(merged)
+        except ValidationError as exc:
+            raise SettingsError(_explain(exc)) from None
+
+    def as_strings(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.model_dump().items()}
+
+
+class ConnectorSettings(_Settings):
+    maxPartitionBytes: int = Field(ge=1)
+    dvCacheBytes: int = Field(ge=0)
+    pinTtl: str
+    gcBatchBytes: int = Field(ge=1)
+    gcTimeBudget: str
+
+
+@lru_cache(maxsize=1)
+def defaults() -> dict[str, dict[str, Any]]:
+    with resources.files(__package__).joinpath("defaults.toml").open("rb") as f:
+        return tomllib.load(f)
+
+
+def connector_settings() -> ConnectorSettings:
+    return ConnectorSettings.model_validate(defaults()["connector"])
+
+
+def _explain(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

@@ -1,0 +1,145 @@
+"""Reader and writer options, parsed once and validated with typed errors.
+
+Spark hands options as a case-insensitive map of strings; the same models serve the
+``Table`` API's keyword arguments. Unknown options are errors (a typo such as
+``versionAsof=3`` silently reading the newest version would be a wrong answer)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mvtable.conf import connector_settings
+
+from .errors import InvalidOptionError
+
+STORAGE_PREFIX = "storage."
+PROPERTY_PREFIX = "property."
+
+
+def _bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidOptionError(f"option {name}: {value!r} is not a boolean; use true or false")
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(min_length=1)
+    storage_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReadOptions(_Options):
+    version_as_of: int | None = Field(default=None, ge=0)
+    timestamp_as_of: str | None = None
+    columns: tuple[str, ...] | None = None
+    max_partition_bytes: int = Field(default_factory=lambda: connector_settings().maxPartitionBytes, ge=1)
+    with_row_address: bool = False
+    lineage_entry: str | None = None
+
+    @field_validator("columns")
+    @classmethod
+    def _cols(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and not v:
+            raise ValueError("names no column")
+        return v
+
+    @model_validator(mode="after")
+    def _one_version(self) -> "ReadOptions":
+        if self.version_as_of is not None and self.timestamp_as_of is not None:
+            raise ValueError("versionAsOf and timestampAsOf cannot be used together; pick one")
+        if self.lineage_entry is not None and (self.version_as_of is not None or self.timestamp_as_of is not None):
+            raise ValueError("lineageEntry reads the staged snapshot of the newest version; drop versionAsOf/timestampAsOf")
+        return self
+
+
+class WriteOptions(_Options):
+    consistent_push: bool = False
+    publish: bool = True
+    operation: str = "write"
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("operation")
+    @classmethod
+    def _op(cls, v: str) -> str:
+        if v not in ("write", "delete"):
+            raise ValueError(f"unknown operation {v!r}; use 'write' (default) or 'delete'")
+        return v
+
+
+# option name as users write it -> model field
+_READ_NAMES = {
+    "path": "path",
+    "versionAsOf": "version_as_of",
+    "timestampAsOf": "timestamp_as_of",
+    "columns": "columns",
+    "maxPartitionBytes": "max_partition_bytes",
+    "withRowAddress": "with_row_address",
+    "lineageEntry": "lineage_entry",
+}
+_WRITE_NAMES = {
+    "path": "path",
+    "consistentPush": "consistent_push",
+    "publish": "publish",
+    "operation": "operation",
+}
+_READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
+_WRITE_KEYS = {k.lower(): v for k, v in _WRITE_NAMES.items()}
+_DISPLAY = {v: k for k, v in {**_READ_NAMES, **_WRITE_NAMES}.items()}
+_BOOLS = {"with_row_address", "consistent_push", "publish"}
+
+
+def _collect(options: Mapping[str, Any], keys: dict[str, str], *, allow_properties: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    storage: dict[str, Any] = {}
+    properties: dict[str, str] = {}
+    for raw_key, value in options.items():
+        key = raw_key.lower()
+        if key.startswith(STORAGE_PREFIX):
+            storage[raw_key[len(STORAGE_PREFIX):]] = value
+        elif allow_properties and key.startswith(PROPERTY_PREFIX):
+            properties[raw_key[len(PROPERTY_PREFIX):]] = str(value)
+        elif key in keys:
+            field = keys[key]
+            if field in _BOOLS:
+                value = _bool(value, raw_key)
+            elif field == "columns" and isinstance(value, str):
+                value = tuple(c.strip() for c in value.split(",") if c.strip())
+            out[field] = value
+        else:
+            known = sorted(_DISPLAY[v] for v in keys.values() if v != "path")
+            raise InvalidOptionError(
+                f"unknown option {raw_key!r}; mvtable knows {known} and the prefixes {STORAGE_PREFIX!r}"
+                + (f", {PROPERTY_PREFIX!r}" if allow_properties else "")
+            )
+    if "path" not in out:
+        raise InvalidOptionError("no table path: use .load(path) / .save(path) or .option('path', …)")
+    out["storage_options"] = storage
+    if allow_properties:
+        out["properties"] = properties
+    return out
+
+
+def _validate(model: type[_Options], raw: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(_DISPLAY.get(str(p), str(p)) for p in e['loc']) or 'options'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InvalidOptionError(f"invalid options: {problems}") from None
+
+
+def read_options(options: Mapping[str, Any]) -> ReadOptions:
+    return _validate(ReadOptions, _collect(options, _READ_KEYS, allow_properties=False))
+
+
+def write_options(options: Mapping[str, Any]) -> WriteOptions:
+    return _validate(WriteOptions, _collect(options, _WRITE_KEYS, allow_properties=True))

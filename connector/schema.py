@@ -1,0 +1,161 @@
+"""Table schemas: stored as Spark's StructType JSON (readable by people and by
+``StructType.fromJson``), converted to and from Arrow without needing pyspark, so the
+``Table`` API works on machines with no JVM."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from .errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+
+_SIMPLE_TO_ARROW: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "byte": pa.int8(),
+    "short": pa.int16(),
+    "integer": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
+
+
+def type_to_json(t: pa.DataType, *, column: str) -> Any:
+    if pa.types.is_dictionary(t):
+        return type_to_json(t.value_type, column=column)
+    if pa.types.is_boolean(t):
+        return "boolean"
+    for name, width in (("byte", 8), ("short", 16), ("integer", 32), ("long", 64)):
+        if pa.types.is_signed_integer(t) and t.bit_width == width:
+            return name
+    if pa.types.is_float32(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_decimal(t):
+        if t.precision > 38:
+            raise UnsupportedTypeError(f"column {column}: decimal precision {t.precision} exceeds Spark's 38")
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return "binary"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return {"type": "array", "elementType": type_to_json(t.value_type, column=f"{column}[]"), "containsNull": t.value_field.nullable}
+    if pa.types.is_map(t):
+        return {
+            "type": "map",
+            "keyType": type_to_json(t.key_type, column=f"{column}.key"),
+            "valueType": type_to_json(t.item_type, column=f"{column}.value"),
+            "valueContainsNull": t.item_field.nullable,
+        }
+    if pa.types.is_struct(t):
+        return {"type": "struct", "fields": [_field_to_json(t.field(i), prefix=f"{column}.") for i in range(t.num_fields)]}
+    raise UnsupportedTypeError(f"column {column}: Arrow type {t} has no Spark SQL equivalent; cast it first (e.g. uint32 → int64)")
+
+
+def _field_to_json(f: pa.Field, *, prefix: str = "") -> dict[str, Any]:
+    return {"name": f.name, "type": type_to_json(f.type, column=prefix + f.name), "nullable": f.nullable, "metadata": {}}
+
+
+def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
+    names = [n.lower() for n in schema.names]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SchemaMismatchError(f"duplicate column names (case-insensitive): {dup}")
+    if not schema.names:
+        raise SchemaMismatchError("a table needs at least one column")
+    return {"type": "struct", "fields": [_field_to_json(f) for f in schema]}
+
+
+def type_from_json(t: Any) -> pa.DataType:
+    if isinstance(t, str):
+        if t in _SIMPLE_TO_ARROW:
+            return _SIMPLE_TO_ARROW[t]
+        m = _DECIMAL.match(t)
+        if m:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        raise UnsupportedTypeError(f"unknown type {t!r} in table schema")
+    kind = t.get("type")
+    if kind == "array":
+        return pa.list_(pa.field("element", type_from_json(t["elementType"]), nullable=t.get("containsNull", True)))
+    if kind == "map":
+        return pa.map_(type_from_json(t["keyType"]), pa.field("value", type_from_json(t["valueType"]), nullable=t.get("valueContainsNull", True)))
+    if kind == "struct":
+        return pa.struct([field_from_json(f) for f in t["fields"]])
+    raise UnsupportedTypeError(f"unknown type {t!r} in table schema")
+
+
+def field_from_json(f: dict[str, Any]) -> pa.Field:
+    return pa.field(f["name"], type_from_json(f["type"]), nullable=f.get("nullable", True))
+
+
+def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
+    return pa.schema([field_from_json(f) for f in doc.get("fields", [])])
+
+
+def _type_name(t: Any) -> str:
+    return t if isinstance(t, str) else t.get("type", "?")
+
+
+def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> list[str]:
+    """The incoming column names in table order, or ``SchemaMismatchError`` naming every
+    missing, unexpected and mistyped column. Names match case-insensitively (as Spark)."""
+    table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
+    incoming_json = {f["name"].lower(): f for f in schema_to_json(incoming)["fields"]}
+    by_lower = {n.lower(): n for n in incoming.names}
+    missing = [f["name"] for k, f in table_fields.items() if k not in incoming_json]
+    extra = [f["name"] for k, f in incoming_json.items() if k not in table_fields]
+    wrong = [
+        f"{table_fields[k]['name']} (table: {_type_name(table_fields[k]['type'])}, data: {_type_name(f['type'])})"
+        for k, f in incoming_json.items()
+        if k in table_fields and _strip_nullability(f["type"]) != _strip_nullability(table_fields[k]["type"])
+    ]
+    if missing or extra or wrong:
+        parts = []
+        if missing:
+            parts.append(f"missing columns {missing}")
+        if extra:
+            parts.append(f"unexpected columns {extra}")
+        if wrong:
+            parts.append(f"type mismatch in {', '.join(wrong)}")
+        raise SchemaMismatchError(
+            "data does not match the table schema: " + "; ".join(parts)
+            + ". Select and cast the columns to the table's schema (mvtable does not evolve schemas)."
+        )
+    return [by_lower[f["name"].lower()] for f in table_schema["fields"]]
+
+
+def _strip_nullability(t: Any) -> Any:
+    if isinstance(t, str):
+        return t
+    if t.get("type") == "array":
+        return ("array", _strip_nullability(t["elementType"]))
+    if t.get("type") == "map":
+        return ("map", _strip_nullability(t["keyType"]), _strip_nullability(t["valueType"]))
+    return ("struct", tuple((f["name"].lower(), _strip_nullability(f["type"])) for f in t["fields"]))
+
+
+def project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    """The schema of the requested columns, in the requested order (case-insensitive)."""
+    if columns is None:
+        return schema
+    by_lower = {n.lower(): n for n in schema.names}
+    unknown = [c for c in columns if c.lower() not in by_lower]
+    if unknown:
+        raise InvalidOptionError(f"unknown columns {unknown}; the table has {schema.names}")
+    if len({c.lower() for c in columns}) != len(columns):
+        raise InvalidOptionError(f"columns listed twice in {list(columns)}")
+    return pa.schema([schema.field(by_lower[c.lower()]) for c in columns])

@@ -1,0 +1,77 @@
+"""Spark's pushed filters → our ``Predicate``s.
+
+Two questions per filter: may we *prune* row groups with it (the statistics comparison is
+sound), and may we *claim* it (we apply it exactly as Spark would, so Spark can skip it)?
+Floats prune but are never claimed (Spark orders NaN above everything; Arrow does not).
+Timestamps are neither: a literal's time zone is Spark's session zone, which a Python
+worker cannot see, so comparing it to stored UTC values could be wrong."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+)
+
+from ..stats import Predicate
+
+_OPS = {EqualTo: "==", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+
+
+def _literal_fits(t: pa.DataType, value: Any) -> bool:
+    if value is None:
+        return False
+    if pa.types.is_integer(t):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if pa.types.is_boolean(t):
+        return isinstance(value, bool)
+    if pa.types.is_floating(t):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return isinstance(value, str)
+    if pa.types.is_date32(t):
+        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    if pa.types.is_decimal(t):
+        return isinstance(value, (Decimal, int)) and not isinstance(value, bool)
+    return False
+
+
+def to_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
+    """``(predicate or None, claimable)`` for one pushed filter."""
+    attr = getattr(f, "attribute", None)
+    if isinstance(f, Not):
+        inner, claim = to_predicate(f.child, schema)
+        if inner is not None and inner.op == "==":
+            return Predicate(inner.column, "!=", inner.value), claim
+        return None, False
+    if attr is None or len(attr) != 1 or attr[0] not in schema.names:
+        return None, False
+    column = attr[0]
+    t = schema.field(column).type
+    claim = not pa.types.is_floating(t)
+    if isinstance(f, IsNull):
+        return Predicate(column, "is_null"), claim
+    if isinstance(f, IsNotNull):
+        return Predicate(column, "not_null"), claim
+    if isinstance(f, In):
+        values = tuple(f.value)
+        if values and all(_literal_fits(t, v) for v in values):
+            return Predicate(column, "in", values), claim
+        return None, False
+    op = _OPS.get(type(f))
+    if op is not None and _literal_fits(t, f.value):
+        return Predicate(column, op, f.value), claim
+    return None, False

@@ -1,0 +1,99 @@
+"""The Spark reader: plans on the driver, reads row groups with masks on executors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from mvtable.lineage.io import open_file_io
+from mvtable.lineage.log import CommitLog
+
+from ..errors import InvalidOptionError
+from ..options import ReadOptions
+from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
+from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
+from ..schema import schema_from_json, schema_to_json
+from ..stats import Predicate
+from ..timeparse import parse_timestamp_ms
+from .filters import to_predicate
+
+
+def _snapshot(opts: ReadOptions):
+    log = CommitLog(open_file_io(opts.path, opts.storage_options))
+    version = opts.version_as_of
+    if opts.timestamp_as_of is not None:
+        version = log.version_at(parse_timestamp_ms(opts.timestamp_as_of))
+    return log.snapshot(version)
+
+
+def spark_schema_for(opts: ReadOptions) -> StructType:
+    snapshot = _snapshot(opts)
+    schema = output_schema(schema_from_json(snapshot.table_schema), opts.columns, row_address=opts.with_row_address)
+    return StructType.fromJson(schema_to_json(schema))
+
+
+@dataclass
+class MvTablePartition(InputPartition):
+    tasks: list[ScanTask]
+
+    def __init__(self, tasks: list[ScanTask]) -> None:
+        self.tasks = tasks
+
+
+class MvTableReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self.predicates: list[Predicate] = []  # pruning only
+        self.claimed: list[Predicate] = []  # applied exactly in read()
+        # Everything read() needs is decided here: partitions() runs in another worker
+        # whose changes to self never reach the executors.
+        self.columns = tuple(f.name for f in schema.fields if f.name not in (ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW))
+
+    def partitions(self) -> Sequence[InputPartition]:
+        snapshot = _snapshot(self.opts)
+        table_schema = schema_from_json(snapshot.table_schema)
+        lower = {n.lower() for n in table_schema.names}
+        unknown = [c for c in self.columns if c.lower() not in lower]
+        if unknown:
+            raise InvalidOptionError(f"columns {unknown} are not in the table (it has {table_schema.names})")
+        plan = plan_scan(snapshot, columns=self.columns, predicates=self.predicates, row_address=self.opts.with_row_address)
+        return [MvTablePartition(tasks) for tasks in split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, MvTablePartition)
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        io = open_file_io(self.opts.path, self.opts.storage_options)
+        for task in partition.tasks:
+            for table in read_task(io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address):
+                for batch in table.to_batches():
+                    yield _conform(batch, target)
+
+
+class PushdownReader(MvTableReader):
+    """Used only when Spark's filter pushdown is on (see source._called_for_pushdown)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        snapshot = _snapshot(self.opts)
+        schema = schema_from_json(snapshot.table_schema)
+        for f in filters:
+            predicate, claim = to_predicate(f, schema)
+            if predicate is not None:
+                self.predicates.append(predicate)
+            if predicate is not None and claim:
+                self.claimed.append(predicate)
+            else:
+                yield f
+
+
+def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """Spark checks the first batch's Arrow schema for equality, nullability included."""
+    if batch.schema.equals(target):
+        return batch
+    arrays = [batch.column(i).cast(target.field(i).type) for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)

@@ -1,0 +1,56 @@
+"""The Spark writer: executors write segments, the driver makes one commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from mvtable.lineage.actions import SegmentFile
+
+from .. import writes
+from ..errors import InvalidOptionError
+from ..options import WriteOptions
+
+
+@dataclass
+class SegmentsWritten(WriterCommitMessage):
+    segments: list[SegmentFile] = field(default_factory=list)
+
+
+class MvTableWriter(DataSourceArrowWriter):
+    def __init__(self, plan: writes.WritePlan) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
+        return SegmentsWritten(writes.write_data(self.plan, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        writes.finish_write(self.plan, _segments(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        writes.abort_write(self.plan, _segments(messages))
+
+
+def _segments(messages: list[WriterCommitMessage | None]) -> list[SegmentFile]:
+    return [s for m in messages if isinstance(m, SegmentsWritten) for s in m.segments]
+
+
+def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> DataSourceArrowWriter:
+    if opts.operation == "delete":
+        raise InvalidOptionError("operation=delete is not available yet")
+    incoming = to_arrow_schema(schema, timezone="UTC")
+    plan = writes.begin_write(
+        opts.path,
+        storage_options=opts.storage_options,
+        incoming=incoming,
+        mode=writes.OVERWRITE if overwrite else writes.APPEND,
+        consistent_push=opts.consistent_push,
+        publish=opts.publish,
+        properties=opts.properties,
+    )
+    return MvTableWriter(plan)

@@ -1,0 +1,208 @@
+"""The Python ``Table`` API: everything a user can do to a table without Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mvtable.lineage.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
+from mvtable.lineage.io import FileIO, open_file_io
+from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.snapshot import Snapshot
+
+from . import writes
+from .errors import InvalidOptionError
+from .scan import ScanPlan, plan_scan, read_task
+from .schema import schema_from_json
+from .segments import write_segments
+from .stats import Predicate
+from .timeparse import parse_timestamp_ms
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    version: int
+    timestamp: dt.datetime
+    operation: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    writer: str = ""
+
+
+@dataclass(frozen=True)
+class LineageView:
+    id: str
+    segments_from: tuple[str, ...]
+    segments_to: tuple[str, ...]
+    state: str
+    timestamp: dt.datetime
+    started_version: int
+    state_version: int
+
+
+def _utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+
+class TableScan:
+    """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``."""
+
+    def __init__(self, table: "Table", plan: ScanPlan, filter: pc.Expression | None) -> None:
+        self.table = table
+        self.plan = plan
+        self.filter = filter
+
+    def to_tables(self) -> Iterator[pa.Table]:
+        for task in self.plan.tasks:
+            for t in read_task(self.table.io, task, columns=self._read_columns(), row_address=self.plan.row_address):
+                if self.filter is not None:
+                    t = t.filter(self.filter)
+                    if self.plan.columns is not None:
+                        t = t.select(self.plan.schema.names)
+                if t.num_rows:
+                    yield t.cast(self.plan.schema) if t.schema != self.plan.schema else t
+
+    def _read_columns(self) -> list[str] | None:
+        if self.plan.columns is None:
+            return None
+        if self.filter is None:
+            return list(self.plan.columns)
+        # the filter may name columns outside the projection: read the whole row
+        return None
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for t in self.to_tables():
+            yield from t.to_batches()
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.to_batches()), schema=self.plan.schema)
+
+    def count(self) -> int:
+        return sum(t.num_rows for t in self.to_tables())
+
+
+class Table:
+    """One table at ``uri`` (a local path or an fsspec URL such as ``s3://bucket/t``)."""
+
+    def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.uri = uri
+        self.storage_options = dict(storage_options or {})
+        self.io: FileIO = open_file_io(uri, self.storage_options)
+        self.log = CommitLog(self.io)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @classmethod
+    def open(cls, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "Table":
+        table = cls(uri, storage_options=storage_options)
+        if not table.log.exists():
+            raise TableNotFoundError(f"no mvtable table at {uri}; create one with Table.create(uri, schema=…) or a first write")
+        return table
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        *,
+        schema: pa.Schema,
+        properties: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
+    ) -> "Table":
+        table = cls(uri, storage_options=storage_options)
+        if table.log.exists():
+            if exist_ok:
+                return table
+            raise TableAlreadyExistsError(f"a table exists at {uri} already")
+        plan = writes.begin_write(uri, storage_options=storage_options, incoming=schema, mode=writes.APPEND, properties=properties)
+        writes.finish_write(plan, [])
+        return table
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        version = self.log.latest_version()
+        if version < 0:
+            raise TableNotFoundError(f"no mvtable table at {self.uri}")
+        return version
+
+    def snapshot(self, version: int | None = None, *, timestamp: Any = None) -> Snapshot:
+        if version is not None and timestamp is not None:
+            raise InvalidOptionError("give a version or a timestamp, not both")
+        if timestamp is not None:
+            version = self.log.version_at(parse_timestamp_ms(timestamp))
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            raise InvalidOptionError(f"version must be an integer, not {version!r}")
+        return self.log.snapshot(version)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return schema_from_json(self.snapshot().table_schema)
+
+    def scan(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        version: int | None = None,
+        timestamp: Any = None,
+        predicates: Sequence[Predicate] = (),
+        with_row_address: bool = False,
+    ) -> TableScan:
+        if filter is not None and not isinstance(filter, pc.Expression):
+            raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
+        snapshot = self.snapshot(version, timestamp=timestamp)
+        plan = plan_scan(snapshot, columns=columns, predicates=predicates, row_address=with_row_address)
+        return TableScan(self, plan, filter)
+
+    def to_arrow(self, **kwargs: Any) -> pa.Table:
+        return self.scan(**kwargs).to_arrow()
+
+    def history(self) -> list[HistoryEntry]:
+        """Every commit, oldest first (``t.history()[-1]`` is the newest)."""
+        out = []
+        for item in self.snapshot().history:
+            try:
+                c = self.log.read_commit(item.version)
+                out.append(HistoryEntry(c.version, _utc(c.timestamp_ms), c.operation, dict(c.parameters), dict(c.metrics), c.writer))
+            except VersionNotFoundError:  # log file collected; the checkpoint still knows the basics
+                out.append(HistoryEntry(item.version, _utc(item.timestamp_ms), item.operation))
+        return out
+
+    def lineage(self) -> list[LineageView]:
+        entries = sorted(self.snapshot().lineage.values(), key=lambda e: e.started_version)
+        return [
+            LineageView(e.id, e.segments_from, e.segments_to, e.state, _utc(e.timestamp_ms), e.started_version, e.state_version)
+            for e in entries
+        ]
+
+    # -- writing -------------------------------------------------------------------------
+    def append(self, data: pa.Table | pa.RecordBatch) -> CommitResult:
+        return self._write(data, mode=writes.APPEND)
+
+    def overwrite(self, data: pa.Table | pa.RecordBatch, *, consistent_push: bool = False, publish: bool = True) -> CommitResult:
+        return self._write(data, mode=writes.OVERWRITE, consistent_push=consistent_push, publish=publish)
+
+    def _write(self, data: pa.Table | pa.RecordBatch, *, mode: str, consistent_push: bool = False, publish: bool = True) -> CommitResult:
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if not isinstance(data, pa.Table):
+            raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
+        plan = writes.begin_write(
+            self.uri, storage_options=self.storage_options, incoming=data.schema, mode=mode, consistent_push=consistent_push, publish=publish
+        )
+        segments = []
+        try:
+            order = writes.check_write_schema(plan.table_schema, data.schema)
+            aligned = pa.Table.from_arrays([data.column(n) for n in order], schema=plan.arrow_schema) if data.num_rows else data
+            segments = write_segments(self.io, aligned.cast(plan.arrow_schema), row_group_rows=plan.row_group_rows) if data.num_rows else []
+            return writes.finish_write(plan, segments)
+        except BaseException:
+            writes.abort_write(plan, segments)
+            raise
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r})"

@@ -1,0 +1,209 @@
+"""The write protocol shared by ``Table`` and the Spark writer.
+
+Three steps, so that Spark can run them in three places (delta-rs'
+``create_write_transaction``, Lance's operation + ``commit(read_version)``):
+
+1. ``begin_write`` on the driver: read the snapshot, check the schema, and for a consistent
+   push open the IN_PROGRESS lineage entry. Returns a picklable ``WritePlan``.
+2. ``write_data`` on executors: write segments, return their descriptors.
+3. ``finish_write`` on the driver: one commit naming every segment; or ``abort_write``,
+   which first checks whether the commit landed after all, then reverts the entry and
+   removes the files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from mvtable.conf import SettingsError, TableProperties
+from mvtable.lineage import operations as ops
+from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
+from mvtable.lineage.errors import TableNotFoundError
+from mvtable.lineage.io import open_file_io
+from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.snapshot import IN_PROGRESS, Snapshot
+
+from .errors import InvalidOptionError
+from .schema import check_write_schema, schema_from_json, schema_to_json  # noqa: F401 (re-exported for Table)
+from .segments import SegmentWriter
+
+log = logging.getLogger("mvtable.connector")
+
+APPEND = "append"
+OVERWRITE = "overwrite"
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    uri: str
+    storage_options: dict[str, Any]
+    mode: str
+    consistent_push: bool
+    publish: bool
+    read_version: int
+    table_schema: dict[str, Any]
+    row_group_rows: int
+    create: dict[str, Any] | None = None  # MetadataAction fields when the table does not exist yet
+    entry_id: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return schema_from_json(self.table_schema)
+
+    def commit_log(self) -> CommitLog:
+        return CommitLog(open_file_io(self.uri, self.storage_options))
+
+
+def load_snapshot(log: CommitLog) -> Snapshot:
+    try:
+        return log.snapshot()
+    except TableNotFoundError:
+        return Snapshot()
+
+
+def new_entry_id() -> str:
+    return f"push-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def table_properties(snapshot: Snapshot, overrides: Mapping[str, str] | None = None) -> TableProperties:
+    try:
+        return TableProperties.from_strings({**snapshot.properties, **(overrides or {})})
+    except SettingsError as exc:
+        raise InvalidOptionError(str(exc)) from None
+
+
+def begin_write(
+    uri: str,
+    *,
+    storage_options: Mapping[str, Any] | None,
+    incoming: pa.Schema,
+    mode: str,
+    consistent_push: bool = False,
+    publish: bool = True,
+    properties: Mapping[str, str] | None = None,
+) -> WritePlan:
+    if mode not in (APPEND, OVERWRITE):
+        raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
+    if consistent_push and mode != OVERWRITE:
+        raise InvalidOptionError("consistentPush replaces the table's snapshot: use it with mode('overwrite')")
+    if not publish and not consistent_push:
+        raise InvalidOptionError("publish=false stages a consistent push: it needs consistentPush=true")
+    io = open_file_io(uri, storage_options)
+    clog = CommitLog(io)
+    snapshot = load_snapshot(clog)
+    create: MetadataAction | None = None
+    if snapshot.exists:
+        if properties:
+            raise InvalidOptionError(f"table properties {sorted(properties)} can only be set when the table is created")
+        check_write_schema(snapshot.table_schema, incoming)
+        table_schema = snapshot.table_schema
+        props = table_properties(snapshot)
+    else:
+        table_schema = schema_to_json(incoming)
+        props = table_properties(snapshot, properties)
+        create = MetadataAction(table_id=uuid.uuid4().hex, table_schema=table_schema, properties=dict(properties or {}))
+    plan = WritePlan(
+        uri=uri,
+        storage_options=dict(storage_options or {}),
+        mode=mode,
+        consistent_push=consistent_push,
+        publish=publish,
+        read_version=snapshot.version,
+        table_schema=table_schema,
+        row_group_rows=props.rowGroupRows,
+        create=create.model_dump() if create else None,
+    )
+    if consistent_push:
+        entry_id = new_entry_id()
+        result = clog.commit(
+            read=snapshot,
+            operation="PUSH_START",
+            parameters={"entry": entry_id},
+            build=lambda cur: ops.push_start(snapshot, cur, entry_id, metadata=create),
+        )
+        log.info("consistent push %s started at version %s", entry_id, result.commit.version)
+        plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None})
+    return plan
+
+
+def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[SegmentFile]:
+    """Executor side: one segment per call (per Spark task)."""
+    io = open_file_io(plan.uri, plan.storage_options)
+    schema = plan.arrow_schema
+    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows)
+    order: list[str] | None = None
+    try:
+        for batch in batches:
+            if order is None:
+                order = check_write_schema(plan.table_schema, batch.schema)
+            if batch.schema.names != order or batch.schema != schema:
+                batch = pa.RecordBatch.from_arrays([batch.column(n) for n in order], names=schema.names).cast(schema)
+            writer.write(batch)
+        segment = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return [segment] if segment is not None else []
+
+
+def finish_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResult:
+    clog = plan.commit_log()
+    read = clog.snapshot(plan.read_version) if plan.read_version >= 0 else Snapshot()
+    current = load_snapshot(clog)
+    create = MetadataAction.model_validate(plan.create) if plan.create else None
+    metrics = {
+        "added_rows": sum(s.num_rows for s in segments),
+        "added_segments": len(segments),
+        "added_bytes": sum(s.size_bytes for s in segments),
+    }
+    if plan.consistent_push:
+        assert plan.entry_id is not None
+        operation = "CONSISTENT_PUSH" if plan.publish else "PUSH_STAGE"
+        build = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)  # noqa: E731
+    elif plan.mode == OVERWRITE:
+        operation = "OVERWRITE"
+        build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)  # noqa: E731
+    else:
+        operation = "APPEND" if read.exists else "CREATE"
+        build = lambda cur: ops.append(cur, segments, metadata=create)  # noqa: E731
+    params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
+    return clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+
+
+def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> bool:
+    """Whether a commit after the plan's read version names any of ``segments``: Spark calls
+    ``abort()`` even after a ``commit()`` that failed late, and a landed commit must keep
+    its files."""
+    ids = {s.id for s in segments}
+    if not ids:
+        return False
+    for version in range(plan.read_version + 1, clog.latest_version() + 1):
+        commit = clog.read_commit(version)
+        if any(isinstance(a, AddSegment) and a.segment.id in ids for a in commit.actions):
+            return True
+    return False
+
+
+def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
+    clog = plan.commit_log()
+    if commit_landed(clog, plan, segments):
+        log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
+        return
+    if plan.entry_id is not None:
+        current = load_snapshot(clog)
+        entry = current.lineage.get(plan.entry_id)
+        if entry is not None and entry.state == IN_PROGRESS:
+            clog.commit(
+                read=current,
+                operation="PUSH_ABORT",
+                parameters={"entry": plan.entry_id},
+                build=lambda cur: ops.revert(cur, plan.entry_id),
+            )
+    clog.io.delete([s.path for s in segments])

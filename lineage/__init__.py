@@ -1,0 +1,26 @@
+"""Commit log, segment lineage and snapshots of an mvtable table (no Spark, no deletion-vector I/O)."""
+
+from .actions import (
+    AddSegment,
+    Commit,
+    DeletionVectorRef,
+    LineageEnd,
+    LineagePurge,
+    LineageRevert,
+    LineageStart,
+    MetadataAction,
+    RemoveSegment,
+    RowGroupInfo,
+    SegmentFile,
+    SetDeletionVector,
+)
+from .io import FileIO, open_file_io
+from .log import CommitLog, CommitResult
+from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, LineageEntry, Snapshot, replay
+
+__all__ = [
+    "AddSegment", "Commit", "CommitLog", "CommitResult", "COMPLETED", "DeletionVectorRef", "FileIO",
+    "IN_PROGRESS", "LineageEnd", "LineageEntry", "LineagePurge", "LineageRevert", "LineageStart",
+    "MetadataAction", "REVERTED", "RemoveSegment", "RowGroupInfo", "SegmentFile", "SetDeletionVector",
+    "Snapshot", "open_file_io", "replay",
+]

@@ -1,0 +1,226 @@
+"""The actions a commit is made of, and the commit file itself.
+
+These are the on-disk contract: pydantic models that validate every field on read, so a
+corrupt or hand-edited log gives a typed error instead of a wrong snapshot. The log knows
+deletion vectors only as plain descriptors (``DeletionVectorRef``); loading them is the
+visibility package's business.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+
+from .errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError
+from .paths import check_relative_path
+
+FORMAT_VERSION = 1
+
+_Id = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+def _safe_path(path: str) -> str:
+    # pydantic only turns ValueError into a ValidationError; parse_commit maps it back.
+    try:
+        return check_relative_path(path)
+    except UnsafePathError as exc:
+        raise ValueError(exc.problem) from None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ColumnStats(_Model):
+    """Per-row-group statistics of one top-level column, JSON-encoded (see connector.stats)."""
+
+    min: Any = None
+    max: Any = None
+    null_count: int | None = Field(default=None, ge=0)
+
+
+class RowGroupInfo(_Model):
+    """One Parquet row group. ``first_row`` is its offset in file order: DV positions are
+    absolute positions in the file, so a reader needs it to slice the mask per row group."""
+
+    num_rows: int = Field(ge=0)
+    first_row: int = Field(ge=0)
+    total_byte_size: int = Field(ge=0)
+    stats: dict[str, ColumnStats] = Field(default_factory=dict)
+
+
+class SegmentFile(_Model):
+    id: _Id
+    path: str
+    num_rows: int = Field(ge=0)
+    size_bytes: int = Field(ge=0)
+    row_groups: tuple[RowGroupInfo, ...] = ()
+
+    @field_validator("path")
+    @classmethod
+    def _safe(cls, v: str) -> str:
+        return _safe_path(v)
+
+    @model_validator(mode="after")
+    def _row_groups_cover_file(self) -> "SegmentFile":
+        expected = 0
+        for rg in self.row_groups:
+            if rg.first_row != expected:
+                raise ValueError(f"row group offsets are not contiguous at row {expected}")
+            expected += rg.num_rows
+        if self.row_groups and expected != self.num_rows:
+            raise ValueError(f"row groups hold {expected} rows, segment says {self.num_rows}")
+        return self
+
+
+class DeletionVectorRef(_Model):
+    """Where a segment's cumulative deletion vector lives. Immutable, so it is also a cache key.
+
+    Exactly one of ``inline`` (base64 of the framed blob) and ``path`` (a DV file, with the
+    blob at ``offset``/``size``) is set."""
+
+    cardinality: int = Field(ge=0)
+    inline: str | None = None
+    path: str | None = None
+    offset: int = Field(default=0, ge=0)
+    size: int = Field(default=0, ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _safe(cls, v: str | None) -> str | None:
+        return None if v is None else _safe_path(v)
+
+    @model_validator(mode="after")
+    def _one_location(self) -> "DeletionVectorRef":
+        if (self.inline is None) == (self.path is None):
+            raise ValueError("a deletion vector needs exactly one of 'inline' and 'path'")
+        return self
+
+
+class MetadataAction(_Model):
+    kind: Literal["metadata"] = "metadata"
+    table_id: _Id
+    table_schema: dict[str, Any]
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class AddSegment(_Model):
+    """A new segment. With ``lineage_entry`` it joins that entry's ``segments_to`` and stays
+    invisible until the entry is COMPLETED."""
+
+    kind: Literal["add"] = "add"
+    segment: SegmentFile
+    lineage_entry: _Id | None = None
+
+
+class RemoveSegment(_Model):
+    """Logical removal: the segment leaves the snapshot but its file stays for time travel
+    until vacuum."""
+
+    kind: Literal["remove"] = "remove"
+    segment_id: _Id
+
+
+class SetDeletionVector(_Model):
+    """The segment's cumulative DV from this version on (old ∪ new deletes)."""
+
+    kind: Literal["dv"] = "dv"
+    segment_id: _Id
+    dv: DeletionVectorRef
+
+
+class LineageStart(_Model):
+    kind: Literal["lineage_start"] = "lineage_start"
+    entry_id: _Id
+    segments_from: tuple[_Id, ...] = ()
+    segments_to: tuple[_Id, ...] = ()
+
+
+class LineageEnd(_Model):
+    kind: Literal["lineage_end"] = "lineage_end"
+    entry_id: _Id
+
+
+class LineageRevert(_Model):
+    kind: Literal["lineage_revert"] = "lineage_revert"
+    entry_id: _Id
+
+
+class LineagePurge(_Model):
+    """Retention dropped a finished entry from the lineage (its segments were dealt with)."""
+
+    kind: Literal["lineage_purge"] = "lineage_purge"
+    entry_id: _Id
+
+
+Action = Annotated[
+    Union[
+        MetadataAction,
+        AddSegment,
+        RemoveSegment,
+        SetDeletionVector,
+        LineageStart,
+        LineageEnd,
+        LineageRevert,
+        LineagePurge,
+    ],
+    Field(discriminator="kind"),
+]
+
+
+class Commit(_Model):
+    """The content of ``_mvtable/log/<version>.json``."""
+
+    format: int = FORMAT_VERSION
+    version: int = Field(ge=0)
+    read_version: int = Field(ge=-1)
+    timestamp_ms: int = Field(ge=0)
+    operation: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    writer: str = ""
+    metrics: dict[str, float | int] = Field(default_factory=dict)
+    actions: tuple[Action, ...] = ()
+
+    def to_json_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_defaults=False).encode()
+
+
+_commit_adapter = TypeAdapter(Commit)
+
+
+def parse_commit(data: bytes, *, source: str, expected_version: int | None = None) -> Commit:
+    """Parse and validate a commit file; every failure names the file."""
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptMetadataError(source, f"not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise CorruptMetadataError(source, "a commit must be a JSON object")
+    fmt = raw.get("format")
+    if fmt != FORMAT_VERSION:
+        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
+    try:
+        commit = _commit_adapter.validate_python(raw)
+    except ValidationError as exc:
+        raise validation_error(source, exc) from None
+    if expected_version is not None and commit.version != expected_version:
+        raise CorruptMetadataError(source, f"file holds version {commit.version}, expected {expected_version}")
+    return commit
+
+
+def validation_error(source: str, exc: ValidationError) -> CorruptMetadataError:
+    """Turn a pydantic error into our typed error, keeping unsafe paths distinguishable."""
+    if any("unsafe path" in str(err.get("msg")) for err in exc.errors()):
+        return UnsafePathError(source, _short(exc))
+    return CorruptMetadataError(source, _short(exc))
+
+
+def _short(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = exc.error_count() - len(parts)
+    return "invalid content: " + "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

@@ -1,0 +1,236 @@
+"""The commit log on storage: listing, reading snapshots, and the optimistic commit loop.
+
+This is the only part of ``mvtable.lineage`` that does I/O. It reads files through a
+``FileIO`` and hands the content to the pure parts (``actions``, ``snapshot``,
+``checkpoint``); the commit loop is Lance's ``commit(read_version)``: build actions against
+the newest snapshot, validate them by applying them to a copy, and create the next version
+put-if-absent. Losing the race means catching up with the winners and trying again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .actions import Action, Commit, parse_commit
+from .checkpoint import checkpoint_bytes, parse_checkpoint
+from .errors import (
+    CommitStateUnknownError,
+    ConcurrentLineageError,
+    CorruptMetadataError,
+    InvalidLineageTransitionError,
+    TableNotFoundError,
+    TooManyRetriesError,
+    VersionNotFoundError,
+)
+from .io import FileIO
+from .snapshot import Snapshot, apply_commit, replay
+
+log = logging.getLogger("mvtable.lineage")
+
+LOG_DIR = "_mvtable/log"
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+def commit_path(version: int) -> str:
+    return f"{LOG_DIR}/{version:020d}.json"
+
+
+def checkpoint_path(version: int) -> str:
+    return f"{LOG_DIR}/{version:020d}.checkpoint.json"
+
+
+@dataclass(frozen=True)
+class Listing:
+    commits: list[int]
+    checkpoints: list[int]
+
+    @property
+    def latest(self) -> int:
+        return max(self.commits[-1] if self.commits else -1, self.checkpoints[-1] if self.checkpoints else -1)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 100
+    base_delay_s: float = 0.01
+    max_delay_s: float = 1.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    commit: Commit
+    snapshot: Snapshot
+    attempts: int
+
+
+Builder = Callable[[Snapshot], Sequence[Action]]
+
+
+def writer_identity() -> str:
+    return f"mvtable {socket.gethostname()} pid {os.getpid()}"
+
+
+class CommitLog:
+    def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None) -> None:
+        self.io = io
+        self.retry = retry or RetryPolicy()
+
+    # -- reading -------------------------------------------------------------------------
+    def listing(self) -> Listing:
+        commits: list[int] = []
+        checkpoints: list[int] = []
+        for info in self.io.list(LOG_DIR):
+            name = info.name
+            if name.endswith(".checkpoint.json") and name[:20].isdigit() and len(name) == 36:
+                checkpoints.append(int(name[:20]))
+            elif name.endswith(".json") and name[:20].isdigit() and len(name) == 25:
+                commits.append(int(name[:20]))
+        return Listing(sorted(commits), sorted(checkpoints))
+
+    def exists(self) -> bool:
+        return self.listing().latest >= 0
+
+    def latest_version(self) -> int:
+        return self.listing().latest
+
+    def read_commit(self, version: int) -> Commit:
+        path = commit_path(version)
+        try:
+            data = self.io.read(path)
+        except FileNotFoundError:
+            raise VersionNotFoundError(f"version {version} is not in the log (it may have been garbage-collected)") from None
+        return parse_commit(data, source=self._where(path), expected_version=version)
+
+    def read_checkpoint(self, version: int) -> Snapshot:
+        path = checkpoint_path(version)
+        return parse_checkpoint(self.io.read(path), source=self._where(path), expected_version=version)
+
+    def snapshot(self, version: int | None = None, *, listing: Listing | None = None) -> Snapshot:
+        """The snapshot at ``version`` (newest when ``None``): newest checkpoint at or before
+        it, plus the commits after the checkpoint."""
+        listing = listing or self.listing()
+        if listing.latest < 0:
+            raise TableNotFoundError(f"no mvtable table at {self.io.uri} (no {LOG_DIR}/ files)")
+        target = listing.latest if version is None else version
+        if target < 0 or target > listing.latest:
+            raise VersionNotFoundError(f"version {target} does not exist; the table's versions end at {listing.latest}")
+        base: Snapshot | None = None
+        commit_set = set(listing.commits)
+        for cp in reversed([c for c in listing.checkpoints if c <= target]):
+            try:
+                base = self.read_checkpoint(cp)
+                break
+            except (CorruptMetadataError, FileNotFoundError) as exc:
+                # A bad checkpoint is only an optimisation lost if the commits are all there.
+                if not all(v in commit_set for v in range(0, cp + 1)):
+                    raise
+                log.warning("ignoring unreadable checkpoint %s: %s", cp, exc)
+        start = base.version + 1 if base else 0
+        missing = [v for v in range(start, target + 1) if v not in commit_set]
+        if missing:
+            raise VersionNotFoundError(
+                f"version {target} can no longer be read: log files from version {missing[0]} were garbage-collected"
+            )
+        return replay((self.read_commit(v) for v in range(start, target + 1)), base=base)
+
+    def catch_up(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` advanced to the newest version by replaying the commits after it."""
+        latest = self.latest_version()
+        if latest <= snapshot.version:
+            return snapshot
+        try:
+            return replay((self.read_commit(v) for v in range(snapshot.version + 1, latest + 1)), base=snapshot)
+        except VersionNotFoundError:
+            return self.snapshot()
+
+    def version_at(self, timestamp_ms: int) -> int:
+        """Newest version committed at or before ``timestamp_ms`` (``timestampAsOf``)."""
+        history = self.snapshot().history
+        eligible = [h.version for h in history if h.timestamp_ms <= timestamp_ms]
+        if not eligible:
+            first = history[0].timestamp_ms if history else None
+            raise VersionNotFoundError(f"no version at or before {timestamp_ms} ms; the first commit is at {first} ms")
+        return max(eligible)
+
+    # -- writing -------------------------------------------------------------------------
+    def commit(
+        self,
+        *,
+        read: Snapshot,
+        operation: str,
+        build: Builder,
+        parameters: dict[str, Any] | None = None,
+        metrics: dict[str, float | int] | None = None,
+        checkpoint_interval: int | None = None,
+        current: Snapshot | None = None,
+    ) -> CommitResult:
+        """Create the next version with the actions ``build`` makes against the newest
+        snapshot. ``build`` raises a ``CommitConflictError`` when what was read no longer
+        holds; validation failures that only appear on a newer snapshot are conflicts too.
+        ``current`` (a newer snapshot than ``read``, if the caller has one) saves a lost race."""
+        txn = uuid.uuid4().hex
+        current = current if current is not None else read
+        for attempt in range(1, self.retry.max_attempts + 1):
+            actions = tuple(build(current))
+            candidate = Commit(
+                version=current.version + 1,
+                read_version=read.version,
+                timestamp_ms=max(int(time.time() * 1000), current.timestamp_ms + 1),
+                operation=operation,
+                parameters={**(parameters or {}), "txn": txn},
+                writer=writer_identity(),
+                metrics=metrics or {},
+                actions=actions,
+            )
+            trial = current.copy()
+            try:
+                apply_commit(trial, candidate)
+            except InvalidLineageTransitionError as exc:
+                if current.version != read.version:
+                    raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
+                raise
+            if self._put(candidate, txn):
+                self._maybe_checkpoint(trial, checkpoint_interval)
+                return CommitResult(candidate, trial, attempt)
+            time.sleep(self.retry.delay(attempt))
+            current = self.catch_up(current)
+        raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
+
+    def _put(self, commit: Commit, txn: str) -> bool:
+        path = commit_path(commit.version)
+        data = commit.to_json_bytes()
+        try:
+            return self.io.put_if_absent(path, data)
+        except CommitStateUnknownError:
+            # Look before giving up: the file is either ours, someone else's, or absent.
+            try:
+                existing = self.read_commit(commit.version)
+            except VersionNotFoundError:
+                return self.io.put_if_absent(path, data)
+            except Exception:
+                raise
+            return existing.parameters.get("txn") == txn
+
+    def _maybe_checkpoint(self, snapshot: Snapshot, interval: int | None) -> None:
+        every = interval or int(snapshot.properties.get("checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
+            self.write_checkpoint(snapshot)
+
+    def write_checkpoint(self, snapshot: Snapshot) -> None:
+        try:
+            self.io.put_if_absent(checkpoint_path(snapshot.version), checkpoint_bytes(snapshot))
+        except Exception as exc:  # a checkpoint is an optimisation: never fail a landed commit
+            log.warning("could not write checkpoint %s: %s", snapshot.version, exc)
+
+    def _where(self, path: str) -> str:
+        return f"{self.io.uri}/{path}"

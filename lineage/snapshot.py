@@ -1,0 +1,306 @@
+"""Replaying commits into a snapshot — a pure function of the log, no I/O.
+
+A ``Snapshot`` is the whole state of a table at one version: schema and properties, every
+segment the log has named (visible or not, because lineage can make hidden segments visible
+again), the lineage entries, and the newest deletion vector of each segment. What a reader
+sees is derived from it by ``visible_segment_ids`` (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .actions import (
+    AddSegment,
+    Commit,
+    DeletionVectorRef,
+    LineageEnd,
+    LineagePurge,
+    LineageRevert,
+    LineageStart,
+    MetadataAction,
+    RemoveSegment,
+    SegmentFile,
+    SetDeletionVector,
+)
+from .errors import CorruptMetadataError, InvalidLineageTransitionError, SegmentInUseError
+
+IN_PROGRESS = "IN_PROGRESS"
+COMPLETED = "COMPLETED"
+REVERTED = "REVERTED"
+
+
+@dataclass
+class SegmentState:
+    file: SegmentFile
+    added_version: int
+    removed_version: int | None = None
+    lineage_entry: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.file.id
+
+
+@dataclass
+class LineageEntry:
+    """Pinot's ``{id, segments_from, segments_to, state, timestamp}`` plus the versions at
+    which it started and last changed state (retention and history need them)."""
+
+    id: str
+    segments_from: tuple[str, ...]
+    segments_to: tuple[str, ...]
+    state: str
+    timestamp_ms: int
+    started_version: int
+    state_version: int
+
+    @property
+    def live(self) -> bool:
+        return self.state in (IN_PROGRESS, COMPLETED)
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    version: int
+    timestamp_ms: int
+    operation: str
+
+
+@dataclass
+class Snapshot:
+    version: int = -1
+    timestamp_ms: int = 0
+    table_id: str = ""
+    table_schema: dict[str, Any] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+    segments: dict[str, SegmentState] = field(default_factory=dict)
+    lineage: dict[str, LineageEntry] = field(default_factory=dict)
+    dvs: dict[str, DeletionVectorRef] = field(default_factory=dict)
+    history: list[HistoryItem] = field(default_factory=list)
+
+    @property
+    def exists(self) -> bool:
+        return self.version >= 0
+
+    def visible_segment_ids(self) -> list[str]:
+        """DESIGN.md §5: added, minus ``from`` of COMPLETED entries, minus ``to`` of
+        IN_PROGRESS and REVERTED entries, minus removed. Ordered by when they were added."""
+        hidden: set[str] = set()
+        for entry in self.lineage.values():
+            hidden.update(entry.segments_from if entry.state == COMPLETED else entry.segments_to)
+        return [
+            sid
+            for sid, seg in self.segments.items()
+            if seg.removed_version is None and sid not in hidden
+        ]
+
+    def visible_segments(self) -> list[SegmentState]:
+        return [self.segments[sid] for sid in self.visible_segment_ids()]
+
+    def live_entries(self) -> list[LineageEntry]:
+        return [e for e in self.lineage.values() if e.live]
+
+    def copy(self) -> "Snapshot":
+        # Segment files and DV refs are frozen models, so a shallow copy of the mutable
+        # containers (and of the small per-segment/per-entry records) suffices.
+        return Snapshot(
+            version=self.version,
+            timestamp_ms=self.timestamp_ms,
+            table_id=self.table_id,
+            table_schema=self.table_schema,
+            properties=dict(self.properties),
+            segments={k: copy.copy(v) for k, v in self.segments.items()},
+            lineage={k: copy.copy(v) for k, v in self.lineage.items()},
+            dvs=dict(self.dvs),
+            history=list(self.history),
+        )
+
+
+def apply_commit(state: Snapshot, commit: Commit) -> None:
+    """Apply one commit to ``state`` in place. Raises ``InvalidLineageTransitionError`` when
+    the commit is not valid on top of ``state``; the caller decides whether that means a
+    conflict (while committing) or a corrupt log (while replaying)."""
+    if commit.version != state.version + 1:
+        raise InvalidLineageTransitionError(f"version {commit.version} does not follow {state.version}")
+    v = commit.version
+    if not state.exists and not any(isinstance(a, MetadataAction) for a in commit.actions):
+        raise InvalidLineageTransitionError("the first commit of a table must carry its metadata")
+    for action in commit.actions:
+        _APPLY[type(action)](state, action, v, commit.timestamp_ms)
+    state.version = v
+    state.timestamp_ms = commit.timestamp_ms
+    state.history.append(HistoryItem(v, commit.timestamp_ms, commit.operation))
+
+
+def replay(commits: Iterable[Commit], *, base: Snapshot | None = None) -> Snapshot:
+    """Snapshot after applying ``commits`` (consecutive versions) to ``base``. Pure."""
+    state = base.copy() if base is not None else Snapshot()
+    for commit in commits:
+        try:
+            apply_commit(state, commit)
+        except InvalidLineageTransitionError as exc:
+            raise CorruptMetadataError(f"log version {commit.version}", f"cannot be applied: {exc}") from None
+    return state
+
+
+def _metadata(s: Snapshot, a: MetadataAction, v: int, ts: int) -> None:
+    if s.exists and a.table_id != s.table_id:
+        raise InvalidLineageTransitionError(f"table id changed from {s.table_id} to {a.table_id}")
+    s.table_id = a.table_id
+    s.table_schema = a.table_schema
+    s.properties = dict(a.properties)
+
+
+def _add(s: Snapshot, a: AddSegment, v: int, ts: int) -> None:
+    sid = a.segment.id
+    if sid in s.segments:
+        raise InvalidLineageTransitionError(f"segment {sid} was added before")
+    if a.lineage_entry is not None:
+        entry = _entry(s, a.lineage_entry)
+        if entry.state != IN_PROGRESS:
+            raise InvalidLineageTransitionError(
+                f"cannot add segment {sid} to lineage entry {entry.id}: it is {entry.state}, not IN_PROGRESS"
+            )
+        owner = next((e for e in s.lineage.values() if sid in e.segments_to), None)
+        if owner is not None and owner is not entry:
+            raise InvalidLineageTransitionError(f"segment {sid} belongs to lineage entry {owner.id}, not {entry.id}")
+        if owner is None:  # not declared by the start: it joins segments_to now
+            entry.segments_to = entry.segments_to + (sid,)
+    s.segments[sid] = SegmentState(file=a.segment, added_version=v, lineage_entry=a.lineage_entry)
+
+
+def _remove(s: Snapshot, a: RemoveSegment, v: int, ts: int) -> None:
+    seg = s.segments.get(a.segment_id)
+    if seg is None or seg.removed_version is not None:
+        raise InvalidLineageTransitionError(f"segment {a.segment_id} is not in the table")
+    for entry in s.lineage.values():
+        if entry.state == IN_PROGRESS and (a.segment_id in entry.segments_from or a.segment_id in entry.segments_to):
+            raise SegmentInUseError(
+                f"segment {a.segment_id} is held by IN_PROGRESS lineage entry {entry.id}; "
+                "end or revert that push first"
+            )
+    seg.removed_version = v
+    s.dvs.pop(a.segment_id, None)
+
+
+def _dv(s: Snapshot, a: SetDeletionVector, v: int, ts: int) -> None:
+    seg = s.segments.get(a.segment_id)
+    if seg is None or seg.removed_version is not None:
+        raise InvalidLineageTransitionError(f"deletion vector for segment {a.segment_id}, which is not in the table")
+    if a.dv.cardinality > seg.file.num_rows:
+        raise InvalidLineageTransitionError(
+            f"deletion vector of segment {a.segment_id} deletes {a.dv.cardinality} rows of {seg.file.num_rows}"
+        )
+    s.dvs[a.segment_id] = a.dv
+
+
+def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
+    if a.entry_id in s.lineage:
+        raise InvalidLineageTransitionError(f"lineage entry {a.entry_id} exists already")
+    visible = set(s.visible_segment_ids())
+    missing = [sid for sid in a.segments_from if sid not in visible]
+    if missing:
+        raise InvalidLineageTransitionError(f"segments_from are not visible: {', '.join(missing[:5])}")
+    for entry in s.lineage.values():
+        overlap = set(a.segments_from) & set(entry.segments_from)
+        if entry.state == IN_PROGRESS and overlap:
+            raise InvalidLineageTransitionError(
+                f"lineage entry {entry.id} is IN_PROGRESS on the same segments; end or revert it first"
+            )
+    declared = {sid for entry in s.lineage.values() for sid in entry.segments_to}
+    clash = [sid for sid in a.segments_to if sid in s.segments]
+    if clash:
+        raise InvalidLineageTransitionError(f"segments_to exist already: {', '.join(clash[:5])}")
+    s.lineage[a.entry_id] = LineageEntry(
+        id=a.entry_id,
+        segments_from=tuple(a.segments_from),
+        segments_to=tuple(a.segments_to),
+        state=IN_PROGRESS,
+        timestamp_ms=ts,
+        started_version=v,
+        state_version=v,
+    )
+
+
+def _end(s: Snapshot, a: LineageEnd, v: int, ts: int) -> None:
+    entry = _entry(s, a.entry_id)
+    if entry.state != IN_PROGRESS:
+        raise InvalidLineageTransitionError(f"lineage entry {entry.id} is {entry.state}; only IN_PROGRESS can end")
+    visible = set(s.visible_segment_ids())
+    gone = [sid for sid in entry.segments_from if sid not in visible]
+    if gone:
+        raise InvalidLineageTransitionError(
+            f"lineage entry {entry.id} cannot end: segments it replaces are no longer visible ({', '.join(gone[:5])})"
+        )
+    missing = [sid for sid in entry.segments_to if sid not in s.segments or s.segments[sid].removed_version is not None]
+    if missing:
+        raise InvalidLineageTransitionError(f"lineage entry {entry.id} cannot end: segments_to missing ({', '.join(missing[:5])})")
+    entry.state = COMPLETED
+    entry.timestamp_ms = ts
+    entry.state_version = v
+
+
+def _revert(s: Snapshot, a: LineageRevert, v: int, ts: int) -> None:
+    entry = _entry(s, a.entry_id)
+    if entry.state not in (IN_PROGRESS, COMPLETED):
+        raise InvalidLineageTransitionError(f"lineage entry {entry.id} is {entry.state}; only IN_PROGRESS or COMPLETED can be reverted")
+    if entry.state == COMPLETED:
+        blocker = revert_blocker(s, entry)
+        if blocker:
+            raise InvalidLineageTransitionError(f"cannot revert lineage entry {entry.id}: {blocker}")
+    entry.state = REVERTED
+    entry.timestamp_ms = ts
+    entry.state_version = v
+
+
+def revert_blocker(s: Snapshot, entry: LineageEntry) -> str | None:
+    """Why a COMPLETED entry cannot be reverted alone, or ``None``. Its output must still be
+    what readers see, and what it replaced must still exist to come back."""
+    to = set(entry.segments_to)
+    for other in s.lineage.values():
+        if other.id != entry.id and other.live and to & set(other.segments_from):
+            return f"its segments were since replaced by lineage entry {other.id} ({other.state}); revert {other.id} first"
+    for sid in entry.segments_to:
+        removed = s.segments[sid].removed_version
+        if removed is not None:
+            return f"its segment {sid} was removed by the commit at version {removed}"
+    for sid in entry.segments_from:
+        removed = s.segments[sid].removed_version
+        if removed is not None:
+            return f"the segment {sid} it replaced was already removed at version {removed} (retention)"
+    return None
+
+
+def _purge(s: Snapshot, a: LineagePurge, v: int, ts: int) -> None:
+    entry = _entry(s, a.entry_id)
+    if entry.state == IN_PROGRESS:
+        raise InvalidLineageTransitionError(f"lineage entry {entry.id} is IN_PROGRESS and cannot be purged")
+    hidden = entry.segments_from if entry.state == COMPLETED else entry.segments_to
+    kept = [sid for sid in hidden if sid in s.segments and s.segments[sid].removed_version is None]
+    if kept:
+        raise InvalidLineageTransitionError(
+            f"lineage entry {entry.id} still hides segments {', '.join(kept[:5])}; remove them in the same commit first"
+        )
+    del s.lineage[entry.id]
+
+
+def _entry(s: Snapshot, entry_id: str) -> LineageEntry:
+    entry = s.lineage.get(entry_id)
+    if entry is None:
+        raise InvalidLineageTransitionError(f"no lineage entry {entry_id}")
+    return entry
+
+
+_APPLY = {
+    MetadataAction: _metadata,
+    AddSegment: _add,
+    RemoveSegment: _remove,
+    SetDeletionVector: _dv,
+    LineageStart: _start,
+    LineageEnd: _end,
+    LineageRevert: _revert,
+    LineagePurge: _purge,
+}

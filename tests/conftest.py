@@ -1,0 +1,33 @@
+"""Shared pytest configuration.
+
+Spark: the ``spark`` (local[2]), ``spark_cluster`` (standalone, 127.0.0.1) and
+``mvtable_wheel_site`` fixtures live in ``tests/support/spark.py``.  All are
+session-scoped and created on first use only, so a run of pure tests never imports
+pyspark or starts a JVM.  Tests that use them are marked ``spark`` / ``cluster``
+automatically, so ``-m "not spark"`` runs without Java.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_TESTS_DIR = Path(__file__).resolve().parent
+if str(_TESTS_DIR) not in sys.path:  # `support` is importable however pytest was started
+    sys.path.insert(0, str(_TESTS_DIR))
+
+# Importing support.spark does not import pyspark: it is imported inside the fixtures.
+from support.spark import mvtable_wheel_site, spark, spark_cluster  # noqa: E402,F401
+
+_SPARK_FIXTURES = {"spark", "spark_cluster", "mvtable_wheel_site"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "spark_cluster" in names and item.get_closest_marker("cluster") is None:
+            item.add_marker(pytest.mark.cluster)
+        if names & _SPARK_FIXTURES and item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.spark)
