@@ -64,6 +64,8 @@ class WriteOptions(_Options):
     consistent_push: bool = False
     publish: bool = True
     operation: str = "write"
+    read_version: int | None = Field(default=None, ge=0)
+    tag: str | None = Field(default=None, max_length=200)
     properties: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("operation")
@@ -89,6 +91,8 @@ _WRITE_NAMES = {
     "consistentPush": "consistent_push",
     "publish": "publish",
     "operation": "operation",
+    "readVersion": "read_version",
+    "tag": "tag",
 }
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
 _WRITE_KEYS = {k.lower(): v for k, v in _WRITE_NAMES.items()}

@@ -13,7 +13,7 @@ import pyarrow as pa
 from mvtable.lineage.actions import DeletionVectorRef, SegmentFile
 from mvtable.lineage.io import FileIO
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.visibility import keep_mask, load_dv, process_cache
+from mvtable.visibility import keep_mask, load_dv_positions, process_cache
 
 from .schema import project, schema_from_json
 from .segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, iter_segment
@@ -109,11 +109,11 @@ def split_tasks(tasks: Sequence[ScanTask], *, max_bytes: int) -> list[list[ScanT
 
 
 class _Mask:
-    def __init__(self, bitmap: Any) -> None:
-        self.bitmap = bitmap
+    def __init__(self, positions: np.ndarray) -> None:
+        self.positions = positions
 
     def keep_mask(self, start: int, count: int) -> np.ndarray | None:
-        return keep_mask(self.bitmap, start, count)
+        return keep_mask(self.positions, start, count)
 
 
 def read_task(
@@ -126,7 +126,7 @@ def read_task(
 ) -> Iterator[pa.Table]:
     """The live rows of one task, deletion vector applied; ``predicates`` are applied
     exactly (they are what the Spark reader claimed to Spark)."""
-    masks = _Mask(load_dv(io, task.dv, cache=process_cache())) if task.dv is not None else None
+    masks = _Mask(load_dv_positions(io, task.dv, cache=process_cache())) if task.dv is not None else None
     read_cols = list(columns) if columns is not None else None
     if read_cols is not None and predicates:
         read_cols += [p.column for p in predicates if p.column not in read_cols]

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -15,10 +16,11 @@ from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 
 from . import writes
-from .errors import InvalidOptionError
+from .deletes import DeleteResult, commit_deletes
+from .errors import InvalidOptionError, InvalidRowAddressError
 from .scan import ScanPlan, plan_scan, read_task
 from .schema import schema_from_json
-from .segments import write_segments
+from .segments import ROW_ADDRESS_ROW, write_segments
 from .stats import Predicate
 from .timeparse import parse_timestamp_ms
 
@@ -203,6 +205,45 @@ class Table:
         except BaseException:
             writes.abort_write(plan, segments)
             raise
+
+    # -- deleting ------------------------------------------------------------------------
+    def delete(self, filter: pc.Expression) -> int:
+        """Delete the rows matching ``filter`` (exactly); returns how many were deleted.
+        Writes deletion vectors only: no data file is rewritten."""
+        if not isinstance(filter, pc.Expression):
+            raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
+        snapshot = self.snapshot()
+        schema = schema_from_json(snapshot.table_schema)
+        text = str(filter)
+        needed = [n for n in schema.names if n in text]  # over-inclusive is harmless
+        plan = plan_scan(snapshot, columns=needed, row_address=True)
+        positions: dict[str, list[np.ndarray]] = {}
+        for task in plan.tasks:
+            for t in read_task(self.io, task, columns=needed, row_address=True):
+                hit = t.filter(filter).column(ROW_ADDRESS_ROW).to_numpy()
+                if len(hit):
+                    positions.setdefault(task.segment.id, []).append(hit)
+        merged = {sid: np.concatenate(parts) for sid, parts in positions.items()}
+        return self.delete_rows(merged, read=snapshot, parameters={"predicate": text}).deleted_rows
+
+    def delete_rows(
+        self, positions: Mapping[str, Sequence[int] | np.ndarray], *, read: Snapshot | None = None, parameters: dict | None = None
+    ) -> DeleteResult:
+        """Delete rows by physical address ``{segment id: positions}`` as read at ``read``
+        (the newest snapshot by default). Unknown addresses raise and commit nothing."""
+        read = read or self.snapshot()
+        arrays = {sid: np.asarray(p, dtype=np.int64) for sid, p in positions.items()}
+        negative = [sid for sid, a in arrays.items() if len(a) and a.min() < 0]
+        if negative:
+            raise InvalidRowAddressError(f"negative row positions for segment {negative[0]!r}")
+        return commit_deletes(
+            self.io,
+            self.log,
+            read,
+            {sid: a.astype(np.uint64) for sid, a in arrays.items()},
+            inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
+            parameters=parameters,
+        )
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"

@@ -170,14 +170,16 @@ class CommitLog:
         operation: str,
         build: Builder,
         parameters: dict[str, Any] | None = None,
-        metrics: dict[str, float | int] | None = None,
+        metrics: dict[str, float | int] | Callable[[], dict[str, float | int]] | None = None,
         checkpoint_interval: int | None = None,
         current: Snapshot | None = None,
     ) -> CommitResult:
         """Create the next version with the actions ``build`` makes against the newest
         snapshot. ``build`` raises a ``CommitConflictError`` when what was read no longer
         holds; validation failures that only appear on a newer snapshot are conflicts too.
-        ``current`` (a newer snapshot than ``read``, if the caller has one) saves a lost race."""
+        ``current`` (a newer snapshot than ``read``, if the caller has one) saves a lost race.
+        ``metrics`` may be a function, called after ``build`` so it can report what the
+        final attempt did."""
         txn = uuid.uuid4().hex
         current = current if current is not None else read
         for attempt in range(1, self.retry.max_attempts + 1):
@@ -189,7 +191,7 @@ class CommitLog:
                 operation=operation,
                 parameters={**(parameters or {}), "txn": txn},
                 writer=writer_identity(),
-                metrics=metrics or {},
+                metrics=(metrics() if callable(metrics) else metrics) or {},
                 actions=actions,
             )
             trial = current.copy()

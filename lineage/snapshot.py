@@ -201,7 +201,7 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
     if a.entry_id in s.lineage:
         raise InvalidLineageTransitionError(f"lineage entry {a.entry_id} exists already")
     visible = set(s.visible_segment_ids())
-    missing = [sid for sid in a.segments_from if sid not in visible]
+    missing = [sid for sid in a.segments_from if sid not in s.segments]
     if missing:
         raise InvalidLineageTransitionError(f"segments_from are not visible: {', '.join(missing[:5])}")
     for entry in s.lineage.values():
@@ -211,7 +211,7 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
                 f"lineage entry {entry.id} is IN_PROGRESS on the same segments; end or revert it first"
             )
     declared = {sid for entry in s.lineage.values() for sid in entry.segments_to}
-    clash = [sid for sid in a.segments_to if sid in s.segments]
+    clash = [sid for sid in a.segments_to if sid in s.segments or sid in declared]
     if clash:
         raise InvalidLineageTransitionError(f"segments_to exist already: {', '.join(clash[:5])}")
     s.lineage[a.entry_id] = LineageEntry(

@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 from mvtable.lineage.actions import SegmentFile
 
 from .. import writes
-from ..errors import InvalidOptionError
+from .deleter import make_delete_writer
 from ..options import WriteOptions
 
 
@@ -42,7 +42,7 @@ def _segments(messages: list[WriterCommitMessage | None]) -> list[SegmentFile]:
 
 def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> DataSourceArrowWriter:
     if opts.operation == "delete":
-        raise InvalidOptionError("operation=delete is not available yet")
+        return make_delete_writer(opts, schema, overwrite=overwrite)
     incoming = to_arrow_schema(schema, timezone="UTC")
     plan = writes.begin_write(
         opts.path,

@@ -47,15 +47,15 @@ IN_PROGRESS, COMPLETED, REVERTED = "IN_PROGRESS", "COMPLETED", "REVERTED"
 
 # Bounds: the whole file runs in well under 30 s.
 MEMORY_SETTINGS = settings(
-    max_examples=150,
-    stateful_step_count=40,
+    max_examples=100,
+    stateful_step_count=30,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 LOG_SETTINGS = settings(
-    max_examples=30,
-    stateful_step_count=30,
+    max_examples=25,
+    stateful_step_count=25,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

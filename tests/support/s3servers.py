@@ -508,87 +508,80 @@ def moto_s3(moto_server: S3Server) -> S3Endpoint:
 # multi-process drivers (module-level functions, so that "spawn" children can import them)
 
 
-def race_put_if_absent_worker(uri: str, options: dict, worker: int, rounds: int, prefix: str, barrier, results) -> None:
-    """Child process: for each round, wait for every racer, then ``put_if_absent`` the
-    round's path with content unique to this worker (and of a worker-specific length)."""
+_GANG_BARRIER = None
+
+
+def _gang_init(barrier) -> None:
+    global _GANG_BARRIER
+    _GANG_BARRIER = barrier
+    import mvtable.lineage.log  # noqa: F401  (pay the imports once, not inside a race)
+
     try:
-        from mvtable.lineage.io import open_file_io
-
-        io = open_file_io(uri, options)
-        io.exists(f"{prefix}/warm-up")  # open the connection pool before racing
-        for r in range(rounds):
-            data = (f"worker={worker} round={r} nonce={uuid.uuid4().hex} " + "x" * (7 * worker)).encode()
-            barrier.wait(timeout=60)
-            try:
-                won = io.put_if_absent(f"{prefix}/{r:020d}.json", data)
-                results.put(("put", worker, r, won, data, None))
-            except Exception as exc:
-                results.put(("put", worker, r, None, data, f"{type(exc).__name__}: {exc}"))
-    except Exception as exc:
-        results.put(("crash", worker, -1, None, b"", f"{type(exc).__name__}: {exc}"))
+        import s3fs  # noqa: F401
+    except ImportError:
+        pass
 
 
-def commit_appends_worker(uri: str, options: dict, worker: int, appends: int, barrier, results) -> None:
-    """Child process: ``appends`` blind appends through ``CommitLog.commit``; whoever finds
-    no table creates it (``MetadataAction`` in the same commit)."""
+def _gang_call(fn: Callable, index: int, args: tuple) -> Any:
+    barrier = _GANG_BARRIER
     try:
-        from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
-        from mvtable.lineage.io import open_file_io
-        from mvtable.lineage.log import CommitLog
-        from mvtable.lineage.snapshot import Snapshot
-
-        log = CommitLog(open_file_io(uri, options))
-        barrier.wait(timeout=60)
-        done = []
-        for j in range(appends):
-            seg_id = f"w{worker}-a{j}"
-
-            def build(s: Snapshot, seg_id: str = seg_id) -> list:
-                first = [] if s.exists else [MetadataAction(table_id="t", table_schema={})]
-                segment = SegmentFile(id=seg_id, path=f"data/{seg_id}.parquet", num_rows=1, size_bytes=1)
-                return [*first, AddSegment(segment=segment)]
-
-            read = log.snapshot() if log.exists() else Snapshot()
-            result = log.commit(read=read, operation="APPEND", build=build)
-            done.append((result.commit.version, seg_id, result.attempts))
-        results.put(("commits", worker, done, None))
-    except Exception as exc:
-        import traceback
-
-        results.put(("crash", worker, [], f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        return fn(index, barrier, *args)
+    except BaseException:
+        barrier.abort()  # release the others at once instead of letting them time out
+        raise
 
 
-def run_processes(target: Callable, args_for: Callable[[int, Any, Any], tuple], n: int, expected: int, timeout: float = 60.0) -> list:
-    """Start ``n`` spawn-context processes running ``target(*args_for(i, barrier, queue))``
-    and collect ``expected`` messages from them. Every process is stopped on return."""
-    import multiprocessing as mp
-    import queue as queue_mod
+def _gang_hello(index: int, barrier) -> int:
+    barrier.wait(timeout=120)
+    return os.getpid()
 
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(n)
-    results = ctx.Queue()
-    procs = [ctx.Process(target=target, args=args_for(i, barrier, results), daemon=True) for i in range(n)]
-    for p in procs:
-        p.start()
-    out: list = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"only {len(out)} of {expected} results after {timeout}s")
-            try:
-                msg = results.get(timeout=min(remaining, 1.0))
-            except queue_mod.Empty:
-                if all(not p.is_alive() for p in procs) and results.empty():
-                    codes = [p.exitcode for p in procs]
-                    raise RuntimeError(f"workers exited (codes {codes}) after {len(out)} of {expected} results")
-                continue
-            if msg[0] == "crash":
-                raise RuntimeError(f"worker {msg[1]} crashed: {msg[-1]}")
-            out.append(msg)
-        return out
-    finally:
+
+class ProcessGang:
+    """``n`` long-lived OS processes (spawn context) that run one function together, each
+    with its index and a shared ``multiprocessing.Barrier`` to line up their races.
+
+    Starting Python processes that import s3fs and pyarrow costs seconds on a small machine;
+    a gang pays that once and then runs many races."""
+
+    def __init__(self, n: int) -> None:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = mp.get_context("spawn")
+        self.n = n
+        self.barrier = ctx.Barrier(n)
+        self.pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_gang_init, initargs=(self.barrier,))
+        try:
+            pids = self.run(_gang_hello, timeout=180)
+        except BaseException:
+            self.close()
+            raise
+        if len(set(pids)) != n:
+            self.close()
+            raise RuntimeError(f"expected {n} distinct processes, got pids {pids}")
+        self.pids = pids
+
+    def run(self, fn: Callable, *args: Any, timeout: float = 90.0) -> list:
+        """``[fn(i, barrier, *args) for i in range(n)]``, each call in its own process, all
+        at the same time. Re-raises the first failure."""
+        from concurrent.futures import wait
+
+        self.barrier.reset()
+        futures = [self.pool.submit(_gang_call, fn, i, args) for i in range(self.n)]
+        done, pending = wait(futures, timeout=timeout)
+        if pending:
+            self.close()
+            raise TimeoutError(f"{len(pending)} of {self.n} processes did not finish {fn.__name__} within {timeout}s")
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        # a broken barrier is the echo of the real failure elsewhere
+        errors.sort(key=lambda e: type(e).__name__ == "BrokenBarrierError")
+        if errors:
+            raise errors[0]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        procs = list(getattr(self.pool, "_processes", {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             p.join(timeout=10)
         for p in procs:
@@ -598,4 +591,49 @@ def run_processes(target: Callable, args_for: Callable[[int, Any, Any], tuple], 
             if p.is_alive():
                 p.kill()
                 p.join()
-        results.close()
+
+
+def race_put_if_absent_worker(index: int, barrier, uri: str, options: dict, rounds: int, prefix: str) -> list:
+    """In each round: wait for every racer, then ``put_if_absent`` the round's path with
+    content unique to this process (and of a process-specific length).
+    Returns ``[(round, won, data, error)]``."""
+    from mvtable.lineage.io import open_file_io
+
+    io = open_file_io(uri, options)
+    io.exists(f"{prefix}/warm-up")  # open the connection pool before racing
+    out = []
+    for r in range(rounds):
+        data = (f"worker={index} pid={os.getpid()} round={r} nonce={uuid.uuid4().hex} " + "x" * (7 * index)).encode()
+        barrier.wait(timeout=60)
+        try:
+            out.append((r, io.put_if_absent(f"{prefix}/{r:020d}.json", data), data, None))
+        except Exception as exc:
+            out.append((r, None, data, f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def commit_appends_worker(index: int, barrier, uri: str, options: dict, appends: int) -> list:
+    """``appends`` blind appends through ``CommitLog.commit``; whoever finds no table creates
+    it (``MetadataAction`` in the same commit). Returns ``[(version, segment_id, attempts)]``."""
+    from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
+    from mvtable.lineage.io import open_file_io
+    from mvtable.lineage.log import CommitLog
+    from mvtable.lineage.snapshot import Snapshot
+
+    log = CommitLog(open_file_io(uri, options))
+    barrier.wait(timeout=60)
+    read = log.snapshot() if log.exists() else Snapshot()
+    done = []
+    for j in range(appends):
+        seg_id = f"w{index}-a{j}"
+
+        def build(s: Snapshot, seg_id: str = seg_id) -> list:
+            first = [] if s.exists else [MetadataAction(table_id="t", table_schema={})]
+            segment = SegmentFile(id=seg_id, path=f"data/{seg_id}.parquet", num_rows=1, size_bytes=1)
+            return [*first, AddSegment(segment=segment)]
+
+        # a blind append may start from a stale snapshot: losing the race means catching up
+        result = log.commit(read=read, operation="APPEND", build=build)
+        done.append((result.commit.version, seg_id, result.attempts))
+        read = result.snapshot
+    return done

@@ -603,15 +603,27 @@ def _check_running(cluster: SparkCluster, deadline: float) -> None:
 # --------------------------------------------------------------------------- wheel
 
 
-def build_wheel(dist_dir: os.PathLike | str) -> Path:
-    """``python -m pip wheel --no-deps -w dist_dir <repo root>``; returns the wheel."""
+_SNAPSHOT_IGNORE = shutil.ignore_patterns(
+    ".git", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".pytest_cache",
+    ".hypothesis", ".benchmarks", ".venv", "tests", "benchmarks", "spark-warehouse",
+    "metastore_db", "derby.log")
+
+
+def build_wheel(dist_dir: os.PathLike | str, project_dir: os.PathLike | str = REPO_ROOT) -> Path:
+    """``python -m pip wheel --no-deps -w dist_dir <project>``; returns the wheel.
+
+    The build runs on a snapshot copy of the project: an in-tree setuptools build leaves
+    ``build/`` behind in the repository, and ``build/lib`` keeps modules that were since
+    deleted, which later wheels would silently ship."""
     dist_dir = Path(dist_dir)
     dist_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mvtable-wheel-build-") as tmp:
+        snapshot = Path(tmp) / "src"
+        shutil.copytree(project_dir, snapshot, ignore=_SNAPSHOT_IGNORE, symlinks=True)
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", TMPDIR=tmp)
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist_dir),
-             str(REPO_ROOT)],
+             str(snapshot)],
             env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"pip wheel failed:\n{proc.stdout}\n{proc.stderr}")
