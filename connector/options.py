@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mvtable.conf import connector_settings
+from mvtable.conf import TableProperties, connector_settings
 
 from .errors import InvalidOptionError
 
@@ -97,6 +97,7 @@ _WRITE_NAMES = {
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
 _WRITE_KEYS = {k.lower(): v for k, v in _WRITE_NAMES.items()}
 _DISPLAY = {v: k for k, v in {**_READ_NAMES, **_WRITE_NAMES}.items()}
+_PROPERTY_NAMES = {name.lower(): name for name in TableProperties.model_fields}
 _BOOLS = {"with_row_address", "consistent_push", "publish"}
 
 
@@ -109,7 +110,9 @@ def _collect(options: Mapping[str, Any], keys: dict[str, str], *, allow_properti
         if key.startswith(STORAGE_PREFIX):
             storage[raw_key[len(STORAGE_PREFIX):]] = value
         elif allow_properties and key.startswith(PROPERTY_PREFIX):
-            properties[raw_key[len(PROPERTY_PREFIX):]] = str(value)
+            # Spark lower-cases option keys; table properties are camelCase.
+            name = raw_key[len(PROPERTY_PREFIX):]
+            properties[_PROPERTY_NAMES.get(name.lower(), name)] = str(value)
         elif key in keys:
             field = keys[key]
             if field in _BOOLS:

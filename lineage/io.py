@@ -155,11 +155,26 @@ class FsspecFileIO:
     def __init__(self, uri: str, options: Mapping[str, Any] | None = None) -> None:
         self.uri = uri.rstrip("/")
         self.options = dict(options or {})
-        self.fs, self.base = fsspec.core.url_to_fs(self.uri, **self.options)
+        self._fs, self.base = fsspec.core.url_to_fs(self.uri, **self.options)
+        self._pid = os.getpid()
         self.base = self.base.rstrip("/")
         self.protocol = urlparse(self.uri).scheme
-        protocols = self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
-        self._s3 = "s3" in protocols and hasattr(self.fs, "call_s3")
+        protocols = self._fs.protocol if isinstance(self._fs.protocol, (tuple, list)) else (self._fs.protocol,)
+        self._s3 = "s3" in protocols and hasattr(self._fs, "call_s3")
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem, rebuilt in a forked child: async filesystems such as s3fs
+        are not fork-safe ("This class is not fork-safe"), and ``open_file_io`` hands a
+        forked child (a forking Spark Python worker, say) the parent's cached instance."""
+        if self._pid != os.getpid() and self.protocol != "memory":
+            self._fs = fsspec.core.url_to_fs(self.uri, **self.options)[0]
+            self._pid = os.getpid()
+        return self._fs
+
+    @fs.setter
+    def fs(self, value: Any) -> None:
+        self._fs = value
 
     def _p(self, path: str) -> str:
         return f"{self.base}/{path}" if path else self.base

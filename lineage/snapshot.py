@@ -201,7 +201,7 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
     if a.entry_id in s.lineage:
         raise InvalidLineageTransitionError(f"lineage entry {a.entry_id} exists already")
     visible = set(s.visible_segment_ids())
-    missing = [sid for sid in a.segments_from if sid not in s.segments]
+    missing = [sid for sid in a.segments_from if sid not in visible]
     if missing:
         raise InvalidLineageTransitionError(f"segments_from are not visible: {', '.join(missing[:5])}")
     for entry in s.lineage.values():

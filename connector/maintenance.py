@@ -1,0 +1,348 @@
+"""Visibility GC and reader pins for a ``Table`` (DESIGN.md §6, CockroachDB's GC queue).
+
+``collect_garbage`` removes what no retained or pinned version needs:
+
+1. **plan** (reads only): list ``_mvtable/dv/``, read the pins, read the log; the safe
+   version is min(oldest live pin, retention version) (``lineage.retention``); the DV files
+   every version from the safe one to the latest references are *needed*; DV files only
+   older committed versions reference are *superseded*; others are orphans or belong to a
+   delete still in flight and go only after ``orphanGracePeriod`` (``visibility.gc``).
+2. delete superseded/orphaned **DV files**, in batches;
+3. delete **log files** older than the newest checkpoint at or below the safe version,
+   oldest first, in batches (the checkpoint is read back first: a log is never cut at a
+   checkpoint that cannot be read);
+4. delete **expired pin files**.
+
+Each batch is bounded by ``gcBatchBytes`` of paths. GC keeps no state of its own and
+writes nothing to the log: a finished batch is durable (its files are gone) and is the
+unit of progress, and every run recomputes its plan from the table, so a run that is
+killed or stops at its time budget (``complete=False``) is simply resumed by the next run.
+The order above means a kill at any point leaves every retained or pinned version readable.
+Before each DV/log batch the pins are read again; a pin that appeared below the safe
+version makes GC re-plan.
+
+Fault injection for tests (a later issue generalises it): ``MVTABLE_FAULT=gc.after_batch:N``
+makes the process SIGKILL itself right after its N-th (1-based) delete batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from mvtable.conf import connector_settings, parse_period
+from mvtable.lineage.actions import SetDeletionVector
+from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
+from mvtable.lineage.log import LOG_DIR, Listing
+from mvtable.lineage.retention import LogRetentionPlan, plan_log_retention
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.visibility import pins as pinning
+from mvtable.visibility.errors import DeletionVectorNotFoundError
+from mvtable.visibility.files import DV_DIR
+from mvtable.visibility.gc import DVGCPlan, batches, plan_dv_gc
+
+from .writes import table_properties
+
+if TYPE_CHECKING:
+    from .table import Table
+
+log = logging.getLogger("mvtable.connector")
+
+FAULT_ENV = "MVTABLE_FAULT"
+MAX_REPLANS = 3
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class GCReport:
+    """What one GC run did (or, with ``dry_run``, would do).
+
+    ``complete`` is False when the run stopped early (time budget, or pins kept moving);
+    run GC again to finish. ``deleted`` lists the table-relative paths removed."""
+
+    safe_version: int
+    dv_files_deleted: int = 0
+    log_files_deleted: int = 0
+    pins_expired: int = 0
+    bytes_freed: int = 0
+    complete: bool = True
+    batches: int = 0
+    dry_run: bool = False
+    retention_version: int | None = None
+    pinned_version: int | None = None
+    log_checkpoint: int | None = None  # the checkpoint the log now starts at
+    dv_files_in_grace: int = 0  # unreferenced DV files kept: younger than orphanGracePeriod
+    replans: int = 0
+    deleted: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Plan:
+    safe: int
+    retention: LogRetentionPlan
+    dv: DVGCPlan
+    phases: list[tuple[str, list[str]]]
+    sizes: dict[str, int]
+
+
+def collect_garbage(
+    table: "Table",
+    *,
+    dry_run: bool = False,
+    time_budget_s: float | None = None,
+    batch_bytes: int | None = None,
+    now_ms: int | None = None,
+    progress: Progress | None = None,
+) -> GCReport:
+    """Remove superseded DV files, orphaned DV files past the grace period, log files no
+    retained or pinned version needs, and expired pins. See the module doc.
+
+    ``time_budget_s`` (default ``gcTimeBudget``) is checked after each batch, so a run
+    always deletes at least one batch; ``batch_bytes`` (default ``gcBatchBytes``) bounds the
+    summed path length of one delete call; ``now_ms`` is the clock used for the retention
+    window, pin expiry and the orphan grace period; ``progress(done, total, what)`` is
+    called as each phase (``"dv"``, ``"log"``, ``"pins"``) starts and after each batch."""
+    settings = connector_settings()
+    budget_s = parse_period(settings.gcTimeBudget, name="gcTimeBudget") if time_budget_s is None else float(time_budget_s)
+    max_bytes = int(batch_bytes) if batch_bytes is not None else settings.gcBatchBytes
+    if max_bytes < 1:
+        raise ValueError(f"batch_bytes must be at least 1, not {batch_bytes}")
+    pin_ttl_s = parse_period(settings.pinTtl, name="pinTtl")
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    deadline = time.monotonic() + max(0.0, budget_s)
+    fault_after = _fault_after_batch()
+
+    report: GCReport | None = None
+    for attempt in range(MAX_REPLANS + 1):
+        plan = _plan(table, now_ms=now, pin_ttl_s=pin_ttl_s)
+        if report is None:
+            report = GCReport(safe_version=plan.safe, dry_run=dry_run)
+        _describe(report, plan)
+        report.replans = attempt
+        if dry_run:
+            for what, paths in plan.phases:
+                _count(report, what, paths, plan.sizes)
+                report.batches += len(batches(paths, max_bytes=max_bytes)) if paths else 0
+                if progress:
+                    progress(len(paths), len(paths), what)
+            return report
+        outcome = _execute(
+            table.io, plan, report, max_bytes=max_bytes, deadline=deadline, now_ms=now,
+            pin_ttl_s=pin_ttl_s, progress=progress, fault_after=fault_after,
+        )
+        if outcome != "replan":
+            return report
+        log.info("GC of %s: a reader pinned a version below %s while GC ran; planning again", table.uri, plan.safe)
+    assert report is not None
+    report.complete = False
+    return report
+
+
+def _execute(
+    io, plan: _Plan, report: GCReport, *, max_bytes: int, deadline: float, now_ms: int,
+    pin_ttl_s: float, progress: Progress | None, fault_after: int | None,
+) -> str:
+    """Delete the plan's batches: ``"done"``, ``"budget"`` (out of time) or ``"replan"``."""
+    work = [(what, paths, batches(paths, max_bytes=max_bytes)) for what, paths in plan.phases]
+    remaining = sum(len(b) for _, _, b in work)
+    for what, paths, phase_batches in work:
+        done = 0
+        if progress:
+            progress(0, len(paths), what)
+        for batch in phase_batches:
+            if what != "pins" and _pinned_below(io, plan.safe, now_ms=now_ms, pin_ttl_s=pin_ttl_s):
+                return "replan"
+            io.delete(batch)
+            _count(report, what, batch, plan.sizes)
+            report.batches += 1
+            remaining -= 1
+            done += len(batch)
+            if progress:
+                progress(done, len(paths), what)
+            if fault_after is not None and report.batches >= fault_after:
+                _die()
+            if remaining and time.monotonic() >= deadline:
+                report.complete = False
+                return "budget"
+    report.complete = True
+    return "done"
+
+
+def _count(report: GCReport, what: str, paths: list[str], sizes: dict[str, int]) -> None:
+    if what == "dv":
+        report.dv_files_deleted += len(paths)
+    elif what == "log":
+        report.log_files_deleted += len(paths)
+    else:
+        report.pins_expired += len(paths)
+    report.bytes_freed += sum(sizes.get(p, 0) for p in paths)
+    report.deleted.extend(paths)
+
+
+def _describe(report: GCReport, plan: _Plan) -> None:
+    report.safe_version = plan.safe
+    report.retention_version = plan.retention.retention_version
+    report.pinned_version = plan.retention.pinned_version
+    report.log_checkpoint = plan.retention.checkpoint
+    report.dv_files_in_grace = plan.dv.kept_in_grace
+
+
+# -- planning (reads only) --------------------------------------------------------------
+def _plan(table, *, now_ms: int, pin_ttl_s: float) -> _Plan:
+    io, commit_log = table.io, table.log
+    # The DV folder is listed before the log is read: a DV file committed by then is seen
+    # as needed; one committed later was in flight when the log was read, and is younger
+    # than the grace period.
+    dv_listing = io.list(DV_DIR)
+    pin_scan = pinning.scan_pins(io, now_ms=now_ms, unreadable_ttl_s=pin_ttl_s)
+    listing = commit_log.listing()
+    latest = commit_log.snapshot(listing=listing)
+    props = table_properties(latest)
+    history = {h.version: h.timestamp_ms for h in latest.history}
+    pinned = [p.version for p in pin_scan.live]
+
+    retention = plan_log_retention(
+        listing, history, now_ms=now_ms, retention_s=props.seconds("versionRetentionPeriod"), pinned_versions=pinned
+    )
+    # Never cut the log below a checkpoint that cannot be read back: CommitLog.snapshot
+    # falls back from a bad checkpoint only while every older commit file is there, so
+    # after a cut every version from that checkpoint on would become unreadable.
+    base: Snapshot | None = None
+    if retention.checkpoint is not None:
+        for c in (c for c in listing.checkpoints if retention.checkpoint <= c <= latest.version):
+            try:
+                checkpoint = commit_log.read_checkpoint(c)
+            except (CorruptMetadataError, FileNotFoundError) as exc:
+                log.warning("GC: checkpoint %s is unreadable (%s); keeping every log file this run", c, exc)
+                retention = dataclasses.replace(retention, delete_commits=(), delete_checkpoints=())
+                break
+            if c == retention.checkpoint:
+                base = checkpoint
+    safe = retention.safe_version
+
+    # DV paths every readable version from the safe one on references.
+    start = _oldest_readable(commit_log, listing, safe, latest)
+    needed = {ref.path for ref in start.dvs.values() if ref.path}
+    for v in range(start.version + 1, latest.version + 1):
+        needed.update(_dv_paths(commit_log.read_commit(v)))
+    # DV paths older committed versions reference (superseded unless needed): what the
+    # log still knows. It starts at its oldest checkpoint (where an earlier GC cut it) or
+    # at commit 0, and every later commit names the DVs it set.
+    superseded = {ref.path for ref in base.dvs.values() if ref.path} if base is not None else set()
+    first = listing.checkpoints[0] if listing.checkpoints else None
+    if first is not None and first <= start.version and (base is None or first != base.version):
+        try:
+            superseded.update(ref.path for ref in commit_log.read_checkpoint(first).dvs.values() if ref.path)
+        except (CorruptMetadataError, FileNotFoundError) as exc:  # its DVs wait for the grace period
+            log.warning("GC: cannot read checkpoint %s (%s)", first, exc)
+    for v in listing.commits:
+        if v > start.version:
+            break
+        try:
+            superseded.update(_dv_paths(commit_log.read_commit(v)))
+        except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad: its DVs wait for the grace period
+            log.warning("GC: cannot read log version %s (%s)", v, exc)
+    dv = plan_dv_gc(
+        dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.seconds("orphanGracePeriod")
+    )
+
+    sizes = {f"{DV_DIR}/{i.name}": int(i.size or 0) for i in dv_listing}
+    sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
+    sizes.update({f"{pinning.PIN_DIR}/{i.name}": int(i.size or 0) for i in io.list(pinning.PIN_DIR)})
+    phases = [("dv", list(dv.delete)), ("log", retention.paths), ("pins", list(pin_scan.expired))]
+    return _Plan(safe, retention, dv, phases, sizes)
+
+
+def _oldest_readable(commit_log, listing: Listing, safe: int, latest: Snapshot) -> Snapshot:
+    """The snapshot at ``safe``, or — when the log no longer reaches back that far (an old
+    pin, an unreadable pin file pinning version 0) — at the oldest version after it that
+    can still be read. Versions in between cannot be read by anyone."""
+    if safe >= latest.version:
+        return latest
+    for v in [safe, *(c for c in listing.checkpoints if c > safe)]:
+        try:
+            return commit_log.snapshot(v, listing=listing)
+        except (VersionNotFoundError, CorruptMetadataError):
+            continue
+    return latest
+
+
+def _dv_paths(commit) -> set[str]:
+    return {a.dv.path for a in commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
+
+
+def _pinned_below(io, safe: int, *, now_ms: int, pin_ttl_s: float) -> bool:
+    scan = pinning.scan_pins(io, now_ms=now_ms, unreadable_ttl_s=pin_ttl_s)
+    lowest = scan.min_version
+    return lowest is not None and lowest < safe
+
+
+# -- fault injection --------------------------------------------------------------------
+def _fault_after_batch() -> int | None:
+    """``MVTABLE_FAULT=gc.after_batch:N`` (comma-separated with other faults)."""
+    for item in os.environ.get(FAULT_ENV, "").split(","):
+        point, _, arg = item.strip().partition(":")
+        if point == "gc.after_batch":
+            try:
+                return max(1, int(arg))
+            except ValueError:
+                raise ValueError(f"{FAULT_ENV}: gc.after_batch needs a batch number, not {arg!r}") from None
+    return None
+
+
+def _die() -> None:  # pragma: no cover - the process ends here
+    log.warning("%s: killing GC process %s", FAULT_ENV, os.getpid())
+    kill = getattr(signal, "SIGKILL", None)
+    if kill is not None:
+        os.kill(os.getpid(), kill)
+    os._exit(137)
+
+
+# -- reader pins ------------------------------------------------------------------------
+def pin_for_read(table: "Table", version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> str:
+    """Pin ``version`` (the latest when ``None``) for ``ttl_s`` seconds (default: the
+    connector's ``pinTtl``) and check that it is still fully readable; returns the pin id.
+    Raises ``VersionNotFoundError`` / ``DeletionVectorNotFoundError`` (and pins nothing)
+    when GC collected it before the pin landed."""
+    ttl = parse_period(connector_settings().pinTtl, name="pinTtl") if ttl_s is None else float(ttl_s)
+    if version is None:
+        version = table.version
+    pin_id = pinning.pin(table.io, version, ttl_s=ttl, owner=owner or f"reader pid {os.getpid()}")
+    try:
+        snapshot = table.log.snapshot(version)
+        wanted = {ref.path for ref in snapshot.dvs.values() if ref.path}
+        if wanted:
+            present = {f"{DV_DIR}/{i.name}" for i in table.io.list(DV_DIR)}
+            missing = sorted(p for p in wanted if p not in present and not table.io.exists(p))
+            if missing:
+                raise DeletionVectorNotFoundError(missing[0], f"version {version} was garbage-collected before it was pinned")
+    except BaseException:
+        pinning.release(table.io, pin_id)
+        raise
+    return pin_id
+
+
+def release_pin(table: "Table", pin_id: str) -> None:
+    pinning.release(table.io, pin_id)
+
+
+def extend_pin(table: "Table", pin_id: str, ttl_s: float | None = None) -> pinning.Pin:
+    ttl = parse_period(connector_settings().pinTtl, name="pinTtl") if ttl_s is None else float(ttl_s)
+    return pinning.extend(table.io, pin_id, ttl)
+
+
+@contextmanager
+def pinned(table: "Table", version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> Iterator[str]:
+    """``with pinned(t, v) as pin_id:`` — the version stays readable inside the block."""
+    pin_id = pin_for_read(table, version, ttl_s=ttl_s, owner=owner)
+    try:
+        yield pin_id
+    finally:
+        release_pin(table, pin_id)

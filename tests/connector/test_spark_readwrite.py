@@ -1,0 +1,200 @@
+"""The Spark data source on a local[2] session: write modes, time travel, projection,
+types, partitioning, option errors and filter pushdown."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mvtable.connector import Table
+
+pytestmark = pytest.mark.spark
+
+
+def write(df, path, mode="append", **options):
+    w = df.write.format("mvtable").mode(mode)
+    for k, v in options.items():
+        w = w.option(k, v)
+    w.save(path)
+
+
+def read(spark, path, **options):
+    r = spark.read.format("mvtable")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load(path)
+
+
+def test_append_overwrite_push_and_time_travel(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.range(0, 100).selectExpr("id", "id * 2 AS v"), path)
+    write(spark.range(100, 150).selectExpr("id", "id * 2 AS v"), path)
+    assert read(spark, path).count() == 150
+    write(spark.range(0, 10).selectExpr("id", "id * 3 AS v"), path, "overwrite", consistentPush="true")
+    assert sorted(r.v for r in read(spark, path).collect()) == [i * 3 for i in range(10)]
+    # the first write created the table: version 0 holds its rows
+    assert read(spark, path, versionAsOf=0).count() == 100
+    assert read(spark, path, versionAsOf=1).count() == 150
+    t = Table.open(path)
+    [entry] = t.lineage()
+    assert entry.state == "COMPLETED" and len(entry.segments_from) >= 2
+    assert [h.operation for h in t.history()] == ["CREATE", "APPEND", "PUSH_START", "CONSISTENT_PUSH"]
+    ts = t.history()[0].timestamp.strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert read(spark, path, timestampAsOf=ts).count() == 100
+    write(spark.range(0, 5).selectExpr("id", "id AS v"), path, "overwrite")
+    assert read(spark, path).count() == 5
+    assert [h.operation for h in t.history()][-1] == "OVERWRITE"
+
+
+def test_columns_option_projects(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.range(5).selectExpr("id", "id * 1.5 AS price", "cast(id AS string) AS s"), path)
+    df = read(spark, path, columns="s,id")
+    assert df.columns == ["s", "id"]
+    assert sorted(df.collect()) == sorted((str(i), i) for i in range(5))
+
+
+def test_user_schema_projects(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.range(5).selectExpr("id", "id * 1.5 AS price"), path)
+    df = spark.read.format("mvtable").schema("price double").load(path)
+    assert sorted(r.price for r in df.collect()) == [i * 1.5 for i in range(5)]
+
+
+def test_every_parquet_type_round_trips(spark, tmp_path):
+    path = str(tmp_path / "t")
+    df = spark.range(20).selectExpr(
+        "id",
+        "cast(id AS tinyint) AS b", "cast(id AS smallint) AS sh", "cast(id AS int) AS i",
+        "cast(id AS float) AS f", "id * 1.5 AS d", "cast(id AS decimal(12, 3)) AS dec",
+        "cast(id AS string) AS s", "cast(cast(id AS string) AS binary) AS bin", "id % 2 = 0 AS flag",
+        "date_add(date'2026-01-01', cast(id AS int)) AS dt",
+        "timestamp'2026-01-01 00:00:00' + make_interval(0, 0, 0, 0, cast(id AS int)) AS ts",
+        "cast(timestamp'2026-01-01 00:00:00' AS timestamp_ntz) AS ntz",
+        "array(id, id + 1) AS arr", "map('k', id) AS m", "named_struct('a', id, 'b', array(cast(id AS string))) AS st",
+        "if(id = 3, null, id) AS maybe",
+    )
+    write(df, path)
+    back = read(spark, path)
+    assert back.schema == df.schema
+    assert sorted(back.collect()) == sorted(df.collect())
+
+
+def test_partitions_follow_max_partition_bytes(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.range(0, 20000, numPartitions=1).selectExpr("id"), path, **{"property.rowGroupRows": "1000"})
+    assert read(spark, path).rdd.getNumPartitions() == 1
+    small = read(spark, path, maxPartitionBytes=1)
+    assert small.rdd.getNumPartitions() == 20  # one row group each
+    assert small.count() == 20000
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"versionAsOf": 1, "timestampAsOf": "2026-01-01"}, "cannot be used together"),
+        ({"versionAsOf": 42}, "VersionNotFoundError"),
+        ({"versionAsOf": -1}, "versionAsOf"),
+        ({"versionAsOf": "latest"}, "versionAsOf"),
+        ({"timestampAsOf": "2000-01-01 00:00:00"}, "VersionNotFoundError"),
+        ({"noSuchOption": "x"}, "unknown option"),
+        ({"columns": "id,nope"}, "unknown columns"),
+    ],
+)
+def test_bad_read_options_are_typed_errors(spark, tmp_path, options, message):
+    path = str(tmp_path / "t")
+    write(spark.range(3), path)
+    with pytest.raises(Exception, match=message):
+        read(spark, path, **options).collect()
+
+
+def test_missing_table_is_typed(spark, tmp_path):
+    with pytest.raises(Exception, match="TableNotFoundError"):
+        read(spark, str(tmp_path / "none")).collect()
+
+
+def test_schema_mismatch_fails_before_commit(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.range(3).selectExpr("id", "id AS v"), path)
+    files = set(os.listdir(os.path.join(path, "data")))
+    with pytest.raises(Exception, match=r"SchemaMismatchError.*missing columns \['v'\].*unexpected columns \['w'\]"):
+        write(spark.range(3).selectExpr("id", "id AS w"), path)
+    with pytest.raises(Exception, match=r"type mismatch in v \(table: long, data: string\)"):
+        write(spark.range(3).selectExpr("id", "cast(id AS string) AS v"), path)
+    assert Table.open(path).version == 0  # nothing was committed
+    assert set(os.listdir(os.path.join(path, "data"))) == files
+
+
+def test_failed_consistent_push_is_reverted(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.range(0, 100, numPartitions=2).selectExpr("id"), path)
+    files = set(os.listdir(os.path.join(path, "data")))
+    failing = spark.range(0, 1000, numPartitions=4).selectExpr("if(id = 900, raise_error('boom'), id) AS id")
+    with pytest.raises(Exception, match="boom"):
+        write(failing, path, "overwrite", consistentPush="true")
+    t = Table.open(path)
+    [entry] = t.lineage()
+    assert entry.state == "REVERTED"
+    assert sorted(r.id for r in read(spark, path).collect()) == list(range(100))
+    assert set(os.listdir(os.path.join(path, "data"))) == files  # written segments removed
+
+
+def test_staged_push_and_bad_combinations(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.range(5), path)
+    write(spark.range(100, 103), path, "overwrite", consistentPush="true", publish="false")
+    assert read(spark, path).count() == 5
+    assert Table.open(path).lineage()[0].state == "IN_PROGRESS"
+    with pytest.raises(Exception, match="consistentPush replaces"):
+        write(spark.range(3), path, "append", consistentPush="true")
+
+
+class TestPushdown:
+    @pytest.fixture
+    def pushdown(self, spark):
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        yield
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+    @pytest.fixture
+    def table(self, spark, tmp_path):
+        path = str(tmp_path / "t")
+        df = spark.range(0, 10000, numPartitions=1).selectExpr(
+            "id",
+            "if(id % 7 = 0, null, cast(id % 100 AS string)) AS s",
+            "if(id = 5, double('NaN'), id / 10.0) AS f",
+            "date_add(date'2026-01-01', cast(id / 100 AS int)) AS d",
+        )
+        write(df, path, **{"property.rowGroupRows": "500"})
+        return path
+
+    QUERIES = [
+        "id >= 9000",
+        "id = 42",
+        "id IN (1, 2, 9999)",
+        "s = '42'",
+        "s IS NULL",
+        "s IS NOT NULL AND id < 50",
+        "NOT (id = 3) AND id < 10",
+        "f > 990",
+        "f > 0.4 AND id < 10",  # NaN row (id = 5) is greater than everything in Spark
+        "d >= date'2026-04-01' AND d < date'2026-05-01'",
+        "s LIKE '4%' AND id < 100",
+    ]
+
+    @pytest.mark.parametrize("where", QUERIES)
+    def test_pushdown_gives_the_same_rows(self, spark, table, pushdown, where):
+        with_push = sorted(map(repr, read(spark, table).where(where).collect()))  # repr: NaN != NaN
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+        without = sorted(map(repr, read(spark, table).where(where).collect()))
+        assert with_push == without
+        assert len(without) > 0
+
+    def test_row_groups_are_pruned(self, spark, table, pushdown):
+        df = read(spark, table, maxPartitionBytes=1).where("id >= 9000")
+        assert df.rdd.getNumPartitions() == 2  # 2 of 20 row groups can match
+        assert df.count() == 1000
+
+    def test_defaults_do_not_push(self, spark, table):
+        assert read(spark, table, maxPartitionBytes=1).where("id >= 9000").rdd.getNumPartitions() == 20

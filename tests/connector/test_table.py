@@ -1,0 +1,200 @@
+"""The Python Table API: create/open, append, overwrite, consistent push, scan, history."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mvtable.connector import Table
+from mvtable.connector.errors import InvalidOptionError, SchemaMismatchError
+from mvtable.lineage import COMPLETED, IN_PROGRESS, REVERTED
+from mvtable.lineage.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
+
+from .conftest import orders
+
+
+def ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def test_open_missing_table_is_typed(tmp_path):
+    with pytest.raises(TableNotFoundError, match="no mvtable table"):
+        Table.open(str(tmp_path / "nothing"))
+
+
+def test_create_twice(table_uri):
+    Table.create(table_uri, schema=orders(0, 1).schema)
+    with pytest.raises(TableAlreadyExistsError):
+        Table.create(table_uri, schema=orders(0, 1).schema)
+    assert Table.create(table_uri, schema=orders(0, 1).schema, exist_ok=True).version == 0
+
+
+def test_append_and_read_back(small_table):
+    assert small_table.version == 2
+    out = small_table.scan().to_arrow()
+    assert ids(out) == list(range(2000))
+    assert out.schema.names == ["id", "status", "price"]
+
+
+def test_row_groups_follow_property(small_table):
+    seg = small_table.snapshot().visible_segments()[0].file
+    assert len(seg.row_groups) == 10
+    assert [rg.first_row for rg in seg.row_groups] == list(range(0, 1000, 100))
+    assert seg.row_groups[3].stats["id"].min == 300 and seg.row_groups[3].stats["id"].max == 399
+
+
+def test_projection_and_filter(small_table):
+    out = small_table.scan(columns=["price"], filter=pc.field("id") >= 1995).to_arrow()
+    assert out.schema.names == ["price"]
+    assert sorted(out.column("price").to_pylist()) == [i * 1.5 for i in range(1995, 2000)]
+
+
+def test_unknown_column_is_typed(small_table):
+    with pytest.raises(InvalidOptionError, match="unknown columns"):
+        small_table.scan(columns=["nope"])
+
+
+def test_time_travel_by_version_and_timestamp(small_table):
+    assert small_table.scan(version=1).count() == 1000
+    assert small_table.scan(version=0).count() == 0
+    ts = small_table.history()[1].timestamp
+    assert small_table.scan(timestamp=ts).count() == 1000
+    assert small_table.scan(timestamp=ts.strftime("%Y-%m-%d %H:%M:%S.%f")).count() == 1000
+    with pytest.raises(VersionNotFoundError):
+        small_table.scan(version=99)
+    with pytest.raises(VersionNotFoundError):
+        small_table.scan(timestamp=dt.datetime(2000, 1, 1))
+    with pytest.raises(InvalidOptionError):
+        small_table.scan(version=1, timestamp=ts)
+    with pytest.raises(InvalidOptionError):
+        small_table.scan(timestamp="yesterday-ish")
+
+
+def test_overwrite_replaces_atomically_without_entry(small_table):
+    small_table.overwrite(orders(5000, 10))
+    assert ids(small_table.to_arrow()) == list(range(5000, 5010))
+    assert small_table.lineage() == []
+    assert small_table.scan(version=2).count() == 2000
+
+
+def test_consistent_push_records_completed_entry(small_table):
+    before = set(small_table.snapshot().visible_segment_ids())
+    small_table.overwrite(orders(7000, 5), consistent_push=True)
+    [entry] = small_table.lineage()
+    assert entry.state == COMPLETED
+    assert set(entry.segments_from) == before
+    assert len(entry.segments_to) == 1
+    assert ids(small_table.to_arrow()) == list(range(7000, 7005))
+    ops = [h.operation for h in small_table.history()]
+    assert ops[-2:] == ["PUSH_START", "CONSISTENT_PUSH"]
+
+
+def test_staged_push_stays_invisible(small_table):
+    small_table.overwrite(orders(7000, 5), consistent_push=True, publish=False)
+    [entry] = small_table.lineage()
+    assert entry.state == IN_PROGRESS
+    assert small_table.scan().count() == 2000
+
+
+def test_failed_push_is_reverted_and_files_removed(small_table, monkeypatch):
+    from mvtable.connector import writes
+
+    real_finish = writes.finish_write
+
+    def boom(plan, segments):
+        raise RuntimeError("executor lost")
+
+    monkeypatch.setattr(writes, "finish_write", boom)
+    data_dir = os.path.join(small_table.uri, "data")
+    files_before = set(os.listdir(data_dir))
+    with pytest.raises(RuntimeError, match="executor lost"):
+        small_table.overwrite(orders(7000, 5), consistent_push=True)
+    monkeypatch.setattr(writes, "finish_write", real_finish)
+    [entry] = small_table.lineage()
+    assert entry.state == REVERTED
+    assert set(os.listdir(data_dir)) == files_before
+    assert ids(small_table.to_arrow()) == list(range(2000))
+
+
+def test_schema_mismatch_names_columns(small_table):
+    bad = pa.table({"id": pa.array([1], pa.int64()), "status": pa.array([1], pa.int32()), "extra": [1]})
+    with pytest.raises(SchemaMismatchError) as err:
+        small_table.append(bad)
+    text = str(err.value)
+    assert "price" in text and "extra" in text and "status (table: string, data: integer)" in text
+    assert small_table.version == 2
+
+
+def test_columns_in_another_order_are_aligned(small_table):
+    shuffled = orders(3000, 3).select(["price", "id", "status"])
+    small_table.append(shuffled)
+    out = small_table.scan(filter=pc.field("id") >= 3000).to_arrow()
+    assert out.schema.names == ["id", "status", "price"]
+    assert out.column("price").to_pylist() == [4500.0, 4501.5, 4503.0]
+
+
+def test_first_write_creates_the_table(table_uri):
+    t = Table(table_uri)
+    t.append(orders(0, 3))
+    assert Table.open(table_uri).scan().count() == 3
+    assert [h.operation for h in t.history()] == ["CREATE"]
+
+
+def test_bad_properties_are_typed(table_uri):
+    with pytest.raises(InvalidOptionError, match="rowGroupRows"):
+        Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": "many"})
+    with pytest.raises(InvalidOptionError, match="unknown table properties"):
+        Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupSize": "1"})
+
+
+def test_history_is_oldest_first_with_metrics(small_table):
+    h = small_table.history()
+    assert [x.version for x in h] == [0, 1, 2]
+    assert h[1].metrics["added_rows"] == 1000
+    assert h[0].timestamp <= h[1].timestamp <= h[2].timestamp
+
+
+def test_memory_filesystem_table():
+    uri = f"memory://mvtable-test/{os.getpid()}-{id(object())}"
+    t = Table.create(uri, schema=orders(0, 1).schema)
+    t.append(orders(0, 10))
+    t.overwrite(orders(10, 5), consistent_push=True)
+    assert ids(Table.open(uri).to_arrow()) == list(range(10, 15))
+
+
+def test_all_parquet_types_round_trip(table_uri):
+    import decimal
+
+    data = pa.table(
+        {
+            "b": pa.array([True, None]),
+            "i8": pa.array([1, None], pa.int8()),
+            "i16": pa.array([1, None], pa.int16()),
+            "i32": pa.array([1, None], pa.int32()),
+            "f32": pa.array([1.5, None], pa.float32()),
+            "dec": pa.array([decimal.Decimal("1.25"), None], pa.decimal128(10, 2)),
+            "s": pa.array(["x", None]),
+            "bin": pa.array([b"\x00\x01", None]),
+            "d": pa.array([dt.date(2026, 1, 2), None]),
+            "ts": pa.array([dt.datetime(2026, 1, 2, 3, 4, 5), None], pa.timestamp("us", tz="UTC")),
+            "ntz": pa.array([dt.datetime(2026, 1, 2, 3, 4, 5), None], pa.timestamp("us")),
+            "arr": pa.array([[1, 2], None], pa.list_(pa.int64())),
+            "m": pa.array([[("k", 1)], None], pa.map_(pa.string(), pa.int64())),
+            "st": pa.array([{"a": 1, "b": "x"}, None], pa.struct([("a", pa.int64()), ("b", pa.string())])),
+        }
+    )
+    t = Table.create(table_uri, schema=data.schema)
+    t.append(data)
+    out = t.to_arrow()
+    assert out.to_pylist() == data.to_pylist()
+
+
+def test_unsigned_types_are_refused_with_advice(table_uri):
+    from mvtable.connector.errors import UnsupportedTypeError
+
+    with pytest.raises(UnsupportedTypeError, match="uint32"):
+        Table.create(table_uri, schema=pa.schema([("x", pa.uint32())]))
