@@ -4,6 +4,7 @@ once on the driver, and every ``ScanTask`` carries all an executor needs."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -13,7 +14,8 @@ import pyarrow as pa
 from mvtable.lineage.actions import DeletionVectorRef, SegmentFile
 from mvtable.lineage.io import FileIO
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.visibility import keep_mask, load_dv_positions, process_cache
+from mvtable.conf import connector_settings, parse_period
+from mvtable.visibility import keep_mask, load_dv_positions, pins, process_cache
 
 from .schema import project, schema_from_json
 from .segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, iter_segment
@@ -81,6 +83,13 @@ def plan_scan(
         row_address=row_address,
         pruned_row_groups=pruned,
     )
+
+
+def pin_version(io: FileIO, version: int, *, ttl: str | None = None) -> str:
+    """Pin ``version`` while a read plans and runs, so visibility GC keeps what it needs.
+    Pins expire (``pinTtl``), so a reader that dies never blocks GC for long."""
+    ttl_s = parse_period(ttl or connector_settings().pinTtl, name="pinTtl")
+    return pins.pin(io, version, ttl_s=ttl_s, owner=f"reader pid {os.getpid()}")
 
 
 def split_tasks(tasks: Sequence[ScanTask], *, max_bytes: int) -> list[list[ScanTask]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -16,13 +16,18 @@ from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 
 from . import writes
+from mvtable.visibility import pins
+
 from .deletes import DeleteResult, commit_deletes
 from .errors import InvalidOptionError, InvalidRowAddressError
-from .scan import ScanPlan, plan_scan, read_task
+from .scan import ScanPlan, pin_version, plan_scan, read_task
 from .schema import schema_from_json
 from .segments import ROW_ADDRESS_ROW, write_segments
 from .stats import Predicate
 from .timeparse import parse_timestamp_ms
+
+if TYPE_CHECKING:
+    from .maintenance import GCReport
 
 
 @dataclass(frozen=True)
@@ -53,20 +58,30 @@ def _utc(ms: int) -> dt.datetime:
 class TableScan:
     """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``."""
 
-    def __init__(self, table: "Table", plan: ScanPlan, filter: pc.Expression | None) -> None:
+    def __init__(self, table: "Table", plan: ScanPlan, filter: pc.Expression | None, *, pin_id: str | None = None) -> None:
         self.table = table
         self.plan = plan
         self.filter = filter
+        self.pin_id = pin_id  # held from planning until the scan has been read once
 
     def to_tables(self) -> Iterator[pa.Table]:
-        for task in self.plan.tasks:
-            for t in read_task(self.table.io, task, columns=self._read_columns(), row_address=self.plan.row_address):
-                if self.filter is not None:
-                    t = t.filter(self.filter)
-                    if self.plan.columns is not None:
-                        t = t.select(self.plan.schema.names)
-                if t.num_rows:
-                    yield t.cast(self.plan.schema) if t.schema != self.plan.schema else t
+        try:
+            for task in self.plan.tasks:
+                for t in read_task(self.table.io, task, columns=self._read_columns(), row_address=self.plan.row_address):
+                    if self.filter is not None:
+                        t = t.filter(self.filter)
+                        if self.plan.columns is not None:
+                            t = t.select(self.plan.schema.names)
+                    if t.num_rows:
+                        yield t.cast(self.plan.schema) if t.schema != self.plan.schema else t
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Drop the reader pin (it also expires by itself after ``pinTtl``)."""
+        if self.pin_id is not None:
+            pins.release(self.table.io, self.pin_id)
+            self.pin_id = None
 
     def _read_columns(self) -> list[str] | None:
         if self.plan.columns is None:
@@ -158,7 +173,8 @@ class Table:
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
         snapshot = self.snapshot(version, timestamp=timestamp)
         plan = plan_scan(snapshot, columns=columns, predicates=predicates, row_address=with_row_address)
-        return TableScan(self, plan, filter)
+        pin_id = pin_version(self.io, snapshot.version)
+        return TableScan(self, plan, filter, pin_id=pin_id)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         return self.scan(**kwargs).to_arrow()
@@ -217,14 +233,18 @@ class Table:
         text = str(filter)
         needed = [n for n in schema.names if n in text]  # over-inclusive is harmless
         plan = plan_scan(snapshot, columns=needed, row_address=True)
-        positions: dict[str, list[np.ndarray]] = {}
-        for task in plan.tasks:
-            for t in read_task(self.io, task, columns=needed, row_address=True):
-                hit = t.filter(filter).column(ROW_ADDRESS_ROW).to_numpy()
-                if len(hit):
-                    positions.setdefault(task.segment.id, []).append(hit)
-        merged = {sid: np.concatenate(parts) for sid, parts in positions.items()}
-        return self.delete_rows(merged, read=snapshot, parameters={"predicate": text}).deleted_rows
+        pin_id = pin_version(self.io, snapshot.version)
+        try:
+            positions: dict[str, list[np.ndarray]] = {}
+            for task in plan.tasks:
+                for t in read_task(self.io, task, columns=needed, row_address=True):
+                    hit = t.filter(filter).column(ROW_ADDRESS_ROW).to_numpy()
+                    if len(hit):
+                        positions.setdefault(task.segment.id, []).append(hit)
+            merged = {sid: np.concatenate(parts) for sid, parts in positions.items()}
+            return self.delete_rows(merged, read=snapshot, parameters={"predicate": text}).deleted_rows
+        finally:
+            pins.release(self.io, pin_id)
 
     def delete_rows(
         self, positions: Mapping[str, Sequence[int] | np.ndarray], *, read: Snapshot | None = None, parameters: dict | None = None
@@ -244,6 +264,15 @@ class Table:
             inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
             parameters=parameters,
         )
+
+    # -- maintenance ---------------------------------------------------------------------
+    def collect_garbage(self, **options: Any) -> "GCReport":
+        """Visibility GC: superseded DV files, old log files, expired pins. Safe beside
+        readers (pinned and retained versions stay readable) and resumable (see
+        ``mvtable.connector.maintenance.collect_garbage`` for the options)."""
+        from .maintenance import collect_garbage
+
+        return collect_garbage(self, **options)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"

@@ -194,15 +194,16 @@ def parse_commit(data: bytes, *, source: str, expected_version: int | None = Non
     """Parse and validate a commit file; every failure names the file."""
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptMetadataError(source, f"not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise CorruptMetadataError(source, "a commit must be a JSON object")
     fmt = raw.get("format")
-    if fmt != FORMAT_VERSION:
+    if fmt != FORMAT_VERSION or isinstance(fmt, bool):
         raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
     try:
-        commit = _commit_adapter.validate_python(raw)
+        # strict: a hostile "version": "3" or true is an error, not silently an int
+        commit = _commit_adapter.validate_json(data, strict=True)
     except ValidationError as exc:
         raise validation_error(source, exc) from None
     if expected_version is not None and commit.version != expected_version:

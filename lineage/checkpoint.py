@@ -68,14 +68,14 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
 def parse_checkpoint(data: bytes, *, source: str, expected_version: int | None = None) -> Snapshot:
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptMetadataError(source, f"not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise CorruptMetadataError(source, "a checkpoint must be a JSON object")
-    if raw.get("format") != FORMAT_VERSION:
+    if raw.get("format") != FORMAT_VERSION or isinstance(raw.get("format"), bool):
         raise UnsupportedFormatError(source, f"format version {raw.get('format')!r} is not supported")
     try:
-        doc = CheckpointFile.model_validate(raw)
+        doc = CheckpointFile.model_validate_json(data, strict=True)
     except ValidationError as exc:
         raise validation_error(source, exc) from None
     if expected_version is not None and doc.version != expected_version:

@@ -91,9 +91,11 @@ class CommitLog:
         checkpoints: list[int] = []
         for info in self.io.list(LOG_DIR):
             name = info.name
-            if name.endswith(".checkpoint.json") and name[:20].isdigit() and len(name) == 36:
+            if not (name[:20].isascii() and name[:20].isdigit()):
+                continue  # garbage (temp files, "²"-style digits that int() refuses, ...)
+            if name.endswith(".checkpoint.json") and len(name) == 36:
                 checkpoints.append(int(name[:20]))
-            elif name.endswith(".json") and name[:20].isdigit() and len(name) == 25:
+            elif name.endswith(".json") and len(name) == 25:
                 commits.append(int(name[:20]))
         return Listing(sorted(commits), sorted(checkpoints))
 
@@ -126,18 +128,22 @@ class CommitLog:
             raise VersionNotFoundError(f"version {target} does not exist; the table's versions end at {listing.latest}")
         base: Snapshot | None = None
         commit_set = set(listing.commits)
+        bad_checkpoint: CorruptMetadataError | None = None
         for cp in reversed([c for c in listing.checkpoints if c <= target]):
             try:
                 base = self.read_checkpoint(cp)
                 break
             except (CorruptMetadataError, FileNotFoundError) as exc:
-                # A bad checkpoint is only an optimisation lost if the commits are all there.
-                if not all(v in commit_set for v in range(0, cp + 1)):
-                    raise
+                # A bad checkpoint is only an optimisation lost if an older checkpoint or
+                # the commits can stand in for it; otherwise its error is raised below.
                 log.warning("ignoring unreadable checkpoint %s: %s", cp, exc)
+                if bad_checkpoint is None and isinstance(exc, CorruptMetadataError):
+                    bad_checkpoint = exc
         start = base.version + 1 if base else 0
         missing = [v for v in range(start, target + 1) if v not in commit_set]
         if missing:
+            if bad_checkpoint is not None:
+                raise bad_checkpoint
             raise VersionNotFoundError(
                 f"version {target} can no longer be read: log files from version {missing[0]} were garbage-collected"
             )
@@ -182,6 +188,7 @@ class CommitLog:
         final attempt did."""
         txn = uuid.uuid4().hex
         current = current if current is not None else read
+        uncertain = False  # a put of ours may have landed although the store said it failed
         for attempt in range(1, self.retry.max_attempts + 1):
             actions = tuple(build(current))
             candidate = Commit(
@@ -201,30 +208,49 @@ class CommitLog:
                 if current.version != read.version:
                     raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
                 raise
-            if self._put(candidate, txn):
+            mine, unknown = self._put(candidate, txn)
+            uncertain = uncertain or unknown
+            if mine is not None:
+                if mine is not candidate:  # an earlier attempt of ours landed late, at this version
+                    trial = current.copy()
+                    apply_commit(trial, mine)
                 self._maybe_checkpoint(trial, checkpoint_interval)
-                return CommitResult(candidate, trial, attempt)
+                return CommitResult(mine, trial, attempt)
             time.sleep(self.retry.delay(attempt))
+            before = current.version
             current = self.catch_up(current)
+            if uncertain:
+                for v in range(before + 1, current.version + 1):
+                    winner = self.read_commit(v)
+                    if winner.parameters.get("txn") == txn:
+                        return CommitResult(winner, self.snapshot(v), attempt)
         raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
 
-    def _put(self, commit: Commit, txn: str) -> bool:
+    def _put(self, commit: Commit, txn: str) -> tuple[Commit | None, bool]:
+        """(our commit at ``commit.version`` if it landed else ``None``, whether the store
+        left the outcome open)."""
         path = commit_path(commit.version)
-        data = commit.to_json_bytes()
         try:
-            return self.io.put_if_absent(path, data)
-        except CommitStateUnknownError:
+            return (commit if self.io.put_if_absent(path, commit.to_json_bytes()) else None), False
+        except CommitStateUnknownError as exc:
             # Look before giving up: the file is either ours, someone else's, or absent.
             try:
                 existing = self.read_commit(commit.version)
             except VersionNotFoundError:
-                return self.io.put_if_absent(path, data)
-            except Exception:
-                raise
-            return existing.parameters.get("txn") == txn
+                # Absent (or still in flight): retry through the loop, which from now on
+                # recognises our txn id in whatever lands.
+                return None, True
+            except Exception as read_exc:
+                raise CommitStateUnknownError(f"{exc}; reading {path} back failed too: {read_exc}") from read_exc
+            return (existing if existing.parameters.get("txn") == txn else None), True
 
     def _maybe_checkpoint(self, snapshot: Snapshot, interval: int | None) -> None:
-        every = interval or int(snapshot.properties.get("checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        try:
+            every = interval or int(snapshot.properties.get("checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        except ValueError:  # the commit has landed: a bad property must not make it look failed
+            log.warning("table property checkpointInterval=%r is not an integer; using %s",
+                        snapshot.properties.get("checkpointInterval"), DEFAULT_CHECKPOINT_INTERVAL)
+            every = DEFAULT_CHECKPOINT_INTERVAL
         if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
             self.write_checkpoint(snapshot)
 

@@ -16,7 +16,7 @@ from mvtable.lineage.log import CommitLog
 from ..errors import InvalidOptionError
 from ..options import ReadOptions
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
-from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
+from ..scan import ScanTask, output_schema, pin_version, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
 from ..stats import Predicate
 from ..timeparse import parse_timestamp_ms
@@ -62,6 +62,7 @@ class MvTableReader(DataSourceReader):
         unknown = [c for c in self.columns if c.lower() not in lower]
         if unknown:
             raise InvalidOptionError(f"columns {unknown} are not in the table (it has {table_schema.names})")
+        pin_version(open_file_io(self.opts.path, self.opts.storage_options), snapshot.version)  # expires by itself
         plan = plan_scan(snapshot, columns=self.columns, predicates=self.predicates, row_address=self.opts.with_row_address)
         return [MvTablePartition(tasks) for tasks in split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes)]
 

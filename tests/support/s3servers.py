@@ -104,6 +104,22 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def _free_port_pair(offset: int, avoid: set[int] = frozenset()) -> tuple[int, int]:
+    """A free port ``p`` on 127.0.0.1 such that ``p + offset`` is free too."""
+    for _ in range(200):
+        (p,) = free_ports(1)
+        if p + offset > 65535 or p in avoid or p + offset in avoid:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as a, socket.socket(socket.AF_INET, socket.SOCK_STREAM) as b:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p + offset))
+        except OSError:
+            continue
+        return p, p + offset
+    raise ServerStartError(f"found no two free ports {offset} apart on 127.0.0.1")
+
+
 def _parent_death_signal() -> Callable[[], None] | None:
     """Linux: a ``preexec_fn`` that makes the kernel SIGTERM the server when the process that
     started it dies, even by SIGKILL. libc is loaded here, in the parent, so that the child
@@ -229,8 +245,8 @@ class S3Server:
             if self.proc.poll() is None:
                 self.proc.terminate()
                 try:
-                    self.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
+                    self.proc.wait(timeout=8)
+                except subprocess.TimeoutExpired:  # the data is throw-away: do not wait longer
                     self.proc.kill()
                     self.proc.wait(timeout=10)
         finally:
@@ -367,7 +383,11 @@ def start_seaweedfs(timeout: float = STARTUP_TIMEOUT_S) -> S3Server:
             ]
         }
         (workdir / "s3.json").write_text(json.dumps(config))
-        (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, admin, admin_grpc) = free_ports(10)
+        (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc) = free_ports(8)
+        # weed mini's maintenance worker dials the admin server at its HTTP port + 10000
+        # whatever -admin.port.grpc says; if nothing answers there it keeps reconnecting
+        # with a growing backoff, and shutdown then waits for it (~15 s late in a session).
+        admin, admin_grpc = _free_port_pair(10000, avoid={master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc})
         cmd = [
             weed,
             f"-logdir={workdir / 'glog'}",

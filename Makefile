@@ -1,0 +1,14 @@
+# The two commands of the README. `.ci/run` calls `make test`.
+PYTHON ?= python3
+
+.PHONY: demo test install-test
+
+demo:
+	$(PYTHON) -m pip install ".[spark]"
+	$(PYTHON) -m mvtable.connector.demo
+
+install-test:
+	$(PYTHON) -m pip install -e ".[test]"
+
+test: install-test
+	$(PYTHON) -m pytest
