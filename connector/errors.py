@@ -25,3 +25,11 @@ class UnsupportedTypeError(ConnectorError, TypeError):
 
 class InvalidRowAddressError(ConnectorError, ValueError):
     """A delete addressed a row that does not exist (unknown segment, position past the end)."""
+
+
+class FilesMissingError(ConnectorError):
+    """Files a version needs are gone (vacuumed or deleted by hand)."""
+
+
+class RetentionTooShortError(ConnectorError, ValueError):
+    """A vacuum retention shorter than the table's, without ``force``."""

@@ -100,6 +100,7 @@ def collect_garbage(
     batch_bytes: int | None = None,
     now_ms: int | None = None,
     progress: Progress | None = None,
+    retention_s: float | None = None,
 ) -> GCReport:
     """Remove superseded DV files, orphaned DV files past the grace period, log files no
     retained or pinned version needs, and expired pins. See the module doc.
@@ -108,7 +109,9 @@ def collect_garbage(
     always deletes at least one batch; ``batch_bytes`` (default ``gcBatchBytes``) bounds the
     summed path length of one delete call; ``now_ms`` is the clock used for the retention
     window, pin expiry and the orphan grace period; ``progress(done, total, what)`` is
-    called as each phase (``"dv"``, ``"log"``, ``"pins"``) starts and after each batch."""
+    called as each phase (``"dv"``, ``"log"``, ``"pins"``) starts and after each batch.
+    ``retention_s`` overrides the table's ``versionRetentionPeriod`` (vacuum passes its own,
+    after checking it is not shorter unless forced)."""
     settings = connector_settings()
     budget_s = parse_period(settings.gcTimeBudget, name="gcTimeBudget") if time_budget_s is None else float(time_budget_s)
     max_bytes = int(batch_bytes) if batch_bytes is not None else settings.gcBatchBytes
@@ -121,7 +124,7 @@ def collect_garbage(
 
     report: GCReport | None = None
     for attempt in range(MAX_REPLANS + 1):
-        plan = _plan(table, now_ms=now, pin_ttl_s=pin_ttl_s)
+        plan = _plan(table, now_ms=now, pin_ttl_s=pin_ttl_s, retention_s=retention_s)
         if report is None:
             report = GCReport(safe_version=plan.safe, dry_run=dry_run)
         _describe(report, plan)
@@ -195,7 +198,7 @@ def _describe(report: GCReport, plan: _Plan) -> None:
 
 
 # -- planning (reads only) --------------------------------------------------------------
-def _plan(table, *, now_ms: int, pin_ttl_s: float) -> _Plan:
+def _plan(table, *, now_ms: int, pin_ttl_s: float, retention_s: float | None = None) -> _Plan:
     io, commit_log = table.io, table.log
     # The DV folder is listed before the log is read: a DV file committed by then is seen
     # as needed; one committed later was in flight when the log was read, and is younger
@@ -209,7 +212,11 @@ def _plan(table, *, now_ms: int, pin_ttl_s: float) -> _Plan:
     pinned = [p.version for p in pin_scan.live]
 
     retention = plan_log_retention(
-        listing, history, now_ms=now_ms, retention_s=props.seconds("versionRetentionPeriod"), pinned_versions=pinned
+        listing,
+        history,
+        now_ms=now_ms,
+        retention_s=props.seconds("versionRetentionPeriod") if retention_s is None else retention_s,
+        pinned_versions=pinned,
     )
     # Never cut the log below a checkpoint that cannot be read back: CommitLog.snapshot
     # falls back from a bad checkpoint only while every older commit file is there, so

@@ -13,10 +13,11 @@ import pyarrow as pa
 
 from mvtable.lineage.actions import DeletionVectorRef, SegmentFile
 from mvtable.lineage.io import FileIO
-from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.snapshot import COMPLETED, REVERTED, SegmentState, Snapshot
 from mvtable.conf import connector_settings, parse_period
 from mvtable.visibility import keep_mask, load_dv_positions, pins, process_cache
 
+from .errors import InvalidOptionError
 from .schema import project, schema_from_json
 from .segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, iter_segment
 from .stats import Predicate, row_groups_to_read
@@ -63,12 +64,13 @@ def plan_scan(
     columns: Sequence[str] | None = None,
     predicates: Sequence[Predicate] = (),
     row_address: bool = False,
+    lineage_entry: str | None = None,
 ) -> ScanPlan:
     table_schema = schema_from_json(snapshot.table_schema)
     out = output_schema(table_schema, columns, row_address=row_address)
     tasks: list[ScanTask] = []
     pruned = 0
-    for seg in snapshot.visible_segments():
+    for seg in staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments():
         groups = row_groups_to_read(seg.file.row_groups, predicates, table_schema)
         pruned += len(seg.file.row_groups) - len(groups)
         if groups:
@@ -83,6 +85,22 @@ def plan_scan(
         row_address=row_address,
         pruned_row_groups=pruned,
     )
+
+
+def staged_segments(snapshot: Snapshot, entry_id: str) -> list[SegmentState]:
+    """What readers will see once ``entry_id`` is published: write-audit-publish reads the
+    staged snapshot of an IN_PROGRESS entry before anyone else can."""
+    entry = snapshot.lineage.get(entry_id)
+    if entry is None:
+        raise InvalidOptionError(f"lineageEntry: no lineage entry {entry_id!r} in this table")
+    if entry.state == REVERTED:
+        raise InvalidOptionError(f"lineageEntry: entry {entry_id} is REVERTED; its snapshot is gone")
+    if entry.state == COMPLETED:
+        return snapshot.visible_segments()
+    replaced = set(entry.segments_from)
+    ids = [sid for sid in snapshot.visible_segment_ids() if sid not in replaced]
+    ids += [sid for sid in entry.segments_to if snapshot.segments[sid].removed_version is None]
+    return [snapshot.segments[sid] for sid in ids]
 
 
 def pin_version(io: FileIO, version: int, *, ttl: str | None = None) -> str:

@@ -27,7 +27,9 @@ from .stats import Predicate
 from .timeparse import parse_timestamp_ms
 
 if TYPE_CHECKING:
+    from .lifecycle import ActionResult
     from .maintenance import GCReport
+    from .vacuum import VacuumReport
 
 
 @dataclass(frozen=True)
@@ -168,11 +170,14 @@ class Table:
         timestamp: Any = None,
         predicates: Sequence[Predicate] = (),
         with_row_address: bool = False,
+        lineage_entry: str | None = None,
     ) -> TableScan:
+        """A read of one version. ``lineage_entry`` reads the staged snapshot of an
+        unpublished consistent push (write-audit-publish)."""
         if filter is not None and not isinstance(filter, pc.Expression):
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
         snapshot = self.snapshot(version, timestamp=timestamp)
-        plan = plan_scan(snapshot, columns=columns, predicates=predicates, row_address=with_row_address)
+        plan = plan_scan(snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry)
         pin_id = pin_version(self.io, snapshot.version)
         return TableScan(self, plan, filter, pin_id=pin_id)
 
@@ -265,6 +270,26 @@ class Table:
             parameters=parameters,
         )
 
+    # -- lifecycle -----------------------------------------------------------------------
+    def rollback(self, *, entry: str | None = None, version: int | None = None) -> "ActionResult":
+        """Revert one consistent push (``entry``) or restore the table as of ``version``."""
+        from . import lifecycle
+
+        if (entry is None) == (version is None):
+            raise InvalidOptionError("rollback takes exactly one of entry=… (a lineage entry id) and version=…")
+        return lifecycle.rollback_entry(self, entry) if entry is not None else lifecycle.restore_version(self, version)
+
+    def restore(self, *, version: int) -> "ActionResult":
+        from . import lifecycle
+
+        return lifecycle.restore_version(self, version)
+
+    def publish(self, entry: str) -> "ActionResult":
+        """Complete a staged consistent push (written with ``publish=False``)."""
+        from . import lifecycle
+
+        return lifecycle.publish_entry(self, entry)
+
     # -- maintenance ---------------------------------------------------------------------
     def collect_garbage(self, **options: Any) -> "GCReport":
         """Visibility GC: superseded DV files, old log files, expired pins. Safe beside
@@ -273,6 +298,16 @@ class Table:
         from .maintenance import collect_garbage
 
         return collect_garbage(self, **options)
+
+    def vacuum(
+        self, *, retention: str | None = None, dry_run: bool = False, force: bool = False, **options: Any
+    ) -> "VacuumReport":
+        """Lineage retention, then data/DV/log files that no retained version needs and
+        orphans past the grace period. ``retention`` defaults to the table's
+        ``versionRetentionPeriod``; a shorter one needs ``force=True``."""
+        from .vacuum import vacuum
+
+        return vacuum(self, retention=retention, dry_run=dry_run, force=force, **options)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"

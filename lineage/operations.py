@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .actions import Action, AddSegment, LineageEnd, LineageRevert, LineageStart, MetadataAction, RemoveSegment, SegmentFile
+from .actions import (
+    Action,
+    AddSegment,
+    LineageEnd,
+    LineageRevert,
+    LineageStart,
+    MetadataAction,
+    RemoveSegment,
+    SegmentFile,
+    SetDeletionVector,
+)
+from .cleanup import keep_two_snapshots
 from .errors import ConcurrentLineageError, ConcurrentMetadataError, ConcurrentReplaceError
 from .snapshot import IN_PROGRESS, Snapshot
 
@@ -60,10 +71,15 @@ def overwrite(
 
 
 def push_start(read: Snapshot, current: Snapshot, entry_id: str, *, metadata: MetadataAction | None = None) -> list[Action]:
-    """Open an IN_PROGRESS entry replacing everything the writer read."""
+    """Open an IN_PROGRESS entry replacing everything the writer read, and drop the
+    snapshots older than the previous one (``cleanup.keep_two_snapshots``)."""
     replaced = read.visible_segment_ids() if read.exists else []
     require_visible(current, replaced, what="consistent push")
-    return [*create_or_check(current, metadata), LineageStart(entry_id=entry_id, segments_from=tuple(replaced))]
+    return [
+        *create_or_check(current, metadata),
+        *keep_two_snapshots(current),
+        LineageStart(entry_id=entry_id, segments_from=tuple(replaced)),
+    ]
 
 
 def push_segments(current: Snapshot, entry_id: str, segments: Sequence[SegmentFile], *, publish: bool) -> list[Action]:
@@ -89,3 +105,41 @@ def revert(current: Snapshot, entry_id: str) -> list[Action]:
 
 def operation_parameters(**params: Any) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
+
+
+def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], empty_dv: Any) -> list[Action]:
+    """Make the visible segments and deletion vectors equal ``target``'s, in one commit.
+
+    Segments visible now but not then are removed. Segments visible then but hidden or
+    removed now come back as *clones*: a new id naming the same file (lineage rules would
+    keep hiding the old id). Shared segments get their old DV back (``empty_dv`` when they
+    had none). ``new_ids`` maps each segment to clone to its new id."""
+    now = current.visible_segment_ids()
+    then = target.visible_segment_ids()
+    now_set, then_set = set(now), set(then)
+    actions: list[Action] = [RemoveSegment(segment_id=sid) for sid in now if sid not in then_set]
+    for sid in then:
+        old_dv = target.dvs.get(sid)
+        if sid in now_set:
+            if current.dvs.get(sid) != old_dv:
+                actions.append(SetDeletionVector(segment_id=sid, dv=old_dv if old_dv is not None else empty_dv))
+            continue
+        clone = target.segments[sid].file.model_copy(update={"id": new_ids[sid]})
+        actions.append(AddSegment(segment=clone))
+        if old_dv is not None:
+            actions.append(SetDeletionVector(segment_id=clone.id, dv=old_dv))
+    return actions
+
+
+def same_view(a: Snapshot, b: Snapshot) -> bool:
+    """Whether two snapshots show readers the same rows: the same files with the same DVs
+    (clones count as the file they name)."""
+
+    def view(s: Snapshot) -> set[tuple[str, Any]]:
+        out = set()
+        for seg in s.visible_segments():
+            dv = s.dvs.get(seg.id)
+            out.add((seg.file.path, None if dv is None or dv.cardinality == 0 else (dv.inline, dv.path, dv.offset, dv.size)))
+        return out
+
+    return view(a) == view(b)

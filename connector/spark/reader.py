@@ -63,7 +63,13 @@ class MvTableReader(DataSourceReader):
         if unknown:
             raise InvalidOptionError(f"columns {unknown} are not in the table (it has {table_schema.names})")
         pin_version(open_file_io(self.opts.path, self.opts.storage_options), snapshot.version)  # expires by itself
-        plan = plan_scan(snapshot, columns=self.columns, predicates=self.predicates, row_address=self.opts.with_row_address)
+        plan = plan_scan(
+            snapshot,
+            columns=self.columns,
+            predicates=self.predicates,
+            row_address=self.opts.with_row_address,
+            lineage_entry=self.opts.lineage_entry,
+        )
         return [MvTablePartition(tasks) for tasks in split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,103 @@
+"""Rolling back a consistent push, restoring a version, publishing a staged push.
+
+Each is one commit and idempotent: asked twice (a retried Spark task runs a UDTF again),
+the second call sees that the table already looks as asked and commits nothing, and says
+so in its result."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyroaring import BitMap64
+
+from mvtable.lineage import operations as ops
+from mvtable.lineage.actions import DeletionVectorRef
+from mvtable.lineage.errors import InvalidLineageTransitionError
+from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED
+from mvtable.visibility import encode_dv
+
+from .errors import FilesMissingError, InvalidOptionError
+from .segments import new_segment_id
+
+if TYPE_CHECKING:
+    from .table import Table
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What a lifecycle call did. ``changed`` is False when the table already was as asked
+    (``version`` is then the version that made it so, or the current one)."""
+
+    operation: str
+    version: int
+    changed: bool
+    message: str
+
+
+def _entry(table: "Table", entry_id: str):
+    snapshot = table.snapshot()
+    entry = snapshot.lineage.get(entry_id)
+    if entry is None:
+        known = ", ".join(sorted(snapshot.lineage)[-5:]) or "none"
+        raise InvalidLineageTransitionError(f"no lineage entry {entry_id!r} in {table.uri} (recent entries: {known})")
+    return snapshot, entry
+
+
+def rollback_entry(table: "Table", entry_id: str) -> ActionResult:
+    """Pinot's ``revertReplaceSegments``: the entry becomes REVERTED and readers flip back
+    to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile)."""
+    snapshot, entry = _entry(table, entry_id)
+    if entry.state == REVERTED:
+        return ActionResult("ROLLBACK", entry.state_version, False, f"lineage entry {entry_id} is already REVERTED")
+    result = table.log.commit(
+        read=snapshot, operation="ROLLBACK", parameters={"entry": entry_id}, build=lambda cur: ops.revert(cur, entry_id)
+    )
+    return ActionResult("ROLLBACK", result.commit.version, True, f"lineage entry {entry_id} reverted ({entry.state} → REVERTED)")
+
+
+def publish_entry(table: "Table", entry_id: str) -> ActionResult:
+    """Complete a staged (``publish=false``) consistent push."""
+    snapshot, entry = _entry(table, entry_id)
+    if entry.state == COMPLETED:
+        return ActionResult("PUBLISH", entry.state_version, False, f"lineage entry {entry_id} is already COMPLETED")
+    if entry.state != IN_PROGRESS:
+        raise InvalidLineageTransitionError(f"lineage entry {entry_id} is {entry.state}; only a staged (IN_PROGRESS) push can be published")
+    result = table.log.commit(
+        read=snapshot, operation="PUBLISH", parameters={"entry": entry_id}, build=lambda cur: ops.publish(cur, entry_id)
+    )
+    return ActionResult("PUBLISH", result.commit.version, True, f"lineage entry {entry_id} published (IN_PROGRESS → COMPLETED)")
+
+
+def _empty_dv() -> DeletionVectorRef:
+    return DeletionVectorRef(cardinality=0, inline=base64.b64encode(encode_dv(BitMap64())).decode())
+
+
+def restore_version(table: "Table", version: int) -> ActionResult:
+    """Delta's ``RESTORE`` / Iceberg's ``rollback_to_snapshot``: one new commit whose
+    visible segments and deletion vectors equal ``version``'s. History stays, so a restore
+    can itself be undone by restoring the version before it."""
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise InvalidOptionError(f"version must be a non-negative integer, not {version!r}")
+    target = table.log.snapshot(version)
+    current = table.snapshot()
+    if ops.same_view(current, target):
+        return ActionResult("RESTORE", current.version, False, f"the table already shows version {version}")
+    needed = {seg.file.path for seg in target.visible_segments()}
+    needed |= {ref.path for sid, ref in target.dvs.items() if ref.path and sid in set(target.visible_segment_ids())}
+    missing = sorted(p for p in needed if not table.io.exists(p))
+    if missing:
+        raise FilesMissingError(
+            f"cannot restore version {version}: vacuum already removed {len(missing)} file(s) it needs "
+            f"(first: {missing[0]}); pick a version inside the retention window"
+        )
+    new_ids = {sid: new_segment_id() for sid in target.visible_segment_ids()}
+    empty = _empty_dv()
+    result = table.log.commit(
+        read=current,
+        operation="RESTORE",
+        parameters={"version": version},
+        build=lambda cur: ops.restore(cur, target, new_ids=new_ids, empty_dv=empty),
+    )
+    return ActionResult("RESTORE", result.commit.version, True, f"restored the table as of version {version}")

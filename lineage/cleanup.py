@@ -1,0 +1,71 @@
+"""Lineage retention (DESIGN.md §5), as pure functions of a snapshot and a clock.
+
+* Segments a COMPLETED entry replaced are kept ``replacedSegmentsRetentionPeriod`` after
+  the entry completed, so the push can be rolled back; then they are removed and the entry
+  is purged (it can no longer be reverted).
+* Stale IN_PROGRESS entries (a push that never finished) and REVERTED entries are cleaned
+  up ``lineageEntryCleanupRetentionPeriod`` after their last change: the segments they
+  hide are removed and the entry purged.
+* Starting a push removes the snapshots older than the previous one, so storage holds at
+  most two snapshots besides the one being pushed.
+
+Ages come from the commit times recorded in the log (``LineageEntry.timestamp_ms``), never
+from file modification times. Removal is logical here; vacuum deletes the files later,
+once no retained version needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .actions import Action, LineagePurge, LineageRevert, RemoveSegment
+from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, LineageEntry, Snapshot
+
+
+@dataclass(frozen=True)
+class EntryCleanup:
+    entry_id: str
+    state: str
+    reason: str
+    actions: tuple[Action, ...]
+
+    @property
+    def removed_segments(self) -> int:
+        return sum(isinstance(a, RemoveSegment) for a in self.actions)
+
+
+def _remove_then_purge(s: Snapshot, entry: LineageEntry, hidden: tuple[str, ...]) -> list[Action]:
+    actions: list[Action] = [
+        RemoveSegment(segment_id=sid) for sid in hidden if sid in s.segments and s.segments[sid].removed_version is None
+    ]
+    actions.append(LineagePurge(entry_id=entry.id))
+    return actions
+
+
+def plan_entry_cleanup(
+    s: Snapshot, *, now_ms: int, replaced_retention_s: float, entry_retention_s: float
+) -> list[EntryCleanup]:
+    """Entries due for cleanup, oldest first, each with the actions that clean it up."""
+    out: list[EntryCleanup] = []
+    for entry in sorted(s.lineage.values(), key=lambda e: e.state_version):
+        age_s = (now_ms - entry.timestamp_ms) / 1000
+        if entry.state == COMPLETED and age_s >= replaced_retention_s:
+            out.append(EntryCleanup(entry.id, entry.state, "replaced segments past retention",
+                                    tuple(_remove_then_purge(s, entry, entry.segments_from))))
+        elif entry.state == REVERTED and age_s >= entry_retention_s:
+            out.append(EntryCleanup(entry.id, entry.state, "reverted entry past retention",
+                                    tuple(_remove_then_purge(s, entry, entry.segments_to))))
+        elif entry.state == IN_PROGRESS and age_s >= entry_retention_s:
+            actions = [LineageRevert(entry_id=entry.id), *_remove_then_purge(s, entry, entry.segments_to)]
+            out.append(EntryCleanup(entry.id, entry.state, "stale IN_PROGRESS push", tuple(actions)))
+    return out
+
+
+def keep_two_snapshots(s: Snapshot) -> list[Action]:
+    """Actions for the start of a new push: drop every COMPLETED entry but the newest,
+    with the segments it replaced (the snapshot before the previous one)."""
+    completed = sorted((e for e in s.lineage.values() if e.state == COMPLETED), key=lambda e: e.state_version)
+    actions: list[Action] = []
+    for entry in completed[:-1]:
+        actions.extend(_remove_then_purge(s, entry, entry.segments_from))
+    return actions
