@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from mvtable.lineage.actions import RowGroupInfo, SegmentFile
 from mvtable.lineage.io import FileIO
 
+from .errors import FilesMissingError
 from .stats import column_stats
 
 DATA_DIR = "data"
@@ -118,7 +119,13 @@ def write_segments(io: FileIO, data: pa.Table, *, row_group_rows: int, max_rows_
 
 def open_parquet(io: FileIO, path: str) -> pq.ParquetFile:
     fs, base = io.arrow()
-    return pq.ParquetFile(fs.open_input_file(f"{base}/{path}"), pre_buffer=True)
+    try:
+        return pq.ParquetFile(fs.open_input_file(f"{base}/{path}"), pre_buffer=True)
+    except FileNotFoundError:
+        raise FilesMissingError(
+            f"segment file {path} of {io.uri} is gone: vacuum removed it (the version is older than the retention "
+            "window) or it was deleted by hand"
+        ) from None
 
 
 def read_row_group(

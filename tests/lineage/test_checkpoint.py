@@ -95,7 +95,11 @@ def parse_error(data: bytes) -> CorruptMetadataError:
     return info.value
 
 
-@pytest.mark.parametrize("data", [b"", b"{", b"[]", b"null", b"\xff\xfe", b"[" * 100_000])
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"{", b"[]", b"null", b"\xff\xfe", b"[" * 100_000],
+    ids=["empty", "open-brace", "array", "null", "binary", "deep-nesting"],
+)
 def test_garbage(data: bytes) -> None:
     parse_error(data)
 
