@@ -15,5 +15,7 @@ def delete(spark, path: str, condition: str, **kwargs):  # type: ignore[no-untyp
 def register(spark) -> None:  # type: ignore[no-untyped-def]
     """Register the ``mvtable`` data source and the SQL procedures with ``spark``."""
     from .spark import ensure_registered
+    from .spark.procedures import register_procedures
 
     ensure_registered(spark)
+    register_procedures(spark)

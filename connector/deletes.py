@@ -17,6 +17,7 @@ from typing import Mapping
 import numpy as np
 from pyroaring import BitMap64
 
+from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import DeletionVectorRef, SetDeletionVector
 from mvtable.lineage.io import FileIO
@@ -88,6 +89,7 @@ def commit_deletes(
                 counted[sid] = len(union) - len(old)
         locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes)
         written.extend({loc.path for loc in locations.values() if loc.path})
+        faults.point("delete.after_dv_files")
         return [
             SetDeletionVector(
                 segment_id=sid,

@@ -16,6 +16,7 @@ from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 
 from . import writes
+from mvtable.lineage import faults
 from mvtable.visibility import pins
 
 from .deletes import DeleteResult, commit_deletes
@@ -222,6 +223,7 @@ class Table:
             order = writes.check_write_schema(plan.table_schema, data.schema)
             aligned = pa.Table.from_arrays([data.column(n) for n in order], schema=plan.arrow_schema) if data.num_rows else data
             segments = write_segments(self.io, aligned.cast(plan.arrow_schema), row_group_rows=plan.row_group_rows) if data.num_rows else []
+            faults.point("write.after_files")
             return writes.finish_write(plan, segments)
         except BaseException:
             writes.abort_write(plan, segments)

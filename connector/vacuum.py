@@ -25,7 +25,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import pins as pinning
 from mvtable.visibility.gc import batches
 
-from . import faults
+from mvtable.lineage import faults
 from .errors import InvalidOptionError, RetentionTooShortError
 from .maintenance import Progress, collect_garbage
 from .segments import DATA_DIR

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from . import faults
 from .actions import Action, Commit, parse_commit
 from .checkpoint import checkpoint_bytes, parse_checkpoint
 from .errors import (
@@ -128,22 +129,21 @@ class CommitLog:
             raise VersionNotFoundError(f"version {target} does not exist; the table's versions end at {listing.latest}")
         base: Snapshot | None = None
         commit_set = set(listing.commits)
-        bad_checkpoint: CorruptMetadataError | None = None
+        skipped: Exception | None = None
         for cp in reversed([c for c in listing.checkpoints if c <= target]):
             try:
                 base = self.read_checkpoint(cp)
                 break
             except (CorruptMetadataError, FileNotFoundError) as exc:
-                # A bad checkpoint is only an optimisation lost if an older checkpoint or
-                # the commits can stand in for it; otherwise its error is raised below.
+                # A bad checkpoint only costs speed while an older one (or the whole log)
+                # plus the commits after it can stand in for it.
                 log.warning("ignoring unreadable checkpoint %s: %s", cp, exc)
-                if bad_checkpoint is None and isinstance(exc, CorruptMetadataError):
-                    bad_checkpoint = exc
+                skipped = skipped or exc
         start = base.version + 1 if base else 0
         missing = [v for v in range(start, target + 1) if v not in commit_set]
         if missing:
-            if bad_checkpoint is not None:
-                raise bad_checkpoint
+            if skipped is not None:
+                raise skipped
             raise VersionNotFoundError(
                 f"version {target} can no longer be read: log files from version {missing[0]} were garbage-collected"
             )
@@ -208,12 +208,17 @@ class CommitLog:
                 if current.version != read.version:
                     raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
                 raise
+            faults.point(f"commit.{operation}.before_put")
             mine, unknown = self._put(candidate, txn)
             uncertain = uncertain or unknown
+            if mine is not None and mine is candidate and self._landed_in_hole(candidate):
+                current = self.snapshot()  # we were behind a log cut: start from the newest
+                continue
             if mine is not None:
                 if mine is not candidate:  # an earlier attempt of ours landed late, at this version
                     trial = current.copy()
                     apply_commit(trial, mine)
+                faults.point(f"commit.{operation}.after_put")
                 self._maybe_checkpoint(trial, checkpoint_interval)
                 return CommitResult(mine, trial, attempt)
             time.sleep(self.retry.delay(attempt))
@@ -244,6 +249,25 @@ class CommitLog:
                 raise CommitStateUnknownError(f"{exc}; reading {path} back failed too: {read_exc}") from read_exc
             return (existing if existing.parameters.get("txn") == txn else None), True
 
+    def _landed_in_hole(self, commit: Commit) -> bool:
+        """Whether our put succeeded only because GC had removed an older commit file of the
+        same version (our snapshot was behind a log cut). GC deletes the log oldest-first, so
+        while our parent's file exists there is no hole; otherwise the checkpoint covering
+        our version tells whose commit that version really was. Ours is then withdrawn."""
+        v = commit.version
+        if v == 0 or self.io.exists(commit_path(v - 1)):
+            return False
+        covering = [c for c in self.listing().checkpoints if c >= v]
+        if not covering:
+            return False
+        history = {h.version: h for h in self.read_checkpoint(min(covering)).history}
+        theirs = history.get(v)
+        if theirs is None or (theirs.timestamp_ms == commit.timestamp_ms and theirs.operation == commit.operation):
+            return False
+        log.warning("commit %s landed behind a log cut (checkpoint %s); withdrawing it and retrying", v, min(covering))
+        self.io.delete([commit_path(v)])
+        return True
+
     def _maybe_checkpoint(self, snapshot: Snapshot, interval: int | None) -> None:
         try:
             every = interval or int(snapshot.properties.get("checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
@@ -252,7 +276,9 @@ class CommitLog:
                         snapshot.properties.get("checkpointInterval"), DEFAULT_CHECKPOINT_INTERVAL)
             every = DEFAULT_CHECKPOINT_INTERVAL
         if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
+            faults.point("checkpoint.before_write")
             self.write_checkpoint(snapshot)
+            faults.point("checkpoint.after_write")
 
     def write_checkpoint(self, snapshot: Snapshot) -> None:
         try:

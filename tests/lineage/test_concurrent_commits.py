@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mvtable.lineage.actions import AddSegment, LineageStart, MetadataAction, SegmentFile
+from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
 from mvtable.lineage.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -20,7 +20,7 @@ from mvtable.lineage.errors import (
     ConcurrentReplaceError,
 )
 from mvtable.lineage.io import LocalFileIO
-from mvtable.lineage.log import CommitLog, RetryPolicy, commit_path
+from mvtable.lineage.log import CommitLog, RetryPolicy
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, Snapshot
 
 # One worker program for every scenario: it imports only mvtable.lineage, prepares (reads its
@@ -61,13 +61,17 @@ read = log.snapshot(args.get("read_version"))
 
 if mode == "append":
     ready_then_wait()
-    for i in range(args["count"]):
+    watch = args.get("until_completed")  # keep appending until that push has ended
+    for i in range(args["count"] if watch is None else 400):
         sid = f"{args['name']}-{i}"
         r = log.commit(read=read, operation="APPEND", build=lambda s, sid=sid: [AddSegment(segment=seg(sid))])
         out["versions"].append(r.commit.version)
         out["attempts"].append(r.attempts)
         if args.get("fresh"):
             read = r.snapshot
+        entry = r.snapshot.lineage.get(watch)
+        if watch is not None and i + 1 >= args["count"] and entry is not None and entry.state == "COMPLETED":
+            break
         time.sleep(args.get("pause", 0))
 
 elif mode == "overwrite":
@@ -213,12 +217,14 @@ def test_consistent_push_racing_with_appends(tmp_path) -> None:
         tmp_path,
         root,
         [{"mode": "push", "name": "push"},
-         {"mode": "append", "name": "w0", "count": 10, "fresh": True, "pause": 0.003},
-         {"mode": "append", "name": "w1", "count": 10, "pause": 0.003}],
+         {"mode": "append", "name": "w0", "count": 10, "fresh": True, "pause": 0.003, "until_completed": "push"},
+         {"mode": "append", "name": "w1", "count": 10, "pause": 0.003, "until_completed": "push"}],
     )
     s = assert_log_is_sound(log)
-    appended = {f"w{i}-{j}" for i in range(2) for j in range(10)}
-    assert s.version == 1 + 3 + 20
+    counts = {w: len(reports[w]["versions"]) for w in ("w0", "w1")}
+    assert min(counts.values()) >= 10
+    appended = {f"{w}-{j}" for w, n in counts.items() for j in range(n)}
+    assert s.version == 1 + 3 + sum(counts.values())
     assert s.lineage["push"].state == COMPLETED
     assert s.lineage["push"].segments_from == ("b1", "b2", "b3")
     assert set(s.visible_segment_ids()) == appended | {"push-0", "push-1"}  # appends never conflict with a push

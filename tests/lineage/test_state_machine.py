@@ -95,10 +95,10 @@ class Model:
                 out |= e["from"] | e["to"]
         return out
 
-    def in_progress_from(self, but: str | None = None) -> set[str]:
+    def in_progress_from(self) -> set[str]:
         out: set[str] = set()
-        for eid, e in self.entries.items():
-            if e["state"] == IN_PROGRESS and eid != but:
+        for e in self.entries.values():
+            if e["state"] == IN_PROGRESS:
                 out |= e["from"]
         return out
 
@@ -107,9 +107,6 @@ class Model:
 
     def declared_not_uploaded(self) -> dict[str, str]:
         return {sid: eid for eid, e in self.entries.items() for sid in e["to"] if sid not in self.removed}
-
-    def owner(self, sid: str) -> str | None:
-        return next((eid for eid, e in self.entries.items() if sid in e["to"]), None)
 
     # -- validity -----------------------------------------------------------------------
     def can_start(self, frm: set[str], to: set[str]) -> bool:

@@ -199,6 +199,8 @@ class S3Server:
     log_path: Path
     proc: subprocess.Popen
     startup_s: float = 0.0
+    stop_grace_s: float = 3.0
+    leftovers: list[str] = field(default_factory=list)  # globs of files the server leaves outside workdir
     _stopped: bool = field(default=False, repr=False)
     _client: Any = field(default=None, repr=False)
 
@@ -245,15 +247,30 @@ class S3Server:
             if self.proc.poll() is None:
                 self.proc.terminate()
                 try:
-                    self.proc.wait(timeout=8)
-                except subprocess.TimeoutExpired:  # the data is throw-away: do not wait longer
+                    # weed stops in ~1.3 s when young, but once it has run for a minute or so
+                    # its graceful shutdown hangs (S3 stops, the rest never reports): the data
+                    # is throw-away, so wait briefly and then kill.
+                    self.proc.wait(timeout=self.stop_grace_s)
+                except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait(timeout=10)
         finally:
+            _remove_leftovers(self.leftovers)
             if os.environ.get("MVTABLE_KEEP_SERVER_LOGS"):
                 sys.stderr.write(f"{self.name} logs kept in {self.workdir}\n")
             else:
                 shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _remove_leftovers(patterns: list[str]) -> None:
+    import glob
+
+    for pattern in patterns:
+        for path in glob.glob(pattern):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def _short_tempdir(prefix: str) -> Path:
@@ -275,6 +292,7 @@ def _launch(
     secret: str,
     ready: Callable[[S3Server], bool],
     timeout: float,
+    leftovers: list[str] | None = None,
 ) -> S3Server:
     log_path = workdir / f"{name}.log"
     t0 = time.monotonic()
@@ -290,7 +308,7 @@ def _launch(
             env=env,
             preexec_fn=_parent_death_signal(),
         )
-    server = S3Server(name, endpoint_url, key, secret, workdir, log_path, proc)
+    server = S3Server(name, endpoint_url, key, secret, workdir, log_path, proc, leftovers=list(leftovers or []))
     deadline = t0 + timeout
     last_error: Exception | None = None
     try:
@@ -316,6 +334,7 @@ def _launch(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        _remove_leftovers(server.leftovers)
         raise
     server.startup_s = time.monotonic() - t0
     return server
@@ -416,8 +435,10 @@ def start_seaweedfs(timeout: float = STARTUP_TIMEOUT_S) -> S3Server:
             f"-filer.localSocket={workdir / 'filer.sock'}",
             f"-s3.localSocket={workdir / 's3.sock'}",
         ]
-        # weed puts its gRPC unix sockets into $TMPDIR: keep them inside workdir.
         env = {**os.environ, "TMPDIR": str(workdir / "tmp")}
+        # weed also binds a unix socket per gRPC port at a fixed /tmp path (not $TMPDIR) and
+        # leaves it behind when killed: remove ours (by port) after it stops.
+        sockets = [f"/tmp/seaweedfs-*-grpc-{p}.sock" for p in (master_grpc, volume_grpc, filer_grpc, s3_grpc, admin_grpc)]
         try:
             return _launch(
                 "seaweedfs",
@@ -429,6 +450,7 @@ def start_seaweedfs(timeout: float = STARTUP_TIMEOUT_S) -> S3Server:
                 secret=SEAWEED_SECRET,
                 ready=_round_trip_ready("mvtable-probe"),
                 timeout=timeout,
+                leftovers=sockets,
             )
         except ServerStartError as exc:
             last = exc

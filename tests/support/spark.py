@@ -58,7 +58,20 @@ def real_spark_home() -> Path:
     return Path(_find_spark_home()).resolve()
 
 
-def shadow_spark_home(base_dir: Path) -> Path:
+def cache_dir() -> Path:
+    """Per-machine cache for the shadow SPARK_HOME and the JVM class-data archive
+    (``MVTABLE_TEST_CACHE``, default ``~/.cache/mvtable-tests``)."""
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mvtable-tests"
+    return Path(os.environ.get("MVTABLE_TEST_CACHE") or default)
+
+
+def _pyspark_version() -> str:
+    from pyspark.version import __version__
+
+    return __version__
+
+
+def shadow_spark_home(base_dir: Path | None = None) -> Path:
     """A SPARK_HOME made of symlinks to the pip pyspark's ``bin``, ``sbin`` and ``jars``,
     without ``python/lib/pyspark.zip``.
 
@@ -66,16 +79,63 @@ def shadow_spark_home(base_dir: Path) -> Path:
     path.  That zip has no ``.pyc`` files, so each Python worker daemon compiles pyspark
     from source (~1 s CPU each, and a session starts one daemon per worker kind).  Without
     the zip the workers import the very same pyspark from site-packages, with its cached
-    bytecode.
+    bytecode.  The folder lives at a fixed place in :func:`cache_dir` (``base_dir`` is
+    ignored) because the JVM class-data archive is only valid for one class path.
     """
-    home = Path(base_dir) / "spark-home"
-    if not (home / "jars").exists():
-        home.mkdir(parents=True, exist_ok=True)
-        real = real_spark_home()
-        for name in ("bin", "sbin", "jars"):
-            if (real / name).exists() and not (home / name).exists():
-                (home / name).symlink_to(real / name, target_is_directory=True)
+    real = real_spark_home()
+    home = cache_dir() / f"spark-{_pyspark_version()}" / "home"
+    if (home / "jars").resolve() == (real / "jars").resolve():
+        return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="home-", dir=home.parent))
+    for name in ("bin", "sbin", "jars"):
+        if (real / name).exists():
+            (staging / name).symlink_to(real / name, target_is_directory=True)
+    if home.is_symlink() or home.exists():
+        shutil.rmtree(home, ignore_errors=True)  # a stale home (pyspark reinstalled elsewhere)
+    try:
+        staging.rename(home)
+    except OSError:  # another test process won the race
+        shutil.rmtree(staging, ignore_errors=True)
     return home
+
+
+def _java_binary() -> Path:
+    java_home = os.environ.get("JAVA_HOME")
+    java = Path(java_home, "bin", "java") if java_home else Path(shutil.which("java") or "java")
+    return java.resolve()
+
+
+def cds_archive() -> Path | None:
+    """The JVM dynamic class-data-sharing archive for Spark's class path, if enabled
+    (``MVTABLE_TEST_CDS=0`` disables).  It makes every Spark JVM start with ~40% less CPU
+    (measured: 11-13 vs 19 CPU-seconds for a small driver run).  It is written once, when
+    the first ``spark`` fixture session ends, and reused by every later JVM: drivers,
+    master, workers, executors.  A stale or foreign archive is ignored by the JVM."""
+    if os.environ.get("MVTABLE_TEST_CDS", "1") == "0":
+        return None
+    java = _java_binary()
+    try:
+        key = f"{java}:{java.stat().st_mtime_ns}:{_pyspark_version()}"
+    except OSError:
+        return None
+    import hashlib
+
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return cache_dir() / f"spark-{_pyspark_version()}" / f"classes-{digest}.jsa"
+
+
+def cds_java_opts(dump_to: Path | None = None) -> str:
+    """JVM options that use the archive if it exists; otherwise, with ``dump_to``,
+    options that write a new archive there when the JVM exits."""
+    archive = cds_archive()
+    if archive is None:
+        return ""
+    if archive.is_file():
+        return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    if dump_to is not None:
+        return f"-XX:ArchiveClassesAtExit={dump_to} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    return ""
 
 
 def spark_env(
@@ -138,7 +198,8 @@ def _log4j_file(base_dir: Path) -> Path:
 JVM_OPTS = os.environ.get("MVTABLE_TEST_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
 
 
-def spark_conf_for_tests(base_dir: Path, *, cluster: bool = False) -> dict[str, str]:
+def spark_conf_for_tests(base_dir: Path, *, cluster: bool = False,
+                         cds_dump_to: Path | None = None) -> dict[str, str]:
     """Spark configuration shared by the local session, subprocess drivers and cluster
     drivers.  ``base_dir`` receives the warehouse, local dirs and derby home."""
     base_dir = Path(base_dir)
@@ -146,8 +207,9 @@ def spark_conf_for_tests(base_dir: Path, *, cluster: bool = False) -> dict[str, 
         (base_dir / sub).mkdir(parents=True, exist_ok=True)
     java_opts = (
         f"-Dderby.system.home={base_dir / 'derby'} "
-        f"-Dlog4j2.configurationFile=file:{_log4j_file(base_dir)} {JVM_OPTS}"
-    )
+        f"-Dlog4j2.configurationFile=file:{_log4j_file(base_dir)} {JVM_OPTS} "
+        f"{cds_java_opts(cds_dump_to)}"
+    ).strip()
     conf = {
         "spark.driver.host": LOOPBACK,
         "spark.driver.bindAddress": LOOPBACK,
@@ -177,7 +239,7 @@ def spark_conf_for_tests(base_dir: Path, *, cluster: bool = False) -> dict[str, 
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
             "spark.network.timeout": "120s",
-            "spark.executor.extraJavaOptions": JVM_OPTS,
+            "spark.executor.extraJavaOptions": f"{JVM_OPTS} {cds_java_opts()}".strip(),
         })
     return conf
 
@@ -200,12 +262,36 @@ def start_local_spark(base_dir: Path, master: str = "local[2]",
         os.environ[key] = env[key]
     for key in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR"):
         os.environ.pop(key, None)
+    global _CDS_PENDING
+    archive = cds_archive()
+    dump_to = None
+    if archive is not None and not archive.is_file() and _CDS_PENDING is None:
+        dump_to = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+        _CDS_PENDING = (dump_to, archive)
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**spark_conf_for_tests(base_dir), **(conf or {})}.items():
+    conf = {**spark_conf_for_tests(base_dir, cds_dump_to=dump_to), **(conf or {})}
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+# (temporary archive the running session's JVM writes at exit, final archive path)
+_CDS_PENDING: tuple[Path, Path] | None = None
+
+
+def _publish_cds_archive(jvm_exit_code: int | None) -> None:
+    global _CDS_PENDING
+    if _CDS_PENDING is None:
+        return
+    tmp, archive = _CDS_PENDING
+    _CDS_PENDING = None
+    if jvm_exit_code == 0 and tmp.is_file() and tmp.stat().st_size > 0:
+        os.replace(tmp, archive)  # atomic: a concurrent JVM maps either no file or a whole one
+    else:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def register_mvtable(spark) -> bool:
@@ -238,10 +324,13 @@ def stop_spark(spark) -> None:
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.stdin.close()
+                # Writing the class-data archive at exit takes a while (once per machine).
                 with contextlib.suppress(Exception):
-                    proc.wait(timeout=20)
+                    proc.wait(timeout=180 if _CDS_PENDING is not None else 30)
                 if proc.poll() is None:
                     proc.kill()
+                    proc.wait()
+                _publish_cds_archive(proc.returncode)
             SparkContext._gateway = None
             SparkContext._jvm = None
 
@@ -551,7 +640,7 @@ def start_spark_cluster(base_dir: Path, workers: int = 2, cores: int = 1,
         "SPARK_DAEMON_MEMORY": "384m",
         "SPARK_DAEMON_JAVA_OPTS": (
             f"-Dlog4j2.configurationFile=file:{_log4j_file(base_dir)} {JVM_OPTS}"
-            " -XX:+UseSerialGC"),
+            f" -XX:+UseSerialGC {cds_java_opts()}"),
         "SPARK_NO_DAEMONIZE": "1",
     })
     spark_class = str(home / "bin" / "spark-class")

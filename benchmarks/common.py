@@ -1,0 +1,204 @@
+"""Shared helpers: timing (interleaved medians), results, machine facts, table copies."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+MiB = 1024 * 1024
+
+
+class PeerUnavailable(Exception):
+    """A peer cannot do a case (recorded as ``n/a: reason``, never a failure)."""
+
+
+@dataclass
+class Timing:
+    """Wall times (seconds) of one system in one case. ``error`` set = the system could
+    not do it (only tolerated for peers)."""
+
+    runs: list[float] = field(default_factory=list)
+    warmup: list[float] = field(default_factory=list)
+    result: Any = None
+    error: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.runs) if self.runs else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "median_s": self.median,
+            "runs_s": [round(r, 6) for r in self.runs],
+            "warmup_s": [round(r, 6) for r in self.warmup],
+            **({"na": self.error} if self.error else {}),
+        }
+
+
+@dataclass
+class System:
+    """One contender in a case: ``fn`` is timed; ``setup`` (untimed) runs before each call
+    and its return value is passed to ``fn``; ``optional`` systems (peers) may fail."""
+
+    fn: Callable[..., Any]
+    setup: Callable[[], Any] | None = None
+    optional: bool = False
+
+
+def measure(systems: Mapping[str, System], *, repeat: int, warmup: int = 1, log: Callable[[str], None] = print) -> dict[str, Timing]:
+    """Warm each system up, then run the systems ``repeat`` times, interleaved and in a
+    rotating order, so that a burst of load from elsewhere on a shared machine hits every
+    system alike rather than one of them. Returns the timings per system."""
+    names = list(systems)
+    out = {n: Timing() for n in names}
+
+    def once(name: str) -> float | None:
+        s, t = systems[name], out[name]
+        if t.error:
+            return None
+        try:
+            arg = s.setup() if s.setup else None
+            start = time.perf_counter()
+            result = s.fn(arg) if s.setup else s.fn()
+            elapsed = time.perf_counter() - start
+        except PeerUnavailable as exc:
+            t.error = str(exc)
+            return None
+        except Exception as exc:  # noqa: BLE001
+            if not s.optional:
+                raise
+            t.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            log(f"    {name} failed: {t.error}")
+            log("".join(traceback.format_exception(exc)[-3:]))
+            return None
+        t.result = result
+        return elapsed
+
+    for _ in range(warmup):
+        for n in names:
+            e = once(n)
+            if e is not None:
+                out[n].warmup.append(e)
+    for i in range(repeat):
+        k = i % len(names)
+        for n in names[k:] + names[:k]:
+            e = once(n)
+            if e is not None:
+                out[n].runs.append(e)
+    for n in names:
+        med = out[n].median
+        log(f"    {n:<28} {'n/a: ' + out[n].error if out[n].error else f'{med:.4f} s (median of {len(out[n].runs)})'}")
+    return out
+
+
+@dataclass
+class CaseResult:
+    """One line of the results table: mvtable's number against a baseline's, measured in
+    the same run. For budget cases (planning, GC memory) the baseline is the budget."""
+
+    name: str
+    group: str
+    description: str
+    mvtable: float | None
+    baseline_name: str
+    baseline: float | None
+    unit: str = "s"
+    target: float | None = None  # ratio target (mvtable / baseline <= target)
+    target_text: str = ""
+    systems: dict[str, Any] = field(default_factory=dict)  # every contender's timing
+    details: dict[str, Any] = field(default_factory=dict)
+    check: str = "ok"  # correctness of the answers ("ok" or what differed)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.mvtable is None or not self.baseline:
+            return None
+        return self.mvtable / self.baseline
+
+    @property
+    def status(self) -> str:
+        if self.check != "ok":
+            return "WRONG"
+        if self.ratio is None:
+            return "n/a"
+        if self.target is None:
+            return "info"
+        return "met" if self.ratio <= self.target else "MISSED"
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(ratio=self.ratio, status=self.status)
+        return d
+
+
+def hardlink_copy(src: Path, dst: Path) -> Path:
+    """A copy of a table folder whose files are hard links (``cp -al``): instant, and
+    safe because every format here only ever adds files or replaces them by rename."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-al", str(src), str(dst)], check=True)
+    return dst
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+    }
+    try:
+        with open("/proc/meminfo") as f:
+            total_kb = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
+        info["memory_gib"] = round(total_kb / 1024 / 1024, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        info["loadavg_at_start"] = os.getloadavg()
+    except OSError:
+        pass
+    for mod in ("pyarrow", "pyspark", "numpy", "deltalake", "pyiceberg", "lance", "pyroaring", "pydantic"):
+        try:
+            info[f"{mod}_version"] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001
+            info[f"{mod}_version"] = None
+    try:
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+        info["java"] = (out.stderr or out.stdout).splitlines()[0]
+    except Exception:  # noqa: BLE001
+        info["java"] = None
+    try:
+        out = subprocess.run(["tpcgen-cli", "--version"], capture_output=True, text=True, timeout=30)
+        info["tpcgen_cli"] = out.stdout.strip()
+    except Exception:  # noqa: BLE001
+        info["tpcgen_cli"] = None
+    return info
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True, file=sys.stderr)

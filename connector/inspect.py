@@ -1,0 +1,253 @@
+"""What ``mvtable inspect`` shows: segments, row groups, delete density, and the lineage
+as a timeline, as one plain ``dict`` (so the CLI, a notebook or a future UDTF can use it).
+
+``inspect_table`` only reads: the snapshot, and for the timeline the log files of the
+versions at which the lineage entries changed state. Timestamps are ``datetime`` (UTC);
+the CLI turns them into ISO-8601 for ``--json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from mvtable.lineage.actions import LineageEnd, LineagePurge, LineageRevert, LineageStart
+from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
+from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot
+
+if TYPE_CHECKING:
+    from .table import Table
+
+# Segment status: what a reader of this version sees of it.
+VISIBLE = "visible"
+STAGED = "staged"  # segments_to of an IN_PROGRESS entry: written, not yet published
+REPLACED = "replaced"  # segments_from of a COMPLETED entry: kept so the push can be rolled back
+REVERTED_SEGMENT = "reverted"  # segments_to of a REVERTED entry: kept until retention removes them
+HIDDEN = "hidden"
+
+_TRANSITION = {LineageStart: IN_PROGRESS, LineageEnd: COMPLETED, LineageRevert: REVERTED, LineagePurge: "PURGED"}
+
+
+def _utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+
+def _density(deleted: int, rows: int) -> float:
+    return deleted / rows if rows else 0.0
+
+
+def _segment_status(snapshot: Snapshot, visible: set[str]) -> dict[str, tuple[str, str | None]]:
+    """segment id -> (status, lineage entry that explains it)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for entry in snapshot.lineage.values():
+        if entry.state == COMPLETED:
+            for sid in entry.segments_from:
+                out.setdefault(sid, (REPLACED, entry.id))
+        elif entry.state == IN_PROGRESS:
+            for sid in entry.segments_to:
+                out.setdefault(sid, (STAGED, entry.id))
+        elif entry.state == REVERTED:
+            for sid in entry.segments_to:
+                out.setdefault(sid, (REVERTED_SEGMENT, entry.id))
+    for sid in visible:
+        out[sid] = (VISIBLE, snapshot.segments[sid].lineage_entry)
+    return out
+
+
+def _segment(snapshot: Snapshot, sid: str, status: str, entry: str | None) -> dict[str, Any]:
+    seg = snapshot.segments[sid]
+    f = seg.file
+    dv = snapshot.dvs.get(sid)
+    deleted = dv.cardinality if dv is not None else 0
+    return {
+        "id": f.id,
+        "path": f.path,
+        "status": status,
+        "lineage_entry": entry,
+        "added_version": seg.added_version,
+        "num_rows": f.num_rows,
+        "size_bytes": f.size_bytes,
+        "row_groups": [
+            {"num_rows": rg.num_rows, "first_row": rg.first_row, "total_byte_size": rg.total_byte_size}
+            for rg in f.row_groups
+        ],
+        "deleted_rows": deleted,
+        "live_rows": f.num_rows - deleted,
+        "delete_density": _density(deleted, f.num_rows),
+        "dv": None if dv is None else {
+            "cardinality": dv.cardinality,
+            "location": "inline" if dv.inline is not None else "file",
+            "path": dv.path,
+            "offset": dv.offset,
+            "size": dv.size,
+        },
+    }
+
+
+def _totals(segments: list[dict[str, Any]]) -> dict[str, Any]:
+    rows = sum(s["num_rows"] for s in segments)
+    deleted = sum(s["deleted_rows"] for s in segments)
+    return {
+        "segments": len(segments),
+        "num_rows": rows,
+        "row_groups": sum(len(s["row_groups"]) for s in segments),
+        "size_bytes": sum(s["size_bytes"] for s in segments),
+        "deleted_rows": deleted,
+        "live_rows": rows - deleted,
+        "delete_density": _density(deleted, rows),
+    }
+
+
+def _timeline(table: "Table", snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Each lineage entry with its state transitions, ordered by ``started_version``.
+
+    An entry changes state only at versions from ``started_version`` to ``state_version``,
+    so only those log files are read. When one is gone (garbage-collected), the entry's
+    transitions fall back to what the snapshot knows: its start and its current state."""
+    entries = sorted(snapshot.lineage.values(), key=lambda e: (e.started_version, e.id))
+    wanted: set[int] = set()
+    for e in entries:
+        wanted.update(range(e.started_version, min(e.state_version, snapshot.version) + 1))
+    transitions: dict[str, list[dict[str, Any]]] = {e.id: [] for e in entries}
+    unreadable: set[str] = set()
+    for v in sorted(wanted):
+        try:
+            commit = table.log.read_commit(v)
+        except (VersionNotFoundError, CorruptMetadataError):
+            unreadable.update(e.id for e in entries if e.started_version <= v <= e.state_version)
+            continue
+        for action in commit.actions:
+            state = _TRANSITION.get(type(action))
+            if state is not None and action.entry_id in transitions:
+                transitions[action.entry_id].append(
+                    {"version": commit.version, "state": state, "timestamp": _utc(commit.timestamp_ms), "operation": commit.operation}
+                )
+    out = []
+    for e in entries:
+        steps = transitions[e.id]
+        if e.id in unreadable or not steps:
+            steps = [{"version": e.started_version, "state": IN_PROGRESS, "timestamp": None, "operation": None}]
+            if e.state != IN_PROGRESS or e.state_version != e.started_version:
+                steps.append({"version": e.state_version, "state": e.state, "timestamp": _utc(e.timestamp_ms), "operation": None})
+        out.append(
+            {
+                "id": e.id,
+                "segments_from": list(e.segments_from),
+                "segments_to": list(e.segments_to),
+                "state": e.state,
+                "timestamp": _utc(e.timestamp_ms),
+                "started_version": e.started_version,
+                "state_version": e.state_version,
+                "transitions": steps,
+            }
+        )
+    return out
+
+
+def inspect_table(table: "Table", *, version: int | None = None) -> dict[str, Any]:
+    """Everything ``mvtable inspect`` shows about ``table`` at ``version`` (newest by default).
+
+    Keys: ``uri``, ``version``, ``timestamp``, ``table_id``, ``schema`` (``[{name, type}]``),
+    ``properties``, ``segments`` (visible ones first, then staged/replaced/reverted ones
+    the log still holds; each with ``id, path, status, lineage_entry, added_version,
+    num_rows, size_bytes, row_groups [{num_rows, first_row, total_byte_size}],
+    deleted_rows, live_rows, delete_density`` (0..1) and ``dv``), ``totals`` (of the
+    visible segments: what a reader sees), ``retained`` (totals of the others) and
+    ``lineage`` (entries oldest first, each with its ``transitions``
+    ``[{version, state, timestamp, operation}]``)."""
+    from .schema import schema_from_json
+
+    snapshot = table.snapshot(version)
+    visible_ids = snapshot.visible_segment_ids()
+    status = _segment_status(snapshot, set(visible_ids))
+    visible = [_segment(snapshot, sid, VISIBLE, status[sid][1]) for sid in visible_ids]
+    shown = set(visible_ids)
+    retained = []
+    for _, sid in sorted((seg.added_version, sid) for sid, seg in snapshot.segments.items() if sid not in shown):
+        seg = snapshot.segments[sid]
+        if seg.removed_version is not None:
+            continue
+        st, entry = status.get(sid, (HIDDEN, seg.lineage_entry))
+        retained.append(_segment(snapshot, sid, st, entry))
+    try:
+        schema = [{"name": f.name, "type": str(f.type)} for f in schema_from_json(snapshot.table_schema)]
+    except Exception:  # an unreadable schema must not hide the rest of the picture
+        schema = []
+    return {
+        "uri": table.uri,
+        "version": snapshot.version,
+        "timestamp": _utc(snapshot.timestamp_ms),
+        "table_id": snapshot.table_id,
+        "schema": schema,
+        "properties": dict(snapshot.properties),
+        "segments": visible + retained,
+        "totals": _totals(visible),
+        "retained": _totals(retained),
+        "lineage": _timeline(table, snapshot),
+    }
+
+
+# -- maintenance reports (shared by the CLI and the SQL procedures) ---------------------
+def size_text(n: int | float) -> str:
+    """``1536`` -> ``"1.5 KiB"``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def run_vacuum(table: "Table", *, retention: str | None = None, dry_run: bool = False, force: bool = False, progress: Any = None):
+    """``table.vacuum(…)``, with a clear error while a build lacks it."""
+    vacuum = getattr(table, "vacuum", None)
+    if vacuum is None:
+        from .errors import ConnectorError
+
+        raise ConnectorError("this build of mvtable has no vacuum (Table.vacuum is missing)")
+    return vacuum(retention=retention, dry_run=dry_run, force=force, progress=progress)
+
+
+def vacuum_changed(report: Any) -> bool:
+    return not report.dry_run and bool(report.files or report.segments_expired or report.entries_purged)
+
+
+def vacuum_summary(report: Any) -> str:
+    files, expired, purged = len(report.files), int(report.segments_expired), int(report.entries_purged)
+    if not (files or expired or purged):
+        text = "nothing to vacuum"
+    else:
+        verb = "would delete" if report.dry_run else "deleted"
+        text = (
+            f"{verb} {files} file(s), {size_text(report.bytes)}; {expired} segment(s) expired, "
+            f"{purged} lineage entr{'y' if purged == 1 else 'ies'} purged"
+        )
+    if report.dry_run:
+        text = "dry run: " + text
+    if not report.complete:
+        text += "; stopped early, run vacuum again to finish"
+    return text
+
+
+def gc_files(report: Any) -> int:
+    return int(report.dv_files_deleted + report.log_files_deleted + report.pins_expired)
+
+
+def gc_changed(report: Any) -> bool:
+    return not report.dry_run and gc_files(report) > 0
+
+
+def gc_summary(report: Any) -> str:
+    if not gc_files(report):
+        text = "nothing to collect"
+    else:
+        verb = "would delete" if report.dry_run else "deleted"
+        text = (
+            f"{verb} {report.dv_files_deleted} deletion-vector file(s), {report.log_files_deleted} log file(s), "
+            f"{report.pins_expired} expired pin(s), {size_text(report.bytes_freed)}"
+        )
+    if report.dry_run:
+        text = "dry run: " + text
+    if not report.complete:
+        text += "; stopped early, run gc again to finish"
+    return text

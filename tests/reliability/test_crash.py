@@ -1,0 +1,177 @@
+"""Crash consistency: SIGKILL the writing process at every step of every operation.
+
+Each trial builds a table with some history, records what every version shows, then runs
+one operation in a separate process with ``MVTABLE_FAULT`` armed at one step. After the
+kill the table must open, show exactly one committed snapshot (the one before the
+operation or the one after it, as the step dictates), have lost no committed version,
+and accept the next writer, the next GC and the next vacuum."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mvtable.connector import Table
+from mvtable.connector.errors import FilesMissingError
+from mvtable.lineage.errors import VersionNotFoundError
+
+PROPS = {
+    "rowGroupRows": "8",
+    "checkpointInterval": "4",
+    "versionRetentionPeriod": "0s",
+    "replacedSegmentsRetentionPeriod": "0s",
+    "lineageEntryCleanupRetentionPeriod": "0s",
+    "orphanGracePeriod": "0s",
+}
+
+# operation -> script run in the child (``t`` is the table, ``arg`` a JSON argument)
+OPERATIONS = {
+    "append": "t.append(rows(arg))",
+    "overwrite": "t.overwrite(rows(arg))",
+    "push": "t.overwrite(rows(arg), consistent_push=True)",
+    "delete": "t.delete(pc.field('id') < arg)",
+    "rollback": "t.rollback(entry=arg)",
+    "restore": "t.restore(version=arg)",
+    "gc": "t.collect_garbage(batch_bytes=40)",
+    "vacuum": "t.vacuum(batch_bytes=40)",
+}
+
+# (kill point, operation, which snapshot the table must show afterwards)
+KILL_POINTS = [
+    ("commit.APPEND.before_put", "append", "before"),
+    ("write.after_files", "append", "before"),
+    ("commit.APPEND.after_put", "append", "after"),
+    ("commit.OVERWRITE.before_put", "overwrite", "before"),
+    ("commit.OVERWRITE.after_put", "overwrite", "after"),
+    ("commit.PUSH_START.before_put", "push", "before"),
+    ("commit.PUSH_START.after_put", "push", "before"),  # entry IN_PROGRESS, invisible
+    ("write.after_files", "push", "before"),
+    ("commit.CONSISTENT_PUSH.before_put", "push", "before"),
+    ("commit.CONSISTENT_PUSH.after_put", "push", "after"),
+    ("delete.after_dv_files", "delete", "before"),
+    ("commit.DELETE.before_put", "delete", "before"),
+    ("commit.DELETE.after_put", "delete", "after"),
+    ("commit.ROLLBACK.before_put", "rollback", "before"),
+    ("commit.ROLLBACK.after_put", "rollback", "after"),
+    ("commit.RESTORE.before_put", "restore", "before"),
+    ("commit.RESTORE.after_put", "restore", "after"),
+    ("checkpoint.before_write", "append", "after"),
+    ("checkpoint.after_write", "append", "after"),
+    ("gc.after_batch:1", "gc", "before"),
+    ("gc.after_batch:2", "gc", "before"),
+    ("vacuum.after_retention_commit", "vacuum", "before"),
+    ("vacuum.after_data_batch", "vacuum", "before"),
+]
+TRIALS = 2
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import pyarrow as pa, pyarrow.compute as pc
+    from mvtable.connector import Table
+    def rows(spec):
+        start, n = spec
+        return pa.table({"id": pa.array(range(start, start + n), pa.int64())})
+    t = Table.open(sys.argv[1])
+    arg = json.loads(sys.argv[2])
+    """
+)
+
+
+def ids(t: Table, **kw) -> list[int]:
+    return sorted(t.scan(**kw).to_arrow().column("id").to_pylist())
+
+
+def build_history(path: str, rng: random.Random) -> tuple[Table, dict[int, list[int]], str]:
+    t = Table.create(path, schema=pa.schema([("id", pa.int64())]), properties=PROPS)
+    t.append(pa.table({"id": pa.array(range(0, rng.randint(5, 40)), pa.int64())}))
+    t.append(pa.table({"id": pa.array(range(100, 100 + rng.randint(5, 40)), pa.int64())}))
+    t.overwrite(pa.table({"id": pa.array(range(200, 200 + rng.randint(5, 40)), pa.int64())}), consistent_push=True)
+    entry = t.lineage()[-1].id
+    t.delete(pc.field("id") < 200 + rng.randint(1, 4))
+    versions = {h.version: ids(t, version=h.version) for h in t.history()}
+    return t, versions, entry
+
+
+def expected_after(op: str, before: list[int], versions: dict[int, list[int]], arg) -> list[int]:
+    if op in ("append",):
+        return sorted(before + list(range(arg[0], arg[0] + arg[1])))
+    if op in ("overwrite", "push"):
+        return list(range(arg[0], arg[0] + arg[1]))
+    if op == "delete":
+        return [i for i in before if i >= arg]
+    if op == "rollback":
+        return versions[2]  # the snapshot the push replaced
+    if op == "restore":
+        return versions[arg]
+    return before  # gc, vacuum change no visible row
+
+
+def arg_for(op: str, rng: random.Random, entry: str, t: Table):
+    if op in ("append", "overwrite", "push"):
+        return [1000 + rng.randint(0, 50), rng.randint(3, 30)]
+    if op == "delete":
+        return 200 + rng.randint(5, 9)
+    if op == "rollback":
+        return entry
+    if op == "restore":
+        return 1
+    return None
+
+
+@pytest.mark.parametrize("point,op,state", KILL_POINTS, ids=[f"{p}-{o}" for p, o, _ in KILL_POINTS])
+@pytest.mark.parametrize("trial", range(TRIALS))
+def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, trial):
+    rng = random.Random(f"{point}-{op}-{trial}")
+    t, versions, entry = build_history(str(tmp_path / "t"), rng)
+    if point.startswith("checkpoint"):
+        while (t.version + 1) % 4:  # land the append on a checkpoint version
+            t.append(pa.table({"id": pa.array([5000 + t.version], pa.int64())}))
+            versions[t.version] = ids(t)
+    before_version = t.version
+    before = ids(t)
+    arg = arg_for(op, rng, entry, t)
+    after = expected_after(op, before, versions, arg)
+
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD + OPERATIONS[op], t.uri, json.dumps(arg)],
+        env={**__import__("os").environ, "MVTABLE_FAULT": point},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, f"the kill point was not reached: {child.stderr[-2000:]}"
+
+    t = Table.open(t.uri)
+    now = ids(t)
+    assert now == (before if state == "before" else after)
+    # nothing committed is lost (GC/vacuum may only drop versions outside retention, typed)
+    for v, content in versions.items():
+        if v > before_version:
+            continue
+        try:
+            assert ids(t, version=v) == content, f"version {v} changed"
+        except (VersionNotFoundError, FilesMissingError):
+            assert op in ("gc", "vacuum") or v < t.version - 100, f"version {v} lost after killing {op}"
+    # the next writer, GC and vacuum succeed
+    t.append(pa.table({"id": pa.array([99_999], pa.int64())}))
+    assert ids(t) == sorted(now + [99_999])
+    assert t.collect_garbage().complete
+    assert t.vacuum().complete
+    assert ids(t) == sorted(now + [99_999])
+    # and nothing the newest version needs was removed by them (retention is 0s here)
+    assert ids(Table.open(t.uri), version=t.version) == sorted(now + [99_999])
+
+
+def test_every_kill_point_is_distinct_and_counted():
+    points = {(p, o) for p, o, _ in KILL_POINTS}
+    assert len(points) == len(KILL_POINTS) == 23
+    assert {o for _, o in points} == set(OPERATIONS)
