@@ -16,6 +16,9 @@ from typing import Any, Callable, Mapping
 
 MiB = 1024 * 1024
 
+# Warm-up runs per system before the timed ones; ``run.py`` sets 0 for smoke runs.
+DEFAULTS = {"warmup": 1}
+
 
 class PeerUnavailable(Exception):
     """A peer cannot do a case (recorded as ``n/a: reason``, never a failure)."""
@@ -54,12 +57,13 @@ class System:
     optional: bool = False
 
 
-def measure(systems: Mapping[str, System], *, repeat: int, warmup: int = 1, log: Callable[[str], None] = print) -> dict[str, Timing]:
+def measure(systems: Mapping[str, System], *, repeat: int, warmup: int | None = None, log: Callable[[str], None] = print) -> dict[str, Timing]:
     """Warm each system up, then run the systems ``repeat`` times, interleaved and in a
     rotating order, so that a burst of load from elsewhere on a shared machine hits every
     system alike rather than one of them. Returns the timings per system."""
     names = list(systems)
     out = {n: Timing() for n in names}
+    warmup = DEFAULTS["warmup"] if warmup is None else warmup
 
     def once(name: str) -> float | None:
         s, t = systems[name], out[name]

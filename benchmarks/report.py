@@ -39,6 +39,7 @@ HEADER = ["case", "mvtable", "baseline (same run)", "ratio", "target", "status"]
 
 def print_tables(results: list[CaseResult], metrics: dict[str, Any], meta: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(width=200)
@@ -51,6 +52,7 @@ def print_tables(results: list[CaseResult], metrics: dict[str, Any], meta: dict[
         for h in HEADER:
             t.add_column(h, overflow="fold")
         for row, r in zip(rows(chosen), chosen):
+            row = [escape(c) for c in row]
             style = {"MISSED": "red", "met": "green", "WRONG": "bold red"}.get(r.status)
             t.add_row(*row, style=style)
         console.print(t)

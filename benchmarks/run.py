@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 
 from . import cases_local, cases_meta, cases_spark, data, report
-from .common import CaseResult, log, machine_info
+from .common import DEFAULTS, CaseResult, log, machine_info
 
 HERE = Path(__file__).resolve().parent
 GROUPS = ["table_scan", "delete", "consistent_push", "append", "dv_bytes", "planning", "gc", "spark_scans", "spark_delete"]
@@ -60,6 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    DEFAULTS["warmup"] = 0 if a.smoke else 1
     started = time.perf_counter()
     meta = {
         "command": "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:]),

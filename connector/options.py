@@ -6,6 +6,7 @@ Spark hands options as a case-insensitive map of strings; the same models serve 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -101,6 +102,17 @@ _PROPERTY_NAMES = {name.lower(): name for name in TableProperties.model_fields}
 _BOOLS = {"with_row_address", "consistent_push", "publish"}
 
 
+def _storage_value(value: Any) -> Any:
+    """Spark options are strings; fsspec wants e.g. ``client_kwargs`` as a dict, so a value
+    written as a JSON object is decoded."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise InvalidOptionError(f"storage option value {value!r} looks like JSON but does not parse") from None
+    return value
+
+
 def _collect(options: Mapping[str, Any], keys: dict[str, str], *, allow_properties: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     storage: dict[str, Any] = {}
@@ -108,7 +120,7 @@ def _collect(options: Mapping[str, Any], keys: dict[str, str], *, allow_properti
     for raw_key, value in options.items():
         key = raw_key.lower()
         if key.startswith(STORAGE_PREFIX):
-            storage[raw_key[len(STORAGE_PREFIX):]] = value
+            storage[raw_key[len(STORAGE_PREFIX):]] = _storage_value(value)
         elif allow_properties and key.startswith(PROPERTY_PREFIX):
             # Spark lower-cases option keys; table properties are camelCase.
             name = raw_key[len(PROPERTY_PREFIX):]

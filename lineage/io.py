@@ -94,6 +94,7 @@ class LocalFileIO:
             except OSError as exc:
                 # link(2) is atomic: on any other failure the name was not created.
                 raise CommitError(f"could not create {target}: {exc}") from exc
+            _fsync_dir(folder)  # the new name survives a crash once we say it landed
             return True
         finally:
             try:
@@ -128,6 +129,19 @@ class LocalFileIO:
 
     def spec(self) -> dict[str, Any]:
         return {"uri": self.root, "options": {}}
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory; the link is still atomic
+    finally:
+        os.close(fd)
 
 
 _memory_lock = threading.Lock()
@@ -410,14 +424,15 @@ def _as_epoch(value: Any) -> float | None:
         return None
 
 
-_cache: dict[tuple[str, tuple[tuple[str, str], ...]], FileIO] = {}
+_cache: dict[tuple[int, str, tuple[tuple[str, str], ...]], FileIO] = {}
 _cache_lock = threading.Lock()
 
 
 def open_file_io(uri: str, options: Mapping[str, Any] | None = None) -> FileIO:
     """The ``FileIO`` for a table URI; one instance per (uri, options) per process."""
     opts = dict(options or {})
-    key = (uri, tuple(sorted((k, repr(v)) for k, v in opts.items())))
+    # keyed by pid too: a forked child must not share its parent's clients
+    key = (os.getpid(), uri, tuple(sorted((k, repr(v)) for k, v in opts.items())))
     with _cache_lock:
         io = _cache.get(key)
         if io is None:

@@ -19,9 +19,11 @@ if str(_TESTS_DIR) not in sys.path:  # `support` is importable however pytest wa
     sys.path.insert(0, str(_TESTS_DIR))
 
 # Importing support.spark does not import pyspark: it is imported inside the fixtures.
+from support.s3servers import moto_s3, moto_server, seaweedfs_s3, seaweedfs_server  # noqa: E402,F401
 from support.spark import mvtable_wheel_site, spark, spark_cluster  # noqa: E402,F401
 
 _SPARK_FIXTURES = {"spark", "spark_cluster", "mvtable_wheel_site"}
+_S3_FIXTURES = {"moto_s3", "moto_server", "seaweedfs_s3", "seaweedfs_server"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -31,3 +33,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.cluster)
         if names & _SPARK_FIXTURES and item.get_closest_marker("spark") is None:
             item.add_marker(pytest.mark.spark)
+        if names & _S3_FIXTURES and item.get_closest_marker("s3") is None:
+            item.add_marker(pytest.mark.s3)

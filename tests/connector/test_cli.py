@@ -170,19 +170,42 @@ def test_errors_and_usage(pushed, tmp_path):
     assert_clean_error(run("rollback", t.uri, "--entry", "no-such-entry"), 1, "InvalidLineageTransitionError", "no-such-entry")
     assert_clean_error(run("publish", t.uri, "--entry", "no-such-entry", "--json"), 1, "no-such-entry")
 
-    for args in (
-        [],
-        ["frobnicate", t.uri],
-        ["rollback", t.uri],
-        ["rollback", t.uri, "--entry", "x", "--version", "1"],
-        ["restore", t.uri],
-        ["restore", t.uri, "--version", "abc"],
-        ["restore", t.uri, "--version", "-1"],
-        ["history", t.uri, "--storage-option", "no-equals-sign"],
-    ):
+    for args in ([], ["rollback", t.uri, "--entry", "x", "--version", "1"]):  # through the real entry point
         proc = run(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "usage:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["frobnicate", "/t"],
+        ["rollback", "/t"],
+        ["rollback", "/t", "--entry", "x", "--version", "1"],
+        ["restore", "/t"],
+        ["restore", "/t", "--version", "abc"],
+        ["restore", "/t", "--version", "-1"],
+        ["publish", "/t"],
+        ["history", "/t", "--limit", "0"],
+        ["history", "/t", "--storage-option", "no-equals-sign"],
+        ["gc", "/t", "--time-budget", "soon"],
+    ],
+)
+def test_usage_errors_exit_2(args, capsys):
+    from mvtable.connector.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and "Traceback" not in err
+
+
+def test_help_exits_0(capsys):
+    from mvtable.connector.cli import main
+
+    assert main(["vacuum", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--dry-run" in out and "--retention" in out and "--storage-option" in out
 
 
 RACE = textwrap.dedent(
@@ -198,7 +221,8 @@ RACE = textwrap.dedent(
 
     def put_after_a_rival(self, commit, txn):
         if not raced:  # another writer commits the same rollback first
-            raced.append(Table.open(uri).rollback(entry=entry))
+            raced.append(commit.version)
+            Table.open(uri).rollback(entry=entry)
         return original(self, commit, txn)
 
     CommitLog._put = put_after_a_rival
@@ -208,7 +232,8 @@ RACE = textwrap.dedent(
 
 
 def test_conflict_with_a_concurrent_writer_exits_3_and_a_retry_succeeds(pushed):
-    t, a, _ = pushed
+    t, a, b = pushed
+    t.rollback(entry=b)  # so that A may be reverted
     version = t.version
     proc = run(t.uri, a, "rollback", t.uri, "--entry", a, cmd=[sys.executable, "-c", RACE])
     assert_clean_error(proc, 3, "ConcurrentLineageError", "run the command again")
@@ -270,26 +295,32 @@ def test_inspect(pushed):
     assert old["totals"]["num_rows"] == 1500 and old["totals"]["deleted_rows"] == 0 and old["lineage"] == []
 
 
-def test_vacuum(pushed):
-    t, a, _ = pushed
-    log_files = sorted(os.listdir(os.path.join(t.uri, "_mvtable", "log")))
+def test_vacuum(table_uri):
+    t = Table.create(
+        table_uri, schema=orders(0, 1).schema,
+        properties={"replacedSegmentsRetentionPeriod": "0s", "lineageEntryCleanupRetentionPeriod": "0s", "checkpointInterval": "2"},
+    )
+    t.append(orders(0, 1000))
+    t.overwrite(orders(5000, 300), consistent_push=True)
+    t.overwrite(orders(6000, 200), consistent_push=True)
+    listing = lambda: sorted(os.listdir(os.path.join(table_uri, "data")) + os.listdir(os.path.join(table_uri, "_mvtable", "log")))  # noqa: E731
+    before, version = listing(), t.version
 
-    [dry] = run_json("vacuum", t.uri, "--dry-run", "--retention", "0s", "--force")
-    assert dry["dry_run"] is True and dry["files"]
+    [dry] = run_json("vacuum", table_uri, "--dry-run", "--retention", "0s", "--force")
+    assert dry["dry_run"] is True and dry["files"] and dry["segments_expired"] == 2 and dry["entries_purged"] == 2
     assert {"files", "bytes", "retention_s", "safe_version", "segments_expired", "entries_purged", "complete", "batches"} <= set(dry)
-    assert sorted(os.listdir(os.path.join(t.uri, "_mvtable", "log"))) == log_files  # nothing deleted
+    assert listing() == before and t.version == version  # a dry run changes nothing
 
-    short = run("vacuum", t.uri, "--retention", "0s")
-    assert_clean_error(short, 1, "RetentionTooShortError", "--force")
+    assert_clean_error(run("vacuum", table_uri, "--retention", "0s"), 1, "RetentionTooShortError", "--force")
 
-    human = run("vacuum", t.uri, "--retention", "0s", "--force", "--progress", "always")
+    human = run("vacuum", table_uri, "--retention", "0s", "--force", "--progress", "always")
     assert human.returncode == 0, human.stderr
-    assert f"deleted {len(dry['files'])} file(s)" in human.stdout
+    assert "deleted" in human.stdout and "2 segment(s) expired" in human.stdout
     assert "vacuum:" in human.stderr  # the progress bars
-    assert all(not os.path.exists(os.path.join(t.uri, p)) for p in dry["files"])
-    assert ids(t) == list(range(5000, 5300))  # the newest version still reads
+    assert len(os.listdir(os.path.join(table_uri, "data"))) == 1  # the two replaced segments' files are gone
+    assert ids(t) == list(range(6000, 6200))  # the newest version still reads
 
-    again = run("vacuum", t.uri, "--retention", "0s", "--force")
+    again = run("vacuum", table_uri, "--retention", "0s", "--force")
     assert again.returncode == 0 and "nothing to vacuum" in again.stdout
 
 

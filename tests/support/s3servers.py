@@ -650,7 +650,7 @@ class ProcessGang:
     def close(self) -> None:
         procs = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 3  # idle workers: no need to wait long
         for p in procs:
             p.join(timeout=max(0.0, deadline - time.monotonic()))
         for p in procs:
