@@ -510,7 +510,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _stderr_console().print(_text(f"{PROG} {args.command}: interrupted; run it again to resume (every command is idempotent)"))
         return 130
-    except BrokenPipeError:  # e.g. `mvtable history t | head`
+    except BrokenPipeError:  # e.g. `mvtable history t | head`: not an error
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so that the exit-time flush stays quiet
         return EXIT_OK
 
 

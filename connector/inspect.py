@@ -109,12 +109,10 @@ def _timeline(table: "Table", snapshot: Snapshot) -> list[dict[str, Any]]:
     for e in entries:
         wanted.update(range(e.started_version, min(e.state_version, snapshot.version) + 1))
     transitions: dict[str, list[dict[str, Any]]] = {e.id: [] for e in entries}
-    unreadable: set[str] = set()
     for v in sorted(wanted):
         try:
             commit = table.log.read_commit(v)
         except (VersionNotFoundError, CorruptMetadataError):
-            unreadable.update(e.id for e in entries if e.started_version <= v <= e.state_version)
             continue
         for action in commit.actions:
             state = _TRANSITION.get(type(action))
@@ -125,10 +123,12 @@ def _timeline(table: "Table", snapshot: Snapshot) -> list[dict[str, Any]]:
     out = []
     for e in entries:
         steps = transitions[e.id]
-        if e.id in unreadable or not steps:
-            steps = [{"version": e.started_version, "state": IN_PROGRESS, "timestamp": None, "operation": None}]
-            if e.state != IN_PROGRESS or e.state_version != e.started_version:
-                steps.append({"version": e.state_version, "state": e.state, "timestamp": _utc(e.timestamp_ms), "operation": None})
+        # Log files that are gone leave gaps: the snapshot still knows the start and the
+        # current state (without the operation, and the start without its time).
+        if not steps or steps[0]["version"] != e.started_version:
+            steps.insert(0, {"version": e.started_version, "state": IN_PROGRESS, "timestamp": None, "operation": None})
+        if (steps[-1]["version"], steps[-1]["state"]) != (e.state_version, e.state):
+            steps.append({"version": e.state_version, "state": e.state, "timestamp": _utc(e.timestamp_ms), "operation": None})
         out.append(
             {
                 "id": e.id,

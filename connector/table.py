@@ -263,14 +263,18 @@ class Table:
         negative = [sid for sid, a in arrays.items() if len(a) and a.min() < 0]
         if negative:
             raise InvalidRowAddressError(f"negative row positions for segment {negative[0]!r}")
-        return commit_deletes(
-            self.io,
-            self.log,
-            read,
-            {sid: a.astype(np.uint64) for sid, a in arrays.items()},
-            inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
-            parameters=parameters,
-        )
+        pin_id = pin_version(self.io, read.version)  # its DVs are merged with ours
+        try:
+            return commit_deletes(
+                self.io,
+                self.log,
+                read,
+                {sid: a.astype(np.uint64) for sid, a in arrays.items()},
+                inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
+                parameters=parameters,
+            )
+        finally:
+            pins.release(self.io, pin_id)
 
     # -- lifecycle -----------------------------------------------------------------------
     def rollback(self, *, entry: str | None = None, version: int | None = None) -> "ActionResult":

@@ -28,9 +28,11 @@ from mvtable.lineage.errors import TableNotFoundError
 from mvtable.lineage.io import open_file_io
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import IN_PROGRESS, Snapshot
+from mvtable.visibility import pins
 
 from .errors import InvalidOptionError
 from .schema import check_write_schema, schema_from_json, schema_to_json  # noqa: F401 (re-exported for Table)
+from .scan import pin_version
 from .segments import SegmentWriter
 
 log = logging.getLogger("mvtable.connector")
@@ -51,6 +53,7 @@ class WritePlan:
     row_group_rows: int
     create: dict[str, Any] | None = None  # MetadataAction fields when the table does not exist yet
     entry_id: str | None = None
+    pin_id: str | None = None  # keeps the read version readable until the write ends
     parameters: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -119,6 +122,7 @@ def begin_write(
         table_schema=table_schema,
         row_group_rows=props.rowGroupRows,
         create=create.model_dump() if create else None,
+        pin_id=pin_version(io, snapshot.version) if snapshot.exists else None,
     )
     if consistent_push:
         entry_id = new_entry_id()
@@ -174,7 +178,14 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResu
         operation = "APPEND" if read.exists else "CREATE"
         build = lambda cur: ops.append(cur, segments, metadata=create)  # noqa: E731
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
-    return clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+    result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+    release_pin(plan)
+    return result
+
+
+def release_pin(plan: WritePlan) -> None:
+    if plan.pin_id is not None:
+        pins.release(open_file_io(plan.uri, plan.storage_options), plan.pin_id)
 
 
 def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> bool:
@@ -207,3 +218,4 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
                 build=lambda cur: ops.revert(cur, plan.entry_id),
             )
     clog.io.delete([s.path for s in segments])
+    release_pin(plan)

@@ -106,16 +106,19 @@ class LocalFileIO:
         return os.path.exists(self._p(path))
 
     def list(self, folder: str) -> list[FileInfo]:
+        out = []
         try:
             with os.scandir(self._p(folder)) as it:
-                out = []
                 for e in it:
-                    if e.is_file():
-                        st = e.stat()
-                        out.append(FileInfo(e.name, st.st_size, st.st_mtime))
-                return out
+                    try:
+                        if e.is_file():
+                            st = e.stat()
+                            out.append(FileInfo(e.name, st.st_size, st.st_mtime))
+                    except FileNotFoundError:
+                        continue  # deleted while we listed (GC, vacuum): just not there
         except FileNotFoundError:
             return []
+        return out
 
     def delete(self, paths: Iterable[str]) -> None:
         for path in paths:

@@ -13,12 +13,14 @@ import pkgutil
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from support.spark import (
     REPO_ROOT,
+    install_wheel_into,
     pickle_by_value,
     run_spark_script,
     spark_conf,
@@ -576,6 +578,10 @@ def test_cluster_runs_python_source_in_executors(spark_cluster, tmp_path):
 
 
 # --------------------------------------------------------------------------- auto-discovery
+#
+# Both tests run a fresh driver in a subprocess.  A module-level fixture starts them in
+# background threads as soon as this module begins (only the ones selected), so that
+# they overlap with the in-process tests above; each test then waits for its result.
 
 _THROWAWAY_MODULE = '''
 from pyspark.sql.datasource import DataSource, DataSourceReader
@@ -599,14 +605,13 @@ class DefaultSource(DataSource):
 '''
 
 
-@pytest.mark.spark
-def test_autodiscovery_of_a_pyspark_module(tmp_path):
-    """Spark imports every top-level ``pyspark_*`` module on the Python path and registers
-    its ``DefaultSource``: no register() call.  PYTHONPATH reaches the lookup worker."""
-    site = tmp_path / "site"
-    site.mkdir()
+def discover_throwaway(work: Path):
+    """A ``pyspark_throwaway`` module on PYTHONPATH; a fresh driver reads
+    ``format("throwaway")`` without registering anything."""
+    site = work / "site"
+    site.mkdir(parents=True)
     (site / "pyspark_throwaway.py").write_text(_THROWAWAY_MODULE)
-    done = run_spark_script(
+    return run_spark_script(
         """
         import pkgutil
         rows = spark.read.format("throwaway").load().collect()
@@ -614,19 +619,14 @@ def test_autodiscovery_of_a_pyspark_module(tmp_path):
               "scan": sorted(m.name for m in pkgutil.iter_modules()
                              if m.name.startswith("pyspark_"))})
         """,
-        pythonpath=[site], work_dir=tmp_path / "driver")
-    result = done.result[0]
-    assert result["rows"] == [["discovered", 42]]
-    assert "pyspark_throwaway" in result["scan"]
+        pythonpath=[site], work_dir=work / "driver")
 
 
-def test_autodiscovery_of_mvtable_from_built_wheel(mvtable_wheel_site, tmp_path):
-    """After a plain (wheel) install, ``format("mvtable")`` works with no registration:
-    writes a table through Spark, then reads it back, in a fresh driver whose PYTHONPATH
-    starts with the wheel's install folder (so the workers import the wheel's copy)."""
-    assert (mvtable_wheel_site / "pyspark_mvtable.py").is_file()
-    table = tmp_path / "table"
-    done = run_spark_script(
+def discover_mvtable(site: Path, table_path: Path):
+    """A fresh driver whose PYTHONPATH starts with ``site`` (the project installed from its
+    wheel) writes and then reads ``table_path`` through ``format("mvtable")`` without
+    registering anything.  Its workers import the wheel's copy of mvtable."""
+    return run_spark_script(
         """
         import os, pkgutil
         import pyspark_mvtable, mvtable.connector.spark.source as source
@@ -639,11 +639,59 @@ def test_autodiscovery_of_mvtable_from_built_wheel(mvtable_wheel_site, tmp_path)
               "source": source.__file__,
               "scan": any(m.name == "pyspark_mvtable" for m in pkgutil.iter_modules())})
         """,
-        pythonpath=[mvtable_wheel_site], env={"INFRA_TABLE": str(table)},
-        work_dir=tmp_path / "driver")
+        pythonpath=[site], env={"INFRA_TABLE": str(table_path)},
+        work_dir=table_path.parent / "driver")
+
+
+def _wheel_then_discover(work: Path):
+    site = install_wheel_into(work / "site")
+    return site, discover_mvtable(site, work / "table")
+
+
+@pytest.fixture(scope="module")
+def background(request, tmp_path_factory):
+    """name -> Future of the subprocess checks selected in this run, started at once."""
+    selected = {getattr(item, "originalname", "") for item in request.session.items
+                if getattr(item, "module", None) is request.module}
+    jobs = {
+        "throwaway": ("test_autodiscovery_of_a_pyspark_module", discover_throwaway),
+        "wheel": ("test_autodiscovery_of_mvtable_from_built_wheel", _wheel_then_discover),
+    }
+    pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="infra-bg")
+    futures = {name: pool.submit(fn, tmp_path_factory.mktemp(name))
+               for name, (test, fn) in jobs.items() if test in selected}
+    try:
+        yield futures
+    finally:
+        pool.shutdown(wait=True)  # the subprocesses have timeouts and are killed on exit
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_background(request):
+    """Start the background checks when the module starts, if any of them is selected."""
+    if any(getattr(item, "originalname", "").startswith("test_autodiscovery")
+           for item in request.session.items
+           if getattr(item, "module", None) is request.module):
+        request.getfixturevalue("background")
+
+
+@pytest.mark.spark
+def test_autodiscovery_of_a_pyspark_module(background):
+    """Spark imports every top-level ``pyspark_*`` module on the Python path and registers
+    its ``DefaultSource``: no register() call.  PYTHONPATH reaches the lookup worker."""
+    result = background["throwaway"].result().result[0]
+    assert result["rows"] == [["discovered", 42]]
+    assert "pyspark_throwaway" in result["scan"]
+
+
+@pytest.mark.spark
+def test_autodiscovery_of_mvtable_from_built_wheel(background):
+    """After a plain (wheel) install, ``format("mvtable")`` works with no registration."""
+    site, done = background["wheel"].result()
+    assert (site / "pyspark_mvtable.py").is_file()
     result = done.result[0]
     assert result["scan"] is True
-    assert Path(result["shim"]).parent == mvtable_wheel_site
-    assert Path(result["source"]).is_relative_to(mvtable_wheel_site)
+    assert Path(result["shim"]).parent == site
+    assert Path(result["source"]).is_relative_to(site)
     assert not Path(result["source"]).is_relative_to(REPO_ROOT)
     assert result["rows"] == [[1, "a"], [2, "b"], [3, "c"]]

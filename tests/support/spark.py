@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -581,6 +582,7 @@ class SparkCluster:
     base_dir: Path
     worker_webui_urls: list[str]
     processes: list[subprocess.Popen] = field(default_factory=list)
+    remove_base_dir: bool = False  # on stop (MVTABLE_KEEP_SPARK_LOGS=1 keeps it)
 
     def status(self) -> dict:
         with urllib.request.urlopen(self.webui_url + "/json/", timeout=5) as resp:
@@ -612,6 +614,8 @@ class SparkCluster:
         self.processes.clear()
         with contextlib.suppress(ValueError):
             _LIVE_CLUSTERS.remove(self)
+        if self.remove_base_dir and os.environ.get("MVTABLE_KEEP_SPARK_LOGS") != "1":
+            shutil.rmtree(self.base_dir, ignore_errors=True)
 
 
 _LIVE_CLUSTERS: list[SparkCluster] = []
@@ -623,11 +627,13 @@ def _stop_live_clusters() -> None:  # e.g. pytest interrupted before fixture tea
         cluster.stop()
 
 
-def start_spark_cluster(base_dir: Path, workers: int = 2, cores: int = 1,
-                        memory: str = "1g", timeout: float = 120) -> SparkCluster:
+def start_spark_cluster(base_dir: Path | None = None, workers: int = 2, cores: int = 1,
+                        memory: str = "1g", timeout: float = 180) -> SparkCluster:
     """Start ``$SPARK_HOME/bin/spark-class`` Master and ``workers`` Workers on 127.0.0.1
-    with free ports, and wait until every worker is ALIVE in the master's JSON."""
-    base_dir = Path(base_dir)
+    with free ports, and wait until every worker is ALIVE in the master's JSON.  Without
+    ``base_dir`` a temporary folder is used and removed by ``stop()``."""
+    remove = base_dir is None
+    base_dir = Path(tempfile.mkdtemp(prefix="mvtable-spark-cluster-") if remove else base_dir)
     home = shadow_spark_home(base_dir)
     log_dir, work_dir, local_dir = base_dir / "logs", base_dir / "work", base_dir / "local"
     for d in (log_dir, work_dir, local_dir):
@@ -647,7 +653,7 @@ def start_spark_cluster(base_dir: Path, workers: int = 2, cores: int = 1,
     port, webui = free_port(), free_port()
     cluster = SparkCluster(master_url=f"spark://{LOOPBACK}:{port}",
                            webui_url=f"http://{LOOPBACK}:{webui}", base_dir=base_dir,
-                           worker_webui_urls=[])
+                           worker_webui_urls=[], remove_base_dir=remove)
     _LIVE_CLUSTERS.append(cluster)
 
     def launch(name: str, args: list[str]) -> None:
@@ -763,14 +769,47 @@ def spark(tmp_path_factory):
         stop_spark(session)
 
 
+_PRESTARTED: dict[str, "concurrent.futures.Future"] = {}
+
+
+def prestart_cluster() -> None:
+    """Start the standalone cluster in a background thread, so that it boots while other
+    tests run (called by ``tests/conftest.py`` when a selected test uses ``spark_cluster``;
+    ``MVTABLE_TEST_PRESTART=0`` disables).  The ``spark_cluster`` fixture takes it over."""
+    if "cluster" in _PRESTARTED or os.environ.get("MVTABLE_TEST_PRESTART", "1") == "0":
+        return
+    import concurrent.futures
+
+    future: concurrent.futures.Future = concurrent.futures.Future()
+
+    def boot() -> None:
+        try:
+            future.set_result(start_spark_cluster())
+        except BaseException as exc:  # handed to the fixture
+            future.set_exception(exc)
+
+    threading.Thread(target=boot, name="spark-cluster-prestart", daemon=True).start()
+    _PRESTARTED["cluster"] = future
+
+
+def stop_prestarted() -> None:
+    """Stop whatever :func:`prestart_cluster` started (waits for a boot in progress)."""
+    future = _PRESTARTED.pop("cluster", None)
+    if future is not None:
+        with contextlib.suppress(BaseException):
+            future.result(timeout=300).stop()
+
+
 @pytest.fixture(scope="session")
-def spark_cluster(tmp_path_factory):
+def spark_cluster():
     """Standalone master + 2 workers (1 core, 1g each) on 127.0.0.1."""
-    cluster = start_spark_cluster(tmp_path_factory.mktemp("spark-cluster"))
+    future = _PRESTARTED.get("cluster")
+    cluster = future.result() if future is not None else start_spark_cluster()
     try:
         yield cluster
     finally:
         cluster.stop()
+        _PRESTARTED.pop("cluster", None)
 
 
 @pytest.fixture(scope="session")
