@@ -7,7 +7,7 @@
     mvtable rollback URI (--entry ID | --version N)
     mvtable restore  URI --version N
     mvtable publish  URI --entry ID
-    mvtable vacuum   URI [--dry-run] [--retention 7d] [--force]
+    mvtable vacuum   URI [--dry-run] [--retention 7d] [--force] [--time-budget S]
     mvtable gc       URI [--dry-run] [--time-budget S]
     mvtable inspect  URI [--version N] [--row-groups]
 
@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     p.add_argument("--retention", metavar="PERIOD", help="keep files versions of the last PERIOD need (e.g. 7d, 12h); default: the table's")
     p.add_argument("--force", action="store_true", help="allow a retention shorter than the table's")
+    p.add_argument("--time-budget", type=_seconds, metavar="SECONDS", help="stop after this long (run again to resume)")
 
     p = sub.add_parser("gc", parents=[common, progress], help="visibility GC: old deletion-vector files, log files, expired pins")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
@@ -319,8 +320,9 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     from .inspect import run_vacuum, vacuum_summary
 
     t = _open(args)
+    options: dict[str, Any] = {} if args.time_budget is None else {"time_budget_s": args.time_budget}
     with _progress(args) as progress:
-        report = run_vacuum(t, retention=args.retention, dry_run=args.dry_run, force=args.force, progress=progress)
+        report = run_vacuum(t, retention=args.retention, dry_run=args.dry_run, force=args.force, progress=progress, **options)
     if args.json:
         _print_json([report])
         return EXIT_OK

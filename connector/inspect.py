@@ -198,14 +198,16 @@ def size_text(n: int | float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def run_vacuum(table: "Table", *, retention: str | None = None, dry_run: bool = False, force: bool = False, progress: Any = None):
+def run_vacuum(
+    table: "Table", *, retention: str | None = None, dry_run: bool = False, force: bool = False, progress: Any = None, **options: Any
+):
     """``table.vacuum(…)``, with a clear error while a build lacks it."""
     vacuum = getattr(table, "vacuum", None)
     if vacuum is None:
         from .errors import ConnectorError
 
         raise ConnectorError("this build of mvtable has no vacuum (Table.vacuum is missing)")
-    return vacuum(retention=retention, dry_run=dry_run, force=force, progress=progress)
+    return vacuum(retention=retention, dry_run=dry_run, force=force, progress=progress, **options)
 
 
 def vacuum_changed(report: Any) -> bool:
