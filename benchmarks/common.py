@@ -33,6 +33,7 @@ class Timing:
     warmup: list[float] = field(default_factory=list)
     result: Any = None
     error: str | None = None
+    loads: list[float] = field(default_factory=list)  # 1-min load average after each run
 
     @property
     def median(self) -> float | None:
@@ -43,6 +44,7 @@ class Timing:
             "median_s": self.median,
             "runs_s": [round(r, 6) for r in self.runs],
             "warmup_s": [round(r, 6) for r in self.warmup],
+            "load1": [round(x, 2) for x in self.loads],
             **({"na": self.error} if self.error else {}),
         }
 
@@ -85,6 +87,7 @@ def measure(systems: Mapping[str, System], *, repeat: int, warmup: int | None = 
             log("".join(traceback.format_exception(exc)[-3:]))
             return None
         t.result = result
+        t.loads.append(os.getloadavg()[0])
         return elapsed
 
     for _ in range(warmup):
@@ -123,6 +126,12 @@ class CaseResult:
     check: str = "ok"  # correctness of the answers ("ok" or what differed)
 
     @property
+    def load(self) -> float | None:
+        """Median 1-min load average over the case's runs (the machine has other users)."""
+        loads = [x for s in self.systems.values() if isinstance(s, dict) for x in s.get("load1", [])]
+        return statistics.median(loads) if loads else None
+
+    @property
     def ratio(self) -> float | None:
         if self.mvtable is None or not self.baseline:
             return None
@@ -140,7 +149,7 @@ class CaseResult:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(ratio=self.ratio, status=self.status)
+        d.update(ratio=self.ratio, status=self.status, load1=self.load)
         return d
 
 

@@ -30,11 +30,12 @@ def rows(results: list[CaseResult]) -> list[list[str]]:
     for r in results:
         baseline = f"{r.baseline_name}: {fmt(r.baseline, r.unit)}" if r.baseline is not None else f"{r.baseline_name}: n/a"
         status = r.status if r.check == "ok" else f"WRONG ({r.check})"
-        out.append([r.name, fmt(r.mvtable, r.unit), baseline, ratio_text(r), r.target_text or "—", status])
+        load = f"{r.load:.1f}" if r.load is not None else "—"
+        out.append([r.name, fmt(r.mvtable, r.unit), baseline, ratio_text(r), r.target_text or "—", status, load])
     return out
 
 
-HEADER = ["case", "mvtable", "baseline (same run)", "ratio", "target", "status"]
+HEADER = ["case", "mvtable", "baseline (same run)", "ratio", "target", "status", "load"]
 
 
 def print_tables(results: list[CaseResult], metrics: dict[str, Any], meta: dict[str, Any]) -> None:

@@ -13,13 +13,14 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
+from .errors import MvTableError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 _PERIOD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-class SettingsError(ValueError):
+class SettingsError(MvTableError, ValueError):
     """A property or option with a value of the wrong form."""
 
 

@@ -14,7 +14,7 @@ from pyroaring import BitMap64
 
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import DeletionVectorRef
-from mvtable.lineage.errors import InvalidLineageTransitionError
+from mvtable.lineage.errors import InvalidLineageTransitionError, NothingToCommit
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED
 from mvtable.visibility import encode_dv
 
@@ -51,9 +51,16 @@ def rollback_entry(table: "Table", entry_id: str) -> ActionResult:
     snapshot, entry = _entry(table, entry_id)
     if entry.state == REVERTED:
         return ActionResult("ROLLBACK", entry.state_version, False, f"lineage entry {entry_id} is already REVERTED")
-    result = table.log.commit(
-        read=snapshot, operation="ROLLBACK", parameters={"entry": entry_id}, build=lambda cur: ops.revert(cur, entry_id)
-    )
+    def build(cur):
+        now = cur.lineage.get(entry_id)
+        if now is not None and now.state == REVERTED:  # a concurrent or retried rollback won
+            raise NothingToCommit(f"lineage entry {entry_id} is already REVERTED")
+        return ops.revert(cur, entry_id)
+
+    try:
+        result = table.log.commit(read=snapshot, operation="ROLLBACK", parameters={"entry": entry_id}, build=build)
+    except NothingToCommit as done:
+        return ActionResult("ROLLBACK", table.snapshot().lineage[entry_id].state_version, False, str(done))
     return ActionResult("ROLLBACK", result.commit.version, True, f"lineage entry {entry_id} reverted ({entry.state} → REVERTED)")
 
 
@@ -64,9 +71,16 @@ def publish_entry(table: "Table", entry_id: str) -> ActionResult:
         return ActionResult("PUBLISH", entry.state_version, False, f"lineage entry {entry_id} is already COMPLETED")
     if entry.state != IN_PROGRESS:
         raise InvalidLineageTransitionError(f"lineage entry {entry_id} is {entry.state}; only a staged (IN_PROGRESS) push can be published")
-    result = table.log.commit(
-        read=snapshot, operation="PUBLISH", parameters={"entry": entry_id}, build=lambda cur: ops.publish(cur, entry_id)
-    )
+    def build(cur):
+        now = cur.lineage.get(entry_id)
+        if now is not None and now.state == COMPLETED:
+            raise NothingToCommit(f"lineage entry {entry_id} is already COMPLETED")
+        return ops.publish(cur, entry_id)
+
+    try:
+        result = table.log.commit(read=snapshot, operation="PUBLISH", parameters={"entry": entry_id}, build=build)
+    except NothingToCommit as done:
+        return ActionResult("PUBLISH", table.snapshot().lineage[entry_id].state_version, False, str(done))
     return ActionResult("PUBLISH", result.commit.version, True, f"lineage entry {entry_id} published (IN_PROGRESS → COMPLETED)")
 
 
@@ -94,10 +108,13 @@ def restore_version(table: "Table", version: int) -> ActionResult:
         )
     new_ids = {sid: new_segment_id() for sid in target.visible_segment_ids()}
     empty = _empty_dv()
-    result = table.log.commit(
-        read=current,
-        operation="RESTORE",
-        parameters={"version": version},
-        build=lambda cur: ops.restore(cur, target, new_ids=new_ids, empty_dv=empty),
-    )
+    def build(cur):
+        if ops.same_view(cur, target):  # an identical restore landed first
+            raise NothingToCommit(f"the table already shows version {version}")
+        return ops.restore(cur, target, new_ids=new_ids, empty_dv=empty)
+
+    try:
+        result = table.log.commit(read=current, operation="RESTORE", parameters={"version": version}, build=build)
+    except NothingToCommit as done:
+        return ActionResult("RESTORE", table.version, False, str(done))
     return ActionResult("RESTORE", result.commit.version, True, f"restored the table as of version {version}")

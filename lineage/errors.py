@@ -13,8 +13,12 @@ The hierarchy separates what a caller can do about a failure:
 from __future__ import annotations
 
 
-class MvTableError(Exception):
-    """Base of every mvtable error, so callers can catch the whole family."""
+from mvtable.conf.errors import MvTableError  # noqa: F401  (the shared root, re-exported)
+
+
+class NothingToCommit(MvTableError):
+    """Raised by a commit builder when the newest snapshot already is what the caller asked
+    for (a retried rollback, a restore that raced an identical one): no commit is made."""
 
 
 class TableNotFoundError(MvTableError):

@@ -1,13 +1,16 @@
 """Errors of the visibility layer.
 
-Kept apart from ``mvtable.lineage.errors`` on purpose: visibility must not import lineage,
-so it has its own root (``VisibilityError``) that the connector can catch or translate.
+Kept apart from ``mvtable.lineage.errors`` on purpose: visibility must not import lineage.
+Its root ``VisibilityError`` derives from the shared ``mvtable.conf.errors.MvTableError``,
+so one ``except MvTableError`` still catches everything.
 """
 
 from __future__ import annotations
 
+from mvtable.conf.errors import MvTableError
 
-class VisibilityError(Exception):
+
+class VisibilityError(MvTableError):
     """Base of every error raised by ``mvtable.visibility``."""
 
 

@@ -217,9 +217,10 @@ RACE = textwrap.dedent(
     raced = []
 
     def put_after_a_rival(self, commit, txn):
-        if not raced:  # another writer commits the same rollback first
+        if not raced:  # another writer replaces the entry's output first (a plain overwrite)
             raced.append(commit.version)
-            Table.open(uri).rollback(entry=entry)
+            rival = Table.open(uri)
+            rival.overwrite(rival.scan().to_arrow())
         return original(self, commit, txn)
 
     CommitLog._put = put_after_a_rival
@@ -228,17 +229,17 @@ RACE = textwrap.dedent(
 )
 
 
-def test_conflict_with_a_concurrent_writer_exits_3_and_a_retry_succeeds(pushed):
+def test_conflict_with_a_concurrent_writer_exits_3_then_the_retry_is_refused(pushed):
     t, a, b = pushed
     t.rollback(entry=b)  # so that A may be reverted
     version = t.version
     proc = run(t.uri, a, "rollback", t.uri, "--entry", a, cmd=[sys.executable, "-c", RACE])
     assert_clean_error(proc, 3, "ConcurrentLineageError", "run the command again")
     assert t.version == version + 1  # only the rival's commit landed
-    assert t.lineage()[0].state == "REVERTED"
+    assert t.lineage()[0].state == "COMPLETED"
 
-    retry = run("rollback", t.uri, "--entry", a)
-    assert retry.returncode == 0 and retry.stdout.startswith("nothing changed")
+    retry = run("rollback", t.uri, "--entry", a)  # now a plain refusal: the output is gone
+    assert retry.returncode == 1 and "removed by the commit" in retry.stderr
     assert t.version == version + 1
 
 

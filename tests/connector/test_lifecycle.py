@@ -140,3 +140,31 @@ def test_third_push_keeps_two_snapshots(t):
     assert len(kept) == 3  # snapshot before the previous push's + previous + current
     t.rollback(entry=entries[-1].id)
     assert live(t) == list(range(200, 203))
+
+
+def _rollback_in_process(uri: str, entry: str, barrier, out) -> None:
+    t = Table.open(uri)
+    barrier.wait()
+    r = t.rollback(entry=entry)
+    out.put((r.changed, r.version))
+
+
+def test_racing_rollbacks_are_idempotent(t):
+    """Two processes (a Spark task and its retry, say) roll back the same push at once:
+    one commits, the other reports that nothing changed; nobody gets an error."""
+    import multiprocessing as mp
+
+    t.overwrite(ids_of(100, 5), consistent_push=True)
+    entry = t.lineage()[-1].id
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_rollback_in_process, args=(t.uri, entry, barrier, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    results = sorted(out.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert [changed for changed, _ in results] == [False, False, True]
+    assert len({v for _, v in results}) == 1  # all name the version that reverted it
+    assert [h.operation for h in t.history()].count("ROLLBACK") == 1
+    assert live(t) == list(range(10))

@@ -600,10 +600,14 @@ class SparkCluster:
         return run_on_cluster(self.master_url, script, env=env, **kwargs)
 
     def logs(self) -> str:
+        """Tails of the master/worker logs and of every executor's stderr."""
         out = []
-        for path in sorted((self.base_dir / "logs").glob("*")):
+        paths = sorted((self.base_dir / "logs").glob("*")) + sorted(
+            (self.base_dir / "work").glob("*/app-*/*/stderr"))
+        for path in paths:
             if path.is_file():
-                out.append(f"=== {path.name}\n{path.read_text(errors='replace')[-4000:]}")
+                out.append(f"=== {path.relative_to(self.base_dir)}\n"
+                           f"{path.read_text(errors='replace')[-4000:]}")
         return "\n".join(out)
 
     def stop(self) -> None:
@@ -647,7 +651,6 @@ def start_spark_cluster(base_dir: Path | None = None, workers: int = 2, cores: i
         "SPARK_DAEMON_JAVA_OPTS": (
             f"-Dlog4j2.configurationFile=file:{_log4j_file(base_dir)} {JVM_OPTS}"
             f" -XX:+UseSerialGC {cds_java_opts()}"),
-        "SPARK_NO_DAEMONIZE": "1",
     })
     spark_class = str(home / "bin" / "spark-class")
     port, webui = free_port(), free_port()
@@ -671,9 +674,10 @@ def start_spark_cluster(base_dir: Path | None = None, workers: int = 2, cores: i
         deadline = time.monotonic() + timeout
         while True:  # master first, so that workers do not spend time retrying
             try:
-                cluster.status()
+                # Spark moves to the next port if ours was taken meanwhile: trust the master.
+                cluster.master_url = cluster.status()["url"]
                 break
-            except OSError:
+            except (OSError, ValueError, KeyError):
                 pass
             _check_running(cluster, deadline)
             time.sleep(0.2)
