@@ -11,4 +11,4 @@ install-test:
 	$(PYTHON) -m pip install -e ".[test]"
 
 test: install-test
-	$(PYTHON) -m pytest
+	MVTABLE_REQUIRE_S3=1 $(PYTHON) -m pytest

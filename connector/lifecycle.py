@@ -45,43 +45,41 @@ def _entry(table: "Table", entry_id: str):
     return snapshot, entry
 
 
+def _transition(table: "Table", entry_id: str, *, operation: str, target: str, allowed: tuple[str, ...], build_actions) -> ActionResult:
+    """Move one lineage entry to ``target`` in one commit, or report that it is there
+    already — also when a concurrent or retried call got there first."""
+    snapshot, entry = _entry(table, entry_id)
+    if entry.state == target:
+        return ActionResult(operation, entry.state_version, False, f"lineage entry {entry_id} is already {target}")
+    if entry.state not in allowed:
+        raise InvalidLineageTransitionError(
+            f"lineage entry {entry_id} is {entry.state}; {operation.lower()} needs it to be {' or '.join(allowed)}"
+        )
+
+    def build(cur):
+        now = cur.lineage.get(entry_id)
+        if now is not None and now.state == target:
+            raise NothingToCommit(f"lineage entry {entry_id} is already {target}")
+        return build_actions(cur, entry_id)
+
+    try:
+        result = table.log.commit(read=snapshot, operation=operation, parameters={"entry": entry_id}, build=build)
+    except NothingToCommit as done:
+        return ActionResult(operation, table.snapshot().lineage[entry_id].state_version, False, str(done))
+    return ActionResult(operation, result.commit.version, True, f"lineage entry {entry_id}: {entry.state} → {target}")
+
+
 def rollback_entry(table: "Table", entry_id: str) -> ActionResult:
     """Pinot's ``revertReplaceSegments``: the entry becomes REVERTED and readers flip back
     to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile)."""
-    snapshot, entry = _entry(table, entry_id)
-    if entry.state == REVERTED:
-        return ActionResult("ROLLBACK", entry.state_version, False, f"lineage entry {entry_id} is already REVERTED")
-    def build(cur):
-        now = cur.lineage.get(entry_id)
-        if now is not None and now.state == REVERTED:  # a concurrent or retried rollback won
-            raise NothingToCommit(f"lineage entry {entry_id} is already REVERTED")
-        return ops.revert(cur, entry_id)
-
-    try:
-        result = table.log.commit(read=snapshot, operation="ROLLBACK", parameters={"entry": entry_id}, build=build)
-    except NothingToCommit as done:
-        return ActionResult("ROLLBACK", table.snapshot().lineage[entry_id].state_version, False, str(done))
-    return ActionResult("ROLLBACK", result.commit.version, True, f"lineage entry {entry_id} reverted ({entry.state} → REVERTED)")
+    return _transition(
+        table, entry_id, operation="ROLLBACK", target=REVERTED, allowed=(IN_PROGRESS, COMPLETED), build_actions=ops.revert
+    )
 
 
 def publish_entry(table: "Table", entry_id: str) -> ActionResult:
     """Complete a staged (``publish=false``) consistent push."""
-    snapshot, entry = _entry(table, entry_id)
-    if entry.state == COMPLETED:
-        return ActionResult("PUBLISH", entry.state_version, False, f"lineage entry {entry_id} is already COMPLETED")
-    if entry.state != IN_PROGRESS:
-        raise InvalidLineageTransitionError(f"lineage entry {entry_id} is {entry.state}; only a staged (IN_PROGRESS) push can be published")
-    def build(cur):
-        now = cur.lineage.get(entry_id)
-        if now is not None and now.state == COMPLETED:
-            raise NothingToCommit(f"lineage entry {entry_id} is already COMPLETED")
-        return ops.publish(cur, entry_id)
-
-    try:
-        result = table.log.commit(read=snapshot, operation="PUBLISH", parameters={"entry": entry_id}, build=build)
-    except NothingToCommit as done:
-        return ActionResult("PUBLISH", table.snapshot().lineage[entry_id].state_version, False, str(done))
-    return ActionResult("PUBLISH", result.commit.version, True, f"lineage entry {entry_id} published (IN_PROGRESS → COMPLETED)")
+    return _transition(table, entry_id, operation="PUBLISH", target=COMPLETED, allowed=(IN_PROGRESS,), build_actions=ops.publish)
 
 
 def _empty_dv() -> DeletionVectorRef:

@@ -190,17 +190,23 @@ class Commit(_Model):
 _commit_adapter = TypeAdapter(Commit)
 
 
-def parse_commit(data: bytes, *, source: str, expected_version: int | None = None) -> Commit:
-    """Parse and validate a commit file; every failure names the file."""
+def check_envelope(data: bytes, *, source: str, what: str) -> None:
+    """The checks every metadata file gets before schema validation: JSON, an object, and
+    a format version this code reads. Failures name the file."""
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptMetadataError(source, f"not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
-        raise CorruptMetadataError(source, "a commit must be a JSON object")
+        raise CorruptMetadataError(source, f"a {what} must be a JSON object")
     fmt = raw.get("format")
     if fmt != FORMAT_VERSION or isinstance(fmt, bool):
         raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
+
+
+def parse_commit(data: bytes, *, source: str, expected_version: int | None = None) -> Commit:
+    """Parse and validate a commit file; every failure names the file."""
+    check_envelope(data, source=source, what="commit")
     try:
         # strict: a hostile "version": "3" or true is an error, not silently an int
         commit = _commit_adapter.validate_json(data, strict=True)

@@ -3,13 +3,12 @@ commits after it instead of the whole log. Pure (bytes in, snapshot out)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .actions import FORMAT_VERSION, DeletionVectorRef, SegmentFile, validation_error
-from .errors import CorruptMetadataError, UnsupportedFormatError
+from .actions import FORMAT_VERSION, DeletionVectorRef, SegmentFile, check_envelope, validation_error
+from .errors import CorruptMetadataError
 from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, HistoryItem, LineageEntry, SegmentState, Snapshot
 
 
@@ -66,14 +65,7 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
 
 
 def parse_checkpoint(data: bytes, *, source: str, expected_version: int | None = None) -> Snapshot:
-    try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise CorruptMetadataError(source, f"not valid JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise CorruptMetadataError(source, "a checkpoint must be a JSON object")
-    if raw.get("format") != FORMAT_VERSION or isinstance(raw.get("format"), bool):
-        raise UnsupportedFormatError(source, f"format version {raw.get('format')!r} is not supported")
+    check_envelope(data, source=source, what="checkpoint")
     try:
         doc = CheckpointFile.model_validate_json(data, strict=True)
     except ValidationError as exc:

@@ -178,7 +178,8 @@ class _RecordingWriter(DataSourceArrowWriter):
                 for b in iterator
             ]
         return Note({"partition": ctx.partitionId(), "attempt": ctx.attemptNumber(),
-                     "pid": os.getpid(), "batches": batches, "overwrite": self.overwrite})
+                     "pid": os.getpid(), "batches": batches, "overwrite": self.overwrite,
+                     "options": dict(self.options.items())})
 
     def _record(self, name, messages):
         info = [m.info if m is not None else None for m in messages]
@@ -199,6 +200,8 @@ class RecordingSink(DataSource):
         return "infra_sink"
 
     def schema(self):
+        if self.options.get("fail") == "schema":
+            raise ValueError("infra-boom-in-sink-schema")
         return "id long"
 
     def writer(self, schema, overwrite):
@@ -336,9 +339,13 @@ def test_arrow_writer_batches(infra, tmp_path):
     df = infra.range(0, 25000, numPartitions=2).selectExpr(
         "id", "cast(id as int) i", "if(id % 2 = 0, null, 'x') s",
         "timestamp'2024-01-02 03:04:05' ts")
-    df.write.format("infra_sink").mode("append").save(str(tmp_path))
+    # schema() is not called on write (it raises with fail=schema): the DataFrame's schema
+    # is what writer() gets.  Options: the save() path and what the user set; no mode.
+    df.write.format("infra_sink").mode("append").option("fail", "schema").option(
+        "someOption", 7).save(str(tmp_path))
     infos = json.loads((tmp_path / "commit.json").read_text())
     assert not (tmp_path / "abort.json").exists()
+    assert infos[0]["options"] == {"path": str(tmp_path), "fail": "schema", "someoption": "7"}
     assert sorted(i["partition"] for i in infos) == [0, 1]
     for info in infos:
         assert info["overwrite"] is False

@@ -267,6 +267,10 @@ def start_local_spark(base_dir: Path, master: str = "local[2]",
     archive = cds_archive()
     dump_to = None
     if archive is not None and not archive.is_file() and _CDS_PENDING is None:
+        for stale in archive.parent.glob(f"{archive.name}.*.tmp"):  # from killed sessions
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > 3600:
+                    stale.unlink()
         dump_to = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
         _CDS_PENDING = (dump_to, archive)
     builder = SparkSession.builder.master(master).appName(app_name)
