@@ -184,11 +184,13 @@ def machine_info() -> dict[str, Any]:
         info["loadavg_at_start"] = os.getloadavg()
     except OSError:
         pass
-    for mod in ("pyarrow", "pyspark", "numpy", "deltalake", "pyiceberg", "lance", "pyroaring", "pydantic"):
-        try:
-            info[f"{mod}_version"] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
-            info[f"{mod}_version"] = None
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("pyarrow", "pyspark", "numpy", "deltalake", "pyiceberg", "pylance", "pyroaring", "pydantic", "mvtable"):
+        try:  # metadata only: importing lance before Spark forks its workers makes it warn
+            info[f"{dist}_version"] = version(dist)
+        except PackageNotFoundError:
+            info[f"{dist}_version"] = None
     try:
         out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
         info["java"] = (out.stderr or out.stdout).splitlines()[0]

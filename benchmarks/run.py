@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         if "gc" in a.groups:
             section("gc", lambda: results.append(cases_meta.gc_memory(
                 built, segments=a.gc_segments, commits=max(1, a.gc_segments // 100),
-                checkpoint_interval=10 if a.smoke else 100, dv_rounds=3 if a.smoke else 20, repeat=a.repeat)))
+                checkpoint_interval=10 if a.smoke else 100, dv_rounds=3 if a.smoke else 20, repeat=1)))
         if a.groups & {"spark_scans", "spark_delete"}:
             def spark_cases() -> None:
                 nonlocal spark

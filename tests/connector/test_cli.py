@@ -124,7 +124,7 @@ def test_publish_and_rollback_are_idempotent(pushed):
 
     rolled = run("rollback", t.uri, "--entry", b)
     assert rolled.returncode == 0, rolled.stderr
-    assert "reverted" in rolled.stdout and f"committed version {version + 1}" in rolled.stdout
+    assert "→ REVERTED" in rolled.stdout and f"committed version {version + 1}" in rolled.stdout
     assert t.lineage()[1].state == "REVERTED"
     assert ids(t) == list(range(5000, 5300))  # push A's data is back
 

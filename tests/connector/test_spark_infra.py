@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from support.spark import (
+    MVTABLE_SOURCE_MODULE,
     REPO_ROOT,
     install_wheel_into,
     pickle_by_value,
@@ -27,7 +28,7 @@ from support.spark import (
 )
 
 pyarrow = pytest.importorskip("pyarrow")
-datasource = pytest.importorskip("pyspark.sql.datasource")
+pytest.importorskip("pyspark.sql.datasource")
 
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
@@ -258,6 +259,12 @@ def test_session_config(spark):
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert spark.sparkContext.pythonExec == sys.executable
     assert spark.range(10).selectExpr("sum(id) s").first().s == 45
+    # The fixture registered the real source (its module exists by now).
+    import importlib.util
+
+    if importlib.util.find_spec(MVTABLE_SOURCE_MODULE) is not None:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        assert manager.dataSourceExists("mvtable")
 
 
 def test_python_workers(infra):

@@ -440,10 +440,13 @@ def run_spark_script(
 
     The script sees ``spark``, ``emit(obj)`` and ``wait_for_executors(n)``.  Returns the
     ``CompletedProcess`` (text stdout/stderr) with an extra ``result`` attribute: the list
-    of emitted objects.  ``pythonpath`` is prepended to PYTHONPATH (driver *and* workers:
-    Spark passes the JVM's PYTHONPATH on to Python workers).  ``register`` registers
-    MvTableDataSource explicitly like the ``spark`` fixture does.  With ``check`` a
-    non-zero exit raises ``AssertionError`` with the tail of stderr.
+    of emitted objects.  ``pythonpath`` is prepended to PYTHONPATH (driver *and* its Python
+    workers: Spark passes the JVM's PYTHONPATH on to them; with ``cluster`` it is also
+    sent to the executors as ``spark.executorEnv.PYTHONPATH``, which they need).
+    ``register`` registers MvTableDataSource explicitly like the ``spark`` fixture does.
+    With ``check`` a non-zero exit raises ``AssertionError`` with the tail of stderr.  The
+    driver runs in ``cwd`` (default: ``work_dir``, never the repository root, whose
+    ``pyspark_mvtable.py`` would otherwise be found through the workers' sys.path[0]).
     """
     own_tmp = None
     if work_dir is None:
@@ -456,7 +459,12 @@ def run_spark_script(
         script_file = work_dir / "driver.py"
         body = textwrap.indent(textwrap.dedent(script).strip("\n") or "pass", "    ")
         script_file.write_text(_PRELUDE + body + "\n" + _EPILOGUE)
-        full_conf = {**spark_conf_for_tests(work_dir / "spark", cluster=cluster), **(conf or {})}
+        full_conf = spark_conf_for_tests(work_dir / "spark", cluster=cluster)
+        if cluster and pythonpath:
+            # Executors get their environment from the Worker, not from the driver: the
+            # driver's PYTHONPATH does not reach them unless it is passed on explicitly.
+            full_conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(map(str, pythonpath))
+        full_conf.update(conf or {})
         run_env = spark_env(shadow_spark_home(work_dir), extra=env, pythonpath=pythonpath)
         run_env.update(
             MVTABLE_TEST_MASTER=master,
