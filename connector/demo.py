@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args[0] if args else os.path.join(tempfile.mkdtemp(prefix="mvtable-demo-"), "orders")
     console = Console()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     console.print("[bold]Starting Spark[/bold] (local[2], ~10 s)…")
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
