@@ -154,7 +154,16 @@ def test_staged_push_and_bad_combinations(spark, tmp_path):
     write(spark.range(5), path)
     write(spark.range(100, 103), path, "overwrite", consistentPush="true", publish="false")
     assert read(spark, path).count() == 5
-    assert Table.open(path).lineage()[0].state == "IN_PROGRESS"
+    entry = Table.open(path).lineage()[0]
+    assert entry.state == "IN_PROGRESS"
+    # write-audit-publish: the auditor reads the staged snapshot, then publishes it from SQL
+    assert sorted(r.id for r in read(spark, path, lineageEntry=entry.id).collect()) == [100, 101, 102]
+    from mvtable.connector import register
+
+    register(spark)
+    [row] = spark.sql(f"SELECT * FROM mvtable_publish(table => '{path}', entry => '{entry.id}')").collect()
+    assert row.changed
+    assert sorted(r.id for r in read(spark, path).collect()) == [100, 101, 102]
     with pytest.raises(Exception, match="consistentPush replaces"):
         write(spark.range(3), path, "append", consistentPush="true")
 

@@ -124,6 +124,7 @@ def run_soak(tmp_path: Path, uri: str, options: dict, *, label: str) -> None:
     janitor = records[("janitor", "janitor-0.json")]
     print(
         f"\nsoak {label}: {WRITERS} writers x {SECONDS:.0f}s: {len(landed)} commits landed, "
+        f"{sum(r.get('attempts', 1) - 1 for r in landed)} retries, "
         f"{len(conflicts)} conflicts, {len(refused)} refused, {len(reads)} reads checked, "
         f"{len(janitor)} gc/vacuum runs, final version {t.version}"
     )
