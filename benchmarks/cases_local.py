@@ -162,7 +162,9 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
             if not peer.error:
                 try:
                     handles[name] = peer.copy(peer.base, f"{name}_append")
-                except Exception as exc:  # noqa: BLE001
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as exc:  # noqa: BLE001
                     peer.error = f"copy failed: {exc}"
             systems[f"peer_{name}"] = _peer_system(peer, lambda p=peer: p.append(handles[p.name], small))
         t = measure(systems, repeat=n, log=log)

@@ -32,6 +32,12 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
     def native():
         return spark.read.parquet(*files)
 
+    def floor(columns: list[str] | None = None):
+        reader = spark.read.format("mvbench_floor")
+        if columns:
+            reader = reader.option("columns", ",".join(columns))
+        return reader.load(str(built.ipc_path))
+
     def mv(path: str, columns: list[str] | None = None):
         reader = spark.read.format("mvtable")
         if columns:
@@ -67,6 +73,12 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
         ("full_row", "sum(hash(*))", full_row, None, 1.3, "≤ 1.3×"),
     ]
     if "spark_scans" in groups:
+        from pyspark import cloudpickle
+
+        from . import floor as floor_module
+
+        cloudpickle.register_pickle_by_value(floor_module)  # workers need not import benchmarks
+        spark.dataSource.register(floor_module.FloorSource)
         for key, what, query, columns, target, ttext in scans:
             log(f"  spark_{key}: {what}")
             expected_del = query(native().where(not_deleted))
@@ -75,6 +87,7 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
                     "native_parquet": System(lambda q=query: q(native())),
                     "mvtable": System(lambda q=query, c=columns: q(mv(base, c))),
                     "mvtable_del10": System(lambda q=query, c=columns: q(mv(del10, c))),
+                    "python_source_floor": System(lambda q=query, c=columns: q(floor(c))),
                 },
                 repeat=repeat,
                 log=log,
@@ -90,6 +103,12 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
                 CaseResult(f"spark_{key}_del10", "spark", f"Spark {what}{opt}, 10% deleted", t["mvtable_del10"].median,
                            "Spark native Parquet (no deletes)", t["native_parquet"].median, target=target, target_text=ttext,
                            systems=systems, check=check_del),
+                CaseResult(f"spark_{key}_ingest_floor", "spark",
+                           f"Spark {what} from a trivial Python source (memory-mapped Arrow, no decode, no deletes): "
+                           "Spark's own floor for any Python data source", t["python_source_floor"].median,
+                           "Spark native Parquet", t["native_parquet"].median, systems=systems,
+                           check="ok" if t["python_source_floor"].result == t["native_parquet"].result
+                           else f"floor {t['python_source_floor'].result} != native {t['native_parquet'].result}"),
                 CaseResult(f"spark_{key}_del10_vs_nodel", "spark", f"Spark {what}, 10% deleted vs the same scan with none",
                            t["mvtable_del10"].median, "mvtable, no deletes", t["mvtable"].median, target=1.1,
                            target_text="≤ 1.1×", systems=systems, check=check_del),

@@ -79,7 +79,9 @@ def measure(systems: Mapping[str, System], *, repeat: int, warmup: int | None = 
         except PeerUnavailable as exc:
             t.error = str(exc)
             return None
-        except Exception as exc:  # noqa: BLE001
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - pyo3 panics (Rust peers) are BaseExceptions
             if not s.optional:
                 raise
             t.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]

@@ -95,13 +95,20 @@ def normalise(raw: pa.Table) -> pa.Table:
     return table.sort_by([("l_shipdate", "ascending"), ("l_orderkey", "ascending"), ("l_linenumber", "ascending")])
 
 
+def ipc_cache(path: Path) -> Path:
+    return path.with_name("lineitem.normalised.arrow")
+
+
 def load_lineitem(path: Path) -> pa.Table:
     """The normalised table, cached next to the generated file as Arrow IPC (it takes
     longer to decode and sort than to read back)."""
-    cache = path.with_name("lineitem.normalised.arrow")
+    cache = ipc_cache(path)
     if cache.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
+        # aligned per type: Rust readers (lance) refuse decimal128 buffers that IPC's
+        # 8-byte alignment leaves unaligned for i128
+        opts = pa.ipc.IpcReadOptions(ensure_alignment=pa.ipc.Alignment.DataTypeSpecific)
         with pa.OSFile(str(cache)) as f:
-            return pa.ipc.open_file(f).read_all()
+            return pa.ipc.open_file(f, options=opts).read_all()
     table = normalise(pq.read_table(path))
     tmp = cache.with_suffix(".tmp")
     with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
@@ -126,6 +133,7 @@ class Built:
     build_s: dict[str, float] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     peers: dict[str, "Peer"] = field(default_factory=dict)
+    ipc_path: Path | None = None  # the same rows, uncompressed Arrow IPC (for the Spark ingest floor)
 
     @property
     def scratch(self) -> Path:
@@ -189,7 +197,9 @@ def build_peers(data: pa.Table, built: Built, names: list[str]) -> dict[str, Pee
         start = time.perf_counter()
         try:
             peer = builder(data, built)
-        except Exception as exc:  # noqa: BLE001
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - pyo3 panics (Rust peers) are BaseExceptions
             peer = Peer(name, error=f"could not build: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
             log(f"  {name}: n/a ({peer.error})")
         peer.build_s = time.perf_counter() - start

@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True)
         built = data.build_mvtable(lineitem, work, sf=a.sf, row_group_rows=a.row_group_rows, segment_rows=a.segment_rows)
         built.scratch.mkdir(parents=True, exist_ok=True)
+        built.ipc_path = data.ipc_cache(raw)
         if a.groups & PEER_GROUPS and a.peer_names:
             built.peers = data.build_peers(lineitem, built, a.peer_names)
         meta["build"] = {"rows": built.rows, "segments": len(built.native_files), "deleted10": built.deleted10,

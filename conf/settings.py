@@ -11,7 +11,8 @@ import re
 import tomllib
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from .errors import MvTableError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator

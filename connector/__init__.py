@@ -1,18 +1,27 @@
-"""mvtable's user-facing side: the ``Table`` API, segment I/O, the Spark data source."""
+"""mvtable's user-facing side: the ``Table`` API, segment I/O, the Spark data source.
+
+``delete`` and ``register`` import pyspark only when called, so ``Table`` works on a
+machine without a JVM."""
+
+from __future__ import annotations
+
+from typing import Any
+from collections.abc import Mapping
 
 from .table import HistoryEntry, LineageView, Table, TableScan
 
 __all__ = ["HistoryEntry", "LineageView", "Table", "TableScan", "delete", "register"]
 
 
-def delete(spark, path: str, condition: str, **kwargs):  # type: ignore[no-untyped-def]
-    """Distributed delete through Spark (see ``mvtable.connector.spark.delete``)."""
+def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[str, str] | None = None) -> int:
+    """Distributed delete through Spark; returns the number of rows deleted
+    (see ``mvtable.connector.spark.delete``)."""
     from .spark.delete import delete as _delete
 
-    return _delete(spark, path, condition, **kwargs)
+    return _delete(spark, path, condition, storage_options=storage_options)
 
 
-def register(spark) -> None:  # type: ignore[no-untyped-def]
+def register(spark: Any) -> None:
     """Register the ``mvtable`` data source and the SQL procedures with ``spark``."""
     from .spark import ensure_registered
     from .spark.procedures import register_procedures

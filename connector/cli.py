@@ -37,7 +37,8 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
+from collections.abc import Callable, Iterator, Sequence
 
 EXIT_OK = 0
 EXIT_ERROR = 1

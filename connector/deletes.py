@@ -12,7 +12,7 @@ check at commit)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from pyroaring import BitMap64

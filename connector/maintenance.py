@@ -34,7 +34,8 @@ import signal
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from mvtable.conf import connector_settings, parse_period
 from mvtable.lineage.actions import SetDeletionVector

@@ -7,7 +7,8 @@ Spark hands options as a case-insensitive map of strings; the same models serve 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 

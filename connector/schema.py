@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import pyarrow as pa
 

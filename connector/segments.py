@@ -10,7 +10,8 @@ commit names and vacuum removes.
 from __future__ import annotations
 
 import uuid
-from typing import Iterator, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa

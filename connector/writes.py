@@ -17,7 +17,8 @@ import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 

@@ -17,7 +17,8 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlparse
 
 import fsspec

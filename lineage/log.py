@@ -16,7 +16,8 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from . import faults
 from .actions import Action, Commit, parse_commit

@@ -13,7 +13,8 @@ commit or raises a typed conflict. The rules (DESIGN.md §1, §4, §5):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from .actions import (
     Action,

@@ -21,7 +21,7 @@ a checkpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from .log import Listing, checkpoint_path, commit_path
 

@@ -23,7 +23,7 @@ within a bound, as CockroachDB's GC queue bounds its batches by key bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from .files import DV_DIR, FileEntry
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from mvtable.lineage.io import open_file_io
 from mvtable.lineage.log import CommitLog

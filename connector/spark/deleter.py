@@ -5,7 +5,8 @@ becomes one delete commit. Executors turn their rows into one roaring bitmap per
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa

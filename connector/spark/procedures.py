@@ -30,7 +30,8 @@ reachable from executors (as it must for reads and writes).
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Mapping
+from typing import Any
+from collections.abc import Iterator, Mapping
 
 from pyspark.sql.types import (
     ArrayType,

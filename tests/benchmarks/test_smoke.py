@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 # cannot do a case is recorded as "n/a: reason" rather than failing).
 EXPECTED = {
     "table_scan", "table_scan_del10", "delete_1pct", "consistent_push", "append_latency", "planning", "gc_peak_memory",
-    "spark_one_column", "spark_one_column_del10", "spark_one_column_del10_vs_nodel",
-    "spark_full_row", "spark_full_row_del10", "spark_full_row_del10_vs_nodel",
+    "spark_one_column", "spark_one_column_del10", "spark_one_column_del10_vs_nodel", "spark_one_column_ingest_floor",
+    "spark_full_row", "spark_full_row_del10", "spark_full_row_del10_vs_nodel", "spark_full_row_ingest_floor",
     "spark_filter", "spark_filter_del10", "spark_filter_no_pushdown", "spark_delete_1pct",
 }
 PEER_CASES = {f"{case}_vs_{peer}" for case in ("table_scan_del10", "delete_1pct", "consistent_push", "append_latency")
