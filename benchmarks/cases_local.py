@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .common import CaseResult, PeerUnavailable, System, hardlink_copy, log, measure
+from .common import CaseResult, System, hardlink_copy, log, measure
 from .data import Built, Peer, del1_expr, del1_sql, del10_sql
 
 

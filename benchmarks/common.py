@@ -199,7 +199,7 @@ def machine_info() -> dict[str, Any]:
     except Exception:  # noqa: BLE001
         info["java"] = None
     try:
-        out = subprocess.run(["tpcgen-cli", "--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run([tpcgen_cli(), "--version"], capture_output=True, text=True, timeout=30)
         info["tpcgen_cli"] = out.stdout.strip()
     except Exception:  # noqa: BLE001
         info["tpcgen_cli"] = None
@@ -219,3 +219,12 @@ def _cpu_model() -> str | None:
 
 def log(msg: str) -> None:
     print(msg, flush=True, file=sys.stderr)
+
+
+def tpcgen_cli() -> str:
+    """The ``tpcgen-cli`` binary: on PATH, or beside this interpreter (a pip install into an
+    interpreter whose scripts folder is not on PATH, e.g. pyenv without a rehash)."""
+    from pathlib import Path
+
+    beside = Path(sys.executable).with_name("tpcgen-cli")
+    return shutil.which("tpcgen-cli") or str(beside)

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .common import PeerUnavailable, dir_bytes, hardlink_copy, log
+from .common import PeerUnavailable, dir_bytes, hardlink_copy, log, tpcgen_cli
 
 # The 10% that every system deletes: l_partkey is uniform on [1, 200000*SF] and
 # independent of the file order, so the deletes land in every row group. The 1% delete
@@ -71,7 +71,7 @@ def generate(sf: float, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / "tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = ["tpcgen-cli", "tpch", "parquet", "-s", f"{sf:g}", "--tables=lineitem", f"--output-dir={tmp}", "-q"]
+    cmd = [tpcgen_cli(), "tpch", "parquet", "-s", f"{sf:g}", "--tables=lineitem", f"--output-dir={tmp}", "-q"]
     log(f"  generating: {' '.join(cmd)}")
     start = time.perf_counter()
     subprocess.run(cmd, check=True)
@@ -96,24 +96,27 @@ def normalise(raw: pa.Table) -> pa.Table:
 
 
 def ipc_cache(path: Path) -> Path:
+    """The normalised rows as uncompressed Arrow IPC (memory-mapped by the Spark floor source)."""
     return path.with_name("lineitem.normalised.arrow")
 
 
 def load_lineitem(path: Path) -> pa.Table:
-    """The normalised table, cached next to the generated file as Arrow IPC (it takes
-    longer to decode and sort than to read back)."""
-    cache = ipc_cache(path)
-    if cache.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
-        # aligned per type: Rust readers (lance) refuse decimal128 buffers that IPC's
-        # 8-byte alignment leaves unaligned for i128
-        opts = pa.ipc.IpcReadOptions(ensure_alignment=pa.ipc.Alignment.DataTypeSpecific)
-        with pa.OSFile(str(cache)) as f:
-            return pa.ipc.open_file(f, options=opts).read_all()
+    """The normalised table, cached next to the generated file (decoding and sorting take
+    longer than reading it back): as lz4 Parquet for loading — Parquet reads allocate fresh,
+    aligned buffers, whereas IPC buffers are only 8-byte aligned and Rust readers (lance)
+    panic on unaligned decimal128 — and as Arrow IPC for the Spark ingest-floor source."""
+    cache = path.with_name("lineitem.normalised.parquet")
+    ipc = ipc_cache(path)
+    if cache.exists() and ipc.exists() and min(cache.stat().st_mtime, ipc.stat().st_mtime) >= path.stat().st_mtime:
+        return pq.read_table(cache)
     table = normalise(pq.read_table(path))
     tmp = cache.with_suffix(".tmp")
+    pq.write_table(table, tmp, compression="lz4", row_group_size=1 << 20)
+    tmp.rename(cache)
+    tmp = ipc.with_suffix(".tmp")
     with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
         w.write_table(table, max_chunksize=1 << 20)
-    tmp.rename(cache)
+    tmp.rename(ipc)
     return table
 
 

@@ -785,7 +785,7 @@ def spark(tmp_path_factory):
         stop_spark(session)
 
 
-_PRESTARTED: dict[str, "concurrent.futures.Future"] = {}
+_PRESTARTED: dict[str, Any] = {}  # name -> concurrent.futures.Future
 
 
 def prestart_cluster() -> None:
