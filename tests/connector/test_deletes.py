@@ -6,7 +6,6 @@ import multiprocessing as mp
 import os
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 

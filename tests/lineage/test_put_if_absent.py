@@ -36,12 +36,8 @@ from support.s3servers import (  # noqa: E402,F401  (fixtures are imported to be
     ProcessGang,
     S3Endpoint,
     commit_appends_worker,
-    moto_s3,
-    moto_server,
     race_put_if_absent_worker,
-    seaweedfs_s3,
-    seaweedfs_server,
-)
+)  # the S3 fixtures themselves come from tests/conftest.py
 
 from mvtable.lineage.errors import CommitError, CommitStateUnknownError
 from mvtable.lineage.io import FsspecFileIO, LocalFileIO, _looks_like_precondition, open_file_io

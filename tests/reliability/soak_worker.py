@@ -16,7 +16,6 @@ import traceback
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from mvtable.connector import Table
 from mvtable.lineage.actions import AddSegment
@@ -108,7 +107,7 @@ def janitor(t: Table, rng: random.Random, deadline: float) -> list[dict]:
                 out.append({"op": "vacuum", "complete": r.complete, "deleted": len(r.files)})
         except MvTableError as exc:
             out.append({"op": "janitor", "failed": type(exc).__name__, "message": str(exc)[:200]})
-        except Exception as exc:
+        except Exception:
             out.append({"op": "janitor", "failed": "untyped", "trace": traceback.format_exc()[-800:]})
         time.sleep(0.2)
     return out
