@@ -27,8 +27,8 @@ from support.spark import (
     spark_conf,
 )
 
-pyarrow = pytest.importorskip("pyarrow")
-pytest.importorskip("pyspark.sql.datasource")
+import pyarrow  # noqa: E402  (declared test dependencies: a missing one is a failure, not a skip)
+import pyspark.sql.datasource  # noqa: E402,F401
 
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
