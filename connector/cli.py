@@ -56,34 +56,27 @@ def _storage_option(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _version(text: str) -> int:
+def _number(text: str, *, kind: type, minimum: float, what: str):
+    """argparse type check: a number of ``kind`` no smaller than ``minimum``."""
     try:
-        v = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"a version is a non-negative integer, not {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"a version is a non-negative integer, not {text!r}")
-    return v
+        value = None
+    if value is None or value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}")
+    return value
+
+
+def _version(text: str) -> int:
+    return _number(text, kind=int, minimum=0, what="a version (a non-negative integer)")
 
 
 def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
-    return v
+    return _number(text, kind=int, minimum=1, what="a positive integer")
 
 
 def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}")
-    return v
+    return _number(text, kind=float, minimum=0, what="a number of seconds")
 
 
 def build_parser() -> argparse.ArgumentParser:

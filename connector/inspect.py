@@ -224,10 +224,14 @@ def vacuum_summary(report: Any) -> str:
             f"{verb} {files} file(s), {size_text(report.bytes)}; {expired} segment(s) expired, "
             f"{purged} lineage entr{'y' if purged == 1 else 'ies'} purged"
         )
+    return _decorate(text, report, command="vacuum")
+
+
+def _decorate(text: str, report: Any, *, command: str) -> str:
     if report.dry_run:
         text = "dry run: " + text
     if not report.complete:
-        text += "; stopped early, run vacuum again to finish"
+        text += f"; stopped early, run {command} again to finish"
     return text
 
 
@@ -248,8 +252,4 @@ def gc_summary(report: Any) -> str:
             f"{verb} {report.dv_files_deleted} deletion-vector file(s), {report.log_files_deleted} log file(s), "
             f"{report.pins_expired} expired pin(s), {size_text(report.bytes_freed)}"
         )
-    if report.dry_run:
-        text = "dry run: " + text
-    if not report.complete:
-        text += "; stopped early, run gc again to finish"
-    return text
+    return _decorate(text, report, command="gc")

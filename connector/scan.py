@@ -5,8 +5,7 @@ once on the driver, and every ``ScanTask`` carries all an executor needs."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -48,7 +47,6 @@ class ScanPlan:
     predicates: tuple[Predicate, ...] = ()
     row_address: bool = False
     pruned_row_groups: int = 0
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def output_schema(table_schema: pa.Schema, columns: Sequence[str] | None, *, row_address: bool) -> pa.Schema:
