@@ -56,6 +56,13 @@ class WritePlan:
     entry_id: str | None = None
     pin_id: str | None = None  # keeps the read version readable until the write ends
     parameters: dict[str, Any] = field(default_factory=dict)
+    # The snapshot begin_write read, so that a finish_write in the same process (Table.append,
+    # a Spark driver that planned the write) catches up from it instead of reading the log
+    # again. Never pickled: an executor or another process reads the log itself.
+    read_snapshot: Snapshot | None = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "read_snapshot": None}
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -124,6 +131,7 @@ def begin_write(
         row_group_rows=props.rowGroupRows,
         create=create.model_dump() if create else None,
         pin_id=pin_version(io, snapshot.version) if snapshot.exists else None,
+        read_snapshot=snapshot,
     )
     if consistent_push:
         entry_id = new_entry_id()
@@ -160,8 +168,8 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResult:
     clog = plan.commit_log()
-    read = clog.snapshot(plan.read_version) if plan.read_version >= 0 else Snapshot()
-    current = load_snapshot(clog)
+    read = read_snapshot(clog, plan)
+    current = clog.catch_up(read) if read.exists else load_snapshot(clog)
     create = MetadataAction.model_validate(plan.create) if plan.create else None
     metrics = {
         "added_rows": sum(s.num_rows for s in segments),
@@ -182,6 +190,15 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResu
     result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
     release_pin(plan)
     return result
+
+
+def read_snapshot(clog: CommitLog, plan: WritePlan) -> Snapshot:
+    """The snapshot the write planned against: the one ``begin_write`` kept, when this is
+    the process that called it and it is the same table, else read back from the log."""
+    kept = plan.read_snapshot
+    if kept is not None and kept.version == plan.read_version:
+        return kept
+    return clog.snapshot(plan.read_version) if plan.read_version >= 0 else Snapshot()
 
 
 def release_pin(plan: WritePlan) -> None:
