@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING
 from collections.abc import Callable, Iterator
 
 from mvtable.conf import connector_settings, parse_period
-from mvtable.lineage.actions import SetDeletionVector
 from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
-from mvtable.lineage.log import LOG_DIR, Listing
+from mvtable.lineage.log import LOG_DIR, CommitLog, Listing, commit_path
 from mvtable.lineage.retention import LogRetentionPlan, plan_log_retention
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary, parse_commit_summary, summarize
 from mvtable.visibility import pins as pinning
 from mvtable.visibility.errors import DeletionVectorNotFoundError
 from mvtable.visibility.files import DV_DIR
@@ -207,8 +207,9 @@ def _plan(table, *, now_ms: int, pin_ttl_s: float, retention_s: float | None = N
     dv_listing = io.list(DV_DIR)
     pin_scan = pinning.scan_pins(io, now_ms=now_ms, unreadable_ttl_s=pin_ttl_s)
     listing = commit_log.listing()
-    latest = commit_log.snapshot(listing=listing)
-    props = table_properties(latest)
+    summaries = _Summaries(commit_log, listing)
+    latest = summaries.at(listing.latest)
+    props = table_properties(Snapshot(properties=latest.properties))
     history = {h.version: h.timestamp_ms for h in latest.history}
     pinned = [p.version for p in pin_scan.live]
 
@@ -222,39 +223,39 @@ def _plan(table, *, now_ms: int, pin_ttl_s: float, retention_s: float | None = N
     # Never cut the log below a checkpoint that cannot be read back: CommitLog.snapshot
     # falls back from a bad checkpoint only while every older commit file is there, so
     # after a cut every version from that checkpoint on would become unreadable.
-    base: Snapshot | None = None
+    base: TableSummary | None = None
     if retention.checkpoint is not None:
         for c in (c for c in listing.checkpoints if retention.checkpoint <= c <= latest.version):
             try:
-                checkpoint = commit_log.read_checkpoint(c)
+                checked = summaries.checkpoint(c, full_check=True)
             except (CorruptMetadataError, FileNotFoundError) as exc:
                 log.warning("GC: checkpoint %s is unreadable (%s); keeping every log file this run", c, exc)
                 retention = dataclasses.replace(retention, delete_commits=(), delete_checkpoints=())
                 break
             if c == retention.checkpoint:
-                base = checkpoint
+                base = checked
     safe = retention.safe_version
 
     # DV paths every readable version from the safe one on references.
-    start = _oldest_readable(commit_log, listing, safe, latest)
-    needed = {ref.path for ref in start.dvs.values() if ref.path}
+    start = _oldest_readable(summaries, listing, safe, latest)
+    needed = start.dv_paths
     for v in range(start.version + 1, latest.version + 1):
-        needed.update(_dv_paths(commit_log.read_commit(v)))
+        needed.update(summaries.commit(v).dv_paths)
     # DV paths older committed versions reference (superseded unless needed): what the
     # log still knows. It starts at its oldest checkpoint (where an earlier GC cut it) or
     # at commit 0, and every later commit names the DVs it set.
-    superseded = {ref.path for ref in base.dvs.values() if ref.path} if base is not None else set()
+    superseded = base.dv_paths if base is not None else set()
     first = listing.checkpoints[0] if listing.checkpoints else None
     if first is not None and first <= start.version and (base is None or first != base.version):
         try:
-            superseded.update(ref.path for ref in commit_log.read_checkpoint(first).dvs.values() if ref.path)
+            superseded.update(summaries.checkpoint(first).dv_paths)
         except (CorruptMetadataError, FileNotFoundError) as exc:  # its DVs wait for the grace period
             log.warning("GC: cannot read checkpoint %s (%s)", first, exc)
     for v in listing.commits:
         if v > start.version:
             break
         try:
-            superseded.update(_dv_paths(commit_log.read_commit(v)))
+            superseded.update(summaries.commit(v).dv_paths)
         except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad: its DVs wait for the grace period
             log.warning("GC: cannot read log version %s (%s)", v, exc)
     dv = plan_dv_gc(
@@ -268,22 +269,73 @@ def _plan(table, *, now_ms: int, pin_ttl_s: float, retention_s: float | None = N
     return _Plan(safe, retention, dv, phases, sizes)
 
 
-def _oldest_readable(commit_log, listing: Listing, safe: int, latest: Snapshot) -> Snapshot:
-    """The snapshot at ``safe``, or — when the log no longer reaches back that far (an old
+class _Summaries:
+    """Versions of the table as GC needs them (``lineage.summary``): version, properties,
+    history and DV paths — never whole snapshots, whose segment descriptors and statistics
+    would cost gigabytes on a table of 100,000 segments. Commit summaries are kept for the
+    plan: each is read once however many versions GC looks at."""
+
+    def __init__(self, commit_log: CommitLog, listing: Listing) -> None:
+        self.log = commit_log
+        self.listing = listing
+        self._commits: dict[int, CommitSummary] = {}
+        self._checkpoints: dict[int, TableSummary] = {}
+
+    def commit(self, version: int) -> CommitSummary:
+        found = self._commits.get(version)
+        if found is None:
+            path = commit_path(version)
+            try:
+                data = self.log.io.read(path)
+            except FileNotFoundError:
+                raise VersionNotFoundError(f"version {version} is not in the log (it may have been garbage-collected)") from None
+            found = self._commits[version] = parse_commit_summary(data, source=f"{self.log.io.uri}/{path}", expected_version=version)
+        return found
+
+    def checkpoint(self, version: int, *, full_check: bool = False) -> TableSummary:
+        """``full_check``: the checkpoint must be readable by ``CommitLog.snapshot`` (GC is
+        about to cut the log at or below it), not just its DV paths."""
+        del full_check  # every read below is a full one for now
+        found = self._checkpoints.get(version)
+        if found is None:
+            found = self._checkpoints[version] = summarize(self.log.read_checkpoint(version))
+        return found
+
+    def at(self, version: int) -> TableSummary:
+        """The summary at ``version``, falling back from unreadable checkpoints as
+        ``CommitLog.snapshot`` does."""
+        base: TableSummary | None = None
+        skipped: Exception | None = None
+        for cp in reversed([c for c in self.listing.checkpoints if c <= version]):
+            try:
+                base = self.checkpoint(cp).copy()
+                break
+            except (CorruptMetadataError, FileNotFoundError) as exc:
+                skipped = skipped or exc
+        state = base if base is not None else TableSummary()
+        commits = set(self.listing.commits)
+        missing = [v for v in range(state.version + 1, version + 1) if v not in commits]
+        if missing:
+            if skipped is not None:
+                raise skipped
+            raise VersionNotFoundError(f"version {version} can no longer be read: log files from version {missing[0]} were garbage-collected")
+        for v in range(state.version + 1, version + 1):
+            apply_summary(state, self.commit(v))
+        return state
+
+
+def _oldest_readable(summaries: _Summaries, listing: Listing, safe: int, latest: TableSummary) -> TableSummary:
+    """The summary at ``safe``, or — when the log no longer reaches back that far (an old
     pin, an unreadable pin file pinning version 0) — at the oldest version after it that
     can still be read. Versions in between cannot be read by anyone."""
     if safe >= latest.version:
         return latest
     for v in [safe, *(c for c in listing.checkpoints if c > safe)]:
         try:
-            return commit_log.snapshot(v, listing=listing)
+            return summaries.at(v)
         except (VersionNotFoundError, CorruptMetadataError):
             continue
     return latest
-
-
-def _dv_paths(commit) -> set[str]:
-    return {a.dv.path for a in commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
 
 
 def _pinned_below(io, safe: int, *, now_ms: int, pin_ttl_s: float) -> bool:

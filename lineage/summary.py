@@ -1,0 +1,150 @@
+"""A table as visibility GC sees it: version, properties, history and the deletion-vector
+file each segment points at — no segment descriptors, no statistics.
+
+GC reads every commit file it may delete and the snapshots at both ends of the retention
+window. Parsing those into full ``Snapshot``s costs ~23 KiB per segment (descriptors and
+per-row-group statistics), so a 100,000-segment table needs gigabytes for what is, to GC, a
+map from segment id to DV path. This module replays *summaries* instead. Pure: bytes in,
+summaries out; ``mvtable.connector.maintenance`` does the reading.
+
+A commit summary is validated only as far as GC relies on it (the envelope, versions,
+timestamps, the fields of the actions it uses, and every stored path); everything else
+in the file is skipped, not trusted: GC never builds a snapshot from a summary, and readers keep parsing commits
+strictly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .actions import FORMAT_VERSION
+from .errors import CorruptMetadataError, UnsupportedFormatError
+from .paths import check_relative_path
+from .snapshot import HistoryItem, Snapshot
+
+__all__ = ["CommitSummary", "TableSummary", "apply_summary", "parse_commit_summary", "summarize"]
+
+
+@dataclass(frozen=True)
+class CommitSummary:
+    version: int
+    timestamp_ms: int
+    operation: str
+    properties: dict[str, str] | None  # set by a metadata action
+    set_dvs: tuple[tuple[str, str | None], ...]  # (segment id, DV file path or None when inline)
+    removed: tuple[str, ...]  # segments whose DV stops applying (RemoveSegment)
+
+    @property
+    def dv_paths(self) -> set[str]:
+        return {path for _, path in self.set_dvs if path}
+
+
+@dataclass
+class TableSummary:
+    version: int = -1
+    timestamp_ms: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    history: list[HistoryItem] = field(default_factory=list)
+    dvs: dict[str, str | None] = field(default_factory=dict)  # segment id -> DV file path (None: inline)
+
+    @property
+    def dv_paths(self) -> set[str]:
+        return {path for path in self.dvs.values() if path}
+
+    def copy(self) -> "TableSummary":
+        return TableSummary(self.version, self.timestamp_ms, dict(self.properties), list(self.history), dict(self.dvs))
+
+
+def summarize(snapshot: Snapshot) -> TableSummary:
+    return TableSummary(
+        version=snapshot.version,
+        timestamp_ms=snapshot.timestamp_ms,
+        properties=dict(snapshot.properties),
+        history=list(snapshot.history),
+        dvs={sid: ref.path for sid, ref in snapshot.dvs.items()},
+    )
+
+
+def apply_summary(state: TableSummary, commit: CommitSummary) -> None:
+    """``state`` advanced by one commit, as ``snapshot.apply_commit`` would move the parts
+    a summary keeps (a removed segment's DV stops applying; a metadata action replaces the
+    properties)."""
+    if commit.version != state.version + 1:
+        raise CorruptMetadataError(f"log version {commit.version}", f"does not follow version {state.version}")
+    if commit.properties is not None:
+        state.properties = dict(commit.properties)
+    for sid, path in commit.set_dvs:
+        state.dvs[sid] = path
+    for sid in commit.removed:
+        state.dvs.pop(sid, None)
+    state.version = commit.version
+    state.timestamp_ms = commit.timestamp_ms
+    state.history.append(HistoryItem(commit.version, commit.timestamp_ms, commit.operation))
+
+
+def parse_commit_summary(data: bytes, *, source: str, expected_version: int | None = None) -> CommitSummary:
+    """The parts of a commit file GC uses. Failures name the file, with the same error
+    types as ``actions.parse_commit``."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CorruptMetadataError(source, f"not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise CorruptMetadataError(source, "a commit must be a JSON object")
+    fmt = doc.get("format")
+    if fmt != FORMAT_VERSION or isinstance(fmt, bool):
+        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
+    version = _int(doc, "version", source)
+    if expected_version is not None and version != expected_version:
+        raise CorruptMetadataError(source, f"file holds version {version}, expected {expected_version}")
+    timestamp_ms = _int(doc, "timestamp_ms", source)
+    operation = doc.get("operation")
+    actions = doc.get("actions", [])
+    if not isinstance(operation, str) or not isinstance(actions, list):
+        raise CorruptMetadataError(source, "invalid content: 'operation' must be a string and 'actions' a list")
+    properties: dict[str, str] | None = None
+    set_dvs: list[tuple[str, str | None]] = []
+    removed: list[str] = []
+    for i, action in enumerate(actions):
+        kind = action.get("kind") if isinstance(action, dict) else None
+        if kind == "dv":
+            sid = _str(action, "segment_id", source, i)
+            dv = action.get("dv")
+            path = dv.get("path") if isinstance(dv, dict) else None
+            if not isinstance(dv, dict) or (path is not None and not isinstance(path, str)):
+                raise CorruptMetadataError(source, f"invalid content: actions.{i}.dv must be a deletion vector")
+            set_dvs.append((sid, check_relative_path(path, source=source) if path is not None else None))
+        elif kind == "add":
+            # GC never opens segment files, but a log naming a path outside the table is
+            # hostile: refuse it here as every other reader of the log does.
+            segment = action.get("segment")
+            path = segment.get("path") if isinstance(segment, dict) else None
+            if not isinstance(path, str):
+                raise CorruptMetadataError(source, f"invalid content: actions.{i}.segment.path must be a string")
+            check_relative_path(path, source=source)
+        elif kind == "remove":
+            removed.append(_str(action, "segment_id", source, i))
+        elif kind == "metadata":
+            props = action.get("properties", {})
+            if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+                raise CorruptMetadataError(source, f"invalid content: actions.{i}.properties must map strings to strings")
+            properties = props
+        elif not isinstance(kind, str):
+            raise CorruptMetadataError(source, f"invalid content: actions.{i} has no 'kind'")
+    return CommitSummary(version, timestamp_ms, operation, properties, tuple(set_dvs), tuple(removed))
+
+
+def _int(doc: dict[str, Any], key: str, source: str) -> int:
+    value = doc.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CorruptMetadataError(source, f"invalid content: {key} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _str(action: dict[str, Any], key: str, source: str, i: int) -> str:
+    value = action.get(key)
+    if not isinstance(value, str) or not value:
+        raise CorruptMetadataError(source, f"invalid content: actions.{i}.{key} must be a non-empty string")
+    return value
