@@ -33,7 +33,7 @@ def template_segment(built_mv_base: Path) -> tuple[Any, dict[str, Any]]:
     from mvtable.lineage.actions import SegmentFile
 
     snap = Table(str(built_mv_base)).snapshot()
-    rg = snap.visible_segments()[0].file.row_groups[0]
+    rg = snap.visible_segments()[0].file.row_groups[0].to_row_group_info()
     seg = SegmentFile(id="template", path="data/template.parquet", num_rows=rg.num_rows,
                       size_bytes=rg.total_byte_size + 4096, row_groups=(rg.model_copy(update={"first_row": 0}),))
     return seg, snap.table_schema

@@ -42,7 +42,7 @@ from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing, commit_path
 from mvtable.lineage.retention import LogRetentionPlan, plan_log_retention
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary, parse_commit_summary, summarize
+from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary, parse_commit_summary
 from mvtable.visibility import pins as pinning
 from mvtable.visibility.errors import DeletionVectorNotFoundError
 from mvtable.visibility.files import DV_DIR
@@ -280,6 +280,7 @@ class _Summaries:
         self.listing = listing
         self._commits: dict[int, CommitSummary] = {}
         self._checkpoints: dict[int, TableSummary] = {}
+        self._checked: set[int] = set()  # checkpoints read with full_check
 
     def commit(self, version: int) -> CommitSummary:
         found = self._commits.get(version)
@@ -295,10 +296,11 @@ class _Summaries:
     def checkpoint(self, version: int, *, full_check: bool = False) -> TableSummary:
         """``full_check``: the checkpoint must be readable by ``CommitLog.snapshot`` (GC is
         about to cut the log at or below it), not just its DV paths."""
-        del full_check  # every read below is a full one for now
         found = self._checkpoints.get(version)
-        if found is None:
-            found = self._checkpoints[version] = summarize(self.log.read_checkpoint(version))
+        if found is None or (full_check and version not in self._checked):
+            found = self._checkpoints[version] = self.log.read_checkpoint_summary(version, full_check=full_check)
+            if full_check:
+                self._checked.add(version)
         return found
 
     def at(self, version: int) -> TableSummary:

@@ -14,6 +14,7 @@ from .actions import (
     SegmentFile,
     SetDeletionVector,
 )
+from .descriptors import RowGroupDescriptor, SegmentDescriptor
 from .io import FileIO, open_file_io
 from .log import CommitLog, CommitResult
 from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, LineageEntry, Snapshot, replay
@@ -21,6 +22,7 @@ from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, LineageEntry, Snapshot, 
 __all__ = [
     "AddSegment", "Commit", "CommitLog", "CommitResult", "COMPLETED", "DeletionVectorRef", "FileIO",
     "IN_PROGRESS", "LineageEnd", "LineageEntry", "LineagePurge", "LineageRevert", "LineageStart",
-    "MetadataAction", "REVERTED", "RemoveSegment", "RowGroupInfo", "SegmentFile", "SetDeletionVector",
+    "MetadataAction", "REVERTED", "RemoveSegment", "RowGroupDescriptor", "RowGroupInfo", "SegmentDescriptor", "SegmentFile",
+    "SetDeletionVector",
     "Snapshot", "open_file_io", "replay",
 ]

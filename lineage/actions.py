@@ -190,9 +190,9 @@ class Commit(_Model):
 _commit_adapter = TypeAdapter(Commit)
 
 
-def check_envelope(data: bytes, *, source: str, what: str) -> None:
-    """The checks every metadata file gets before schema validation: JSON, an object, and
-    a format version this code reads. Failures name the file."""
+def check_envelope(data: bytes, *, source: str, what: str, version: int = FORMAT_VERSION) -> None:
+    """The checks that explain why a metadata file failed schema validation: JSON, an
+    object, and a format version (``version``) this code reads. Failures name the file."""
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -200,18 +200,24 @@ def check_envelope(data: bytes, *, source: str, what: str) -> None:
     if not isinstance(raw, dict):
         raise CorruptMetadataError(source, f"a {what} must be a JSON object")
     fmt = raw.get("format")
-    if fmt != FORMAT_VERSION or isinstance(fmt, bool):
-        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
+    if fmt != version or isinstance(fmt, bool):
+        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {version})")
 
 
 def parse_commit(data: bytes, *, source: str, expected_version: int | None = None) -> Commit:
-    """Parse and validate a commit file; every failure names the file."""
-    check_envelope(data, source=source, what="commit")
+    """Parse and validate a commit file; every failure names the file.
+
+    The file is parsed once: the envelope checks (valid JSON, an object, a readable format
+    version) run only when validation fails, to say which of them it was."""
     try:
         # strict: a hostile "version": "3" or true is an error, not silently an int
         commit = _commit_adapter.validate_json(data, strict=True)
     except ValidationError as exc:
+        check_envelope(data, source=source, what="commit")
         raise validation_error(source, exc) from None
+    if commit.format != FORMAT_VERSION or "format" not in commit.model_fields_set:
+        fmt = commit.format if "format" in commit.model_fields_set else None
+        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
     if expected_version is not None and commit.version != expected_version:
         raise CorruptMetadataError(source, f"file holds version {commit.version}, expected {expected_version}")
     return commit

@@ -1,26 +1,90 @@
 """Log checkpoints: the whole snapshot at one version, so planning reads one file plus the
-commits after it instead of the whole log. Pure (bytes in, snapshot out)."""
+commits after it instead of the whole log. Pure (bytes in, snapshot out).
+
+**Format** (``_mvtable/log/<version:020d>.checkpoint.parquet``, checkpoint format 2): a
+Parquet file with one row per segment (``SEGMENT_SCHEMA``: the descriptor, the versions it
+was added/removed at, its lineage entry, its row groups as a list of structs whose ``stats``
+is the row group's statistics as JSON text, and its current deletion vector, if any, as
+``dv_*`` columns), zstd-compressed with page checksums. Everything else (format, version,
+timestamp, table id, schema, properties, lineage entries, and the history as three parallel
+lists) is one JSON document in the footer's key-value metadata under ``mvtable.checkpoint``,
+with its CRC-32 (8 hex digits) under ``mvtable.checkpoint.crc32``.
+
+Why columnar: a 10,000-segment snapshot as one JSON document (format 1) took ~1.3 s to
+parse and validate, ~85% of it in per-row-group statistics that planning without a filter
+never looks at. Here the columns are checked vectorised (types by the Parquet schema, ranges
+and paths with ``pyarrow.compute``/numpy, row group contiguity with numpy), descriptors are
+plain slotted objects, and statistics stay raw until first used (``descriptors``). GC reads a
+column projection (``read_checkpoint_summary``) and never materialises segments.
+
+Format-1 JSON checkpoints (``<version>.checkpoint.json``) are still read, so tables whose log
+was cut at one stay readable; nothing writes them any more.
+"""
 
 from __future__ import annotations
 
+import zlib
+from functools import partial
+from itertools import repeat
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .actions import FORMAT_VERSION, DeletionVectorRef, SegmentFile, check_envelope, validation_error
-from .errors import CorruptMetadataError
+from .descriptors import RowGroupDescriptor, SegmentDescriptor, describe, paused_gc, stats_json
+from .errors import CorruptMetadataError, UnsupportedFormatError
+from .paths import check_relative_path
+from .summary import TableSummary, summarize
 from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, HistoryItem, LineageEntry, SegmentState, Snapshot
+
+__all__ = [
+    "CHECKPOINT_FORMAT_VERSION", "SEGMENT_SCHEMA", "checkpoint_bytes", "parse_checkpoint",
+    "read_checkpoint_summary",
+]
+
+CHECKPOINT_FORMAT_VERSION = 2
+LEGACY_FORMAT_VERSION = FORMAT_VERSION  # the JSON checkpoints of format 1
+HEADER_KEY = b"mvtable.checkpoint"
+HEADER_CRC_KEY = b"mvtable.checkpoint.crc32"  # page checksums cover the data, not the footer
+PARQUET_MAGIC = b"PAR1"
+ROWS_PER_ROW_GROUP = 16_384  # bounds what a summary's full check holds at once (~20 MB of stats)
+
+_INT_MAX = 2**62  # bigger is nonsense for rows/bytes/versions, and keeps numpy sums exact
+_ID_RE = r"^[A-Za-z0-9._-]{1,200}$"
+# A superset of what paths.check_relative_path refuses; flagged paths go through it for the verdict.
+_OK_PATH_RE = r"^[^/\\:\x00~][^\\:\x00]*$"
+_BAD_PART_RE = r"//|/$|(^|/)\.\.?(/|$)"
+
+ROW_GROUP_TYPE = pa.struct([
+    pa.field("num_rows", pa.int64(), nullable=False),
+    pa.field("first_row", pa.int64(), nullable=False),
+    pa.field("total_byte_size", pa.int64(), nullable=False),
+    pa.field("stats", pa.string(), nullable=False),
+])
+SEGMENT_SCHEMA = pa.schema([
+    pa.field("id", pa.string(), nullable=False),
+    pa.field("path", pa.string(), nullable=False),
+    pa.field("num_rows", pa.int64(), nullable=False),
+    pa.field("size_bytes", pa.int64(), nullable=False),
+    pa.field("added_version", pa.int64(), nullable=False),
+    pa.field("removed_version", pa.int64()),
+    pa.field("lineage_entry", pa.string()),
+    pa.field("row_groups", pa.list_(pa.field("item", ROW_GROUP_TYPE, nullable=False)), nullable=False),
+    pa.field("dv_cardinality", pa.int64()),
+    pa.field("dv_inline", pa.string()),
+    pa.field("dv_path", pa.string()),
+    pa.field("dv_offset", pa.int64()),
+    pa.field("dv_size", pa.int64()),
+])
+_SUMMARY_COLUMNS = ["id", "dv_cardinality", "dv_inline", "dv_path", "dv_offset", "dv_size"]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class _Segment(_Model):
-    file: SegmentFile
-    added_version: int = Field(ge=0)
-    removed_version: int | None = Field(default=None, ge=0)
-    lineage_entry: str | None = None
 
 
 class _Entry(_Model):
@@ -33,8 +97,379 @@ class _Entry(_Model):
     state_version: int
 
 
+class _History(_Model):
+    version: tuple[int, ...]
+    timestamp_ms: tuple[int, ...]
+    operation: tuple[str, ...]
+
+
+class _Header(_Model):
+    """The footer document of a format-2 checkpoint."""
+
+    format: int
+    version: int = Field(ge=0)
+    timestamp_ms: int = Field(ge=0)
+    table_id: str
+    table_schema: dict[str, Any]
+    properties: dict[str, str]
+    lineage: tuple[_Entry, ...]
+    history: _History
+
+
+# -- writing -----------------------------------------------------------------------------
+def checkpoint_bytes(s: Snapshot) -> bytes:
+    """The checkpoint of ``s`` (format 2). Statistics a snapshot still holds raw are copied
+    as they are, so writing never parses them."""
+    segs = list(s.segments.values())
+    offsets = [0]
+    rg_cols: tuple[list[Any], ...] = ([], [], [], [])
+    for seg in segs:
+        for rg in seg.file.row_groups:
+            rg_cols[0].append(rg.num_rows)
+            rg_cols[1].append(rg.first_row)
+            rg_cols[2].append(rg.total_byte_size)
+            rg_cols[3].append(rg.stats_json() if isinstance(rg, RowGroupDescriptor) else stats_json(rg.stats))
+        offsets.append(len(rg_cols[0]))
+    groups = pa.StructArray.from_arrays(
+        [pa.array(rg_cols[i], f.type) for i, f in enumerate(ROW_GROUP_TYPE)], fields=list(ROW_GROUP_TYPE)
+    )
+    dvs = [s.dvs.get(seg.file.id) for seg in segs]
+    columns = [
+        pa.array([seg.file.id for seg in segs], pa.string()),
+        pa.array([seg.file.path for seg in segs], pa.string()),
+        pa.array([seg.file.num_rows for seg in segs], pa.int64()),
+        pa.array([seg.file.size_bytes for seg in segs], pa.int64()),
+        pa.array([seg.added_version for seg in segs], pa.int64()),
+        pa.array([seg.removed_version for seg in segs], pa.int64()),
+        pa.array([seg.lineage_entry for seg in segs], pa.string()),
+        pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), groups, type=SEGMENT_SCHEMA.field("row_groups").type),
+        pa.array([d.cardinality if d else None for d in dvs], pa.int64()),
+        pa.array([d.inline if d else None for d in dvs], pa.string()),
+        pa.array([d.path if d else None for d in dvs], pa.string()),
+        pa.array([d.offset if d else None for d in dvs], pa.int64()),
+        pa.array([d.size if d else None for d in dvs], pa.int64()),
+    ]
+    header = _Header(
+        format=CHECKPOINT_FORMAT_VERSION,
+        version=s.version,
+        timestamp_ms=s.timestamp_ms,
+        table_id=s.table_id,
+        table_schema=s.table_schema,
+        properties=s.properties,
+        lineage=tuple(_Entry(**vars(e)) for e in s.lineage.values()),
+        history=_History(
+            version=tuple(h.version for h in s.history),
+            timestamp_ms=tuple(h.timestamp_ms for h in s.history),
+            operation=tuple(h.operation for h in s.history),
+        ),
+    )
+    doc = header.model_dump_json().encode()
+    table = pa.Table.from_arrays(
+        columns, schema=SEGMENT_SCHEMA.with_metadata({HEADER_KEY: doc, HEADER_CRC_KEY: b"%08x" % zlib.crc32(doc)})
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table, sink, compression="zstd", use_dictionary=False, write_statistics=False, write_page_checksum=True,
+        row_group_size=ROWS_PER_ROW_GROUP,
+    )
+    return sink.getvalue().to_pybytes()
+
+
+# -- reading -----------------------------------------------------------------------------
+def parse_checkpoint(data: bytes, *, source: str, expected_version: int | None = None) -> Snapshot:
+    """The snapshot a checkpoint holds. Every column is validated before it is used, except
+    row group statistics (validated when first read, see ``descriptors``); every failure is a
+    ``CorruptMetadataError`` (or ``UnsafePathError``/``UnsupportedFormatError``) naming
+    ``source``. Reads format 2 (Parquet) and format 1 (JSON)."""
+    if not data.startswith(PARQUET_MAGIC):
+        return _parse_legacy(data, source=source, expected_version=expected_version)
+    with paused_gc():
+        return _parse_parquet(data, source=source, expected_version=expected_version)
+
+
+def _parse_parquet(data: bytes, *, source: str, expected_version: int | None) -> Snapshot:
+    pf = _open(data, source)
+    header = _header(pf, source, expected_version)
+    try:
+        table = pf.read(use_threads=False)
+    except Exception as exc:  # pyarrow decoding errors of every kind
+        raise CorruptMetadataError(source, f"unreadable Parquet data ({_brief(exc)})") from None
+    segments: dict[str, SegmentState] = {}
+    dvs: dict[str, DeletionVectorRef] = {}
+    for batch in table.to_batches():
+        _check_segments(batch, source)
+        _build(batch, source, segments, dvs)
+    if len(segments) != table.num_rows:
+        raise CorruptMetadataError(source, "segment ids are not unique")
+    lineage = {e.id: LineageEntry(**e.model_dump()) for e in header.lineage}
+    _check_lineage(lineage, segments, source)
+    h = header.history
+    return Snapshot(
+        version=header.version,
+        timestamp_ms=header.timestamp_ms,
+        table_id=header.table_id,
+        table_schema=header.table_schema,
+        properties=dict(header.properties),
+        segments=segments,
+        lineage=lineage,
+        dvs=dvs,
+        history=_history(h),
+    )
+
+
+def read_checkpoint_summary(
+    data: bytes, *, source: str, expected_version: int | None = None, full_check: bool = False
+) -> TableSummary:
+    """The version, properties, history and deletion-vector files of a checkpoint, reading
+    only the ``id`` and ``dv_*`` columns (memory stays small at 100,000 segments).
+
+    With ``full_check`` every column is read and validated as ``parse_checkpoint`` would,
+    one Parquet row group at a time, so a caller can learn whether the file is readable
+    (GC does before cutting the log at it) without materialising its segments. A format-1
+    JSON checkpoint is parsed whole."""
+    if not data.startswith(PARQUET_MAGIC):
+        snap = _parse_legacy(data, source=source, expected_version=expected_version)
+        return summarize(snap)
+    pf = _open(data, source)
+    header = _header(pf, source, expected_version)
+    dvs: dict[str, str | None] = {}
+    ids: set[str] = set()
+    rows = 0
+    try:
+        for i in range(pf.num_row_groups):
+            batch = pf.read_row_group(i, columns=None if full_check else _SUMMARY_COLUMNS, use_threads=False)
+            for b in batch.to_batches():
+                rows += b.num_rows
+                if full_check:
+                    _check_segments(b, source)
+                else:
+                    _check_ids(b.column("id"), source)
+                    _check_dvs(b, source)
+                ids.update(b.column("id").to_pylist())
+                has_dv = b.column("dv_cardinality").is_valid()
+                if pc.any(has_dv).as_py():
+                    picked = b.filter(has_dv)
+                    dvs.update(zip(picked.column("id").to_pylist(), picked.column("dv_path").to_pylist()))
+    except CorruptMetadataError:
+        raise
+    except Exception as exc:
+        raise CorruptMetadataError(source, f"unreadable Parquet data ({_brief(exc)})") from None
+    if len(ids) != rows:
+        raise CorruptMetadataError(source, "segment ids are not unique")
+    if full_check:
+        _check_lineage({e.id: LineageEntry(**e.model_dump()) for e in header.lineage}, ids, source)
+    h = header.history
+    return TableSummary(header.version, header.timestamp_ms, dict(header.properties), _history(h), dvs)
+
+
+def _history(h: _History) -> list[HistoryItem]:
+    return list(map(partial(tuple.__new__, HistoryItem), zip(h.version, h.timestamp_ms, h.operation)))
+
+
+def _open(data: bytes, source: str) -> pq.ParquetFile:
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
+        schema = pf.schema_arrow
+    except Exception as exc:
+        raise CorruptMetadataError(source, f"not a readable Parquet checkpoint ({_brief(exc)})") from None
+    if not schema.remove_metadata().equals(SEGMENT_SCHEMA):
+        raise CorruptMetadataError(source, f"unexpected checkpoint columns: {schema.remove_metadata()}"[:500])
+    return pf
+
+
+def _header(pf: pq.ParquetFile, source: str, expected_version: int | None) -> _Header:
+    meta = pf.metadata.metadata or {}
+    raw = meta.get(HEADER_KEY)
+    if raw is None:
+        raise CorruptMetadataError(source, "the Parquet footer holds no mvtable.checkpoint document")
+    if meta.get(HEADER_CRC_KEY) != b"%08x" % zlib.crc32(raw):
+        raise CorruptMetadataError(source, "the checkpoint document fails its checksum")
+    try:
+        header = _Header.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        check_envelope(raw, source=source, what="checkpoint header", version=CHECKPOINT_FORMAT_VERSION)
+        raise validation_error(source, exc) from None
+    if header.format != CHECKPOINT_FORMAT_VERSION:
+        raise UnsupportedFormatError(
+            source, f"checkpoint format version {header.format!r} is not supported (this mvtable reads {CHECKPOINT_FORMAT_VERSION})"
+        )
+    h = header.history
+    if not len(h.version) == len(h.timestamp_ms) == len(h.operation):
+        raise CorruptMetadataError(source, "invalid content: the history lists differ in length")
+    if expected_version is not None and header.version != expected_version:
+        raise CorruptMetadataError(source, f"file holds version {header.version}, expected {expected_version}")
+    return header
+
+
+def _check_segments(b: pa.RecordBatch, source: str) -> None:
+    """Everything ``SegmentFile``/``DeletionVectorRef`` validation would check, vectorised."""
+    _check_ids(b.column("id"), source)
+    _check_paths(b.column("path"), source, "path")
+    for name in ("num_rows", "size_bytes", "added_version", "removed_version"):
+        _check_range(b.column(name), source, name)
+    entries = b.column("lineage_entry")
+    if entries.null_count < len(entries):
+        _check_ids(entries.drop_null(), source, what="lineage_entry")
+    groups = b.column("row_groups")
+    flat = groups.flatten()
+    if groups.null_count or flat.null_count:
+        raise CorruptMetadataError(source, "invalid content: row_groups holds nulls")
+    nr = flat.field("num_rows")
+    fr = flat.field("first_row")
+    for name, arr in (("row_groups.num_rows", nr), ("row_groups.first_row", fr), ("row_groups.total_byte_size", flat.field("total_byte_size"))):
+        _check_range(arr, source, name)
+    if flat.field("stats").null_count:
+        raise CorruptMetadataError(source, "invalid content: row_groups.stats holds nulls")
+    _check_contiguous(groups, nr, fr, b.column("num_rows"), b.column("id"), source)
+    _check_dvs(b, source)
+
+
+def _check_ids(arr: pa.Array, source: str, *, what: str = "id") -> None:
+    if arr.null_count:
+        raise CorruptMetadataError(source, f"invalid content: {what} holds nulls")
+    ok = pc.match_substring_regex(arr, _ID_RE)
+    if not pc.all(ok).as_py():
+        bad = arr.filter(pc.invert(ok))[0].as_py()
+        raise CorruptMetadataError(source, f"invalid content: {what} {bad!r}"[:300] + " is not a valid id")
+
+
+def _check_paths(arr: pa.Array, source: str, what: str) -> None:
+    if not len(arr):
+        return
+    suspect = pc.or_(pc.invert(pc.match_substring_regex(arr, _OK_PATH_RE)), pc.match_substring_regex(arr, _BAD_PART_RE))
+    if pc.any(suspect).as_py():
+        for path in arr.filter(suspect).to_pylist():
+            check_relative_path(path, source=source)  # raises UnsafePathError with the reason
+
+
+def _check_range(arr: pa.Array, source: str, what: str) -> None:
+    if len(arr) == arr.null_count:
+        return
+    mm = pc.min_max(arr).as_py()
+    if mm["min"] < 0 or mm["max"] >= _INT_MAX:
+        raise CorruptMetadataError(source, f"invalid content: {what} out of range ({mm['min']}..{mm['max']})")
+
+
+def _check_contiguous(groups: pa.ListArray, nr: pa.Array, fr: pa.Array, seg_rows: pa.Array, ids: pa.Array, source: str) -> None:
+    """``SegmentFile``'s rule: each segment's row groups start at row 0, follow each other
+    without gaps, and (when there are any) add up to the segment's rows."""
+    if not len(nr):
+        return
+    off = np.asarray(groups.offsets, dtype=np.int64)
+    off = off - off[0]
+    n = nr.to_numpy(zero_copy_only=False)
+    f = fr.to_numpy(zero_copy_only=False)
+    lengths = np.diff(off)
+    has = lengths > 0
+    starts = off[:-1][has]
+    lasts = off[1:][has] - 1
+    bad = np.zeros(len(lengths), dtype=bool)
+    bad[has] |= f[starts] != 0
+    follows = np.ones(len(n), dtype=bool)
+    follows[starts] = False  # the first group of a segment follows nothing
+    idx = np.nonzero(follows)[0]
+    broken = idx[f[idx] != f[idx - 1] + n[idx - 1]]
+    if len(broken):
+        bad[np.searchsorted(off, broken, side="right") - 1] = True
+    totals = f[lasts] + n[lasts]
+    bad[has] |= totals != seg_rows.to_numpy(zero_copy_only=False)[has]
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise CorruptMetadataError(
+            source, f"invalid content: row groups of segment {ids[i].as_py()!r} do not cover its rows contiguously"
+        )
+
+
+def _check_dvs(b: pa.RecordBatch, source: str) -> None:
+    card = b.column("dv_cardinality")
+    inline, path = b.column("dv_inline"), b.column("dv_path")
+    offset, size = b.column("dv_offset"), b.column("dv_size")
+    has = card.is_valid()
+    one_location = pc.xor(inline.is_valid(), path.is_valid())
+    complete = pc.and_(offset.is_valid(), size.is_valid())
+    consistent = pc.if_else(has, pc.and_(one_location, complete),
+                            pc.and_(pc.and_(inline.is_null(), path.is_null()), pc.and_(offset.is_null(), size.is_null())))
+    if not pc.all(consistent).as_py():
+        sid = b.column("id").filter(pc.invert(consistent))[0].as_py()
+        raise CorruptMetadataError(
+            source, f"invalid content: the deletion vector of segment {sid!r} needs exactly one of 'inline' and 'path'"
+        )
+    for name, arr in (("dv_cardinality", card), ("dv_offset", offset), ("dv_size", size)):
+        _check_range(arr, source, name)
+    if path.null_count < len(path):
+        _check_paths(path.drop_null(), source, "dv_path")
+
+
+def _check_lineage(lineage: dict[str, LineageEntry], segments: Any, source: str) -> None:
+    for e in lineage.values():
+        # A push may declare segments_to that it uploads later; only a COMPLETED entry must have them all.
+        named = (*e.segments_from, *e.segments_to) if e.state == COMPLETED else e.segments_from
+        unknown = [sid for sid in named if sid not in segments]
+        if unknown:
+            raise CorruptMetadataError(source, f"lineage entry {e.id} names unknown segments {unknown[:3]}")
+
+
+def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dvs: dict[str, DeletionVectorRef]) -> None:
+    """Descriptors for one validated batch: one list per column, then plain objects built
+    with ``map`` (no Python loop body per segment); statistics stay raw."""
+    ids = b.column("id").to_pylist()
+    groups = b.column("row_groups")
+    flat = groups.flatten()
+    n_groups = len(flat)
+    row_groups = list(map(
+        RowGroupDescriptor,
+        flat.field("num_rows").to_pylist(),
+        flat.field("first_row").to_pylist(),
+        flat.field("total_byte_size").to_pylist(),
+        repeat(None, n_groups),
+        flat.field("stats").to_pylist(),
+        repeat(source, n_groups),
+    ))
+    off = np.asarray(groups.offsets, dtype=np.int64)
+    off = off - off[0]
+    if n_groups == len(ids) and bool((np.diff(off) == 1).all()):
+        per_segment: Any = zip(row_groups)  # the common case: one row group per segment
+    else:
+        bounds = off.tolist()
+        per_segment = (tuple(row_groups[a:z]) for a, z in zip(bounds, bounds[1:]))
+    files = map(
+        SegmentDescriptor,
+        ids,
+        b.column("path").to_pylist(),
+        b.column("num_rows").to_pylist(),
+        b.column("size_bytes").to_pylist(),
+        per_segment,
+    )
+    states = map(
+        SegmentState,
+        files,
+        b.column("added_version").to_pylist(),
+        b.column("removed_version").to_pylist(),
+        b.column("lineage_entry").to_pylist(),
+    )
+    segments.update(zip(ids, states))
+    card = b.column("dv_cardinality")
+    if card.null_count < len(card):
+        picked = b.filter(card.is_valid())
+        for sid, c, inline, path, offset, size in zip(*(picked.column(n).to_pylist() for n in _SUMMARY_COLUMNS)):
+            # every field was validated above, so the model is built without validating again
+            dvs[sid] = DeletionVectorRef.model_construct(cardinality=c, inline=inline, path=path, offset=offset, size=size)
+
+
+def _brief(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+# -- format 1: one JSON document (read only) ------------------------------------------------
+class _Segment(_Model):
+    file: SegmentFile
+    added_version: int = Field(ge=0)
+    removed_version: int | None = Field(default=None, ge=0)
+    lineage_entry: str | None = None
+
+
 class CheckpointFile(_Model):
-    format: int = FORMAT_VERSION
+    format: int = LEGACY_FORMAT_VERSION
     version: int = Field(ge=0)
     timestamp_ms: int = Field(ge=0)
     table_id: str
@@ -46,42 +481,25 @@ class CheckpointFile(_Model):
     history: tuple[tuple[int, int, str], ...]
 
 
-def checkpoint_bytes(s: Snapshot) -> bytes:
-    doc = CheckpointFile(
-        version=s.version,
-        timestamp_ms=s.timestamp_ms,
-        table_id=s.table_id,
-        table_schema=s.table_schema,
-        properties=s.properties,
-        segments=tuple(
-            _Segment(file=seg.file, added_version=seg.added_version, removed_version=seg.removed_version, lineage_entry=seg.lineage_entry)
-            for seg in s.segments.values()
-        ),
-        lineage=tuple(_Entry(**vars(e)) for e in s.lineage.values()),
-        dvs=s.dvs,
-        history=tuple((h.version, h.timestamp_ms, h.operation) for h in s.history),
-    )
-    return doc.model_dump_json().encode()
-
-
-def parse_checkpoint(data: bytes, *, source: str, expected_version: int | None = None) -> Snapshot:
-    check_envelope(data, source=source, what="checkpoint")
+def _parse_legacy(data: bytes, *, source: str, expected_version: int | None) -> Snapshot:
+    if not data.lstrip()[:1] in (b"{", b"["):
+        # say what is wrong rather than "not valid JSON" about a file named .parquet
+        raise CorruptMetadataError(source, f"not a checkpoint: neither Parquet nor a JSON object (starts with {data[:8]!r})")
     try:
         doc = CheckpointFile.model_validate_json(data, strict=True)
     except ValidationError as exc:
+        check_envelope(data, source=source, what="checkpoint")
         raise validation_error(source, exc) from None
+    if doc.format != LEGACY_FORMAT_VERSION or "format" not in doc.model_fields_set:
+        fmt = doc.format if "format" in doc.model_fields_set else None
+        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {LEGACY_FORMAT_VERSION})")
     if expected_version is not None and doc.version != expected_version:
         raise CorruptMetadataError(source, f"file holds version {doc.version}, expected {expected_version}")
     segments = {
-        seg.file.id: SegmentState(seg.file, seg.added_version, seg.removed_version, seg.lineage_entry) for seg in doc.segments
+        seg.file.id: SegmentState(describe(seg.file), seg.added_version, seg.removed_version, seg.lineage_entry) for seg in doc.segments
     }
     lineage = {e.id: LineageEntry(**e.model_dump()) for e in doc.lineage}
-    for e in lineage.values():
-        # A push may declare segments_to that it uploads later; only a COMPLETED entry must have them all.
-        named = (*e.segments_from, *e.segments_to) if e.state == COMPLETED else e.segments_from
-        unknown = [sid for sid in named if sid not in segments]
-        if unknown:
-            raise CorruptMetadataError(source, f"lineage entry {e.id} names unknown segments {unknown[:3]}")
+    _check_lineage(lineage, segments, source)
     unknown_dv = [sid for sid in doc.dvs if sid not in segments]
     if unknown_dv:
         raise CorruptMetadataError(source, f"deletion vectors for unknown segments {unknown_dv[:3]}")

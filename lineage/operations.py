@@ -125,7 +125,7 @@ def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], emp
             if current.dvs.get(sid) != old_dv:
                 actions.append(SetDeletionVector(segment_id=sid, dv=old_dv if old_dv is not None else empty_dv))
             continue
-        clone = target.segments[sid].file.model_copy(update={"id": new_ids[sid]})
+        clone = target.segments[sid].file.to_segment_file(id=new_ids[sid])
         actions.append(AddSegment(segment=clone))
         if old_dv is not None:
             actions.append(SetDeletionVector(segment_id=clone.id, dv=old_dv))

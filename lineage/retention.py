@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 
-from .log import Listing, checkpoint_path, commit_path
+from .log import Listing, checkpoint_path, commit_path, legacy_checkpoint_path
 
 __all__ = ["LogRetentionPlan", "retention_version", "safe_version", "plan_log_retention"]
 
@@ -37,13 +37,17 @@ class LogRetentionPlan:
     checkpoint: int | None  # newest checkpoint <= safe_version: the log's new start
     delete_commits: tuple[int, ...]
     delete_checkpoints: tuple[int, ...]
+    legacy_checkpoints: frozenset[int] = frozenset()  # of those, the ones written as format-1 JSON
 
     @property
     def paths(self) -> list[str]:
         """Table-relative paths to delete, oldest version first (a commit before the
         checkpoint of the same version)."""
         items = [(v, 0, commit_path(v)) for v in self.delete_commits]
-        items += [(v, 1, checkpoint_path(v)) for v in self.delete_checkpoints]
+        items += [
+            (v, 1, legacy_checkpoint_path(v) if v in self.legacy_checkpoints else checkpoint_path(v))
+            for v in self.delete_checkpoints
+        ]
         return [p for _, _, p in sorted(items)]
 
 
@@ -91,4 +95,5 @@ def plan_log_retention(
     newest_commit = max(listing.commits, default=None)
     commits = tuple(v for v in sorted(listing.commits) if v <= checkpoint and v != newest_commit)
     checkpoints = tuple(c for c in sorted(listing.checkpoints) if c < checkpoint)
-    return LogRetentionPlan(latest, keep, pinned, safe, checkpoint, commits, checkpoints)
+    legacy = frozenset(c for c in checkpoints if c in listing.legacy_checkpoints)
+    return LogRetentionPlan(latest, keep, pinned, safe, checkpoint, commits, checkpoints, legacy)

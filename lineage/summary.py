@@ -16,13 +16,18 @@ strictly.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .actions import FORMAT_VERSION
+from pydantic import ValidationError
+
+from .actions import FORMAT_VERSION, DeletionVectorRef, validation_error
 from .errors import CorruptMetadataError, UnsupportedFormatError
 from .paths import check_relative_path
 from .snapshot import HistoryItem, Snapshot
+
+_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")  # actions._Id
 
 __all__ = ["CommitSummary", "TableSummary", "apply_summary", "parse_commit_summary", "summarize"]
 
@@ -110,12 +115,12 @@ def parse_commit_summary(data: bytes, *, source: str, expected_version: int | No
     for i, action in enumerate(actions):
         kind = action.get("kind") if isinstance(action, dict) else None
         if kind == "dv":
-            sid = _str(action, "segment_id", source, i)
-            dv = action.get("dv")
-            path = dv.get("path") if isinstance(dv, dict) else None
-            if not isinstance(dv, dict) or (path is not None and not isinstance(path, str)):
-                raise CorruptMetadataError(source, f"invalid content: actions.{i}.dv must be a deletion vector")
-            set_dvs.append((sid, check_relative_path(path, source=source) if path is not None else None))
+            sid = _id(action, "segment_id", source, i)
+            try:
+                ref = DeletionVectorRef.model_validate(action.get("dv"), strict=True)
+            except ValidationError as exc:
+                raise validation_error(source, exc) from None
+            set_dvs.append((sid, ref.path))
         elif kind == "add":
             # GC never opens segment files, but a log naming a path outside the table is
             # hostile: refuse it here as every other reader of the log does.
@@ -125,7 +130,7 @@ def parse_commit_summary(data: bytes, *, source: str, expected_version: int | No
                 raise CorruptMetadataError(source, f"invalid content: actions.{i}.segment.path must be a string")
             check_relative_path(path, source=source)
         elif kind == "remove":
-            removed.append(_str(action, "segment_id", source, i))
+            removed.append(_id(action, "segment_id", source, i))
         elif kind == "metadata":
             props = action.get("properties", {})
             if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
@@ -143,8 +148,8 @@ def _int(doc: dict[str, Any], key: str, source: str) -> int:
     return value
 
 
-def _str(action: dict[str, Any], key: str, source: str, i: int) -> str:
+def _id(action: dict[str, Any], key: str, source: str, i: int) -> str:
     value = action.get(key)
-    if not isinstance(value, str) or not value:
-        raise CorruptMetadataError(source, f"invalid content: actions.{i}.{key} must be a non-empty string")
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise CorruptMetadataError(source, f"invalid content: actions.{i}.{key} is not a valid id")
     return value

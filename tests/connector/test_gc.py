@@ -301,11 +301,30 @@ def test_a_corrupt_checkpoint_keeps_the_log_whole(tmp_path):
     t = make_table(tmp_path)
     delete_ids(t, spread(0, 7))  # latest 9, checkpoints 3, 6, 9
     expected = record(t)
-    (tmp_path / "t" / LOG_DIR / "00000000000000000009.checkpoint.json").write_bytes(b"{broken")
+    (tmp_path / "t" / checkpoint_path(9)).write_bytes(b"{broken")
     report = maintenance.collect_garbage(t)
     assert report.log_files_deleted == 0
     assert report.dv_files_deleted > 0
     assert read(t) == expected[9]
+
+
+def test_a_checkpoint_with_a_bad_row_keeps_the_log_whole(tmp_path):
+    """GC's full check reads every column of the checkpoint it cuts the log at, not only
+    the DV columns its plan needs."""
+    import pyarrow.parquet as pq
+
+    t = make_table(tmp_path)
+    delete_ids(t, spread(0, 7))
+    expected = record(t)
+    path = tmp_path / "t" / checkpoint_path(9)
+    pf = pq.ParquetFile(path)
+    bad = pf.read()
+    i = bad.schema.get_field_index("num_rows")
+    bad = bad.set_column(i, bad.schema.field(i), pa.array([-1] * bad.num_rows, bad.schema.field(i).type))
+    pq.write_table(bad.replace_schema_metadata(pf.metadata.metadata), path, compression="zstd", write_page_checksum=True)
+    report = maintenance.collect_garbage(t)
+    assert report.log_files_deleted == 0
+    assert read(t) == expected[9]  # falls back to checkpoint 6 + the commits after it
 
 
 _GC_CHILD = """

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
+import zlib
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from mvtable.lineage.actions import (
@@ -20,13 +24,14 @@ from mvtable.lineage.actions import (
     SegmentFile,
     SetDeletionVector,
 )
-from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
+from mvtable.lineage.checkpoint import HEADER_CRC_KEY, HEADER_KEY, checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
+from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError, VersionNotFoundError
 from mvtable.lineage.io import LocalFileIO
-from mvtable.lineage.log import CommitLog, checkpoint_path, commit_path
+from mvtable.lineage.log import CommitLog, checkpoint_path, commit_path, legacy_checkpoint_path
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot
 
-SOURCE = "/t/_mvtable/log/00000000000000000009.checkpoint.json"
+SOURCE = "/t/_mvtable/log/00000000000000000009.checkpoint.parquet"
 
 
 def seg(sid: str) -> SegmentFile:
@@ -84,8 +89,8 @@ def test_parse_checks_the_version(tmp_path) -> None:
 
 # -- hostile checkpoints -----------------------------------------------------------------------
 @pytest.fixture
-def doc(tmp_path) -> dict:
-    return json.loads(checkpoint_bytes(rich_table(tmp_path).snapshot()))
+def snap(tmp_path) -> Snapshot:
+    return rich_table(tmp_path).snapshot()
 
 
 def parse_error(data: bytes) -> CorruptMetadataError:
@@ -95,58 +100,189 @@ def parse_error(data: bytes) -> CorruptMetadataError:
     return info.value
 
 
-@pytest.mark.parametrize(
-    "data",
-    [b"", b"{", b"[]", b"null", b"\xff\xfe", b"[" * 100_000],
-    ids=["empty", "open-brace", "array", "null", "binary", "deep-nesting"],
-)
-def test_garbage(data: bytes) -> None:
-    parse_error(data)
+def rewrite(data: bytes, *, table=None, header=None) -> bytes:
+    """The checkpoint ``data`` with its segment table and/or footer document changed by the
+    given functions (written with the checkpoint's own writer settings)."""
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    t = pf.read()
+    doc = json.loads(pf.metadata.metadata[HEADER_KEY])
+    if table is not None:
+        t = table(t)
+    if header is not None:
+        header(doc)
+    text = json.dumps(doc).encode()
+    t = t.replace_schema_metadata({HEADER_KEY: text, HEADER_CRC_KEY: b"%08x" % zlib.crc32(text)})
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink, compression="zstd", write_page_checksum=True)
+    return sink.getvalue().to_pybytes()
 
 
-def test_truncated(doc) -> None:
-    data = json.dumps(doc).encode()
-    for cut in (1, len(data) // 2, len(data) - 1):
+def set_cell(column: str, row: int, value):
+    def change(t: pa.Table) -> pa.Table:
+        values = t.column(column).to_pylist()
+        values[row] = value
+        i = t.schema.get_field_index(column)
+        return t.set_column(i, t.schema.field(i), pa.array(values, t.schema.field(i).type))
+    return change
+
+
+def test_garbage_and_truncated(snap) -> None:
+    data = checkpoint_bytes(snap)
+    for bad in (b"", b"{", b"[]", b"null", b"\xff\xfe", b"[" * 100_000, b"PAR1", b"PAR1" + b"\x00" * 100):
+        parse_error(bad)
+    for cut in (1, 4, len(data) // 2, len(data) - 9, len(data) - 1):
         parse_error(data[:cut])
 
 
-@pytest.mark.parametrize("fmt", [2, None, "1"])
-def test_unsupported_format(doc, fmt) -> None:
-    doc["format"] = fmt
-    assert isinstance(parse_error(json.dumps(doc).encode()), UnsupportedFormatError)
+def test_a_flipped_byte_is_caught(snap) -> None:
+    data = bytearray(checkpoint_bytes(snap))
+    # page checksums cover the data pages, a CRC the footer document: a changed byte is an
+    # error (or lands somewhere that does not matter), never a different snapshot
+    for i in range(4, len(data), 7):
+        mutated = bytearray(data)
+        mutated[i] ^= 0x55
+        try:
+            back = parse_checkpoint(bytes(mutated), source=SOURCE)
+        except CorruptMetadataError:
+            continue
+        assert back == snap, f"byte {i}: a changed file parsed into a different snapshot"
 
 
-def _mutated(doc: dict, fn) -> bytes:
-    fn(doc)
-    return json.dumps(doc).encode()
+@pytest.mark.parametrize("fmt", [3, 1, None, "2"])
+def test_unsupported_format(snap, fmt) -> None:
+    err = parse_error(rewrite(checkpoint_bytes(snap), header=lambda d: d.update(format=fmt)))
+    assert isinstance(err, UnsupportedFormatError)
 
 
 @pytest.mark.parametrize(
-    "mutate",
+    "change",
     [
-        lambda d: d.update(version="9"),
-        lambda d: d.update(version=True),
-        lambda d: d["segments"][0].update(added_version="1"),
-        lambda d: d["segments"][0].update(removed_version=-1),
-        lambda d: d["segments"][0]["file"].update(num_rows=11),  # row groups no longer cover it
-        lambda d: d["lineage"][0].update(state="DONE"),
-        lambda d: d["lineage"][0].update(segments_from=["ghost"]),  # unknown segment
-        lambda d: next(e for e in d["lineage"] if e["state"] == "COMPLETED").update(segments_to=["ghost"]),
-        lambda d: d["dvs"].update(ghost={"cardinality": 1, "inline": "AA"}),
-        lambda d: d["history"].append([1, 2]),
-        lambda d: d.pop("segments"),
-        lambda d: d.update(extra=1),
+        dict(header=lambda d: d.update(version="9")),
+        dict(header=lambda d: d.update(version=True)),
+        dict(header=lambda d: d.update(extra=1)),
+        dict(header=lambda d: d.pop("lineage")),
+        dict(header=lambda d: d["lineage"][0].update(state="DONE")),
+        dict(header=lambda d: d["lineage"][0].update(segments_from=["ghost"])),  # unknown segment
+        dict(header=lambda d: next(e for e in d["lineage"] if e["state"] == "COMPLETED").update(segments_to=["ghost"])),
+        dict(header=lambda d: d["history"]["version"].append(99)),
+        dict(header=lambda d: d["history"].update(operation=[1] * len(d["history"]["operation"]))),
+        dict(table=set_cell("added_version", 0, -1)),
+        dict(table=set_cell("removed_version", 0, -1)),
+        dict(table=set_cell("num_rows", 0, 11)),  # row groups no longer cover it
+        dict(table=set_cell("size_bytes", 1, -5)),
+        dict(table=set_cell("id", 1, "a")),  # duplicate id
+        dict(table=set_cell("id", 1, "not an id!")),
+        dict(table=set_cell("lineage_entry", 1, "bad entry")),
+        dict(table=set_cell("dv_path", 0, "_mvtable/dv/x.dv")),  # inline and path both set
+        dict(table=set_cell("dv_inline", 1, "AAAA")),
+        dict(table=set_cell("dv_cardinality", 2, 1)),  # a DV without a location
+        dict(table=set_cell("row_groups", 0, [{"num_rows": 4, "first_row": 1, "total_byte_size": 40, "stats": "{}"},
+                                              {"num_rows": 6, "first_row": 5, "total_byte_size": 60, "stats": "{}"}])),
+        dict(table=set_cell("row_groups", 0, [{"num_rows": 4, "first_row": 0, "total_byte_size": 40, "stats": "{}"},
+                                              {"num_rows": 6, "first_row": 3, "total_byte_size": 60, "stats": "{}"}])),
+        dict(table=lambda t: t.drop_columns(["dv_size"])),
+        dict(table=lambda t: t.append_column("extra", pa.array([1] * t.num_rows))),
+        dict(table=lambda t: t.set_column(2, "num_rows", t.column("num_rows").cast(pa.int32()))),
     ],
 )
-def test_invalid_content(doc, mutate) -> None:
-    parse_error(_mutated(doc, mutate))
+def test_invalid_content(snap, change) -> None:
+    parse_error(rewrite(checkpoint_bytes(snap), **change))
 
 
-def test_unsafe_path(doc) -> None:
-    err = parse_error(_mutated(doc, lambda d: d["segments"][0]["file"].update(path="../../etc/passwd")))
+def test_unsafe_path(snap) -> None:
+    data = checkpoint_bytes(snap)
+    for bad in ("../../etc/passwd", "/etc/passwd", "data/../../x", "s3://elsewhere/x", "data//x", "~/x", "a\\b"):
+        err = parse_error(rewrite(data, table=set_cell("path", 0, bad)))
+        assert isinstance(err, UnsafePathError), bad
+    err = parse_error(rewrite(data, table=set_cell("dv_path", 1, "s3://elsewhere/x.dv")))
     assert isinstance(err, UnsafePathError)
-    err = parse_error(_mutated(doc, lambda d: d["dvs"]["b"].update(path="s3://elsewhere/x.dv")))
-    assert isinstance(err, UnsafePathError)
+
+
+def test_statistics_are_parsed_when_first_used(snap) -> None:
+    """A corrupt statistic does not stop planning without a filter; the first read of it
+    raises the typed error naming the checkpoint file."""
+    groups = [[{"num_rows": 4, "first_row": 0, "total_byte_size": 40, "stats": '{"a": {"min": 1, "nope": 2}}'},
+               {"num_rows": 6, "first_row": 4, "total_byte_size": 60, "stats": "not json"}]]
+    def change(t: pa.Table) -> pa.Table:
+        values = t.column("row_groups").to_pylist()
+        values[0] = groups[0]
+        i = t.schema.get_field_index("row_groups")
+        return t.set_column(i, t.schema.field(i), pa.array(values, t.schema.field(i).type))
+    back = parse_checkpoint(rewrite(checkpoint_bytes(snap), table=change), source=SOURCE)
+    first = next(iter(back.segments.values())).file
+    for rg in first.row_groups:
+        with pytest.raises(CorruptMetadataError) as info:
+            rg.stats
+        assert info.value.path == SOURCE and "statistics" in info.value.problem
+    # the rest parse on demand into the models commits use
+    other = back.segments["b"].file.row_groups[0]
+    assert other.stats["a"].min == 1 and other.stats["a"].null_count == 0
+
+
+def test_a_json_checkpoint_of_format_1_is_still_read(snap) -> None:
+    back = parse_checkpoint(legacy_checkpoint_bytes(snap), source=SOURCE, expected_version=snap.version)
+    assert back == snap
+    doc = json.loads(legacy_checkpoint_bytes(snap))
+    doc["segments"][0]["file"]["path"] = "../x"
+    assert isinstance(parse_error(json.dumps(doc).encode()), UnsafePathError)
+    doc = json.loads(legacy_checkpoint_bytes(snap))
+    doc["format"] = 2
+    assert isinstance(parse_error(json.dumps(doc).encode()), UnsupportedFormatError)
+
+
+def legacy_checkpoint_bytes(s: Snapshot) -> bytes:
+    """A checkpoint as mvtable wrote them before format 2 (one JSON document)."""
+    doc = {
+        "format": 1, "version": s.version, "timestamp_ms": s.timestamp_ms, "table_id": s.table_id,
+        "table_schema": s.table_schema, "properties": s.properties,
+        "segments": [
+            {"file": seg.file.to_segment_file().model_dump(mode="json"), "added_version": seg.added_version,
+             "removed_version": seg.removed_version, "lineage_entry": seg.lineage_entry}
+            for seg in s.segments.values()
+        ],
+        "lineage": [vars(e) for e in s.lineage.values()],
+        "dvs": {sid: ref.model_dump(mode="json") for sid, ref in s.dvs.items()},
+        "history": [list(h) for h in s.history],
+    }
+    return json.dumps(doc).encode()
+
+
+# -- GC's summary ------------------------------------------------------------------------------
+def test_summary_agrees_with_the_snapshot(snap) -> None:
+    data = checkpoint_bytes(snap)
+    for full_check in (False, True):
+        summary = read_checkpoint_summary(data, source=SOURCE, expected_version=snap.version, full_check=full_check)
+        assert (summary.version, summary.timestamp_ms, summary.properties) == (snap.version, snap.timestamp_ms, snap.properties)
+        assert summary.history == snap.history
+        assert summary.dvs == {sid: ref.path for sid, ref in snap.dvs.items()} == {"a": None, "b": "_mvtable/dv/1.dv"}
+        assert summary.dv_paths == {"_mvtable/dv/1.dv"}
+    legacy = read_checkpoint_summary(legacy_checkpoint_bytes(snap), source=SOURCE)
+    assert legacy == read_checkpoint_summary(data, source=SOURCE)
+
+
+def test_summary_checks_what_it_reads_and_full_check_the_rest(snap) -> None:
+    data = checkpoint_bytes(snap)
+    with pytest.raises(UnsafePathError):
+        read_checkpoint_summary(rewrite(data, table=set_cell("dv_path", 1, "../x.dv")), source=SOURCE)
+    with pytest.raises(CorruptMetadataError):
+        read_checkpoint_summary(data, source=SOURCE, expected_version=snap.version + 1)
+    bad_rows = rewrite(data, table=set_cell("num_rows", 0, 11))
+    read_checkpoint_summary(bad_rows, source=SOURCE)  # a column GC does not read
+    with pytest.raises(CorruptMetadataError):
+        read_checkpoint_summary(bad_rows, source=SOURCE, full_check=True)
+    ghost = rewrite(data, header=lambda d: d["lineage"][0].update(segments_from=["ghost"]))
+    with pytest.raises(CorruptMetadataError):
+        read_checkpoint_summary(ghost, source=SOURCE, full_check=True)
+
+
+def test_descriptors_pickle_and_compare_with_segment_files(snap) -> None:
+    back = parse_checkpoint(checkpoint_bytes(snap), source=SOURCE)
+    f = back.segments["a"].file
+    assert isinstance(f, SegmentDescriptor)
+    again = pickle.loads(pickle.dumps(f))
+    assert again == f == seg("a") and seg("a") == f
+    assert f.to_segment_file(id="a9") == seg("a").model_copy(update={"id": "a9"})
+    assert f.row_groups[1].stats["a"].min == "x"
 
 
 # -- the log's use of checkpoints ------------------------------------------------------------
@@ -184,7 +320,7 @@ def test_corrupt_checkpoint_without_commits_is_a_typed_error(tmp_path) -> None:
     log.io.delete([commit_path(v) for v in range(0, 9)])
     with pytest.raises(CorruptMetadataError) as info:
         log.snapshot()
-    assert info.value.path.endswith("00000000000000000009.checkpoint.json")
+    assert info.value.path.endswith("00000000000000000009.checkpoint.parquet")
     # a version that needs no checkpoint is unaffected, and one that is gone says so
     with pytest.raises(VersionNotFoundError):
         log.snapshot(5)
@@ -204,3 +340,61 @@ def test_missing_checkpoint_is_only_an_optimisation_lost(tmp_path) -> None:
     log, expected = log_with_checkpoints(tmp_path)
     log.io.delete([checkpoint_path(c) for c in (3, 6, 9)])
     assert log.snapshot() == expected
+
+
+def test_log_reads_and_retires_json_checkpoints(tmp_path) -> None:
+    """A table whose log an older mvtable cut at a JSON checkpoint stays readable, and
+    retention deletes JSON checkpoints by their own name."""
+    from mvtable.lineage.retention import plan_log_retention
+
+    log, expected = log_with_checkpoints(tmp_path)
+    for c in (3, 6):
+        log.io.write(legacy_checkpoint_path(c), legacy_checkpoint_bytes(log.read_checkpoint(c)))
+        log.io.delete([checkpoint_path(c)])
+    log.io.delete([checkpoint_path(9)] + [commit_path(v) for v in range(0, 6)])
+    listing = log.listing()
+    assert listing.checkpoints == [3, 6] and listing.legacy_checkpoints == {3, 6}
+    assert log.snapshot() == expected
+    assert log.read_checkpoint_summary(6).version == 6
+    history = {h.version: h.timestamp_ms for h in expected.history}
+    plan = plan_log_retention(listing, history, now_ms=max(history.values()) + 1, retention_s=0)
+    assert plan.checkpoint == 6 and legacy_checkpoint_path(3) in plan.paths
+
+
+def test_listing_needs_only_names(tmp_path) -> None:
+    log, _ = log_with_checkpoints(tmp_path)
+    (tmp_path / "_mvtable" / "log" / "00000000000000000011.json.tmp").write_bytes(b"")
+    (tmp_path / "_mvtable" / "log" / "0000000000000000001\u00b2.json").write_bytes(b"")
+    (tmp_path / "_mvtable" / "log" / "00000000000000000012.json").mkdir()
+    listing = log.listing()
+    assert listing.commits == list(range(11)) and listing.checkpoints == [3, 6, 9]
+
+
+def test_a_changed_footer_document_is_caught(snap) -> None:
+    data = checkpoint_bytes(snap)
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    t = pf.read().replace_schema_metadata({**pf.metadata.metadata, HEADER_KEY: pf.metadata.metadata[HEADER_KEY].replace(b"100", b"900")})
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink)
+    assert "checksum" in parse_error(sink.getvalue().to_pybytes()).problem
+
+
+def test_commit_summary_agrees_with_parse_commit(tmp_path) -> None:
+    from mvtable.lineage.actions import parse_commit
+    from mvtable.lineage.summary import parse_commit_summary as commit_dv_paths
+
+    log = rich_table(tmp_path)
+    for v in range(log.latest_version() + 1):
+        data = log.io.read(commit_path(v))
+        full = parse_commit(data, source="c")
+        light = commit_dv_paths(data, source="c", expected_version=v)
+        assert (light.version, light.timestamp_ms, light.operation) == (full.version, full.timestamp_ms, full.operation)
+        assert light.set_dvs == tuple((a.segment_id, a.dv.path) for a in full.actions if a.kind == "dv")
+        assert light.removed == tuple(a.segment_id for a in full.actions if a.kind == "remove")
+    doc = json.loads(log.io.read(commit_path(3)))
+    doc["actions"][0]["dv"]["path"] = "../../x.dv"
+    with pytest.raises(UnsafePathError):
+        commit_dv_paths(json.dumps(doc).encode(), source="c")
+    for bad in (b"", b"[]", b'{"format": 2}', b'{"format": 1, "version": "3"}'):
+        with pytest.raises(CorruptMetadataError):
+            commit_dv_paths(bad, source="c")

@@ -18,6 +18,7 @@ import pytest
 
 from mvtable.connector import Table
 from mvtable.connector.errors import SchemaMismatchError
+from mvtable.connector.stats import Predicate
 from mvtable.lineage.actions import parse_commit
 from mvtable.lineage.checkpoint import parse_checkpoint
 from mvtable.lineage.errors import (
@@ -107,8 +108,35 @@ def test_hand_edited_dv_path_and_cardinality(t):
 
 def test_corrupt_checkpoint_with_full_log_still_reads_exactly(t):
     expected = sorted(t.to_arrow().column("id").to_pylist())
-    open(log_file(t, 3, "checkpoint.json"), "w").write('{"format": 1, "version": 3, "segments": "nope"}')
+    open(log_file(t, 3, "checkpoint.parquet"), "w").write('{"format": 1, "version": 3, "segments": "nope"}')
     assert sorted(Table.open(t.uri).to_arrow().column("id").to_pylist()) == expected
+
+
+def test_corrupt_statistics_in_a_checkpoint_fail_only_the_filter_that_reads_them(t):
+    """Checkpoint statistics are parsed when a filter first needs them (format 2): a bad
+    one must then be the typed error naming the checkpoint, and reads without a filter
+    are unaffected."""
+    import pyarrow.parquet as pq
+    import zlib
+
+    from mvtable.lineage.checkpoint import HEADER_CRC_KEY, HEADER_KEY
+
+    path = log_file(t, 3, "checkpoint.parquet")
+    pf = pq.ParquetFile(path)
+    table = pf.read()
+    groups = table.column("row_groups").to_pylist()
+    groups[0][0]["stats"] = '{"id": {"min": "zero", "max": 9, "null_count": -1}}'
+    i = table.schema.get_field_index("row_groups")
+    table = table.set_column(i, table.schema.field(i), pa.array(groups, table.schema.field(i).type))
+    doc = pf.metadata.metadata[HEADER_KEY]
+    pq.write_table(table.replace_schema_metadata({HEADER_KEY: doc, HEADER_CRC_KEY: b"%08x" % zlib.crc32(doc)}), path)
+    for v in range(0, 3):  # only the checkpoint knows versions 0..3 now
+        os.unlink(log_file(t, v))
+    fresh = Table.open(t.uri)
+    assert fresh.scan().count() == 100 - 10 + 5 + 5
+    with pytest.raises(CorruptMetadataError) as info:
+        fresh.scan(predicates=[Predicate("id", ">", 50)]).count()
+    assert info.value.path.endswith("00000000000000000003.checkpoint.parquet")
 
 
 def test_lying_row_group_metadata_is_caught(t):
@@ -193,7 +221,7 @@ def _fuzz(parse, seeds: list[bytes], ok_errors: tuple[type[BaseException], ...])
 
 def test_fuzz_log_and_checkpoint_parsers(t):
     commits = [open(log_file(t, v), "rb").read() for v in range(t.version + 1)]
-    checkpoint = open(log_file(t, 3, "checkpoint.json"), "rb").read()
+    checkpoint = open(log_file(t, 3, "checkpoint.parquet"), "rb").read()
     n1 = _fuzz(lambda d: parse_commit(d, source="fuzz"), commits, (CorruptMetadataError,))
     n2 = _fuzz(lambda d: parse_checkpoint(d, source="fuzz"), [checkpoint], (CorruptMetadataError,))
     print(f"\nfuzz: {n1} commit inputs, {n2} checkpoint inputs, only typed errors")
