@@ -44,6 +44,11 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
             reader = reader.option("columns", ",".join(columns))
         return reader.load(path)
 
+    def mv_native(path: str, columns: list[str] | None = None):
+        from mvtable.connector.spark import read_native
+
+        return read_native(spark, path, columns=columns)
+
     def one_col(df):
         return df.agg(F.sum("l_quantity")).collect()[0][0]
 
@@ -87,6 +92,7 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
                     "native_parquet": System(lambda q=query: q(native())),
                     "mvtable": System(lambda q=query, c=columns: q(mv(base, c))),
                     "mvtable_del10": System(lambda q=query, c=columns: q(mv(del10, c))),
+                    "mvtable_native_del10": System(lambda q=query, c=columns: q(mv_native(del10, c))),
                     "python_source_floor": System(lambda q=query, c=columns: q(floor(c))),
                 },
                 repeat=repeat,
@@ -95,6 +101,8 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
             systems = {k: v.to_json() for k, v in t.items()}
             check_nodel = "ok" if t["mvtable"].result == t["native_parquet"].result else f"mvtable {t['mvtable'].result} != native {t['native_parquet'].result}"
             check_del = "ok" if t["mvtable_del10"].result == expected_del else f"mvtable {t['mvtable_del10'].result} != native-with-filter {expected_del}"
+            check_native = ("ok" if t["mvtable_native_del10"].result == expected_del
+                            else f"read_native {t['mvtable_native_del10'].result} != native-with-filter {expected_del}")
             opt = f" (option columns={','.join(columns)})" if columns else ""
             out += [
                 CaseResult(f"spark_{key}", "spark", f"Spark {what}{opt}, no deletes", t["mvtable"].median,
@@ -103,6 +111,11 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
                 CaseResult(f"spark_{key}_del10", "spark", f"Spark {what}{opt}, 10% deleted", t["mvtable_del10"].median,
                            "Spark native Parquet (no deletes)", t["native_parquet"].median, target=target, target_text=ttext,
                            systems=systems, check=check_del),
+                CaseResult(f"spark_{key}_native_del10", "spark",
+                           f"Spark {what}, 10% deleted, read_native (Spark's Parquet reader + deletion vectors as a "
+                           "broadcast bitmap join)", t["mvtable_native_del10"].median,
+                           "Spark native Parquet (no deletes)", t["native_parquet"].median, target=target, target_text=ttext,
+                           systems=systems, check=check_native),
                 CaseResult(f"spark_{key}_ingest_floor", "spark",
                            f"Spark {what} from a trivial Python source (memory-mapped Arrow, no decode, no deletes): "
                            "Spark's own floor for any Python data source", t["python_source_floor"].median,
@@ -123,6 +136,7 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
                 "mvtable": System(with_pushdown(True, lambda: month(mv(base, cols)))),
                 "mvtable_del10": System(with_pushdown(True, lambda: month(mv(del10, cols)))),
                 "mvtable_no_pushdown": System(with_pushdown(False, lambda: month(mv(base, cols)))),
+                "mvtable_native_del10": System(lambda: month(mv_native(del10, cols))),
             },
             repeat=repeat,
             log=log,
@@ -142,6 +156,9 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
             CaseResult("spark_filter_del10", "spark", "Spark one-month filter, pushdown on, 10% deleted",
                        t["mvtable_del10"].median, "Spark native Parquet (no deletes)", t["native_parquet"].median,
                        target=1.0, target_text="≤ 1.0×", systems=systems, check=chk("mvtable_del10", expected_del)),
+            CaseResult("spark_filter_native_del10", "spark", "Spark one-month filter, 10% deleted, read_native",
+                       t["mvtable_native_del10"].median, "Spark native Parquet (no deletes)", t["native_parquet"].median,
+                       target=1.0, target_text="≤ 1.0×", systems=systems, check=chk("mvtable_native_del10", expected_del)),
             CaseResult("spark_filter_no_pushdown", "spark", "Spark one-month filter with Spark's default (pushdown off)",
                        t["mvtable_no_pushdown"].median, "Spark native Parquet", t["native_parquet"].median,
                        systems=systems, check=chk("mvtable_no_pushdown", ref)),

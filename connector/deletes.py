@@ -11,12 +11,12 @@ check at commit)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from collections.abc import Mapping
 
 import numpy as np
-from pyroaring import BitMap64
-
+import pyarrow as pa
+import pyarrow.compute as pc
 from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import DeletionVectorRef, SetDeletionVector
@@ -24,8 +24,18 @@ from mvtable.lineage.io import FileIO
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
+from pyarrow import acero
+from pyroaring import BitMap64
 
-from .errors import InvalidRowAddressError
+from .errors import InvalidOptionError, InvalidRowAddressError
+from .scan import ScanTask, task_masks
+from .segments import (
+    DEFAULT_READ_ROWS,
+    open_parquet,
+    positions_at,
+    read_row_groups,
+    read_runs,
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,48 @@ class DeleteResult:
     deleted_rows: int
     version: int | None
     segments: int
+
+
+def matching_positions(
+    io: FileIO, task: ScanTask, filter: pc.Expression, columns: Sequence[str], *, use_threads: bool = False
+) -> np.ndarray:
+    """File positions (sorted ``int64``) of the live rows of ``task`` that match ``filter``.
+
+    Reads only ``columns`` (those the filter names), evaluates the filter to a boolean
+    column and takes the indices of its true values: no row-address columns, no string
+    column built per row, no per-row index array (allocating and filtering one cost more
+    than the read itself). Rows the task's deletion vector already deletes are not matches;
+    rows where the filter is null are not either (as in SQL and ``Table.filter``)."""
+    masks = task_masks(io, task)
+    pf = open_parquet(io, task.segment.path, row_groups=task.row_groups, columns=columns)
+    found: list[np.ndarray] = []
+    for run, keep in read_runs(task.segment, task.row_groups, masks, read_rows=DEFAULT_READ_ROWS):
+        table = read_row_groups(pf, task.segment, run, columns, keep=None, use_threads=use_threads)
+        if table.num_rows == 0:
+            continue
+        hits = pc.indices_nonzero(evaluate(table, filter)).to_numpy().astype(np.int64)  # null counts as false
+        if keep is not None:
+            hits = hits[keep[hits]]
+        if len(hits):
+            found.append(positions_at(task.segment, run, hits))
+    return np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+
+
+def evaluate(table: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
+    """``predicate`` evaluated on every row of ``table``: a boolean column, row for row.
+
+    One Acero ``project`` on the calling thread (the rows stay in order; the caller already
+    runs one thread per segment)."""
+    plan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+            acero.Declaration("project", acero.ProjectNodeOptions([predicate], ["match"])),
+        ]
+    )
+    result = plan.to_table(use_threads=False).column(0)
+    if not pa.types.is_boolean(result.type):
+        raise InvalidOptionError(f"a delete filter must be a boolean expression, {predicate} is {result.type}")
+    return result
 
 
 def validate_addresses(snapshot: Snapshot, positions: Mapping[str, BitMap64]) -> None:

@@ -33,3 +33,8 @@ class FilesMissingError(ConnectorError):
 
 class RetentionTooShortError(ConnectorError, ValueError):
     """A vacuum retention shorter than the table's, without ``force``."""
+
+
+class CorruptSegmentError(ConnectorError, ValueError):
+    """A data file disagrees with what the log says about it (row counts, row groups): it
+    was replaced or damaged outside mvtable. The message names the file."""

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from mvtable.lineage.actions import DeletionVectorRef, SegmentFile
+from mvtable.lineage.descriptors import SegmentDescriptor, paused_gc
 from mvtable.lineage.io import FileIO
 from mvtable.lineage.snapshot import COMPLETED, REVERTED, SegmentState, Snapshot
 from mvtable.conf import connector_settings, parse_period
@@ -25,7 +26,7 @@ from .stats import Predicate, row_groups_to_read
 
 @dataclass(frozen=True)
 class ScanTask:
-    segment: SegmentFile
+    segment: SegmentDescriptor | SegmentFile  # a snapshot's descriptor; anything with the same attributes
     row_groups: tuple[int, ...]
     dv: DeletionVectorRef | None
 
@@ -69,11 +70,25 @@ def plan_scan(
     out = output_schema(table_schema, columns, row_address=row_address)
     tasks: list[ScanTask] = []
     pruned = 0
-    for seg in staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments():
-        groups = row_groups_to_read(seg.file.row_groups, predicates, table_schema)
-        pruned += len(seg.file.row_groups) - len(groups)
-        if groups:
-            tasks.append(ScanTask(segment=seg.file, row_groups=tuple(groups), dv=snapshot.dvs.get(seg.id)))
+    dvs = snapshot.dvs
+    segments = staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
+    if not predicates:
+        # Nothing to prune: no statistics are looked at (they stay unparsed, see
+        # lineage.descriptors), and one task per segment with all its row groups.
+        all_groups: dict[int, tuple[int, ...]] = {}
+        with paused_gc():  # one object per segment, no cycles (see paused_gc)
+            for seg in segments:
+                f = seg.file
+                n = len(f.row_groups)
+                if n:
+                    groups = all_groups.get(n) or all_groups.setdefault(n, tuple(range(n)))
+                    tasks.append(ScanTask(f, groups, dvs.get(f.id)))
+    else:
+        for seg in segments:
+            groups = row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+            pruned += len(seg.file.row_groups) - len(groups)
+            if groups:
+                tasks.append(ScanTask(segment=seg.file, row_groups=tuple(groups), dv=dvs.get(seg.id)))
     names = tuple(table_schema.field(c).name for c in project(table_schema, columns).names) if columns is not None else None
     return ScanPlan(
         version=snapshot.version,
@@ -109,24 +124,54 @@ def pin_version(io: FileIO, version: int, *, ttl: str | None = None) -> str:
     return pins.pin(io, version, ttl_s=ttl_s, owner=f"reader pid {os.getpid()}")
 
 
-def split_tasks(tasks: Sequence[ScanTask], *, max_bytes: int) -> list[list[ScanTask]]:
-    """Pack row groups into partitions of at most ``max_bytes`` (a larger row group gets one
-    of its own), keeping each segment's row groups in order."""
+OPEN_COST_BYTES = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes default
+
+
+def split_tasks(
+    tasks: Sequence[ScanTask],
+    *,
+    max_bytes: int,
+    parallelism: int = 1,
+    open_cost: int = OPEN_COST_BYTES,
+) -> list[list[ScanTask]]:
+    """Cut the planned row groups into balanced partitions, keeping each segment's row
+    groups in order.
+
+    The partition size mirrors Spark's ``FilePartition.maxSplitBytes``:
+    ``min(max_bytes, max(open_cost, total / parallelism))`` where ``total`` charges
+    ``open_cost`` per segment, so a table smaller than ``max_bytes`` still spreads over
+    every core (filling up to ``max_bytes`` made SF 1's 169 MiB into 127 + 41 MiB, one core
+    doing 75% of the work) while a small table stays one partition. Spark packs whole
+    files next-fit; here the ``n`` cuts fall where the running cost crosses
+    ``k * total / n``, so partitions differ by about one row group at most. No partition
+    holds more than ``max_bytes`` of row groups unless one row group alone is larger."""
+    if not tasks:
+        return []
+    open_cost = max(open_cost, 0)
+    total = sum(t.bytes + open_cost for t in tasks)
+    split = max(1, min(max_bytes, max(open_cost, total // max(parallelism, 1))))
+    count = max(1, -(-(total - open_cost) // split))
+    target = total / count
     parts: list[list[ScanTask]] = []
     current: list[ScanTask] = []
-    size = 0
+    data = 0  # bytes of the current partition
+    seen = 0.0  # cost of everything placed so far; a segment's open cost counts once
     for task in tasks:
         groups: list[int] = []
         for i in task.row_groups:
             rg_bytes = task.segment.row_groups[i].total_byte_size
-            if size + rg_bytes > max_bytes and (current or groups):
+            cost = rg_bytes + (0 if groups or i != task.row_groups[0] else open_cost)
+            over = data + rg_bytes > max_bytes
+            past = len(parts) < count - 1 and seen + cost / 2 > target * (len(parts) + 1)
+            if (current or groups) and (over or past):
                 if groups:
                     current.append(ScanTask(task.segment, tuple(groups), task.dv))
                     groups = []
                 parts.append(current)
-                current, size = [], 0
+                current, data = [], 0
             groups.append(i)
-            size += rg_bytes
+            data += rg_bytes
+            seen += cost
         if groups:
             current.append(ScanTask(task.segment, tuple(groups), task.dv))
     if current:
@@ -135,11 +180,20 @@ def split_tasks(tasks: Sequence[ScanTask], *, max_bytes: int) -> list[list[ScanT
 
 
 class _Mask:
+    """A task's DV as the sorted positions array: a row group's mask is two binary
+    searches and a slice (see ``visibility.masks``)."""
+
     def __init__(self, positions: np.ndarray) -> None:
         self.positions = positions
 
     def keep_mask(self, start: int, count: int) -> np.ndarray | None:
         return keep_mask(self.positions, start, count)
+
+
+def task_masks(io: FileIO, task: ScanTask) -> _Mask | None:
+    """The deletion masks of ``task`` (None when its segment has no DV), through the
+    process-wide DV cache."""
+    return _Mask(load_dv_positions(io, task.dv, cache=process_cache())) if task.dv is not None else None
 
 
 def read_task(
@@ -149,14 +203,23 @@ def read_task(
     columns: Sequence[str] | None,
     predicates: Sequence[Predicate] = (),
     row_address: bool = False,
+    use_threads: bool = False,
+    read_rows: int | None = None,
 ) -> Iterator[pa.Table]:
     """The live rows of one task, deletion vector applied; ``predicates`` are applied
-    exactly (they are what the Spark reader claimed to Spark)."""
-    masks = _Mask(load_dv_positions(io, task.dv, cache=process_cache())) if task.dv is not None else None
+    exactly (they are what the Spark reader claimed to Spark).
+
+    The defaults suit a Spark executor (one task per core): single-threaded decode, one
+    row group per call. ``Table.scan`` passes ``use_threads=True`` and ``read_rows`` so
+    that one call decodes many row groups on every core (see ``segments.iter_segment``)."""
+    masks = task_masks(io, task)
     read_cols = list(columns) if columns is not None else None
     if read_cols is not None and predicates:
         read_cols += [p.column for p in predicates if p.column not in read_cols]
-    for table in iter_segment(io, task.segment, task.row_groups, read_cols, masks=masks, row_address=row_address):
+    tables = iter_segment(
+        io, task.segment, task.row_groups, read_cols, masks=masks, row_address=row_address, use_threads=use_threads, read_rows=read_rows
+    )
+    for table in tables:
         if predicates:
             expr = predicates[0].expression()
             for p in predicates[1:]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap64
 
 from mvtable.lineage.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
 from mvtable.lineage.io import FileIO, open_file_io
@@ -18,13 +19,14 @@ from mvtable.lineage.snapshot import Snapshot
 
 from . import writes
 from mvtable.lineage import faults
-from mvtable.visibility import pins
+from mvtable.visibility import bitmap_from_array, pins
 
-from .deletes import DeleteResult, commit_deletes
+from .deletes import DeleteResult, commit_deletes, matching_positions
 from .errors import InvalidOptionError, InvalidRowAddressError
-from .scan import ScanPlan, pin_version, plan_scan, read_task
+from .parallel import default_workers, ordered_map
+from .scan import ScanPlan, ScanTask, pin_version, plan_scan, read_task
 from .schema import schema_from_json
-from .segments import ROW_ADDRESS_ROW, write_segments
+from .segments import DEFAULT_READ_ROWS, write_segments
 from .stats import Predicate
 from .timeparse import parse_timestamp_ms
 
@@ -60,26 +62,48 @@ def _utc(ms: int) -> dt.datetime:
 
 
 class TableScan:
-    """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``."""
+    """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``.
 
-    def __init__(self, table: "Table", plan: ScanPlan, filter: pc.Expression | None, *, pin_id: str | None = None) -> None:
+    ``use_threads`` (default on): segments are read on one thread per core, each decoding
+    up to ``DEFAULT_READ_ROWS`` rows per call with pyarrow's threads. Off, the scan reads
+    like a Spark task: one row group at a time on the calling thread."""
+
+    def __init__(
+        self, table: "Table", plan: ScanPlan, filter: pc.Expression | None, *, pin_id: str | None = None, use_threads: bool = True
+    ) -> None:
         self.table = table
         self.plan = plan
         self.filter = filter
         self.pin_id = pin_id  # held from planning until the scan has been read once
+        self.use_threads = use_threads
 
     def to_tables(self) -> Iterator[pa.Table]:
         try:
-            for task in self.plan.tasks:
-                for t in read_task(self.table.io, task, columns=self._read_columns(), row_address=self.plan.row_address):
-                    if self.filter is not None:
-                        t = t.filter(self.filter)
-                        if self.plan.columns is not None:
-                            t = t.select(self.plan.schema.names)
-                    if t.num_rows:
-                        yield t.cast(self.plan.schema) if t.schema != self.plan.schema else t
+            workers = min(default_workers(), len(self.plan.tasks)) if self.use_threads else 1
+            for tables in ordered_map(self._read, self.plan.tasks, workers=workers):
+                yield from tables
         finally:
             self.release()
+
+    def _read(self, task: ScanTask) -> list[pa.Table]:
+        """One task's output tables (runs on a reader thread when ``use_threads``)."""
+        out = []
+        tables = read_task(
+            self.table.io,
+            task,
+            columns=self._read_columns(),
+            row_address=self.plan.row_address,
+            use_threads=self.use_threads,
+            read_rows=DEFAULT_READ_ROWS if self.use_threads else None,
+        )
+        for t in tables:
+            if self.filter is not None:
+                t = t.filter(self.filter)
+                if self.plan.columns is not None:
+                    t = t.select(self.plan.schema.names)
+            if t.num_rows:
+                out.append(t.cast(self.plan.schema) if t.schema != self.plan.schema else t)
+        return out
 
     def release(self) -> None:
         """Drop the reader pin (it also expires by itself after ``pinTtl``)."""
@@ -100,7 +124,8 @@ class TableScan:
             yield from t.to_batches()
 
     def to_arrow(self) -> pa.Table:
-        return pa.Table.from_batches(list(self.to_batches()), schema=self.plan.schema)
+        tables = list(self.to_tables())
+        return pa.concat_tables(tables) if tables else self.plan.schema.empty_table()
 
     def count(self) -> int:
         return sum(t.num_rows for t in self.to_tables())
@@ -173,15 +198,17 @@ class Table:
         predicates: Sequence[Predicate] = (),
         with_row_address: bool = False,
         lineage_entry: str | None = None,
+        use_threads: bool = True,
     ) -> TableScan:
         """A read of one version. ``lineage_entry`` reads the staged snapshot of an
-        unpublished consistent push (write-audit-publish)."""
+        unpublished consistent push (write-audit-publish). ``use_threads=False`` reads on
+        the calling thread only, one row group at a time (see ``TableScan``)."""
         if filter is not None and not isinstance(filter, pc.Expression):
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
         snapshot = self.snapshot(version, timestamp=timestamp)
         plan = plan_scan(snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry)
         pin_id = pin_version(self.io, snapshot.version)
-        return TableScan(self, plan, filter, pin_id=pin_id)
+        return TableScan(self, plan, filter, pin_id=pin_id, use_threads=use_threads)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         return self.scan(**kwargs).to_arrow()
@@ -240,17 +267,29 @@ class Table:
         schema = schema_from_json(snapshot.table_schema)
         text = str(filter)
         needed = [n for n in schema.names if n in text]  # over-inclusive is harmless
-        plan = plan_scan(snapshot, columns=needed, row_address=True)
-        pin_id = pin_version(self.io, snapshot.version)
+        plan = plan_scan(snapshot, columns=needed)
+        pin_id = pin_version(self.io, snapshot.version)  # also covers the commit's merge with these DVs
         try:
-            positions: dict[str, list[np.ndarray]] = {}
-            for task in plan.tasks:
-                for t in read_task(self.io, task, columns=needed, row_address=True):
-                    hit = t.filter(filter).column(ROW_ADDRESS_ROW).to_numpy()
-                    if len(hit):
-                        positions.setdefault(task.segment.id, []).append(hit)
-            merged = {sid: np.concatenate(parts) for sid, parts in positions.items()}
-            return self.delete_rows(merged, read=snapshot, parameters={"predicate": text}).deleted_rows
+            workers = min(default_workers(), len(plan.tasks))
+
+            def find(task: ScanTask) -> tuple[str, BitMap64]:
+                # the bitmap is built here too, on the reader threads, beside other segments' decode
+                hits = matching_positions(self.io, task, filter, needed, use_threads=workers > 1)
+                return task.segment.id, bitmap_from_array(hits.astype(np.uint64))
+
+            found: dict[str, BitMap64] = {}
+            for sid, hits in ordered_map(find, plan.tasks, workers=workers):
+                if len(hits):
+                    found[sid] = found[sid] | hits if sid in found else hits
+            result = commit_deletes(
+                self.io,
+                self.log,
+                snapshot,
+                found,
+                inline_max_bytes=writes.table_properties(snapshot).dvInlineMaxBytes,
+                parameters={"predicate": text},
+            )
+            return result.deleted_rows
         finally:
             pins.release(self.io, pin_id)
 

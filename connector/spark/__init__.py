@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .native import read_native
+
+__all__ = ["ensure_registered", "read_native"]
+
 
 def ensure_registered(spark: Any) -> None:
     """Register the ``mvtable`` data source with this session.

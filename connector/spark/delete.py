@@ -9,7 +9,29 @@ from collections.abc import Mapping
 from mvtable.lineage.io import open_file_io
 from mvtable.lineage.log import CommitLog
 
+from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
+
+
+def condition_columns(spark: Any, schema: Any, condition: str) -> list[str] | None:
+    """The table columns ``condition`` reads, in table order, or ``None`` when they cannot
+    be told (then the caller reads every column).
+
+    A Python data source gets no column pruning from Spark, so without this the delete
+    scan decodes every column to evaluate a predicate on one or two (SF 1, 1% delete by
+    ``l_suppkey``: 9.2 s reading all 16 columns, 1.6 s reading one). The condition is
+    analysed against an empty relation of the table's schema, so a typo fails here with
+    Spark's own message, before any scan."""
+    df = spark.createDataFrame([], schema).where(condition)  # AnalysisException on a bad condition
+    try:
+        refs = df._jdf.queryExecution().analyzed().references().toSeq()
+        names = {refs.apply(i).name().lower() for i in range(refs.size())}
+    except Exception:  # noqa: BLE001 - no JVM plan to inspect (e.g. Spark Connect): read all
+        return None
+    columns = [f.name for f in schema.fields if f.name.lower() in names]
+    if any("," in c for c in columns):  # the columns option is comma-separated
+        return None
+    return columns
 
 
 def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[str, str] | None = None) -> int:
@@ -17,22 +39,23 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
 
     The rows are found at one version and the delete commits against that version, so a
     concurrent replace of a touched segment is a conflict, not a silent miss."""
+    from pyspark.sql.types import StructType
+
     from . import ensure_registered
 
     ensure_registered(spark)
     storage = {f"storage.{k}": v for k, v in (storage_options or {}).items()}
     log = CommitLog(open_file_io(path, storage_options))
-    version = log.latest_version()
+    snapshot = log.snapshot()
+    version = snapshot.version
     tag = uuid.uuid4().hex
-    rows = (
-        spark.read.format("mvtable")
-        .options(**storage)
-        .option("versionAsOf", version)
-        .option("withRowAddress", "true")
-        .load(path)
-        .where(condition)
-        .select(ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW)
-    )
+    schema = StructType.fromJson(schema_to_json(schema_from_json(snapshot.table_schema)))
+    columns = condition_columns(spark, schema, condition)
+    reader = spark.read.format("mvtable").options(**storage).option("versionAsOf", version).option("withRowAddress", "true")
+    if columns is not None:
+        # At least one column: a condition such as "true" reads none, and the scan needs one.
+        reader = reader.option("columns", ",".join(columns or [schema.fields[0].name]))
+    rows = reader.load(path).where(condition).select(ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW)
     (
         rows.write.format("mvtable")
         .options(**storage)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -29,6 +30,18 @@ def _snapshot(opts: ReadOptions):
     if opts.timestamp_as_of is not None:
         version = log.version_at(parse_timestamp_ms(opts.timestamp_as_of))
     return log.snapshot(version)
+
+
+def default_parallelism() -> int:
+    """The cores to spread a scan over. ``partitions()`` runs in a Python worker that is not
+    told the session's ``defaultParallelism`` (Spark sends planner workers a hand-picked
+    few confs), so this takes the cores this process may run on: exact for ``local[*]``
+    on a dedicated machine, a lower bound on a cluster (where more, smaller partitions
+    would only matter for tables much smaller than ``maxPartitionBytes`` per core)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def spark_schema_for(opts: ReadOptions) -> StructType:
@@ -70,7 +83,8 @@ class MvTableReader(DataSourceReader):
             row_address=self.opts.with_row_address,
             lineage_entry=self.opts.lineage_entry,
         )
-        return [MvTablePartition(tasks) for tasks in split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes)]
+        parts = split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes, parallelism=default_parallelism())
+        return [MvTablePartition(tasks) for tasks in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, MvTablePartition)

@@ -74,15 +74,17 @@ def test_bad_addresses_commit_nothing(small_table):
 def test_fully_deleted_row_groups_are_not_read(small_table, monkeypatch):
     small_table.delete(pc.field("id") < 300)  # row groups 0..2 of the first segment
     calls = []
-    real = segments.read_row_group
+    real = segments.read_row_groups
 
-    def counting(pf, segment, index, *args, **kwargs):
-        calls.append(index)
-        return real(pf, segment, index, *args, **kwargs)
+    def counting(pf, segment, indices, *args, **kwargs):
+        calls.extend(indices)
+        return real(pf, segment, indices, *args, **kwargs)
 
-    monkeypatch.setattr(segments, "read_row_group", counting)
-    assert small_table.scan().count() == 1700
-    assert len(calls) == 20 - 3
+    monkeypatch.setattr(segments, "read_row_groups", counting)
+    for use_threads in (False, True):
+        calls.clear()
+        assert small_table.scan(use_threads=use_threads).count() == 1700
+        assert len(calls) == 20 - 3
 
 
 def test_second_scan_reads_no_dv_bytes(small_table):

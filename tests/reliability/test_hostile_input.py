@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
-from mvtable.connector.errors import SchemaMismatchError
+from mvtable.connector.errors import CorruptSegmentError, SchemaMismatchError
 from mvtable.connector.stats import Predicate
 from mvtable.lineage.actions import parse_commit
 from mvtable.lineage.checkpoint import parse_checkpoint
@@ -147,7 +147,7 @@ def test_lying_row_group_metadata_is_caught(t):
                 a["segment"]["num_rows"] -= 1
 
     edit_commit(t, 1, lie)
-    with pytest.raises(Exception, match="row group 0 has 100 rows, the log says 99"):
+    with pytest.raises(CorruptSegmentError, match=r"row groups \[0\] have 100 rows, the log says 99"):
         Table.open(t.uri).scan(version=1).count()
 
 

@@ -1,0 +1,174 @@
+"""``read_native`` (Spark's Parquet reader + deletion vectors as a broadcast bitmap join),
+the balanced partitioning of the Python source, and ``delete()``'s column projection."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mvtable.connector import Table, delete
+from mvtable.connector.errors import InvalidOptionError
+from mvtable.connector.scan import plan_scan, split_tasks
+from mvtable.connector.spark import read_native
+from mvtable.connector.spark.delete import condition_columns
+from mvtable.connector.spark.native import deletion_bitmap
+from mvtable.lineage.errors import MvTableError
+from mvtable.visibility import pins
+
+from .conftest import orders
+
+
+def rows(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def arrow_rows(table: pa.Table) -> list[tuple]:
+    return sorted(zip(*[c.to_pylist() for c in table.columns]))
+
+
+@pytest.fixture
+def table(tmp_path) -> Table:
+    """Three segments of 1000 rows (row groups of 300), 10% of the first two deleted."""
+    t = Table.create(str(tmp_path / "t"), schema=orders(0, 1).schema, properties={"rowGroupRows": "300"})
+    for start in (0, 1000, 2000):
+        t.append(orders(start, 1000))
+    assert t.delete((pc.field("id") < 2000) & (pc.field("status") == "cancelled")) == 200
+    return t
+
+
+# -- pure parts (no JVM) -------------------------------------------------------------------
+def test_deletion_bitmap_sets_one_bit_per_position():
+    words = deletion_bitmap(np.array([0, 63, 64, 129], dtype=np.uint64), 130)
+    assert [int(w) & (2**64 - 1) for w in words] == [1 | 1 << 63, 1, 2]
+    assert deletion_bitmap(np.array([], dtype=np.uint64), 1).tolist() == [0]
+    with pytest.raises(MvTableError, match="row 5 of a 5-row segment"):
+        deletion_bitmap(np.array([5], dtype=np.uint64), 5)
+
+
+def test_split_tasks_balances_over_the_cores(table):
+    tasks = plan_scan(table.snapshot()).tasks  # 3 segments x 4 row groups
+    order = [(t.segment.id, g) for t in tasks for g in t.row_groups]
+    for parallelism, max_bytes in [(1, 1 << 30), (2, 1 << 30), (3, 1 << 30), (5, 1 << 30), (2, 1), (64, 1 << 30)]:
+        parts = split_tasks(tasks, max_bytes=max_bytes, parallelism=parallelism, open_cost=0)
+        assert [(t.segment.id, g) for p in parts for t in p for g in t.row_groups] == order
+        assert all(parts)
+        sizes = [sum(t.bytes for t in p) for p in parts]
+        if max_bytes == 1:
+            assert len(parts) == len(order)  # one row group each
+        else:
+            assert len(parts) == min(parallelism, len(order))
+            biggest_rg = max(t.segment.row_groups[g].total_byte_size for t in tasks for g in t.row_groups)
+            assert max(sizes) - min(sizes) <= 2 * biggest_rg
+    # Spark's open cost (4 MiB a file) keeps a small segment in one partition
+    assert len(split_tasks(tasks[:1], max_bytes=128 << 20, parallelism=2)) == 1
+    assert split_tasks([], max_bytes=1, parallelism=2) == []
+
+
+def test_split_tasks_never_exceeds_max_bytes(table):
+    tasks = plan_scan(table.snapshot()).tasks
+    rg = max(t.segment.row_groups[g].total_byte_size for t in tasks for g in t.row_groups)
+    for limit in (rg, 2 * rg, 3 * rg + 1):
+        for p in split_tasks(tasks, max_bytes=limit, parallelism=1, open_cost=0):
+            assert sum(t.bytes for t in p) <= limit
+    # a segment cut in pieces keeps its deletion vector on every piece
+    one = tasks[0]
+    assert one.dv is not None
+    pieces = split_tasks([one], max_bytes=2 * rg, parallelism=2, open_cost=0)
+    assert len(pieces) >= 2 and all(t.dv == one.dv and t.segment == one.segment for p in pieces for t in p)
+
+
+# -- Spark ---------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_native_read_matches_the_data_source_and_hides_deleted_rows(spark, table):
+    native = read_native(spark, table.uri)
+    assert native.columns == ["id", "status", "price"]
+    got = rows(native)
+    assert got == rows(spark.read.format("mvtable").load(table.uri))
+    assert got == arrow_rows(table.to_arrow())
+    assert len(got) == 2800
+    assert not [r for r in got if r[0] < 2000 and r[1] == "cancelled"]
+    assert len([r for r in got if r[1] == "cancelled"]) == 100  # the third segment keeps its own
+    # filters and aggregates on top push into Spark's reader and still see the mask
+    assert native.where("status = 'cancelled'").count() == 100
+    assert native.where("id < 1000").count() == 900
+
+
+@pytest.mark.spark
+def test_native_read_time_travel_and_pin(spark, table):
+    history = table.history()
+    assert read_native(spark, table.uri, version=history[-2].version).count() == 3000  # before the delete
+    assert read_native(spark, table.uri, version=history[1].version).count() == 1000
+    ts = history[1].timestamp.strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert read_native(spark, table.uri, timestamp=ts).count() == 1000
+    assert {history[-2].version, history[1].version} <= {p.version for p in pins.live_pins(table.io)}
+    with pytest.raises(MvTableError, match="VersionNotFound|version"):
+        read_native(spark, table.uri, version=99)
+    with pytest.raises(InvalidOptionError, match="at most one"):
+        read_native(spark, table.uri, version=1, timestamp=ts)
+
+
+@pytest.mark.spark
+def test_native_read_projects_columns(spark, table):
+    df = read_native(spark, table.uri, columns=["PRICE", "id"])
+    assert df.columns == ["price", "id"]
+    assert rows(df) == sorted((r[2], r[0]) for r in arrow_rows(table.to_arrow()))
+    with pytest.raises(InvalidOptionError, match="unknown columns"):
+        read_native(spark, table.uri, columns=["nope"])
+    with pytest.raises(InvalidOptionError, match="names no column"):
+        read_native(spark, table.uri, columns=[])
+
+
+@pytest.mark.spark
+def test_native_read_of_an_empty_table(spark, tmp_path):
+    t = Table.create(str(tmp_path / "e"), schema=orders(0, 1).schema)
+    df = read_native(spark, t.uri)
+    assert df.columns == ["id", "status", "price"] and df.count() == 0
+    assert read_native(spark, t.uri, columns=["status"]).collect() == []
+
+
+@pytest.mark.spark
+def test_native_read_with_files_of_equal_size(spark, tmp_path):
+    """Identical appends make byte-identical files: the join key must add the file name,
+    or the deletes of one file would hide the same positions of the other."""
+    t = Table.create(str(tmp_path / "twins"), schema=orders(0, 1).schema)
+    t.append(orders(0, 500))
+    t.append(orders(0, 500))
+    sizes = {os.path.getsize(os.path.join(t.uri, s.file.path)) for s in t.snapshot().visible_segments()}
+    assert len(sizes) == 1
+    first = t.snapshot().visible_segments()[0]
+    t.delete_rows({first.id: [0, 1, 2, 499]})
+    got = rows(read_native(spark, t.uri))
+    assert len(got) == 996
+    assert got == arrow_rows(t.to_arrow())
+    assert [r[0] for r in got].count(0) == 1 and [r[0] for r in got].count(3) == 2
+
+
+@pytest.mark.spark
+def test_native_read_of_a_staged_push(spark, table):
+    table.overwrite(orders(5000, 10), consistent_push=True, publish=False)
+    entry = table.lineage()[-1]
+    assert read_native(spark, table.uri).count() == 2800
+    assert sorted(r.id for r in read_native(spark, table.uri, lineage_entry=entry.id).collect()) == list(range(5000, 5010))
+
+
+@pytest.mark.spark
+def test_native_read_after_spark_delete(spark, table):
+    assert delete(spark, table.uri, "price > 4000") == 333  # ids 2667..2999
+    assert rows(read_native(spark, table.uri)) == rows(spark.read.format("mvtable").load(table.uri))
+
+
+@pytest.mark.spark
+def test_delete_reads_only_the_condition_columns(spark, table):
+    schema = spark.read.format("mvtable").load(table.uri).schema
+    assert condition_columns(spark, schema, "STATUS = 'ok' AND id < 3") == ["id", "status"]
+    assert condition_columns(spark, schema, "true") == []
+    with pytest.raises(Exception, match="UNRESOLVED_COLUMN|cannot be resolved"):
+        delete(spark, table.uri, "nope = 1")
+    version = table.version
+    assert delete(spark, table.uri, "true AND id >= 2990") == 10
+    assert delete(spark, table.uri, "false") == 0
+    assert Table.open(table.uri).version == version + 1
