@@ -215,12 +215,19 @@ def parse_commit(data: bytes, *, source: str, expected_version: int | None = Non
     except ValidationError as exc:
         check_envelope(data, source=source, what="commit")
         raise validation_error(source, exc) from None
-    if commit.format != FORMAT_VERSION or "format" not in commit.model_fields_set:
-        fmt = commit.format if "format" in commit.model_fields_set else None
-        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
-    if expected_version is not None and commit.version != expected_version:
-        raise CorruptMetadataError(source, f"file holds version {commit.version}, expected {expected_version}")
+    check_identity(commit, source=source, format_version=FORMAT_VERSION, expected_version=expected_version)
     return commit
+
+
+def check_identity(doc: Any, *, source: str, format_version: int, expected_version: int | None) -> None:
+    """After validation of a commit or JSON checkpoint (a model with ``format`` and
+    ``version``): the format must be stated and be ``format_version`` — a file that omits
+    it is not one of ours — and the version must be the one its name promises."""
+    fmt = doc.format if "format" in doc.model_fields_set else None
+    if fmt != format_version:
+        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {format_version})")
+    if expected_version is not None and doc.version != expected_version:
+        raise CorruptMetadataError(source, f"file holds version {doc.version}, expected {expected_version}")
 
 
 def validation_error(source: str, exc: ValidationError) -> CorruptMetadataError:

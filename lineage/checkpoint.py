@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .actions import FORMAT_VERSION, DeletionVectorRef, SegmentFile, check_envelope, validation_error
+from .actions import FORMAT_VERSION, DeletionVectorRef, SegmentFile, check_envelope, check_identity, validation_error
 from .descriptors import RowGroupDescriptor, SegmentDescriptor, describe, paused_gc, stats_json
 from .errors import CorruptMetadataError, UnsupportedFormatError
 from .paths import check_relative_path
@@ -490,11 +490,7 @@ def _parse_legacy(data: bytes, *, source: str, expected_version: int | None) -> 
     except ValidationError as exc:
         check_envelope(data, source=source, what="checkpoint")
         raise validation_error(source, exc) from None
-    if doc.format != LEGACY_FORMAT_VERSION or "format" not in doc.model_fields_set:
-        fmt = doc.format if "format" in doc.model_fields_set else None
-        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {LEGACY_FORMAT_VERSION})")
-    if expected_version is not None and doc.version != expected_version:
-        raise CorruptMetadataError(source, f"file holds version {doc.version}, expected {expected_version}")
+    check_identity(doc, source=source, format_version=LEGACY_FORMAT_VERSION, expected_version=expected_version)
     segments = {
         seg.file.id: SegmentState(describe(seg.file), seg.added_version, seg.removed_version, seg.lineage_entry) for seg in doc.segments
     }
