@@ -140,12 +140,18 @@ def read_native(
         join_on.append(_NAME)
     deletes = F.broadcast(spark.createDataFrame(pa.table(build)))
 
-    scan = df.select(
-        *[F.col(n) for n in full.names],
-        F.col("_metadata.file_size").alias(_KEY),
-        F.col("_metadata.row_index").alias(_ROW),
-        *([F.col("_metadata.file_name").alias(_NAME)] if not unique else []),
+    # SQL text rather than Column objects: each Column is a py4j round trip, and building
+    # this plan with them cost ~0.2 s of driver time per query (~460 round trips).
+    scan = df.selectExpr(
+        *[_quote(n) for n in full.names],
+        f"_metadata.file_size AS {_KEY}",
+        f"_metadata.row_index AS {_ROW}",
+        *([f"_metadata.file_name AS {_NAME}"] if not unique else []),
     )
     joined = scan.join(deletes, join_on, "left_outer")
-    deleted = F.expr(f"shiftright(element_at({_BITS}, cast(shiftright({_ROW}, 6) AS int) + 1), cast({_ROW} & 63 AS int)) & 1")
-    return joined.where(F.col(_BITS).isNull() | (deleted == 0)).select(*names)
+    live = f"{_BITS} IS NULL OR (shiftright(element_at({_BITS}, cast(shiftright({_ROW}, 6) AS int) + 1), cast({_ROW} & 63 AS int)) & 1) = 0"
+    return joined.where(live).selectExpr(*[_quote(n) for n in names])
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
