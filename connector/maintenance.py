@@ -39,10 +39,10 @@ from collections.abc import Callable, Iterator
 
 from mvtable.conf import connector_settings, parse_period
 from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
-from mvtable.lineage.log import LOG_DIR, CommitLog, Listing, commit_path
+from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
 from mvtable.lineage.retention import LogRetentionPlan, plan_log_retention
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary, parse_commit_summary
+from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary
 from mvtable.visibility import pins as pinning
 from mvtable.visibility.errors import DeletionVectorNotFoundError
 from mvtable.visibility.files import DV_DIR
@@ -285,12 +285,7 @@ class _Summaries:
     def commit(self, version: int) -> CommitSummary:
         found = self._commits.get(version)
         if found is None:
-            path = commit_path(version)
-            try:
-                data = self.log.io.read(path)
-            except FileNotFoundError:
-                raise VersionNotFoundError(f"version {version} is not in the log (it may have been garbage-collected)") from None
-            found = self._commits[version] = parse_commit_summary(data, source=f"{self.log.io.uri}/{path}", expected_version=version)
+            found = self._commits[version] = self.log.read_commit_summary(version)
         return found
 
     def checkpoint(self, version: int, *, full_check: bool = False) -> TableSummary:
@@ -306,21 +301,8 @@ class _Summaries:
     def at(self, version: int) -> TableSummary:
         """The summary at ``version``, falling back from unreadable checkpoints as
         ``CommitLog.snapshot`` does."""
-        base: TableSummary | None = None
-        skipped: Exception | None = None
-        for cp in reversed([c for c in self.listing.checkpoints if c <= version]):
-            try:
-                base = self.checkpoint(cp).copy()
-                break
-            except (CorruptMetadataError, FileNotFoundError) as exc:
-                skipped = skipped or exc
-        state = base if base is not None else TableSummary()
-        commits = set(self.listing.commits)
-        missing = [v for v in range(state.version + 1, version + 1) if v not in commits]
-        if missing:
-            if skipped is not None:
-                raise skipped
-            raise VersionNotFoundError(f"version {version} can no longer be read: log files from version {missing[0]} were garbage-collected")
+        base = self.log.newest_base(version, self.listing, self.checkpoint)
+        state = base.copy() if base is not None else TableSummary()
         for v in range(state.version + 1, version + 1):
             apply_summary(state, self.commit(v))
         return state

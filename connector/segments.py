@@ -236,30 +236,10 @@ class SegmentParquetFile(pq.ParquetFile):
         self.as_dictionary = frozenset(as_dictionary)
 
 
-def read_row_group(
-    pf: pq.ParquetFile,
-    segment: SegmentLike,
-    index: int,
-    columns: Sequence[str] | None,
-    *,
-    keep: np.ndarray | None,
-    row_address: bool = False,
-    use_threads: bool = False,
-) -> pa.Table:
-    """One row group with deleted rows dropped (``keep`` is the mask, None = keep all).
-    With ``row_address`` two columns name each row's physical address for deletes."""
-    table = read_row_groups(pf, segment, [index], columns, keep=keep, use_threads=use_threads)
-    if row_address:
-        table = with_row_address(table, segment, [index], keep)
-    return table
-
-
 def row_positions(segment: SegmentLike, indices: Sequence[int]) -> np.ndarray:
     """File positions (``int64``) of every row of the row groups, laid end to end."""
-    rgs = [segment.row_groups[i] for i in indices]
-    if len(rgs) == 1 or all(b.first_row == a.first_row + a.num_rows for a, b in pairwise(rgs)):
-        return np.arange(rgs[0].first_row, rgs[-1].first_row + rgs[-1].num_rows, dtype=np.int64)
-    return np.concatenate([np.arange(rg.first_row, rg.first_row + rg.num_rows, dtype=np.int64) for rg in rgs])
+    total = sum(segment.row_groups[i].num_rows for i in indices)
+    return positions_at(segment, indices, np.arange(total, dtype=np.int64))
 
 
 def positions_at(segment: SegmentLike, indices: Sequence[int], offsets: np.ndarray) -> np.ndarray:

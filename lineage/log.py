@@ -17,7 +17,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from collections.abc import Callable, Sequence
 
 from . import faults
@@ -34,7 +34,7 @@ from .errors import (
 )
 from .io import FileIO
 from .snapshot import Snapshot, apply_commit, replay
-from .summary import TableSummary
+from .summary import CommitSummary, TableSummary, parse_commit_summary
 
 log = logging.getLogger("mvtable.lineage")
 
@@ -45,6 +45,13 @@ DEFAULT_CHECKPOINT_INTERVAL = 10
 _COMMIT_NAME = re.compile(r"^([0-9]{20})\.json$", re.MULTILINE)
 _CHECKPOINT_NAME = re.compile(r"^([0-9]{20})\.checkpoint\.parquet$", re.MULTILINE)
 _LEGACY_CHECKPOINT_NAME = re.compile(r"^([0-9]{20})\.checkpoint\.json$", re.MULTILINE)
+
+
+class _Versioned(Protocol):
+    version: int
+
+
+_Base = TypeVar("_Base", bound=_Versioned)
 
 
 def commit_path(version: int) -> str:
@@ -125,12 +132,20 @@ class CommitLog:
         return self.listing().latest
 
     def read_commit(self, version: int) -> Commit:
+        path, data = self._read_commit_file(version)
+        return parse_commit(data, source=self._where(path), expected_version=version)
+
+    def read_commit_summary(self, version: int) -> CommitSummary:
+        """GC's view of commit ``version`` (``summary.parse_commit_summary``)."""
+        path, data = self._read_commit_file(version)
+        return parse_commit_summary(data, source=self._where(path), expected_version=version)
+
+    def _read_commit_file(self, version: int) -> tuple[str, bytes]:
         path = commit_path(version)
         try:
-            data = self.io.read(path)
+            return path, self.io.read(path)
         except FileNotFoundError:
             raise VersionNotFoundError(f"version {version} is not in the log (it may have been garbage-collected)") from None
-        return parse_commit(data, source=self._where(path), expected_version=version)
 
     def read_checkpoint(self, version: int) -> Snapshot:
         path, data = self._read_checkpoint_file(version)
@@ -164,19 +179,28 @@ class CommitLog:
         target = listing.latest if version is None else version
         if target < 0 or target > listing.latest:
             raise VersionNotFoundError(f"version {target} does not exist; the table's versions end at {listing.latest}")
-        base: Snapshot | None = None
-        commit_set = set(listing.commits)
+        base = self.newest_base(target, listing, self.read_checkpoint)
+        start = base.version + 1 if base else 0
+        # a checkpoint just parsed is ours alone: advance it in place instead of copying it
+        return replay((self.read_commit(v) for v in range(start, target + 1)), base=base, in_place=True)
+
+    def newest_base(self, target: int, listing: Listing, read: Callable[[int], _Base]) -> _Base | None:
+        """What version ``target`` is rebuilt from: the newest checkpoint at or before it
+        that ``read`` can read (``None``: replay from version 0), once every commit after it
+        is known to be there. The one fallback rule for snapshots and GC's summaries."""
+        base: _Base | None = None
         skipped: Exception | None = None
         for cp in reversed([c for c in listing.checkpoints if c <= target]):
             try:
-                base = self.read_checkpoint(cp)
+                base = read(cp)
                 break
             except (CorruptMetadataError, FileNotFoundError) as exc:
                 # A bad checkpoint only costs speed while an older one (or the whole log)
                 # plus the commits after it can stand in for it.
                 log.warning("ignoring unreadable checkpoint %s: %s", cp, exc)
                 skipped = skipped or exc
-        start = base.version + 1 if base else 0
+        start = base.version + 1 if base is not None else 0
+        commit_set = set(listing.commits)
         missing = [v for v in range(start, target + 1) if v not in commit_set]
         if missing:
             if skipped is not None:
@@ -184,8 +208,7 @@ class CommitLog:
             raise VersionNotFoundError(
                 f"version {target} can no longer be read: log files from version {missing[0]} were garbage-collected"
             )
-        # a checkpoint just parsed is ours alone: advance it in place instead of copying it
-        return replay((self.read_commit(v) for v in range(start, target + 1)), base=base, in_place=True)
+        return base
 
     def catch_up(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` advanced to the newest version by replaying the commits after it."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -17,6 +16,7 @@ from mvtable.lineage.log import CommitLog
 from ..errors import InvalidOptionError
 from ..options import ReadOptions
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
+from ..parallel import default_workers
 from ..scan import ScanTask, output_schema, pin_version, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
 from ..stats import Predicate
@@ -38,10 +38,7 @@ def default_parallelism() -> int:
     few confs), so this takes the cores this process may run on: exact for ``local[*]``
     on a dedicated machine, a lower bound on a cluster (where more, smaller partitions
     would only matter for tables much smaller than ``maxPartitionBytes`` per core)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    return default_workers()
 
 
 def spark_schema_for(opts: ReadOptions) -> StructType:
