@@ -1,7 +1,7 @@
 # The two commands of the README. `.ci/run` calls `make test`.
 PYTHON ?= python3
 
-.PHONY: demo test install-test
+.PHONY: demo test install-test lint
 
 demo:
 	$(PYTHON) -m pip install ".[spark]"
@@ -12,3 +12,7 @@ install-test:
 
 test: install-test
 	MVTABLE_REQUIRE_S3=1 $(PYTHON) -m pytest
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .

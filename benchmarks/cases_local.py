@@ -28,8 +28,17 @@ def _peer_system(peer: Peer, fn, setup=None) -> System:
     return System(guarded, setup=guarded_setup if setup else None, optional=True)
 
 
-def _peer_rows(case: str, group: str, what: str, t: dict, mv_key: str, peers: dict[str, Peer], *, target: float | None,
-               check: dict[str, str] | None = None) -> list[CaseResult]:
+def _peer_rows(
+    case: str,
+    group: str,
+    what: str,
+    t: dict,
+    mv_key: str,
+    peers: dict[str, Peer],
+    *,
+    target: float | None,
+    check: dict[str, str] | None = None,
+) -> list[CaseResult]:
     rows = []
     for name, peer in peers.items():
         key = f"peer_{name}"
@@ -38,10 +47,19 @@ def _peer_rows(case: str, group: str, what: str, t: dict, mv_key: str, peers: di
             continue
         na = tm.error or peer.error
         rows.append(
-            CaseResult(f"{case}_vs_{name}", group, f"{what}: mvtable vs {name}", t[mv_key].median, name,
-                       None if na else tm.median, target=target, target_text="fastest (≤ 1.0×)" if target else "",
-                       systems={k: v.to_json() for k, v in t.items()}, check=(check or {}).get(key, "ok"),
-                       details={"na": f"n/a: {na}"} if na else {"notes": peer.notes})
+            CaseResult(
+                f"{case}_vs_{name}",
+                group,
+                f"{what}: mvtable vs {name}",
+                t[mv_key].median,
+                name,
+                None if na else tm.median,
+                target=target,
+                target_text="fastest (≤ 1.0×)" if target else "",
+                systems={k: v.to_json() for k, v in t.items()},
+                check=(check or {}).get(key, "ok"),
+                details={"na": f"n/a: {na}"} if na else {"notes": peer.notes},
+            )
         )
     return rows
 
@@ -73,19 +91,47 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
             systems[f"peer_{name}"] = _peer_system(peer, lambda p=peer: p.read(p.del10).num_rows)
         t = measure(systems, repeat=repeat, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
-        checks = {k: ("ok" if v.result in (None, rows_after_del10) else f"{v.result} rows, expected {rows_after_del10}")
-                  for k, v in t.items() if k.startswith("peer_")}
+        checks = {
+            k: ("ok" if v.result in (None, rows_after_del10) else f"{v.result} rows, expected {rows_after_del10}")
+            for k, v in t.items()
+            if k.startswith("peer_")
+        }
         out += [
-            CaseResult("table_scan", "table", "Table.scan().to_arrow(), no deletes", t["mvtable"].median,
-                       "pyarrow.parquet.read_table", t["pyarrow_read_table"].median, systems=sj,
-                       check="ok" if t["mvtable"].result == built.rows else f"{t['mvtable'].result} rows, expected {built.rows}"),
-            CaseResult("table_scan_del10", "table", "Table.scan().to_arrow(), 10% deleted", t["mvtable_del10"].median,
-                       "pyarrow.parquet.read_table (no deletes)", t["pyarrow_read_table"].median, target=1.2,
-                       target_text="≤ 1.2×", systems=sj,
-                       check="ok" if t["mvtable_del10"].result == rows_after_del10 else f"{t['mvtable_del10'].result} rows, expected {rows_after_del10}"),
+            CaseResult(
+                "table_scan",
+                "table",
+                "Table.scan().to_arrow(), no deletes",
+                t["mvtable"].median,
+                "pyarrow.parquet.read_table",
+                t["pyarrow_read_table"].median,
+                systems=sj,
+                check="ok" if t["mvtable"].result == built.rows else f"{t['mvtable'].result} rows, expected {built.rows}",
+            ),
+            CaseResult(
+                "table_scan_del10",
+                "table",
+                "Table.scan().to_arrow(), 10% deleted",
+                t["mvtable_del10"].median,
+                "pyarrow.parquet.read_table (no deletes)",
+                t["pyarrow_read_table"].median,
+                target=1.2,
+                target_text="≤ 1.2×",
+                systems=sj,
+                check="ok"
+                if t["mvtable_del10"].result == rows_after_del10
+                else f"{t['mvtable_del10'].result} rows, expected {rows_after_del10}",
+            ),
         ]
-        out += _peer_rows("table_scan_del10", "peers", "whole-table read to Arrow, 10% deleted", t, "mvtable_del10", peers,
-                          target=1.0, check=checks)
+        out += _peer_rows(
+            "table_scan_del10",
+            "peers",
+            "whole-table read to Arrow, 10% deleted",
+            t,
+            "mvtable_del10",
+            peers,
+            target=1.0,
+            check=checks,
+        )
 
     # ------------------------------------------------------------------ delete 1%
     if "delete" in groups:
@@ -94,24 +140,43 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
         systems = {
             "mvtable_scan_pred_column": System(lambda: Table(base).scan(columns=["l_suppkey"]).to_arrow().num_rows),
             "pyarrow_read_pred_column": System(lambda: pq.read_table(files, columns=["l_suppkey"]).num_rows),
-            "mvtable_delete": System(lambda path: Table(path).delete(del1_expr(built.sf)),
-                                     setup=lambda: str(hardlink_copy(built.mv_base, built.scratch / tag("mv_delete")))),
+            "mvtable_delete": System(
+                lambda path: Table(path).delete(del1_expr(built.sf)),
+                setup=lambda: str(hardlink_copy(built.mv_base, built.scratch / tag("mv_delete"))),
+            ),
         }
         for name, peer in peers.items():
             systems[f"peer_{name}"] = _peer_system(
-                peer, lambda h, p=peer: p.delete(h, del1_sql(built.sf), del1_expr(built.sf)),
-                setup=lambda p=peer: p.copy(p.base, tag(f"{p.name}_delete")))
+                peer,
+                lambda h, p=peer: p.delete(h, del1_sql(built.sf), del1_expr(built.sf)),
+                setup=lambda p=peer: p.copy(p.base, tag(f"{p.name}_delete")),
+            )
         t = measure(systems, repeat=repeat, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
-        checks = {k: ("ok" if v.result in (None, expected) else f"deleted {v.result}, expected {expected}")
-                  for k, v in t.items() if k.startswith("peer_")}
+        checks = {
+            k: ("ok" if v.result in (None, expected) else f"deleted {v.result}, expected {expected}")
+            for k, v in t.items()
+            if k.startswith("peer_")
+        }
         got = t["mvtable_delete"].result
         out.append(
-            CaseResult("delete_1pct", "table", f"Table.delete({del1_sql(built.sf)}) (1% of rows)", t["mvtable_delete"].median,
-                       "Table.scan(columns=[l_suppkey])", t["mvtable_scan_pred_column"].median, target=1.5, target_text="≤ 1.5×",
-                       systems=sj, check="ok" if got == expected else f"deleted {got}, expected {expected}",
-                       details={"deleted_rows": got,
-                                "ratio_vs_pyarrow_read_pred_column": (t["mvtable_delete"].median or 0) / (t["pyarrow_read_pred_column"].median or 1)})
+            CaseResult(
+                "delete_1pct",
+                "table",
+                f"Table.delete({del1_sql(built.sf)}) (1% of rows)",
+                t["mvtable_delete"].median,
+                "Table.scan(columns=[l_suppkey])",
+                t["mvtable_scan_pred_column"].median,
+                target=1.5,
+                target_text="≤ 1.5×",
+                systems=sj,
+                check="ok" if got == expected else f"deleted {got}, expected {expected}",
+                details={
+                    "deleted_rows": got,
+                    "ratio_vs_pyarrow_read_pred_column": (t["mvtable_delete"].median or 0)
+                    / (t["pyarrow_read_pred_column"].median or 1),
+                },
+            )
         )
         out += _peer_rows("delete_1pct", "peers", "delete 1% by predicate", t, "mvtable_delete", peers, target=None, check=checks)
 
@@ -122,26 +187,38 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
         systems = {
             "pyarrow_write_table": System(
                 lambda path: pq.write_table(data, path, row_group_size=built.row_group_rows, compression="zstd"),
-                setup=lambda: str(scratch / f"{tag('pq_write')}.parquet")),
+                setup=lambda: str(scratch / f"{tag('pq_write')}.parquet"),
+            ),
             "mvtable_consistent_push": System(
                 lambda path: Table(path).overwrite(data, consistent_push=True),
-                setup=lambda: str(hardlink_copy(built.mv_base, scratch / tag("mv_push")))),
+                setup=lambda: str(hardlink_copy(built.mv_base, scratch / tag("mv_push"))),
+            ),
             "mvtable_overwrite": System(
                 lambda path: Table(path).overwrite(data),
-                setup=lambda: str(hardlink_copy(built.mv_base, scratch / tag("mv_overwrite")))),
+                setup=lambda: str(hardlink_copy(built.mv_base, scratch / tag("mv_overwrite"))),
+            ),
         }
         for name, peer in peers.items():
-            systems[f"peer_{name}"] = _peer_system(peer, lambda h, p=peer: p.overwrite(h, data),
-                                                   setup=lambda p=peer: p.copy(p.base, tag(f"{p.name}_push")))
+            systems[f"peer_{name}"] = _peer_system(
+                peer, lambda h, p=peer: p.overwrite(h, data), setup=lambda p=peer: p.copy(p.base, tag(f"{p.name}_push"))
+            )
         t = measure(systems, repeat=repeat, warmup=0, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
         out.append(
-            CaseResult("consistent_push", "table", f"consistent push (overwrite) of all {built.rows} rows",
-                       t["mvtable_consistent_push"].median, "pyarrow.parquet.write_table (zstd, same row groups)",
-                       t["pyarrow_write_table"].median, systems=sj,
-                       details={"mvtable_plain_overwrite_s": t["mvtable_overwrite"].median})
+            CaseResult(
+                "consistent_push",
+                "table",
+                f"consistent push (overwrite) of all {built.rows} rows",
+                t["mvtable_consistent_push"].median,
+                "pyarrow.parquet.write_table (zstd, same row groups)",
+                t["pyarrow_write_table"].median,
+                systems=sj,
+                details={"mvtable_plain_overwrite_s": t["mvtable_overwrite"].median},
+            )
         )
-        out += _peer_rows("consistent_push", "peers", "overwrite the whole table", t, "mvtable_consistent_push", peers, target=None)
+        out += _peer_rows(
+            "consistent_push", "peers", "overwrite the whole table", t, "mvtable_consistent_push", peers, target=None
+        )
         _clean_scratch(scratch)
 
     # ------------------------------------------------------------------ append latency
@@ -164,16 +241,22 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
                     handles[name] = peer.copy(peer.base, f"{name}_append")
                 except (KeyboardInterrupt, SystemExit):
                     raise
-                except BaseException as exc:  # noqa: BLE001
+                except BaseException as exc:
                     peer.error = f"copy failed: {exc}"
             systems[f"peer_{name}"] = _peer_system(peer, lambda p=peer: p.append(handles[p.name], small))
         t = measure(systems, repeat=n, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
         out.append(
-            CaseResult("append_latency", "table", f"append commit latency ({n_rows} rows, median of {n})",
-                       t["mvtable_append"].median, "pyarrow.parquet.write_table of the same rows",
-                       t["pyarrow_write_table"].median, systems=sj,
-                       details={"table_versions_after": Table(mv_path).version})
+            CaseResult(
+                "append_latency",
+                "table",
+                f"append commit latency ({n_rows} rows, median of {n})",
+                t["mvtable_append"].median,
+                "pyarrow.parquet.write_table of the same rows",
+                t["pyarrow_write_table"].median,
+                systems=sj,
+                details={"table_versions_after": Table(mv_path).version},
+            )
         )
         out += _peer_rows("append_latency", "peers", f"append {n_rows} rows", t, "mvtable_append", peers, target=None)
 
@@ -207,19 +290,33 @@ def dv_bytes(built: Built) -> dict[str, Any]:
     segs = base.snapshot().visible_segments()
     for label, frac in (("random_1pct", 0.01), ("random_10pct", 0.10)):
         path = hardlink_copy(built.mv_base, built.scratch / f"dv_{label}")
-        positions = {s.id: np.sort(rng.choice(s.file.num_rows, size=max(1, int(s.file.num_rows * frac)), replace=False))
-                     for s in segs}
+        positions = {
+            s.id: np.sort(rng.choice(s.file.num_rows, size=max(1, int(s.file.num_rows * frac)), replace=False)) for s in segs
+        }
         start = time.perf_counter()
         res = Table(str(path)).delete_rows(positions)
         elapsed = time.perf_counter() - start
         total, inline, files = _dv_blob_bytes(Table(str(path)).snapshot())
-        out[label] = {"deleted_rows": res.deleted_rows, "dv_bytes": total, "bytes_per_deleted_row": total / res.deleted_rows,
-                      "inline_dvs": inline, "file_dvs": files, "delete_rows_s": elapsed}
-        log(f"  dv_bytes {label}: {res.deleted_rows} rows -> {total} bytes ({total / res.deleted_rows:.3f} B/row), delete_rows {elapsed:.2f} s")
+        out[label] = {
+            "deleted_rows": res.deleted_rows,
+            "dv_bytes": total,
+            "bytes_per_deleted_row": total / res.deleted_rows,
+            "inline_dvs": inline,
+            "file_dvs": files,
+            "delete_rows_s": elapsed,
+        }
+        log(
+            f"  dv_bytes {label}: {res.deleted_rows} rows -> {total} bytes ({total / res.deleted_rows:.3f} B/row), delete_rows {elapsed:.2f} s"
+        )
     total, inline, files = _dv_blob_bytes(Table(str(built.mv_del10)).snapshot())
-    out["predicate_10pct"] = {"deleted_rows": built.deleted10, "dv_bytes": total,
-                              "bytes_per_deleted_row": total / max(1, built.deleted10), "inline_dvs": inline, "file_dvs": files,
-                              "predicate": del10_sql(built.sf)}
+    out["predicate_10pct"] = {
+        "deleted_rows": built.deleted10,
+        "dv_bytes": total,
+        "bytes_per_deleted_row": total / max(1, built.deleted10),
+        "inline_dvs": inline,
+        "file_dvs": files,
+        "predicate": del10_sql(built.sf),
+    }
     return out
 
 

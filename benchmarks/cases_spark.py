@@ -58,9 +58,11 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
     lo, hi = MONTH
 
     def month(df):
-        row = df.where((F.col("l_shipdate") >= F.lit(lo)) & (F.col("l_shipdate") < F.lit(hi))).agg(
-            F.count(F.lit(1)), F.sum("l_extendedprice")
-        ).collect()[0]
+        row = (
+            df.where((F.col("l_shipdate") >= F.lit(lo)) & (F.col("l_shipdate") < F.lit(hi)))
+            .agg(F.count(F.lit(1)), F.sum("l_extendedprice"))
+            .collect()[0]
+        )
         return (row[0], row[1])
 
     def with_pushdown(on: bool, fn):
@@ -71,6 +73,7 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
                 return fn()
             finally:
                 _set(spark, PUSHDOWN, old)
+
         return run_it
 
     scans = [
@@ -99,32 +102,84 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
                 log=log,
             )
             systems = {k: v.to_json() for k, v in t.items()}
-            check_nodel = "ok" if t["mvtable"].result == t["native_parquet"].result else f"mvtable {t['mvtable'].result} != native {t['native_parquet'].result}"
-            check_del = "ok" if t["mvtable_del10"].result == expected_del else f"mvtable {t['mvtable_del10'].result} != native-with-filter {expected_del}"
-            check_native = ("ok" if t["mvtable_native_del10"].result == expected_del
-                            else f"read_native {t['mvtable_native_del10'].result} != native-with-filter {expected_del}")
+            check_nodel = (
+                "ok"
+                if t["mvtable"].result == t["native_parquet"].result
+                else f"mvtable {t['mvtable'].result} != native {t['native_parquet'].result}"
+            )
+            check_del = (
+                "ok"
+                if t["mvtable_del10"].result == expected_del
+                else f"mvtable {t['mvtable_del10'].result} != native-with-filter {expected_del}"
+            )
+            check_native = (
+                "ok"
+                if t["mvtable_native_del10"].result == expected_del
+                else f"read_native {t['mvtable_native_del10'].result} != native-with-filter {expected_del}"
+            )
             opt = f" (option columns={','.join(columns)})" if columns else ""
             out += [
-                CaseResult(f"spark_{key}", "spark", f"Spark {what}{opt}, no deletes", t["mvtable"].median,
-                           "Spark native Parquet", t["native_parquet"].median, systems=systems, check=check_nodel,
-                           details={"peers": NO_PEERS}),
-                CaseResult(f"spark_{key}_del10", "spark", f"Spark {what}{opt}, 10% deleted", t["mvtable_del10"].median,
-                           "Spark native Parquet (no deletes)", t["native_parquet"].median, target=target, target_text=ttext,
-                           systems=systems, check=check_del),
-                CaseResult(f"spark_{key}_native_del10", "spark",
-                           f"Spark {what}, 10% deleted, read_native (Spark's Parquet reader + deletion vectors as a "
-                           "broadcast bitmap join)", t["mvtable_native_del10"].median,
-                           "Spark native Parquet (no deletes)", t["native_parquet"].median, target=target, target_text=ttext,
-                           systems=systems, check=check_native),
-                CaseResult(f"spark_{key}_ingest_floor", "spark",
-                           f"Spark {what} from a trivial Python source (memory-mapped Arrow, no decode, no deletes): "
-                           "Spark's own floor for any Python data source", t["python_source_floor"].median,
-                           "Spark native Parquet", t["native_parquet"].median, systems=systems,
-                           check="ok" if t["python_source_floor"].result == t["native_parquet"].result
-                           else f"floor {t['python_source_floor'].result} != native {t['native_parquet'].result}"),
-                CaseResult(f"spark_{key}_del10_vs_nodel", "spark", f"Spark {what}, 10% deleted vs the same scan with none",
-                           t["mvtable_del10"].median, "mvtable, no deletes", t["mvtable"].median, target=1.1,
-                           target_text="≤ 1.1×", systems=systems, check=check_del),
+                CaseResult(
+                    f"spark_{key}",
+                    "spark",
+                    f"Spark {what}{opt}, no deletes",
+                    t["mvtable"].median,
+                    "Spark native Parquet",
+                    t["native_parquet"].median,
+                    systems=systems,
+                    check=check_nodel,
+                    details={"peers": NO_PEERS},
+                ),
+                CaseResult(
+                    f"spark_{key}_del10",
+                    "spark",
+                    f"Spark {what}{opt}, 10% deleted",
+                    t["mvtable_del10"].median,
+                    "Spark native Parquet (no deletes)",
+                    t["native_parquet"].median,
+                    target=target,
+                    target_text=ttext,
+                    systems=systems,
+                    check=check_del,
+                ),
+                CaseResult(
+                    f"spark_{key}_native_del10",
+                    "spark",
+                    f"Spark {what}, 10% deleted, read_native (Spark's Parquet reader + deletion vectors as a "
+                    "broadcast bitmap join)",
+                    t["mvtable_native_del10"].median,
+                    "Spark native Parquet (no deletes)",
+                    t["native_parquet"].median,
+                    target=target,
+                    target_text=ttext,
+                    systems=systems,
+                    check=check_native,
+                ),
+                CaseResult(
+                    f"spark_{key}_ingest_floor",
+                    "spark",
+                    f"Spark {what} from a trivial Python source (memory-mapped Arrow, no decode, no deletes): "
+                    "Spark's own floor for any Python data source",
+                    t["python_source_floor"].median,
+                    "Spark native Parquet",
+                    t["native_parquet"].median,
+                    systems=systems,
+                    check="ok"
+                    if t["python_source_floor"].result == t["native_parquet"].result
+                    else f"floor {t['python_source_floor'].result} != native {t['native_parquet'].result}",
+                ),
+                CaseResult(
+                    f"spark_{key}_del10_vs_nodel",
+                    "spark",
+                    f"Spark {what}, 10% deleted vs the same scan with none",
+                    t["mvtable_del10"].median,
+                    "mvtable, no deletes",
+                    t["mvtable"].median,
+                    target=1.1,
+                    target_text="≤ 1.1×",
+                    systems=systems,
+                    check=check_del,
+                ),
             ]
 
         log("  spark_filter: l_shipdate in one month, count + sum(l_extendedprice)")
@@ -150,18 +205,52 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
 
         opt = "option columns=l_shipdate,l_extendedprice"
         out += [
-            CaseResult("spark_filter", "spark", f"Spark one-month l_shipdate filter, pushdown on ({opt}), no deletes",
-                       t["mvtable"].median, "Spark native Parquet", t["native_parquet"].median, target=1.0,
-                       target_text="≤ 1.0×", systems=systems, check=chk("mvtable", ref)),
-            CaseResult("spark_filter_del10", "spark", "Spark one-month filter, pushdown on, 10% deleted",
-                       t["mvtable_del10"].median, "Spark native Parquet (no deletes)", t["native_parquet"].median,
-                       target=1.0, target_text="≤ 1.0×", systems=systems, check=chk("mvtable_del10", expected_del)),
-            CaseResult("spark_filter_native_del10", "spark", "Spark one-month filter, 10% deleted, read_native",
-                       t["mvtable_native_del10"].median, "Spark native Parquet (no deletes)", t["native_parquet"].median,
-                       target=1.0, target_text="≤ 1.0×", systems=systems, check=chk("mvtable_native_del10", expected_del)),
-            CaseResult("spark_filter_no_pushdown", "spark", "Spark one-month filter with Spark's default (pushdown off)",
-                       t["mvtable_no_pushdown"].median, "Spark native Parquet", t["native_parquet"].median,
-                       systems=systems, check=chk("mvtable_no_pushdown", ref)),
+            CaseResult(
+                "spark_filter",
+                "spark",
+                f"Spark one-month l_shipdate filter, pushdown on ({opt}), no deletes",
+                t["mvtable"].median,
+                "Spark native Parquet",
+                t["native_parquet"].median,
+                target=1.0,
+                target_text="≤ 1.0×",
+                systems=systems,
+                check=chk("mvtable", ref),
+            ),
+            CaseResult(
+                "spark_filter_del10",
+                "spark",
+                "Spark one-month filter, pushdown on, 10% deleted",
+                t["mvtable_del10"].median,
+                "Spark native Parquet (no deletes)",
+                t["native_parquet"].median,
+                target=1.0,
+                target_text="≤ 1.0×",
+                systems=systems,
+                check=chk("mvtable_del10", expected_del),
+            ),
+            CaseResult(
+                "spark_filter_native_del10",
+                "spark",
+                "Spark one-month filter, 10% deleted, read_native",
+                t["mvtable_native_del10"].median,
+                "Spark native Parquet (no deletes)",
+                t["native_parquet"].median,
+                target=1.0,
+                target_text="≤ 1.0×",
+                systems=systems,
+                check=chk("mvtable_native_del10", expected_del),
+            ),
+            CaseResult(
+                "spark_filter_no_pushdown",
+                "spark",
+                "Spark one-month filter with Spark's default (pushdown off)",
+                t["mvtable_no_pushdown"].median,
+                "Spark native Parquet",
+                t["native_parquet"].median,
+                systems=systems,
+                check=chk("mvtable_no_pushdown", ref),
+            ),
         ]
 
     if "spark_delete" in groups:
@@ -186,9 +275,16 @@ def run(spark: Any, built: Built, *, repeat: int, groups: set[str]) -> list[Case
         )
         got, want = t["mvtable_spark_delete"].result, t["native_scan_pred_column"].result
         out.append(
-            CaseResult("spark_delete_1pct", "spark", f"delete(spark, path, '{del1_sql(built.sf)}') (1%)",
-                       t["mvtable_spark_delete"].median, "Spark native scan of the predicate column",
-                       t["native_scan_pred_column"].median, systems={k: v.to_json() for k, v in t.items()},
-                       check="ok" if got == want else f"deleted {got}, expected {want}", details={"deleted_rows": got})
+            CaseResult(
+                "spark_delete_1pct",
+                "spark",
+                f"delete(spark, path, '{del1_sql(built.sf)}') (1%)",
+                t["mvtable_spark_delete"].median,
+                "Spark native scan of the predicate column",
+                t["native_scan_pred_column"].median,
+                systems={k: v.to_json() for k, v in t.items()},
+                check="ok" if got == want else f"deleted {got}, expected {want}",
+                details={"deleted_rows": got},
+            )
         )
     return out

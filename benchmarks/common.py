@@ -10,9 +10,10 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 MiB = 1024 * 1024
 
@@ -59,7 +60,9 @@ class System:
     optional: bool = False
 
 
-def measure(systems: Mapping[str, System], *, repeat: int, warmup: int | None = None, log: Callable[[str], None] = print) -> dict[str, Timing]:
+def measure(
+    systems: Mapping[str, System], *, repeat: int, warmup: int | None = None, log: Callable[[str], None] = print
+) -> dict[str, Timing]:
     """Warm each system up, then run the systems ``repeat`` times, interleaved and in a
     rotating order, so that a burst of load from elsewhere on a shared machine hits every
     system alike rather than one of them. Returns the timings per system."""
@@ -81,7 +84,7 @@ def measure(systems: Mapping[str, System], *, repeat: int, warmup: int | None = 
             return None
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as exc:  # noqa: BLE001 - pyo3 panics (Rust peers) are BaseExceptions
+        except BaseException as exc:
             if not s.optional:
                 raise
             t.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -196,12 +199,12 @@ def machine_info() -> dict[str, Any]:
     try:
         out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
         info["java"] = (out.stderr or out.stdout).splitlines()[0]
-    except Exception:  # noqa: BLE001
+    except Exception:
         info["java"] = None
     try:
         out = subprocess.run([tpcgen_cli(), "--version"], capture_output=True, text=True, timeout=30)
         info["tpcgen_cli"] = out.stdout.strip()
-    except Exception:  # noqa: BLE001
+    except Exception:
         info["tpcgen_cli"] = None
     return info
 

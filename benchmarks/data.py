@@ -22,15 +22,17 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .common import PeerUnavailable, dir_bytes, hardlink_copy, log, tpcgen_cli
+
 
 # The 10% that every system deletes: l_partkey is uniform on [1, 200000*SF] and
 # independent of the file order, so the deletes land in every row group. The 1% delete
@@ -135,7 +137,7 @@ class Built:
     deleted10: int
     build_s: dict[str, float] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
-    peers: dict[str, "Peer"] = field(default_factory=dict)
+    peers: dict[str, Peer] = field(default_factory=dict)
     ipc_path: Path | None = None  # the same rows, uncompressed Arrow IPC (for the Spark ingest floor)
 
     @property
@@ -157,13 +159,17 @@ def build_mvtable(data: pa.Table, root: Path, *, sf: float, row_group_rows: int,
     times["mvtable_append_all"] = time.perf_counter() - start
     snap = t.snapshot()
     files = [str(mv_base / seg.file.path) for seg in snap.visible_segments()]
-    log(f"  mvtable: {data.num_rows} rows in {len(files)} segments, {sum(len(s.file.row_groups) for s in snap.visible_segments())} row groups ({times['mvtable_append_all']:.1f} s)")
+    log(
+        f"  mvtable: {data.num_rows} rows in {len(files)} segments, {sum(len(s.file.row_groups) for s in snap.visible_segments())} row groups ({times['mvtable_append_all']:.1f} s)"
+    )
 
     hardlink_copy(mv_base, mv_del10)
     start = time.perf_counter()
     deleted = Table(str(mv_del10)).delete(del10_expr(sf))
     times["mvtable_delete10"] = time.perf_counter() - start
-    log(f"  mvtable: deleted {deleted} rows ({deleted / data.num_rows:.1%}) with {del10_sql(sf)} in {times['mvtable_delete10']:.1f} s")
+    log(
+        f"  mvtable: deleted {deleted} rows ({deleted / data.num_rows:.1%}) with {del10_sql(sf)} in {times['mvtable_delete10']:.1f} s"
+    )
     built = Built(root, sf, data.num_rows, row_group_rows, segment_rows, mv_base, mv_del10, files, deleted, times)
     built.sizes["mvtable_data_bytes"] = sum(os.path.getsize(f) for f in files)
     return built
@@ -202,7 +208,7 @@ def build_peers(data: pa.Table, built: Built, names: list[str]) -> dict[str, Pee
             peer = builder(data, built)
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as exc:  # noqa: BLE001 - pyo3 panics (Rust peers) are BaseExceptions
+        except BaseException as exc:
             peer = Peer(name, error=f"could not build: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
             log(f"  {name}: n/a ({peer.error})")
         peer.build_s = time.perf_counter() - start
@@ -229,7 +235,10 @@ def _delta(data: pa.Table, built: Built) -> Peer:
         return int(DeltaTable(str(handle)).delete(sql)["num_deleted_rows"])
 
     return Peer(
-        "deltalake", base, del10, copy=copy,
+        "deltalake",
+        base,
+        del10,
+        copy=copy,
         read=lambda h: DeltaTable(str(h)).to_pyarrow_table(),
         delete=delete,
         overwrite=lambda h, d: write_deltalake(str(h), d, mode="overwrite"),
@@ -258,7 +267,10 @@ def _lance(data: pa.Table, built: Built) -> Peer:
         return before - lance.dataset(str(handle)).count_rows()
 
     return Peer(
-        "lance", base, del10, copy=copy,
+        "lance",
+        base,
+        del10,
+        copy=copy,
         read=lambda h: lance.dataset(str(h)).to_table(),
         delete=delete,
         overwrite=lambda h, d: lance.write_dataset(d, str(h), mode="overwrite"),
@@ -298,18 +310,27 @@ def _iceberg(data: pa.Table, built: Built) -> Peer:
     del10 = copy("bench.base", "del10")
     delete(del10, del10_sql(built.sf), del10_expr(built.sf))
     return Peer(
-        "pyiceberg", "bench.base", del10, copy=copy,
+        "pyiceberg",
+        "bench.base",
+        del10,
+        copy=copy,
         read=lambda h: catalog.load_table(h).scan().to_arrow(),
         delete=delete,
         overwrite=lambda h, d: catalog.load_table(h).overwrite(d),
         append=lambda h, d: catalog.load_table(h).append(d),
-        notes=["pyiceberg deletes are copy-on-write (it writes no position/DV deletes): it rewrites every data file holding a deleted row"],
+        notes=[
+            "pyiceberg deletes are copy-on-write (it writes no position/DV deletes): it rewrites every data file holding a deleted row"
+        ],
     )
 
 
 def _iceberg_rows(t: Any) -> int:
     summary = t.current_snapshot().summary if t.current_snapshot() else None
-    return int(summary["total-records"]) if summary and "total-records" in summary.additional_properties else t.scan().to_arrow().num_rows
+    return (
+        int(summary["total-records"])
+        if summary and "total-records" in summary.additional_properties
+        else t.scan().to_arrow().num_rows
+    )
 
 
 def _le_bound(expr: pc.Expression) -> tuple[str, int]:

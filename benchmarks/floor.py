@@ -7,7 +7,7 @@ from *any* Python data source, i.e. the floor under mvtable's Spark numbers.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition

@@ -24,8 +24,8 @@ def _status_mib(field: str) -> float:
 
 def main() -> None:
     uri, now_ms = sys.argv[1], int(sys.argv[2])
+    import mvtable.connector.gc  # noqa: F401  (import cost is not GC's)
     from mvtable.connector import Table
-    import mvtable.connector.maintenance  # noqa: F401  (import cost is not GC's)
 
     table = Table.open(uri)
     gc.collect()
@@ -36,11 +36,23 @@ def main() -> None:
     report = table.collect_garbage(now_ms=now_ms)
     seconds = time.perf_counter() - start
     peak = _status_mib("VmHWM")
-    print(json.dumps({
-        "baseline_mib": base, "peak_rss_mib": peak, "gc_peak_mib": peak - base, "seconds": seconds,
-        "report": {"dv_files_deleted": report.dv_files_deleted, "log_files_deleted": report.log_files_deleted,
-                   "pins_expired": report.pins_expired, "complete": report.complete, "safe_version": report.safe_version},
-    }))
+    print(
+        json.dumps(
+            {
+                "baseline_mib": base,
+                "peak_rss_mib": peak,
+                "gc_peak_mib": peak - base,
+                "seconds": seconds,
+                "report": {
+                    "dv_files_deleted": report.dv_files_deleted,
+                    "log_files_deleted": report.log_files_deleted,
+                    "pins_expired": report.pins_expired,
+                    "complete": report.complete,
+                    "safe_version": report.safe_version,
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

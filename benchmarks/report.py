@@ -44,8 +44,10 @@ def print_tables(results: list[CaseResult], metrics: dict[str, Any], meta: dict[
     from rich.table import Table
 
     console = Console(width=200)
-    for title, group in (("mvtable vs native and budgets", lambda r: r.group != "peers"),
-                         ("mvtable vs peers (mvtable time / peer time)", lambda r: r.group == "peers")):
+    for title, group in (
+        ("mvtable vs native and budgets", lambda r: r.group != "peers"),
+        ("mvtable vs peers (mvtable time / peer time)", lambda r: r.group == "peers"),
+    ):
         chosen = [r for r in results if group(r)]
         if not chosen:
             continue
@@ -63,8 +65,13 @@ def print_tables(results: list[CaseResult], metrics: dict[str, Any], meta: dict[
         for h in ("deletes", "deleted rows", "DV bytes", "bytes / deleted row", "inline / in files"):
             t.add_column(h)
         for k, v in dv.items():
-            t.add_row(k, str(v["deleted_rows"]), str(v["dv_bytes"]), f"{v['bytes_per_deleted_row']:.3f}",
-                      f"{v['inline_dvs']} / {v['file_dvs']}")
+            t.add_row(
+                k,
+                str(v["deleted_rows"]),
+                str(v["dv_bytes"]),
+                f"{v['bytes_per_deleted_row']:.3f}",
+                f"{v['inline_dvs']} / {v['file_dvs']}",
+            )
         console.print(t)
 
 

@@ -23,18 +23,28 @@ PEERS = ["deltalake", "pyiceberg", "lance"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sf", type=float, default=None, help="TPC-H scale factor (default 1; 0.01 with --smoke)")
     p.add_argument("--repeat", type=int, default=None, help="timed runs per case after one warm-up (default 3; 1 with --smoke)")
     p.add_argument("--smoke", action="store_true", help="tiny scale: checks that every case runs and answers correctly (< 3 min)")
     p.add_argument("--out", type=Path, default=None, help="JSON results file (default benchmarks/results/<timestamp>.json)")
     p.add_argument("--cases", default=",".join(GROUPS), help=f"comma-separated groups (default all): {','.join(GROUPS)}")
-    p.add_argument("--peers", default=",".join(PEERS), help="peers to compare with (default deltalake,pyiceberg,lance; '' for none)")
+    p.add_argument(
+        "--peers", default=",".join(PEERS), help="peers to compare with (default deltalake,pyiceberg,lance; '' for none)"
+    )
     p.add_argument("--data-dir", type=Path, default=HERE / "data", help="where data and tables go (default benchmarks/data)")
     p.add_argument("--row-group-rows", type=int, default=None, help="mvtable rowGroupRows (default 131072; 8192 with --smoke)")
-    p.add_argument("--segment-rows", type=int, default=None, help="rows per append = per segment (default 1000000; 20000 with --smoke)")
-    p.add_argument("--planning-segments", type=int, default=None, help="segments = commits of the planning table (default 10000; 200 with --smoke)")
+    p.add_argument(
+        "--segment-rows", type=int, default=None, help="rows per append = per segment (default 1000000; 20000 with --smoke)"
+    )
+    p.add_argument(
+        "--planning-segments",
+        type=int,
+        default=None,
+        help="segments = commits of the planning table (default 10000; 200 with --smoke)",
+    )
     p.add_argument("--gc-segments", type=int, default=None, help="segments of the GC table (default 100000; 1000 with --smoke)")
     p.add_argument("--keep", action="store_true", help="keep the built tables afterwards (the generated data is always kept)")
     a = p.parse_args(argv)
@@ -65,8 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "command": "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:]),
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "sf": a.sf, "repeat": a.repeat, "smoke": a.smoke, "groups": sorted(a.groups), "peers": a.peer_names,
-        "row_group_rows": a.row_group_rows, "segment_rows": a.segment_rows,
+        "sf": a.sf,
+        "repeat": a.repeat,
+        "smoke": a.smoke,
+        "groups": sorted(a.groups),
+        "peers": a.peer_names,
+        "row_group_rows": a.row_group_rows,
+        "segment_rows": a.segment_rows,
         "machine": machine_info(),
     }
     log(f"mvtable benchmarks: SF {a.sf:g}, repeat {a.repeat}, groups {sorted(a.groups)}")
@@ -88,16 +103,22 @@ def main(argv: list[str] | None = None) -> int:
         built.ipc_path = data.ipc_cache(raw)
         if a.groups & PEER_GROUPS and a.peer_names:
             built.peers = data.build_peers(lineitem, built, a.peer_names)
-        meta["build"] = {"rows": built.rows, "segments": len(built.native_files), "deleted10": built.deleted10,
-                         "del10_predicate": data.del10_sql(a.sf), "del1_predicate": data.del1_sql(a.sf),
-                         "times_s": built.build_s, "sizes_bytes": data.describe_sizes(built),
-                         "peers": {n: {"build_s": p.build_s, "error": p.error, "notes": p.notes} for n, p in built.peers.items()}}
+        meta["build"] = {
+            "rows": built.rows,
+            "segments": len(built.native_files),
+            "deleted10": built.deleted10,
+            "del10_predicate": data.del10_sql(a.sf),
+            "del1_predicate": data.del1_sql(a.sf),
+            "times_s": built.build_s,
+            "sizes_bytes": data.describe_sizes(built),
+            "peers": {n: {"build_s": p.build_s, "error": p.error, "notes": p.notes} for n, p in built.peers.items()},
+        }
 
         def section(name: str, fn) -> None:
             log(f"[{name}]")
             try:
                 fn()
-            except Exception as exc:  # noqa: BLE001 - record, keep going, exit non-zero at the end
+            except Exception as exc:
                 errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 log(traceback.format_exc())
 
@@ -108,13 +129,28 @@ def main(argv: list[str] | None = None) -> int:
 
         section("local", local)
         if "planning" in a.groups:
-            section("planning", lambda: results.append(
-                cases_meta.planning(built, segments=a.planning_segments, commits=a.planning_segments, repeat=max(a.repeat, 5))))
+            section(
+                "planning",
+                lambda: results.append(
+                    cases_meta.planning(built, segments=a.planning_segments, commits=a.planning_segments, repeat=max(a.repeat, 5))
+                ),
+            )
         if "gc" in a.groups:
-            section("gc", lambda: results.append(cases_meta.gc_memory(
-                built, segments=a.gc_segments, commits=max(1, a.gc_segments // 100),
-                checkpoint_interval=10 if a.smoke else 100, dv_rounds=3 if a.smoke else 20, repeat=1)))
+            section(
+                "gc",
+                lambda: results.append(
+                    cases_meta.gc_memory(
+                        built,
+                        segments=a.gc_segments,
+                        commits=max(1, a.gc_segments // 100),
+                        checkpoint_interval=10 if a.smoke else 100,
+                        dv_rounds=3 if a.smoke else 20,
+                        repeat=1,
+                    )
+                ),
+            )
         if a.groups & {"spark_scans", "spark_delete"}:
+
             def spark_cases() -> None:
                 nonlocal spark
                 from .spark import start_spark
@@ -126,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.extend(cases_spark.run(spark, built, repeat=a.repeat, groups=a.groups))
 
             section("spark", spark_cases)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         errors.append(f"setup: {type(exc).__name__}: {exc}")
         log(traceback.format_exc())
     finally:

@@ -8,21 +8,18 @@ once, with its name, instead of failing somewhere deep in a vacuum.
 from __future__ import annotations
 
 import re
-import tomllib
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from typing import Any
-from collections.abc import Mapping
 
-from .errors import MvTableError
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mvtable.errors import SettingsError
 
 _PERIOD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-class SettingsError(MvTableError, ValueError):
-    """A property or option with a value of the wrong form."""
 
 
 def parse_period(text: str | int | float, *, name: str = "period") -> float:
@@ -62,7 +59,7 @@ class TableProperties(_Settings):
         return parse_period(getattr(self, name), name=name)
 
     @classmethod
-    def from_strings(cls, stored: Mapping[str, str]) -> "TableProperties":
+    def from_strings(cls, stored: Mapping[str, str]) -> TableProperties:
         unknown = sorted(set(stored) - set(cls.model_fields))
         if unknown:
             raise SettingsError(f"unknown table properties {unknown}; known: {sorted(cls.model_fields)}")

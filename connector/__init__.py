@@ -5,8 +5,8 @@ machine without a JVM."""
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 from .table import HistoryEntry, LineageView, Table, TableScan
 
@@ -15,8 +15,8 @@ __all__ = ["HistoryEntry", "LineageView", "Table", "TableScan", "delete", "regis
 
 def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[str, str] | None = None) -> int:
     """Distributed delete through Spark; returns the number of rows deleted
-    (see ``mvtable.connector.spark.delete``)."""
-    from .spark.delete import delete as _delete
+    (see ``mvtable.connector.spark.delete_where``)."""
+    from .spark.delete_where import delete as _delete
 
     return _delete(spark, path, condition, storage_options=storage_options)
 

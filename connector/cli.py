@@ -37,8 +37,8 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import Any
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -84,12 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("table", metavar="URI", help="table path or fsspec URL (s3://bucket/prefix, …)")
     common.add_argument("--json", action="store_true", help="print a JSON array of objects (for scripts)")
     common.add_argument(
-        "--storage-option", "-o", dest="storage_options", metavar="KEY=VALUE", action="append", type=_storage_option,
-        default=[], help="storage option passed to fsspec, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)",
+        "--storage-option",
+        "-o",
+        dest="storage_options",
+        metavar="KEY=VALUE",
+        action="append",
+        type=_storage_option,
+        default=[],
+        help="storage option passed to fsspec, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)",
     )
     progress = argparse.ArgumentParser(add_help=False)
     progress.add_argument(
-        "--progress", choices=("auto", "always", "never"), default="auto",
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
         help="progress bars on stderr: auto = only on a terminal and without --json (default)",
     )
 
@@ -121,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("vacuum", parents=[common, progress], help="delete files no retained version needs")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
-    p.add_argument("--retention", metavar="PERIOD", help="keep files versions of the last PERIOD need (e.g. 7d, 12h); default: the table's")
+    p.add_argument(
+        "--retention", metavar="PERIOD", help="keep files versions of the last PERIOD need (e.g. 7d, 12h); default: the table's"
+    )
     p.add_argument("--force", action="store_true", help="allow a retention shorter than the table's")
     p.add_argument("--time-budget", type=_seconds, metavar="SECONDS", help="stop after this long (run again to resume)")
 
@@ -157,11 +167,18 @@ def _print_json(items: Sequence[Any]) -> None:
 def _stdout_console():
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 here; a reader that stopped reading (`| head`) is no error:
+            # let main() handle it like any other closed pipe.
+            self.quiet = True
+            raise BrokenPipeError
+
     if sys.stdout.isatty():
-        return Console(highlight=False)
+        return _Console(highlight=False)
     # Piped: no colours, and wide enough that ids are never folded across lines.
     width = int(os.environ.get("COLUMNS", "0") or 0) or 200
-    return Console(highlight=False, width=max(width, 120), no_color=True, soft_wrap=False)
+    return _Console(highlight=False, width=max(width, 120), no_color=True, soft_wrap=False)
 
 
 def _stderr_console():
@@ -177,7 +194,7 @@ def _ts(value: dt.datetime | None) -> str:
 
 
 def _size(n: int | float) -> str:
-    from .inspect import size_text
+    from .describe import size_text
 
     return size_text(n)
 
@@ -197,7 +214,13 @@ def _text(value: Any):
 
 
 # -- progress ---------------------------------------------------------------------------
-_PHASES = {"retention": "lineage retention", "data": "data files", "dv": "deletion-vector files", "log": "log files", "pins": "expired pins"}
+_PHASES = {
+    "retention": "lineage retention",
+    "data": "data files",
+    "dv": "deletion-vector files",
+    "log": "log files",
+    "pins": "expired pins",
+}
 
 
 @contextlib.contextmanager
@@ -210,8 +233,12 @@ def _progress(args: argparse.Namespace) -> Iterator[Callable[[int, int, str], No
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=_stderr_console(), transient=False,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_stderr_console(),
+        transient=False,
     ) as bar:
         tasks: dict[str, Any] = {}
 
@@ -246,8 +273,13 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         grid.add_column(name, no_wrap=name in ("id", "state", "segments_from", "segments_to"))
     for e in entries:
         grid.add_row(
-            _text(e.id), _text(e.state), _text("\n".join(e.segments_from) or "-"), _text("\n".join(e.segments_to) or "-"),
-            _text(f"v{e.started_version}"), _text(f"v{e.state_version}"), _text(_ts(e.timestamp)),
+            _text(e.id),
+            _text(e.state),
+            _text("\n".join(e.segments_from) or "-"),
+            _text("\n".join(e.segments_to) or "-"),
+            _text(f"v{e.started_version}"),
+            _text(f"v{e.state_version}"),
+            _text(_ts(e.timestamp)),
         )
     out.print(grid)
     return EXIT_OK
@@ -256,7 +288,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     entries = _open(args).history()
     if args.limit:
-        entries = entries[-args.limit:]
+        entries = entries[-args.limit :]
     if args.json:
         _print_json(entries)
         return EXIT_OK
@@ -264,11 +296,16 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     grid = Grid(title=f"history of {args.table}", title_justify="left")
     for name in ("version", "timestamp", "operation", "parameters", "metrics"):
-        grid.add_column(name, justify="right" if name == "version" else "left", no_wrap=name != "parameters" and name != "metrics")
+        grid.add_column(
+            name, justify="right" if name == "version" else "left", no_wrap=name != "parameters" and name != "metrics"
+        )
     for h in entries:
         grid.add_row(
-            _text(h.version), _text(_ts(h.timestamp)), _text(h.operation),
-            _text(_compact(h.parameters, drop=("txn",))), _text(_compact(h.metrics)),
+            _text(h.version),
+            _text(_ts(h.timestamp)),
+            _text(h.operation),
+            _text(_compact(h.parameters, drop=("txn",))),
+            _text(_compact(h.metrics)),
         )
     _stdout_console().print(grid)
     return EXIT_OK
@@ -311,12 +348,12 @@ def _list_paths(out, title: str, paths: Sequence[str], limit: int = 50) -> None:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
-    from .inspect import run_vacuum, vacuum_summary
+    from .describe import vacuum_summary
 
     t = _open(args)
     options: dict[str, Any] = {} if args.time_budget is None else {"time_budget_s": args.time_budget}
     with _progress(args) as progress:
-        report = run_vacuum(t, retention=args.retention, dry_run=args.dry_run, force=args.force, progress=progress, **options)
+        report = t.vacuum(retention=args.retention, dry_run=args.dry_run, force=args.force, progress=progress, **options)
     if args.json:
         _print_json([report])
         return EXIT_OK
@@ -329,7 +366,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    from .inspect import gc_summary
+    from .describe import gc_summary
 
     t = _open(args)
     options: dict[str, Any] = {"dry_run": args.dry_run}
@@ -352,7 +389,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspect import inspect_table
+    from .describe import inspect_table
 
     info = inspect_table(_open(args), version=args.version)
     if args.json:
@@ -383,8 +420,15 @@ def _segment_grid(title: str, segments: list[dict[str, Any]], totals: dict[str, 
         grid.add_column(name, justify=justify, footer=footer, no_wrap=True)
     for s in segments:
         grid.add_row(
-            _text(s["id"]), _text(s["status"]), _text(s["num_rows"]), _text(len(s["row_groups"])), _text(_size(s["size_bytes"])),
-            _text(s["deleted_rows"]), _text(_pct(s["delete_density"])), _text(s["live_rows"]), _text(f"v{s['added_version']}"),
+            _text(s["id"]),
+            _text(s["status"]),
+            _text(s["num_rows"]),
+            _text(len(s["row_groups"])),
+            _text(_size(s["size_bytes"])),
+            _text(s["deleted_rows"]),
+            _text(_pct(s["delete_density"])),
+            _text(s["live_rows"]),
+            _text(f"v{s['added_version']}"),
             _text(s["lineage_entry"] or "-"),
         )
     return grid
@@ -414,7 +458,9 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
             grid.add_column(name, justify=justify, no_wrap=True)
         for s in info["segments"]:
             for i, rg in enumerate(s["row_groups"]):
-                grid.add_row(_text(s["id"]), _text(i), _text(rg["first_row"]), _text(rg["num_rows"]), _text(_size(rg["total_byte_size"])))
+                grid.add_row(
+                    _text(s["id"]), _text(i), _text(rg["first_row"]), _text(rg["num_rows"]), _text(_size(rg["total_byte_size"]))
+                )
         out.print(grid)
     out.print()
     if not info["lineage"]:
@@ -443,9 +489,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 # -- errors -----------------------------------------------------------------------------
 def _hint(exc: BaseException, args: argparse.Namespace) -> str:
-    from mvtable.lineage import errors as le
-
-    from . import errors as ce
+    from mvtable import errors as ce
+    from mvtable import errors as le
 
     uri = getattr(args, "table", "URI")
     if isinstance(exc, le.CommitConflictError):
@@ -453,7 +498,9 @@ def _hint(exc: BaseException, args: argparse.Namespace) -> str:
     if isinstance(exc, le.CommitStateUnknownError):
         return "the store did not confirm the commit; run the command again: it is idempotent and reports whether the change is already there"
     if isinstance(exc, le.TableNotFoundError):
-        return "check the path or URL" + ("" if args.storage_options else ", and pass --storage-option KEY=VALUE for remote stores")
+        return "check the path or URL" + (
+            "" if args.storage_options else ", and pass --storage-option KEY=VALUE for remote stores"
+        )
     if isinstance(exc, le.VersionNotFoundError):
         return f"list the versions the log still holds with: {PROG} history {uri}"
     if isinstance(exc, ce.FilesMissingError):
@@ -481,11 +528,9 @@ def _fail(exc: BaseException, args: argparse.Namespace, code: int) -> int:
 
 def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(retryable, other expected errors)."""
-    from mvtable.conf import SettingsError
-    from mvtable.lineage.errors import CommitConflictError, CommitStateUnknownError, MvTableError
-    from mvtable.visibility.errors import VisibilityError
+    from mvtable.errors import CommitConflictError, CommitStateUnknownError, MvTableError
 
-    return (CommitConflictError, CommitStateUnknownError), (MvTableError, VisibilityError, SettingsError)
+    return (CommitConflictError, CommitStateUnknownError), (MvTableError,)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -501,16 +546,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, args, EXIT_CONFLICT)
     except expected as exc:
         return _fail(exc, args, EXIT_ERROR)
-    except OSError as exc:  # storage trouble: permissions, network, credentials
-        return _fail(exc, args, EXIT_ERROR)
-    except KeyboardInterrupt:
-        _stderr_console().print(_text(f"{PROG} {args.command}: interrupted; run it again to resume (every command is idempotent)"))
-        return 130
-    except BrokenPipeError:  # e.g. `mvtable history t | head`: not an error
+    except BrokenPipeError:  # e.g. `mvtable history t | head`: not an error (before OSError, its base)
         with contextlib.suppress(OSError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # so that the exit-time flush stays quiet
         return EXIT_OK
+    except OSError as exc:  # storage trouble: permissions, network, credentials
+        return _fail(exc, args, EXIT_ERROR)
+    except KeyboardInterrupt:
+        _stderr_console().print(
+            _text(f"{PROG} {args.command}: interrupted; run it again to resume (every command is idempotent)")
+        )
+        return 130
 
 
 if __name__ == "__main__":

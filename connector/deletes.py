@@ -6,7 +6,7 @@ is rewritten.
 and ``operation=delete`` writes all end there. It checks addresses against the snapshot
 they were read from (unknown segments or positions are an error, nothing is committed),
 and on every retry re-merges with the DVs that concurrent deletes committed, so deletes
-on the same segment never lose each other's rows (DESIGN.md §6, MatrixOne's conflict
+on the same segment never lose each other's rows (MatrixOne's conflict
 check at commit)."""
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from mvtable.lineage import faults
-from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import DeletionVectorRef, SetDeletionVector
-from mvtable.lineage.io import FileIO
-from mvtable.lineage.log import CommitLog, CommitResult
-from mvtable.lineage.snapshot import Snapshot
-from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
 from pyarrow import acero
 from pyroaring import BitMap64
 
-from .errors import InvalidOptionError, InvalidRowAddressError
+from mvtable.errors import InvalidOptionError, InvalidRowAddressError
+from mvtable.lineage import faults
+from mvtable.lineage import operations as ops
+from mvtable.lineage.actions import SetDeletionVector
+from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import FileIO
+from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
+
 from .scan import ScanTask, task_masks
 from .segments import (
     DEFAULT_READ_ROWS,
@@ -142,13 +143,7 @@ def commit_deletes(
         locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes)
         written.extend({loc.path for loc in locations.values() if loc.path})
         faults.point("delete.after_dv_files")
-        return [
-            SetDeletionVector(
-                segment_id=sid,
-                dv=DeletionVectorRef(cardinality=loc.cardinality, inline=loc.inline, path=loc.path, offset=loc.offset, size=loc.size),
-            )
-            for sid, loc in locations.items()
-        ]
+        return [SetDeletionVector(segment_id=sid, dv=ref) for sid, ref in locations.items()]
 
     result: CommitResult = log.commit(
         read=read,

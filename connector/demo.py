@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         for col in ("id", "state", "from", "to", "timestamp"):
             lineage.add_column(col)
         for e in table.lineage():
-            lineage.add_row(e.id, e.state, str(len(e.segments_from)), str(len(e.segments_to)), e.timestamp.isoformat(timespec="seconds"))
+            lineage.add_row(
+                e.id, e.state, str(len(e.segments_from)), str(len(e.segments_to)), e.timestamp.isoformat(timespec="seconds")
+            )
         console.print(lineage)
         console.print(f"newest version: {table.version}; table left at {path}")
     finally:

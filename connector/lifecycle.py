@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 
 from pyroaring import BitMap64
 
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, InvalidOptionError, NothingToCommit
 from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import DeletionVectorRef
-from mvtable.lineage.errors import InvalidLineageTransitionError, NothingToCommit
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED
 from mvtable.visibility import encode_dv
 
-from .errors import FilesMissingError, InvalidOptionError
 from .segments import new_segment_id
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ class ActionResult:
     message: str
 
 
-def _entry(table: "Table", entry_id: str):
+def _entry(table: Table, entry_id: str):
     snapshot = table.snapshot()
     entry = snapshot.lineage.get(entry_id)
     if entry is None:
@@ -45,7 +44,9 @@ def _entry(table: "Table", entry_id: str):
     return snapshot, entry
 
 
-def _transition(table: "Table", entry_id: str, *, operation: str, target: str, allowed: tuple[str, ...], build_actions) -> ActionResult:
+def _transition(
+    table: Table, entry_id: str, *, operation: str, target: str, allowed: tuple[str, ...], build_actions
+) -> ActionResult:
     """Move one lineage entry to ``target`` in one commit, or report that it is there
     already — also when a concurrent or retried call got there first."""
     snapshot, entry = _entry(table, entry_id)
@@ -69,7 +70,7 @@ def _transition(table: "Table", entry_id: str, *, operation: str, target: str, a
     return ActionResult(operation, result.commit.version, True, f"lineage entry {entry_id}: {entry.state} → {target}")
 
 
-def rollback_entry(table: "Table", entry_id: str) -> ActionResult:
+def rollback_entry(table: Table, entry_id: str) -> ActionResult:
     """Pinot's ``revertReplaceSegments``: the entry becomes REVERTED and readers flip back
     to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile)."""
     return _transition(
@@ -77,7 +78,7 @@ def rollback_entry(table: "Table", entry_id: str) -> ActionResult:
     )
 
 
-def publish_entry(table: "Table", entry_id: str) -> ActionResult:
+def publish_entry(table: Table, entry_id: str) -> ActionResult:
     """Complete a staged (``publish=false``) consistent push."""
     return _transition(table, entry_id, operation="PUBLISH", target=COMPLETED, allowed=(IN_PROGRESS,), build_actions=ops.publish)
 
@@ -86,7 +87,7 @@ def _empty_dv() -> DeletionVectorRef:
     return DeletionVectorRef(cardinality=0, inline=base64.b64encode(encode_dv(BitMap64())).decode())
 
 
-def restore_version(table: "Table", version: int) -> ActionResult:
+def restore_version(table: Table, version: int) -> ActionResult:
     """Delta's ``RESTORE`` / Iceberg's ``rollback_to_snapshot``: one new commit whose
     visible segments and deletion vectors equal ``version``'s. History stays, so a restore
     can itself be undone by restoring the version before it."""
@@ -106,6 +107,7 @@ def restore_version(table: "Table", version: int) -> ActionResult:
         )
     new_ids = {sid: new_segment_id() for sid in target.visible_segment_ids()}
     empty = _empty_dv()
+
     def build(cur):
         if ops.same_view(cur, target):  # an identical restore landed first
             raise NothingToCommit(f"the table already shows version {version}")

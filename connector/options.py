@@ -7,14 +7,13 @@ Spark hands options as a case-insensitive map of strings; the same models serve 
 from __future__ import annotations
 
 import json
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mvtable.conf import TableProperties, connector_settings
-
-from .errors import InvalidOptionError
+from mvtable.errors import InvalidOptionError
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "property."
@@ -54,7 +53,7 @@ class ReadOptions(_Options):
         return v
 
     @model_validator(mode="after")
-    def _one_version(self) -> "ReadOptions":
+    def _one_version(self) -> ReadOptions:
         if self.version_as_of is not None and self.timestamp_as_of is not None:
             raise ValueError("versionAsOf and timestampAsOf cannot be used together; pick one")
         if self.lineage_entry is not None and (self.version_as_of is not None or self.timestamp_as_of is not None):
@@ -121,10 +120,10 @@ def _collect(options: Mapping[str, Any], keys: dict[str, str], *, allow_properti
     for raw_key, value in options.items():
         key = raw_key.lower()
         if key.startswith(STORAGE_PREFIX):
-            storage[raw_key[len(STORAGE_PREFIX):]] = _storage_value(value)
+            storage[raw_key[len(STORAGE_PREFIX) :]] = _storage_value(value)
         elif allow_properties and key.startswith(PROPERTY_PREFIX):
             # Spark lower-cases option keys; table properties are camelCase.
-            name = raw_key[len(PROPERTY_PREFIX):]
+            name = raw_key[len(PROPERTY_PREFIX) :]
             properties[_PROPERTY_NAMES.get(name.lower(), name)] = str(value)
         elif key in keys:
             field = keys[key]

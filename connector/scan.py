@@ -5,20 +5,21 @@ once on the driver, and every ``ScanTask`` carries all an executor needs."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from mvtable.lineage.actions import DeletionVectorRef, SegmentFile
-from mvtable.lineage.descriptors import SegmentDescriptor, paused_gc
-from mvtable.lineage.io import FileIO
-from mvtable.lineage.snapshot import COMPLETED, REVERTED, SegmentState, Snapshot
 from mvtable.conf import connector_settings, parse_period
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import InvalidOptionError
+from mvtable.lineage.actions import SegmentFile
+from mvtable.lineage.descriptors import SegmentDescriptor, paused_gc
+from mvtable.lineage.snapshot import COMPLETED, REVERTED, SegmentState, Snapshot
+from mvtable.storage import FileIO
 from mvtable.visibility import keep_mask, load_dv_positions, pins, process_cache
 
-from .errors import InvalidOptionError
 from .schema import project, schema_from_json
 from .segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, iter_segment
 from .stats import Predicate, row_groups_to_read
@@ -217,7 +218,14 @@ def read_task(
     if read_cols is not None and predicates:
         read_cols += [p.column for p in predicates if p.column not in read_cols]
     tables = iter_segment(
-        io, task.segment, task.row_groups, read_cols, masks=masks, row_address=row_address, use_threads=use_threads, read_rows=read_rows
+        io,
+        task.segment,
+        task.row_groups,
+        read_cols,
+        masks=masks,
+        row_address=row_address,
+        use_threads=use_threads,
+        read_rows=read_rows,
     )
     for table in tables:
         if predicates:

@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
-from .errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+from mvtable.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 
 _SIMPLE_TO_ARROW: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -54,7 +54,11 @@ def type_to_json(t: pa.DataType, *, column: str) -> Any:
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return {"type": "array", "elementType": type_to_json(t.value_type, column=f"{column}[]"), "containsNull": t.value_field.nullable}
+        return {
+            "type": "array",
+            "elementType": type_to_json(t.value_type, column=f"{column}[]"),
+            "containsNull": t.value_field.nullable,
+        }
     if pa.types.is_map(t):
         return {
             "type": "map",
@@ -64,7 +68,9 @@ def type_to_json(t: pa.DataType, *, column: str) -> Any:
         }
     if pa.types.is_struct(t):
         return {"type": "struct", "fields": [_field_to_json(t.field(i), prefix=f"{column}.") for i in range(t.num_fields)]}
-    raise UnsupportedTypeError(f"column {column}: Arrow type {t} has no Spark SQL equivalent; cast it first (e.g. uint32 → int64)")
+    raise UnsupportedTypeError(
+        f"column {column}: Arrow type {t} has no Spark SQL equivalent; cast it first (e.g. uint32 → int64)"
+    )
 
 
 def _field_to_json(f: pa.Field, *, prefix: str = "") -> dict[str, Any]:
@@ -93,7 +99,10 @@ def type_from_json(t: Any) -> pa.DataType:
     if kind == "array":
         return pa.list_(pa.field("element", type_from_json(t["elementType"]), nullable=t.get("containsNull", True)))
     if kind == "map":
-        return pa.map_(type_from_json(t["keyType"]), pa.field("value", type_from_json(t["valueType"]), nullable=t.get("valueContainsNull", True)))
+        return pa.map_(
+            type_from_json(t["keyType"]),
+            pa.field("value", type_from_json(t["valueType"]), nullable=t.get("valueContainsNull", True)),
+        )
     if kind == "struct":
         return pa.struct([field_from_json(f) for f in t["fields"]])
     raise UnsupportedTypeError(f"unknown type {t!r} in table schema")
@@ -133,7 +142,8 @@ def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> lis
         if wrong:
             parts.append(f"type mismatch in {', '.join(wrong)}")
         raise SchemaMismatchError(
-            "data does not match the table schema: " + "; ".join(parts)
+            "data does not match the table schema: "
+            + "; ".join(parts)
             + ". Select and cast the columns to the table's schema (mvtable does not evolve schemas)."
         )
     return [by_lower[f["name"].lower()] for f in table_schema["fields"]]

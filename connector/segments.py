@@ -17,10 +17,11 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from mvtable.lineage.actions import RowGroupInfo, SegmentFile
-from mvtable.lineage.io import FileIO
 
-from .errors import CorruptSegmentError, FilesMissingError
+from mvtable.errors import CorruptSegmentError, FilesMissingError
+from mvtable.lineage.actions import RowGroupInfo, SegmentFile
+from mvtable.storage import FileIO
+
 from .stats import column_stats
 
 DATA_DIR = "data"
@@ -65,8 +66,10 @@ class SegmentWriter:
             if batch.num_rows == 0:
                 continue
             if batch.schema != self.schema:
-                batch = batch.cast(self.schema) if batch.schema.names == self.schema.names else pa.RecordBatch.from_arrays(
-                    [batch.column(n) for n in self.schema.names], schema=self.schema
+                batch = (
+                    batch.cast(self.schema)
+                    if batch.schema.names == self.schema.names
+                    else pa.RecordBatch.from_arrays([batch.column(n) for n in self.schema.names], schema=self.schema)
                 )
             self._pending.append(batch)
             self._pending_rows += batch.num_rows
@@ -97,7 +100,9 @@ class SegmentWriter:
         self._writer.close()
         self._sink.close()
         md = self._writer.writer.metadata
-        sizes = [sum(md.row_group(i).column(j).total_compressed_size for j in range(md.num_columns)) for i in range(md.num_row_groups)]
+        sizes = [
+            sum(md.row_group(i).column(j).total_compressed_size for j in range(md.num_columns)) for i in range(md.num_row_groups)
+        ]
         row_groups = tuple(rg.model_copy(update={"total_byte_size": size}) for rg, size in zip(self._row_groups, sizes))
         size_bytes = md.serialized_size + sum(sizes)
         return SegmentFile(id=self.segment_id, path=self.path, num_rows=self._rows, size_bytes=size_bytes, row_groups=row_groups)
@@ -111,7 +116,9 @@ class SegmentWriter:
                 self.io.delete([self.path])
 
 
-def write_segments(io: FileIO, data: pa.Table, *, row_group_rows: int, max_rows_per_segment: int | None = None) -> list[SegmentFile]:
+def write_segments(
+    io: FileIO, data: pa.Table, *, row_group_rows: int, max_rows_per_segment: int | None = None
+) -> list[SegmentFile]:
     """Write ``data`` as one segment (or several of at most ``max_rows_per_segment``)."""
     out: list[SegmentFile] = []
     step = max_rows_per_segment or max(data.num_rows, 1)
@@ -128,7 +135,9 @@ def write_segments(io: FileIO, data: pa.Table, *, row_group_rows: int, max_rows_
     return out
 
 
-def open_parquet(io: FileIO, path: str, *, row_groups: Sequence[int] | None = None, columns: Sequence[str] | None = None) -> pq.ParquetFile:
+def open_parquet(
+    io: FileIO, path: str, *, row_groups: Sequence[int] | None = None, columns: Sequence[str] | None = None
+) -> pq.ParquetFile:
     """Open a segment for reading. With ``row_groups`` the low-cardinality string columns
     (see ``dictionary_columns``) among ``columns`` (None = all) are read as dictionaries;
     ``read_row_groups`` turns them back into plain strings after the deletion filter."""
@@ -212,7 +221,7 @@ def read_row_groups(
     table = pf.read_row_groups(list(indices), columns=list(columns) if columns is not None else None, use_threads=use_threads)
     expected = sum(segment.row_groups[i].num_rows for i in indices)
     if table.num_rows != expected:
-        raise CorruptSegmentError(f"{segment.path}: row groups {list(indices)} have {table.num_rows} rows, the log says {expected}")
+        raise CorruptSegmentError(segment.path, f"row groups {list(indices)} have {table.num_rows} rows, the log says {expected}")
     if keep is not None:
         table = table.filter(pa.array(keep, type=pa.bool_()))
     as_dictionary = getattr(pf, "as_dictionary", None)
@@ -334,7 +343,9 @@ def _join_masks(run: Sequence[int], parts: Sequence[np.ndarray | None], segment:
         return None
     if len(parts) == 1:
         return parts[0]
-    return np.concatenate([p if p is not None else np.ones(segment.row_groups[i].num_rows, dtype=bool) for i, p in zip(run, parts)])
+    return np.concatenate(
+        [p if p is not None else np.ones(segment.row_groups[i].num_rows, dtype=bool) for i, p in zip(run, parts)]
+    )
 
 
 class MaskSource(Protocol):

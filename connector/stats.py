@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
-from mvtable.lineage.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
-from mvtable.lineage.io import FileIO, open_file_io
+from mvtable.errors import (
+    InvalidOptionError,
+    InvalidRowAddressError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from mvtable.lineage import faults
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
-
-from . import writes
-from mvtable.lineage import faults
+from mvtable.storage import FileIO, open_file_io
 from mvtable.visibility import bitmap_from_array, pins
 
+from . import writes
 from .deletes import DeleteResult, commit_deletes, matching_positions
-from .errors import InvalidOptionError, InvalidRowAddressError
 from .parallel import default_workers, ordered_map
 from .scan import ScanPlan, ScanTask, pin_version, plan_scan, read_task
 from .schema import schema_from_json
@@ -31,8 +35,8 @@ from .stats import Predicate
 from .timeparse import parse_timestamp_ms
 
 if TYPE_CHECKING:
+    from .gc import GCReport
     from .lifecycle import ActionResult
-    from .maintenance import GCReport
     from .vacuum import VacuumReport
 
 
@@ -69,7 +73,7 @@ class TableScan:
     like a Spark task: one row group at a time on the calling thread."""
 
     def __init__(
-        self, table: "Table", plan: ScanPlan, filter: pc.Expression | None, *, pin_id: str | None = None, use_threads: bool = True
+        self, table: Table, plan: ScanPlan, filter: pc.Expression | None, *, pin_id: str | None = None, use_threads: bool = True
     ) -> None:
         self.table = table
         self.plan = plan
@@ -142,7 +146,7 @@ class Table:
 
     # -- lifecycle -----------------------------------------------------------------------
     @classmethod
-    def open(cls, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "Table":
+    def open(cls, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
         table = cls(uri, storage_options=storage_options)
         if not table.log.exists():
             raise TableNotFoundError(f"no mvtable table at {uri}; create one with Table.create(uri, schema=…) or a first write")
@@ -157,13 +161,15 @@ class Table:
         properties: Mapping[str, str] | None = None,
         storage_options: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
-    ) -> "Table":
+    ) -> Table:
         table = cls(uri, storage_options=storage_options)
         if table.log.exists():
             if exist_ok:
                 return table
             raise TableAlreadyExistsError(f"a table exists at {uri} already")
-        plan = writes.begin_write(uri, storage_options=storage_options, incoming=schema, mode=writes.APPEND, properties=properties)
+        plan = writes.begin_write(
+            uri, storage_options=storage_options, incoming=schema, mode=writes.APPEND, properties=properties
+        )
         writes.finish_write(plan, [])
         return table
 
@@ -206,7 +212,9 @@ class Table:
         if filter is not None and not isinstance(filter, pc.Expression):
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
         snapshot = self.snapshot(version, timestamp=timestamp)
-        plan = plan_scan(snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry)
+        plan = plan_scan(
+            snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry
+        )
         pin_id = pin_version(self.io, snapshot.version)
         return TableScan(self, plan, filter, pin_id=pin_id, use_threads=use_threads)
 
@@ -219,7 +227,9 @@ class Table:
         for item in self.snapshot().history:
             try:
                 c = self.log.read_commit(item.version)
-                out.append(HistoryEntry(c.version, _utc(c.timestamp_ms), c.operation, dict(c.parameters), dict(c.metrics), c.writer))
+                out.append(
+                    HistoryEntry(c.version, _utc(c.timestamp_ms), c.operation, dict(c.parameters), dict(c.metrics), c.writer)
+                )
             except VersionNotFoundError:  # log file collected; the checkpoint still knows the basics
                 out.append(HistoryEntry(item.version, _utc(item.timestamp_ms), item.operation))
         return out
@@ -238,19 +248,30 @@ class Table:
     def overwrite(self, data: pa.Table | pa.RecordBatch, *, consistent_push: bool = False, publish: bool = True) -> CommitResult:
         return self._write(data, mode=writes.OVERWRITE, consistent_push=consistent_push, publish=publish)
 
-    def _write(self, data: pa.Table | pa.RecordBatch, *, mode: str, consistent_push: bool = False, publish: bool = True) -> CommitResult:
+    def _write(
+        self, data: pa.Table | pa.RecordBatch, *, mode: str, consistent_push: bool = False, publish: bool = True
+    ) -> CommitResult:
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if not isinstance(data, pa.Table):
             raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
         plan = writes.begin_write(
-            self.uri, storage_options=self.storage_options, incoming=data.schema, mode=mode, consistent_push=consistent_push, publish=publish
+            self.uri,
+            storage_options=self.storage_options,
+            incoming=data.schema,
+            mode=mode,
+            consistent_push=consistent_push,
+            publish=publish,
         )
         segments = []
         try:
             order = writes.check_write_schema(plan.table_schema, data.schema)
             aligned = pa.Table.from_arrays([data.column(n) for n in order], schema=plan.arrow_schema) if data.num_rows else data
-            segments = write_segments(self.io, aligned.cast(plan.arrow_schema), row_group_rows=plan.row_group_rows) if data.num_rows else []
+            segments = (
+                write_segments(self.io, aligned.cast(plan.arrow_schema), row_group_rows=plan.row_group_rows)
+                if data.num_rows
+                else []
+            )
             faults.point("write.after_files")
             return writes.finish_write(plan, segments)
         except BaseException:
@@ -317,7 +338,7 @@ class Table:
             pins.release(self.io, pin_id)
 
     # -- lifecycle -----------------------------------------------------------------------
-    def rollback(self, *, entry: str | None = None, version: int | None = None) -> "ActionResult":
+    def rollback(self, *, entry: str | None = None, version: int | None = None) -> ActionResult:
         """Revert one consistent push (``entry``) or restore the table as of ``version``."""
         from . import lifecycle
 
@@ -325,29 +346,27 @@ class Table:
             raise InvalidOptionError("rollback takes exactly one of entry=… (a lineage entry id) and version=…")
         return lifecycle.rollback_entry(self, entry) if entry is not None else lifecycle.restore_version(self, version)
 
-    def restore(self, *, version: int) -> "ActionResult":
+    def restore(self, *, version: int) -> ActionResult:
         from . import lifecycle
 
         return lifecycle.restore_version(self, version)
 
-    def publish(self, entry: str) -> "ActionResult":
+    def publish(self, entry: str) -> ActionResult:
         """Complete a staged consistent push (written with ``publish=False``)."""
         from . import lifecycle
 
         return lifecycle.publish_entry(self, entry)
 
     # -- maintenance ---------------------------------------------------------------------
-    def collect_garbage(self, **options: Any) -> "GCReport":
+    def collect_garbage(self, **options: Any) -> GCReport:
         """Visibility GC: superseded DV files, old log files, expired pins. Safe beside
         readers (pinned and retained versions stay readable) and resumable (see
-        ``mvtable.connector.maintenance.collect_garbage`` for the options)."""
-        from .maintenance import collect_garbage
+        ``mvtable.connector.gc.collect_garbage`` for the options)."""
+        from .gc import collect_garbage
 
         return collect_garbage(self, **options)
 
-    def vacuum(
-        self, *, retention: str | None = None, dry_run: bool = False, force: bool = False, **options: Any
-    ) -> "VacuumReport":
+    def vacuum(self, *, retention: str | None = None, dry_run: bool = False, force: bool = False, **options: Any) -> VacuumReport:
         """Lineage retention, then data/DV/log files that no retained version needs and
         orphans past the grace period. ``retention`` defaults to the table's
         ``versionRetentionPeriod``; a shorter one needs ``force=True``."""

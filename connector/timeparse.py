@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from .errors import InvalidOptionError
+from mvtable.errors import InvalidOptionError
 
 
 def parse_timestamp_ms(value: Any) -> int:

@@ -15,19 +15,18 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mvtable.conf import SettingsError, connector_settings, parse_period
+from mvtable.conf import connector_settings, parse_period
+from mvtable.errors import CorruptMetadataError, InvalidOptionError, RetentionTooShortError, SettingsError, VersionNotFoundError
+from mvtable.lineage import faults
 from mvtable.lineage.actions import AddSegment
-from mvtable.lineage.cleanup import EntryCleanup, plan_entry_cleanup
-from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
+from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR
-from mvtable.lineage.retention import safe_version
+from mvtable.lineage.log_retention import safe_version
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import pins as pinning
 from mvtable.visibility.gc import batches
 
-from mvtable.lineage import faults
-from .errors import InvalidOptionError, RetentionTooShortError
-from .maintenance import Progress, collect_garbage
+from .gc import Progress, collect_garbage
 from .segments import DATA_DIR
 from .writes import table_properties
 
@@ -53,7 +52,7 @@ class VacuumReport:
 
 
 def vacuum(
-    table: "Table",
+    table: Table,
     *,
     retention: str | float | None = None,
     dry_run: bool = False,
@@ -110,7 +109,9 @@ def vacuum(
     # 2. data files no retained or pinned version needs, and old orphans
     if now_ms is None:  # the retention commits are newer than the clock read above
         now = int(time.time() * 1000)
-    doomed, sizes, orphans, safe = _plan_data(table, now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod"))
+    doomed, sizes, orphans, safe = _plan_data(
+        table, now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod")
+    )
     report.safe_version = safe
     report.orphans = orphans
     if progress:
@@ -133,7 +134,13 @@ def vacuum(
     # 3. deletion vectors, log files, pins
     remaining = max(0.0, deadline - time.monotonic())
     gc = collect_garbage(
-        table, dry_run=dry_run, time_budget_s=remaining, batch_bytes=max_bytes, now_ms=now, progress=progress, retention_s=retention_s
+        table,
+        dry_run=dry_run,
+        time_budget_s=remaining,
+        batch_bytes=max_bytes,
+        now_ms=now,
+        progress=progress,
+        retention_s=retention_s,
     )
     report.files.extend(gc.deleted)
     report.bytes += gc.bytes_freed
@@ -143,7 +150,7 @@ def vacuum(
     return report
 
 
-def _commit_cleanup(table: "Table", chunk: list[EntryCleanup], *, now_ms: int, props) -> int | None:
+def _commit_cleanup(table: Table, chunk: list[EntryCleanup], *, now_ms: int, props) -> int | None:
     ids = {c.entry_id for c in chunk}
 
     def build(current: Snapshot):
@@ -163,7 +170,7 @@ def _commit_cleanup(table: "Table", chunk: list[EntryCleanup], *, now_ms: int, p
     return result.commit.version
 
 
-def _plan_data(table: "Table", *, now_ms: int, retention_s: float, grace_s: float) -> tuple[list[str], dict[str, int], int, int]:
+def _plan_data(table: Table, *, now_ms: int, retention_s: float, grace_s: float) -> tuple[list[str], dict[str, int], int, int]:
     """Data files to delete, their sizes, how many are orphans, and the safe version."""
     listing_data = table.io.list(DATA_DIR)  # listed before the log is read (see maintenance._plan)
     log_listing = table.log.listing()
@@ -190,7 +197,12 @@ def _plan_data(table: "Table", *, now_ms: int, retention_s: float, grace_s: floa
             doomed.append(path)
             orphans += 1
     for info in table.io.list(LOG_DIR):  # temp files of interrupted put-if-absent writes
-        if info.name.startswith(".") and info.name.endswith(".tmp") and info.mtime is not None and (now_ms / 1000 - info.mtime) >= grace_s:
+        if (
+            info.name.startswith(".")
+            and info.name.endswith(".tmp")
+            and info.mtime is not None
+            and (now_ms / 1000 - info.mtime) >= grace_s
+        ):
             path = f"{LOG_DIR}/{info.name}"
             doomed.append(path)
             sizes[path] = int(info.size or 0)
@@ -198,7 +210,7 @@ def _plan_data(table: "Table", *, now_ms: int, retention_s: float, grace_s: floa
     return doomed, sizes, orphans, safe
 
 
-def _readable_at_or_after(table: "Table", version: int, latest: Snapshot) -> Snapshot:
+def _readable_at_or_after(table: Table, version: int, latest: Snapshot) -> Snapshot:
     if version >= latest.version:
         return latest
     try:

@@ -16,24 +16,23 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from mvtable.conf import SettingsError, TableProperties
+from mvtable.conf import TableProperties
+from mvtable.errors import InvalidOptionError, SettingsError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
-from mvtable.lineage.errors import TableNotFoundError
-from mvtable.lineage.io import open_file_io
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import IN_PROGRESS, Snapshot
+from mvtable.storage import open_file_io
 from mvtable.visibility import pins
 
-from .errors import InvalidOptionError
-from .schema import check_write_schema, schema_from_json, schema_to_json  # noqa: F401 (re-exported for Table)
 from .scan import pin_version
+from .schema import check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
 
 log = logging.getLogger("mvtable.connector")
@@ -179,13 +178,13 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResu
     if plan.consistent_push:
         assert plan.entry_id is not None
         operation = "CONSISTENT_PUSH" if plan.publish else "PUSH_STAGE"
-        build = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)  # noqa: E731
+        build = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)
     elif plan.mode == OVERWRITE:
         operation = "OVERWRITE"
-        build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)  # noqa: E731
+        build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
     else:
         operation = "APPEND" if read.exists else "CREATE"
-        build = lambda cur: ops.append(cur, segments, metadata=create)  # noqa: E731
+        build = lambda cur: ops.append(cur, segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
     result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
     release_pin(plan)

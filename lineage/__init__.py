@@ -3,7 +3,6 @@
 from .actions import (
     AddSegment,
     Commit,
-    DeletionVectorRef,
     LineageEnd,
     LineagePurge,
     LineageRevert,
@@ -15,14 +14,29 @@ from .actions import (
     SetDeletionVector,
 )
 from .descriptors import RowGroupDescriptor, SegmentDescriptor
-from .io import FileIO, open_file_io
 from .log import CommitLog, CommitResult
 from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, LineageEntry, Snapshot, replay
 
 __all__ = [
-    "AddSegment", "Commit", "CommitLog", "CommitResult", "COMPLETED", "DeletionVectorRef", "FileIO",
-    "IN_PROGRESS", "LineageEnd", "LineageEntry", "LineagePurge", "LineageRevert", "LineageStart",
-    "MetadataAction", "REVERTED", "RemoveSegment", "RowGroupDescriptor", "RowGroupInfo", "SegmentDescriptor", "SegmentFile",
+    "AddSegment",
+    "Commit",
+    "CommitLog",
+    "CommitResult",
+    "COMPLETED",
+    "IN_PROGRESS",
+    "LineageEnd",
+    "LineageEntry",
+    "LineagePurge",
+    "LineageRevert",
+    "LineageStart",
+    "MetadataAction",
+    "REVERTED",
+    "RemoveSegment",
+    "RowGroupDescriptor",
+    "RowGroupInfo",
+    "SegmentDescriptor",
+    "SegmentFile",
     "SetDeletionVector",
-    "Snapshot", "open_file_io", "replay",
+    "Snapshot",
+    "replay",
 ]

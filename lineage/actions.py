@@ -9,24 +9,16 @@ visibility package's business.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from .errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError
-from .paths import check_relative_path
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError
+from mvtable.ids import Id as _Id
+from mvtable.paths import safe_path_value as _safe_path
 
 FORMAT_VERSION = 1
-
-_Id = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
-
-
-def _safe_path(path: str) -> str:
-    # pydantic only turns ValueError into a ValidationError; parse_commit maps it back.
-    try:
-        return check_relative_path(path)
-    except UnsafePathError as exc:
-        raise ValueError(exc.problem) from None
 
 
 class _Model(BaseModel):
@@ -64,7 +56,7 @@ class SegmentFile(_Model):
         return _safe_path(v)
 
     @model_validator(mode="after")
-    def _row_groups_cover_file(self) -> "SegmentFile":
+    def _row_groups_cover_file(self) -> SegmentFile:
         expected = 0
         for rg in self.row_groups:
             if rg.first_row != expected:
@@ -72,30 +64,6 @@ class SegmentFile(_Model):
             expected += rg.num_rows
         if self.row_groups and expected != self.num_rows:
             raise ValueError(f"row groups hold {expected} rows, segment says {self.num_rows}")
-        return self
-
-
-class DeletionVectorRef(_Model):
-    """Where a segment's cumulative deletion vector lives. Immutable, so it is also a cache key.
-
-    Exactly one of ``inline`` (base64 of the framed blob) and ``path`` (a DV file, with the
-    blob at ``offset``/``size``) is set."""
-
-    cardinality: int = Field(ge=0)
-    inline: str | None = None
-    path: str | None = None
-    offset: int = Field(default=0, ge=0)
-    size: int = Field(default=0, ge=0)
-
-    @field_validator("path")
-    @classmethod
-    def _safe(cls, v: str | None) -> str | None:
-        return None if v is None else _safe_path(v)
-
-    @model_validator(mode="after")
-    def _one_location(self) -> "DeletionVectorRef":
-        if (self.inline is None) == (self.path is None):
-            raise ValueError("a deletion vector needs exactly one of 'inline' and 'path'")
         return self
 
 
@@ -156,16 +124,7 @@ class LineagePurge(_Model):
 
 
 Action = Annotated[
-    Union[
-        MetadataAction,
-        AddSegment,
-        RemoveSegment,
-        SetDeletionVector,
-        LineageStart,
-        LineageEnd,
-        LineageRevert,
-        LineagePurge,
-    ],
+    MetadataAction | AddSegment | RemoveSegment | SetDeletionVector | LineageStart | LineageEnd | LineageRevert | LineagePurge,
     Field(discriminator="kind"),
 ]
 

@@ -10,15 +10,15 @@ timestamp, table id, schema, properties, lineage entries, and the history as thr
 lists) is one JSON document in the footer's key-value metadata under ``mvtable.checkpoint``,
 with its CRC-32 (8 hex digits) under ``mvtable.checkpoint.crc32``.
 
-Why columnar: a 10,000-segment snapshot as one JSON document (format 1) took ~1.3 s to
+Why columnar: a 10,000-segment snapshot as one JSON document took ~1.3 s to
 parse and validate, ~85% of it in per-row-group statistics that planning without a filter
 never looks at. Here the columns are checked vectorised (types by the Parquet schema, ranges
 and paths with ``pyarrow.compute``/numpy, row group contiguity with numpy), descriptors are
 plain slotted objects, and statistics stay raw until first used (``descriptors``). GC reads a
 column projection (``read_checkpoint_summary``) and never materialises segments.
 
-Format-1 JSON checkpoints (``<version>.checkpoint.json``) are still read, so tables whose log
-was cut at one stay readable; nothing writes them any more.
+Format 1 (one JSON document) was written only before mvtable's first release and is no
+longer read.
 """
 
 from __future__ import annotations
@@ -34,52 +34,61 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .actions import FORMAT_VERSION, DeletionVectorRef, SegmentFile, check_envelope, check_identity, validation_error
-from .descriptors import RowGroupDescriptor, SegmentDescriptor, describe, paused_gc, stats_json
-from .errors import CorruptMetadataError, UnsupportedFormatError
-from .paths import check_relative_path
-from .summary import TableSummary, summarize
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import CorruptMetadataError, UnsupportedFormatError
+from mvtable.ids import ID_PATTERN
+from mvtable.paths import check_relative_path
+
+from .actions import check_envelope, validation_error
+from .descriptors import RowGroupDescriptor, SegmentDescriptor, paused_gc, stats_json
 from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, HistoryItem, LineageEntry, SegmentState, Snapshot
+from .summary import TableSummary
 
 __all__ = [
-    "CHECKPOINT_FORMAT_VERSION", "SEGMENT_SCHEMA", "checkpoint_bytes", "parse_checkpoint",
+    "CHECKPOINT_FORMAT_VERSION",
+    "SEGMENT_SCHEMA",
+    "checkpoint_bytes",
+    "parse_checkpoint",
     "read_checkpoint_summary",
 ]
 
 CHECKPOINT_FORMAT_VERSION = 2
-LEGACY_FORMAT_VERSION = FORMAT_VERSION  # the JSON checkpoints of format 1
 HEADER_KEY = b"mvtable.checkpoint"
 HEADER_CRC_KEY = b"mvtable.checkpoint.crc32"  # page checksums cover the data, not the footer
 PARQUET_MAGIC = b"PAR1"
 ROWS_PER_ROW_GROUP = 16_384  # bounds what a summary's full check holds at once (~20 MB of stats)
 
 _INT_MAX = 2**62  # bigger is nonsense for rows/bytes/versions, and keeps numpy sums exact
-_ID_RE = r"^[A-Za-z0-9._-]{1,200}$"
+_ID_RE = f"^{ID_PATTERN}$"
 # A superset of what paths.check_relative_path refuses; flagged paths go through it for the verdict.
 _OK_PATH_RE = r"^[^/\\:\x00~][^\\:\x00]*$"
 _BAD_PART_RE = r"//|/$|(^|/)\.\.?(/|$)"
 
-ROW_GROUP_TYPE = pa.struct([
-    pa.field("num_rows", pa.int64(), nullable=False),
-    pa.field("first_row", pa.int64(), nullable=False),
-    pa.field("total_byte_size", pa.int64(), nullable=False),
-    pa.field("stats", pa.string(), nullable=False),
-])
-SEGMENT_SCHEMA = pa.schema([
-    pa.field("id", pa.string(), nullable=False),
-    pa.field("path", pa.string(), nullable=False),
-    pa.field("num_rows", pa.int64(), nullable=False),
-    pa.field("size_bytes", pa.int64(), nullable=False),
-    pa.field("added_version", pa.int64(), nullable=False),
-    pa.field("removed_version", pa.int64()),
-    pa.field("lineage_entry", pa.string()),
-    pa.field("row_groups", pa.list_(pa.field("item", ROW_GROUP_TYPE, nullable=False)), nullable=False),
-    pa.field("dv_cardinality", pa.int64()),
-    pa.field("dv_inline", pa.string()),
-    pa.field("dv_path", pa.string()),
-    pa.field("dv_offset", pa.int64()),
-    pa.field("dv_size", pa.int64()),
-])
+ROW_GROUP_TYPE = pa.struct(
+    [
+        pa.field("num_rows", pa.int64(), nullable=False),
+        pa.field("first_row", pa.int64(), nullable=False),
+        pa.field("total_byte_size", pa.int64(), nullable=False),
+        pa.field("stats", pa.string(), nullable=False),
+    ]
+)
+SEGMENT_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("num_rows", pa.int64(), nullable=False),
+        pa.field("size_bytes", pa.int64(), nullable=False),
+        pa.field("added_version", pa.int64(), nullable=False),
+        pa.field("removed_version", pa.int64()),
+        pa.field("lineage_entry", pa.string()),
+        pa.field("row_groups", pa.list_(pa.field("item", ROW_GROUP_TYPE, nullable=False)), nullable=False),
+        pa.field("dv_cardinality", pa.int64()),
+        pa.field("dv_inline", pa.string()),
+        pa.field("dv_path", pa.string()),
+        pa.field("dv_offset", pa.int64()),
+        pa.field("dv_size", pa.int64()),
+    ]
+)
 _SUMMARY_COLUMNS = ["id", "dv_cardinality", "dv_inline", "dv_path", "dv_offset", "dv_size"]
 
 
@@ -169,7 +178,12 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
     )
     sink = pa.BufferOutputStream()
     pq.write_table(
-        table, sink, compression="zstd", use_dictionary=False, write_statistics=False, write_page_checksum=True,
+        table,
+        sink,
+        compression="zstd",
+        use_dictionary=False,
+        write_statistics=False,
+        write_page_checksum=True,
         row_group_size=ROWS_PER_ROW_GROUP,
     )
     return sink.getvalue().to_pybytes()
@@ -180,9 +194,8 @@ def parse_checkpoint(data: bytes, *, source: str, expected_version: int | None =
     """The snapshot a checkpoint holds. Every column is validated before it is used, except
     row group statistics (validated when first read, see ``descriptors``); every failure is a
     ``CorruptMetadataError`` (or ``UnsafePathError``/``UnsupportedFormatError``) naming
-    ``source``. Reads format 2 (Parquet) and format 1 (JSON)."""
-    if not data.startswith(PARQUET_MAGIC):
-        return _parse_legacy(data, source=source, expected_version=expected_version)
+    ``source``."""
+    _check_magic(data, source)
     with paused_gc():
         return _parse_parquet(data, source=source, expected_version=expected_version)
 
@@ -225,11 +238,8 @@ def read_checkpoint_summary(
 
     With ``full_check`` every column is read and validated as ``parse_checkpoint`` would,
     one Parquet row group at a time, so a caller can learn whether the file is readable
-    (GC does before cutting the log at it) without materialising its segments. A format-1
-    JSON checkpoint is parsed whole."""
-    if not data.startswith(PARQUET_MAGIC):
-        snap = _parse_legacy(data, source=source, expected_version=expected_version)
-        return summarize(snap)
+    (GC does before cutting the log at it) without materialising its segments."""
+    _check_magic(data, source)
     pf = _open(data, source)
     header = _header(pf, source, expected_version)
     dvs: dict[str, str | None] = {}
@@ -291,7 +301,8 @@ def _header(pf: pq.ParquetFile, source: str, expected_version: int | None) -> _H
         raise validation_error(source, exc) from None
     if header.format != CHECKPOINT_FORMAT_VERSION:
         raise UnsupportedFormatError(
-            source, f"checkpoint format version {header.format!r} is not supported (this mvtable reads {CHECKPOINT_FORMAT_VERSION})"
+            source,
+            f"checkpoint format version {header.format!r} is not supported (this mvtable reads {CHECKPOINT_FORMAT_VERSION})",
         )
     h = header.history
     if not len(h.version) == len(h.timestamp_ms) == len(h.operation):
@@ -316,7 +327,11 @@ def _check_segments(b: pa.RecordBatch, source: str) -> None:
         raise CorruptMetadataError(source, "invalid content: row_groups holds nulls")
     nr = flat.field("num_rows")
     fr = flat.field("first_row")
-    for name, arr in (("row_groups.num_rows", nr), ("row_groups.first_row", fr), ("row_groups.total_byte_size", flat.field("total_byte_size"))):
+    for name, arr in (
+        ("row_groups.num_rows", nr),
+        ("row_groups.first_row", fr),
+        ("row_groups.total_byte_size", flat.field("total_byte_size")),
+    ):
         _check_range(arr, source, name)
     if flat.field("stats").null_count:
         raise CorruptMetadataError(source, "invalid content: row_groups.stats holds nulls")
@@ -387,8 +402,11 @@ def _check_dvs(b: pa.RecordBatch, source: str) -> None:
     has = card.is_valid()
     one_location = pc.xor(inline.is_valid(), path.is_valid())
     complete = pc.and_(offset.is_valid(), size.is_valid())
-    consistent = pc.if_else(has, pc.and_(one_location, complete),
-                            pc.and_(pc.and_(inline.is_null(), path.is_null()), pc.and_(offset.is_null(), size.is_null())))
+    consistent = pc.if_else(
+        has,
+        pc.and_(one_location, complete),
+        pc.and_(pc.and_(inline.is_null(), path.is_null()), pc.and_(offset.is_null(), size.is_null())),
+    )
     if not pc.all(consistent).as_py():
         sid = b.column("id").filter(pc.invert(consistent))[0].as_py()
         raise CorruptMetadataError(
@@ -416,15 +434,17 @@ def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dv
     groups = b.column("row_groups")
     flat = groups.flatten()
     n_groups = len(flat)
-    row_groups = list(map(
-        RowGroupDescriptor,
-        flat.field("num_rows").to_pylist(),
-        flat.field("first_row").to_pylist(),
-        flat.field("total_byte_size").to_pylist(),
-        repeat(None, n_groups),
-        flat.field("stats").to_pylist(),
-        repeat(source, n_groups),
-    ))
+    row_groups = list(
+        map(
+            RowGroupDescriptor,
+            flat.field("num_rows").to_pylist(),
+            flat.field("first_row").to_pylist(),
+            flat.field("total_byte_size").to_pylist(),
+            repeat(None, n_groups),
+            flat.field("stats").to_pylist(),
+            repeat(source, n_groups),
+        )
+    )
     off = np.asarray(groups.offsets, dtype=np.int64)
     off = off - off[0]
     if n_groups == len(ids) and bool((np.diff(off) == 1).all()):
@@ -456,57 +476,10 @@ def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dv
             dvs[sid] = DeletionVectorRef.model_construct(cardinality=c, inline=inline, path=path, offset=offset, size=size)
 
 
+def _check_magic(data: bytes, source: str) -> None:
+    if not data.startswith(PARQUET_MAGIC):
+        raise CorruptMetadataError(source, f"not a Parquet checkpoint (starts with {data[:8]!r})")
+
+
 def _brief(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
-
-
-# -- format 1: one JSON document (read only) ------------------------------------------------
-class _Segment(_Model):
-    file: SegmentFile
-    added_version: int = Field(ge=0)
-    removed_version: int | None = Field(default=None, ge=0)
-    lineage_entry: str | None = None
-
-
-class CheckpointFile(_Model):
-    format: int = LEGACY_FORMAT_VERSION
-    version: int = Field(ge=0)
-    timestamp_ms: int = Field(ge=0)
-    table_id: str
-    table_schema: dict[str, Any]
-    properties: dict[str, str]
-    segments: tuple[_Segment, ...]
-    lineage: tuple[_Entry, ...]
-    dvs: dict[str, DeletionVectorRef]
-    history: tuple[tuple[int, int, str], ...]
-
-
-def _parse_legacy(data: bytes, *, source: str, expected_version: int | None) -> Snapshot:
-    if not data.lstrip()[:1] in (b"{", b"["):
-        # say what is wrong rather than "not valid JSON" about a file named .parquet
-        raise CorruptMetadataError(source, f"not a checkpoint: neither Parquet nor a JSON object (starts with {data[:8]!r})")
-    try:
-        doc = CheckpointFile.model_validate_json(data, strict=True)
-    except ValidationError as exc:
-        check_envelope(data, source=source, what="checkpoint")
-        raise validation_error(source, exc) from None
-    check_identity(doc, source=source, format_version=LEGACY_FORMAT_VERSION, expected_version=expected_version)
-    segments = {
-        seg.file.id: SegmentState(describe(seg.file), seg.added_version, seg.removed_version, seg.lineage_entry) for seg in doc.segments
-    }
-    lineage = {e.id: LineageEntry(**e.model_dump()) for e in doc.lineage}
-    _check_lineage(lineage, segments, source)
-    unknown_dv = [sid for sid in doc.dvs if sid not in segments]
-    if unknown_dv:
-        raise CorruptMetadataError(source, f"deletion vectors for unknown segments {unknown_dv[:3]}")
-    return Snapshot(
-        version=doc.version,
-        timestamp_ms=doc.timestamp_ms,
-        table_id=doc.table_id,
-        table_schema=doc.table_schema,
-        properties=dict(doc.properties),
-        segments=segments,
-        lineage=lineage,
-        dvs=dict(doc.dvs),
-        history=[HistoryItem(v, ts, op) for v, ts, op in doc.history],
-    )

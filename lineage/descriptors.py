@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from mvtable.errors import CorruptMetadataError
+
 from .actions import ColumnStats, RowGroupInfo, SegmentFile, validation_error
-from .errors import CorruptMetadataError
 
 __all__ = ["RowGroupDescriptor", "SegmentDescriptor", "describe", "paused_gc", "stats_json"]
 
@@ -74,7 +75,9 @@ class RowGroupDescriptor:
         return stats_json(self._stats or {})
 
     def to_row_group_info(self) -> RowGroupInfo:
-        return RowGroupInfo(num_rows=self.num_rows, first_row=self.first_row, total_byte_size=self.total_byte_size, stats=dict(self.stats))
+        return RowGroupInfo(
+            num_rows=self.num_rows, first_row=self.first_row, total_byte_size=self.total_byte_size, stats=dict(self.stats)
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, (RowGroupDescriptor, RowGroupInfo)):
@@ -104,7 +107,9 @@ class SegmentDescriptor:
 
     __slots__ = ("id", "path", "num_rows", "size_bytes", "row_groups")
 
-    def __init__(self, id: str, path: str, num_rows: int, size_bytes: int, row_groups: tuple[RowGroupDescriptor, ...] = ()) -> None:
+    def __init__(
+        self, id: str, path: str, num_rows: int, size_bytes: int, row_groups: tuple[RowGroupDescriptor, ...] = ()
+    ) -> None:
         self.id = id
         self.path = path
         self.num_rows = num_rows
@@ -114,17 +119,25 @@ class SegmentDescriptor:
     def to_segment_file(self, **update: Any) -> SegmentFile:
         """A validated ``SegmentFile`` (for a commit that names this file again, e.g. a
         restore's clone), with ``update`` applied; statistics are validated on the way."""
-        fields = {"id": self.id, "path": self.path, "num_rows": self.num_rows, "size_bytes": self.size_bytes,
-                  "row_groups": tuple(rg.to_row_group_info() for rg in self.row_groups)}
+        fields = {
+            "id": self.id,
+            "path": self.path,
+            "num_rows": self.num_rows,
+            "size_bytes": self.size_bytes,
+            "row_groups": tuple(rg.to_row_group_info() for rg in self.row_groups),
+        }
         fields.update(update)
         return SegmentFile(**fields)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, (SegmentDescriptor, SegmentFile)):
             return NotImplemented
-        return (self.id, self.path, self.num_rows, self.size_bytes) == (other.id, other.path, other.num_rows, other.size_bytes) and (
-            len(self.row_groups) == len(other.row_groups) and all(a == b for a, b in zip(self.row_groups, other.row_groups))
-        )
+        return (self.id, self.path, self.num_rows, self.size_bytes) == (
+            other.id,
+            other.path,
+            other.num_rows,
+            other.size_bytes,
+        ) and (len(self.row_groups) == len(other.row_groups) and all(a == b for a, b in zip(self.row_groups, other.row_groups)))
 
     def __hash__(self) -> int:
         return hash((self.id, self.path, self.num_rows, self.size_bytes))

@@ -16,14 +16,11 @@ import re
 import socket
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
-from collections.abc import Callable, Sequence
 
-from . import faults
-from .actions import Action, Commit, parse_commit
-from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
-from .errors import (
+from mvtable.errors import (
     CommitStateUnknownError,
     ConcurrentLineageError,
     CorruptMetadataError,
@@ -32,7 +29,11 @@ from .errors import (
     TooManyRetriesError,
     VersionNotFoundError,
 )
-from .io import FileIO
+from mvtable.storage import FileIO
+
+from . import faults
+from .actions import Action, Commit, parse_commit
+from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
 from .snapshot import Snapshot, apply_commit, replay
 from .summary import CommitSummary, TableSummary, parse_commit_summary
 
@@ -44,7 +45,6 @@ DEFAULT_CHECKPOINT_INTERVAL = 10
 
 _COMMIT_NAME = re.compile(r"^([0-9]{20})\.json$", re.MULTILINE)
 _CHECKPOINT_NAME = re.compile(r"^([0-9]{20})\.checkpoint\.parquet$", re.MULTILINE)
-_LEGACY_CHECKPOINT_NAME = re.compile(r"^([0-9]{20})\.checkpoint\.json$", re.MULTILINE)
 
 
 class _Versioned(Protocol):
@@ -63,16 +63,10 @@ def checkpoint_path(version: int) -> str:
     return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
 
 
-def legacy_checkpoint_path(version: int) -> str:
-    """Where older mvtable wrote checkpoints (format 1, JSON); still read, never written."""
-    return f"{LOG_DIR}/{version:020d}.checkpoint.json"
-
-
 @dataclass(frozen=True)
 class Listing:
     commits: list[int]
-    checkpoints: list[int]  # versions with a checkpoint of either format
-    legacy_checkpoints: frozenset[int] = frozenset()  # versions whose only checkpoint is a format-1 JSON file
+    checkpoints: list[int]
 
     @property
     def latest(self) -> int:
@@ -121,9 +115,8 @@ class CommitLog:
         if names and text.count("\n") != len(names) - 1:  # a name with a newline must not forge lines
             text = "\n".join(n for n in names if "\n" not in n)
         commits = sorted(map(int, _COMMIT_NAME.findall(text)))
-        checkpoints = set(map(int, _CHECKPOINT_NAME.findall(text)))
-        legacy = set(map(int, _LEGACY_CHECKPOINT_NAME.findall(text)))
-        return Listing(commits, sorted(checkpoints | legacy), frozenset(legacy - checkpoints))
+        checkpoints = sorted(map(int, _CHECKPOINT_NAME.findall(text)))
+        return Listing(commits, checkpoints)
 
     def exists(self) -> bool:
         return self.listing().latest >= 0
@@ -158,17 +151,9 @@ class CommitLog:
         return read_checkpoint_summary(data, source=self._where(path), expected_version=version, full_check=full_check)
 
     def _read_checkpoint_file(self, version: int) -> tuple[str, bytes]:
-        """(path, content) of the checkpoint of ``version``: the Parquet one, else a JSON
-        one written by an older mvtable. ``FileNotFoundError`` when there is neither."""
+        """(path, content) of the checkpoint of ``version``; ``FileNotFoundError`` if none."""
         path = checkpoint_path(version)
-        try:
-            return path, self.io.read(path)
-        except FileNotFoundError:
-            legacy = legacy_checkpoint_path(version)
-            try:
-                return legacy, self.io.read(legacy)
-            except FileNotFoundError:
-                raise FileNotFoundError(f"no checkpoint of version {version} in {self.io.uri}/{LOG_DIR}") from None
+        return path, self.io.read(path)
 
     def snapshot(self, version: int | None = None, *, listing: Listing | None = None) -> Snapshot:
         """The snapshot at ``version`` (newest when ``None``): newest checkpoint at or before
@@ -333,8 +318,11 @@ class CommitLog:
         try:
             every = interval or int(snapshot.properties.get("checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
         except ValueError:  # the commit has landed: a bad property must not make it look failed
-            log.warning("table property checkpointInterval=%r is not an integer; using %s",
-                        snapshot.properties.get("checkpointInterval"), DEFAULT_CHECKPOINT_INTERVAL)
+            log.warning(
+                "table property checkpointInterval=%r is not an integer; using %s",
+                snapshot.properties.get("checkpointInterval"),
+                DEFAULT_CHECKPOINT_INTERVAL,
+            )
             every = DEFAULT_CHECKPOINT_INTERVAL
         if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
             faults.point("checkpoint.before_write")

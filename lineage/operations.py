@@ -2,7 +2,7 @@
 
 Each function is a pure *builder*: given the snapshot the writer read and the newest
 snapshot (the commit loop calls it again after every lost race), it returns the actions to
-commit or raises a typed conflict. The rules (DESIGN.md §1, §4, §5):
+commit or raises a typed conflict. The rules:
 
 * appends never conflict, not even with replaces;
 * a replace (overwrite, consistent push) is all-or-nothing: it conflicts when a segment it
@@ -13,8 +13,10 @@ commit or raises a typed conflict. The rules (DESIGN.md §1, §4, §5):
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
+
+from mvtable.errors import ConcurrentLineageError, ConcurrentMetadataError, ConcurrentReplaceError
 
 from .actions import (
     Action,
@@ -27,8 +29,7 @@ from .actions import (
     SegmentFile,
     SetDeletionVector,
 )
-from .cleanup import keep_two_snapshots
-from .errors import ConcurrentLineageError, ConcurrentMetadataError, ConcurrentReplaceError
+from .lineage_retention import keep_two_snapshots
 from .snapshot import IN_PROGRESS, Snapshot
 
 

@@ -3,15 +3,17 @@
 A ``Snapshot`` is the whole state of a table at one version: schema and properties, every
 segment the log has named (visible or not, because lineage can make hidden segments visible
 again), the lineage entries, and the newest deletion vector of each segment. What a reader
-sees is derived from it by ``visible_segment_ids`` (DESIGN.md §5).
+sees is derived from it by ``visible_segment_ids``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-from collections.abc import Iterable
+
+from mvtable.errors import CorruptMetadataError, InvalidLineageTransitionError, SegmentInUseError
 
 from .actions import (
     AddSegment,
@@ -26,7 +28,6 @@ from .actions import (
     SetDeletionVector,
 )
 from .descriptors import SegmentDescriptor, describe
-from .errors import CorruptMetadataError, InvalidLineageTransitionError, SegmentInUseError
 
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
@@ -92,16 +93,12 @@ class Snapshot:
         return self.version >= 0
 
     def visible_segment_ids(self) -> list[str]:
-        """DESIGN.md §5: added, minus ``from`` of COMPLETED entries, minus ``to`` of
+        """Pinot's routing rule: added, minus ``from`` of COMPLETED entries, minus ``to`` of
         IN_PROGRESS and REVERTED entries, minus removed. Ordered by when they were added."""
         hidden: set[str] = set()
         for entry in self.lineage.values():
             hidden.update(entry.segments_from if entry.state == COMPLETED else entry.segments_to)
-        return [
-            sid
-            for sid, seg in self.segments.items()
-            if seg.removed_version is None and sid not in hidden
-        ]
+        return [sid for sid, seg in self.segments.items() if seg.removed_version is None and sid not in hidden]
 
     def visible_segments(self) -> list[SegmentState]:
         return [self.segments[sid] for sid in self.visible_segment_ids()]
@@ -109,7 +106,7 @@ class Snapshot:
     def live_entries(self) -> list[LineageEntry]:
         return [e for e in self.lineage.values() if e.live]
 
-    def copy(self) -> "Snapshot":
+    def copy(self) -> Snapshot:
         # Segment descriptors and DV refs are immutable, so a shallow copy of the mutable
         # containers (and of the small per-segment/per-entry records) suffices.
         return Snapshot(
@@ -118,7 +115,9 @@ class Snapshot:
             table_id=self.table_id,
             table_schema=self.table_schema,
             properties=dict(self.properties),
-            segments={k: SegmentState(v.file, v.added_version, v.removed_version, v.lineage_entry) for k, v in self.segments.items()},
+            segments={
+                k: SegmentState(v.file, v.added_version, v.removed_version, v.lineage_entry) for k, v in self.segments.items()
+            },
             lineage={k: dataclasses.replace(v) for k, v in self.lineage.items()},
             dvs=dict(self.dvs),
             history=list(self.history),
@@ -187,8 +186,7 @@ def _remove(s: Snapshot, a: RemoveSegment, v: int, ts: int) -> None:
     for entry in s.lineage.values():
         if entry.state == IN_PROGRESS and (a.segment_id in entry.segments_from or a.segment_id in entry.segments_to):
             raise SegmentInUseError(
-                f"segment {a.segment_id} is held by IN_PROGRESS lineage entry {entry.id}; "
-                "end or revert that push first"
+                f"segment {a.segment_id} is held by IN_PROGRESS lineage entry {entry.id}; end or revert that push first"
             )
     seg.removed_version = v
     s.dvs.pop(a.segment_id, None)
@@ -245,7 +243,9 @@ def _end(s: Snapshot, a: LineageEnd, v: int, ts: int) -> None:
         )
     missing = [sid for sid in entry.segments_to if sid not in s.segments or s.segments[sid].removed_version is not None]
     if missing:
-        raise InvalidLineageTransitionError(f"lineage entry {entry.id} cannot end: segments_to missing ({', '.join(missing[:5])})")
+        raise InvalidLineageTransitionError(
+            f"lineage entry {entry.id} cannot end: segments_to missing ({', '.join(missing[:5])})"
+        )
     entry.state = COMPLETED
     entry.timestamp_ms = ts
     entry.state_version = v
@@ -254,7 +254,9 @@ def _end(s: Snapshot, a: LineageEnd, v: int, ts: int) -> None:
 def _revert(s: Snapshot, a: LineageRevert, v: int, ts: int) -> None:
     entry = _entry(s, a.entry_id)
     if entry.state not in (IN_PROGRESS, COMPLETED):
-        raise InvalidLineageTransitionError(f"lineage entry {entry.id} is {entry.state}; only IN_PROGRESS or COMPLETED can be reverted")
+        raise InvalidLineageTransitionError(
+            f"lineage entry {entry.id} is {entry.state}; only IN_PROGRESS or COMPLETED can be reverted"
+        )
     if entry.state == COMPLETED:
         blocker = revert_blocker(s, entry)
         if blocker:

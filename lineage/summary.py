@@ -5,7 +5,7 @@ GC reads every commit file it may delete and the snapshots at both ends of the r
 window. Parsing those into full ``Snapshot``s costs ~23 KiB per segment (descriptors and
 per-row-group statistics), so a 100,000-segment table needs gigabytes for what is, to GC, a
 map from segment id to DV path. This module replays *summaries* instead. Pure: bytes in,
-summaries out; ``mvtable.connector.maintenance`` does the reading.
+summaries out; ``mvtable.connector.gc`` does the reading.
 
 A commit summary is validated only as far as GC relies on it (the envelope, versions,
 timestamps, the fields of the actions it uses, and every stored path); everything else
@@ -16,18 +16,18 @@ strictly.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from .actions import FORMAT_VERSION, DeletionVectorRef, validation_error
-from .errors import CorruptMetadataError, UnsupportedFormatError
-from .paths import check_relative_path
-from .snapshot import HistoryItem, Snapshot
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import CorruptMetadataError, UnsupportedFormatError
+from mvtable.ids import ID_RE as _ID
+from mvtable.paths import check_relative_path
 
-_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")  # actions._Id
+from .actions import FORMAT_VERSION, validation_error
+from .snapshot import HistoryItem, Snapshot
 
 __all__ = ["CommitSummary", "TableSummary", "apply_summary", "parse_commit_summary", "summarize"]
 
@@ -58,7 +58,7 @@ class TableSummary:
     def dv_paths(self) -> set[str]:
         return {path for path in self.dvs.values() if path}
 
-    def copy(self) -> "TableSummary":
+    def copy(self) -> TableSummary:
         return TableSummary(self.version, self.timestamp_ms, dict(self.properties), list(self.history), dict(self.dvs))
 
 

@@ -22,10 +22,9 @@ _TESTS_DIR = Path(__file__).resolve().parent
 if str(_TESTS_DIR) not in sys.path:  # `support` is importable however pytest was started
     sys.path.insert(0, str(_TESTS_DIR))
 
-from support.s3servers import moto_s3, moto_server, seaweedfs_s3, seaweedfs_server  # noqa: E402,F401
-
 # Importing support.spark does not import pyspark: it is imported inside the fixtures.
 from support import spark as _spark_support  # noqa: E402
+from support.s3servers import moto_s3, moto_server, seaweedfs_s3, seaweedfs_server  # noqa: E402,F401
 from support.spark import mvtable_wheel_site, spark, spark_cluster  # noqa: E402,F401
 
 _SPARK_FIXTURES = {"spark", "spark_cluster", "mvtable_wheel_site"}

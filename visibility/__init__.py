@@ -1,23 +1,19 @@
 """Deletion vectors: which rows of a segment are deleted, stored so other engines can read them.
 
-Layering: this package depends only on pyroaring and numpy. It never imports
-``mvtable.lineage`` (the log carries DV descriptors as plain data that ``load_dv``
-accepts by duck typing), ``mvtable.connector`` or pyspark.
+Layering: this package never imports ``mvtable.lineage``, ``mvtable.connector`` or pyspark.
+What it shares with the log comes from the root package: the storage interface
+(``mvtable.storage.FileIO``), the DV descriptor (``mvtable.dvref.DeletionVectorRef``) and
+the errors (``mvtable.errors``).
 """
 
 from __future__ import annotations
 
 from .cache import CACHE_BYTES_ENV, DEFAULT_CACHE_BYTES, DVCache, process_cache, ref_key
 from .dv import DV_MAGIC, as_bitmap, bitmap_from_array, decode_dv, encode_dv, positions_array
-from .errors import CorruptDeletionVectorError, DeletionVectorNotFoundError, VisibilityError
-from .files import DV_DIR, ByteStore, DVLocation, FileEntry, load_dv, load_dv_positions, write_dvs
+from .files import DV_DIR, load_dv, load_dv_positions, write_dvs
 from .masks import deleted_count, deleted_in_range, fully_deleted, keep_mask
 
 __all__ = [
-    # errors
-    "VisibilityError",
-    "CorruptDeletionVectorError",
-    "DeletionVectorNotFoundError",
     # blob format
     "DV_MAGIC",
     "encode_dv",
@@ -27,9 +23,6 @@ __all__ = [
     "as_bitmap",
     # DV files
     "DV_DIR",
-    "ByteStore",
-    "FileEntry",
-    "DVLocation",
     "write_dvs",
     "load_dv",
     "load_dv_positions",

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import numpy as np
 from pyroaring import AbstractBitMap, AbstractBitMap64, BitMap64
 
-from .errors import CorruptDeletionVectorError
+from mvtable.errors import CorruptDeletionVectorError
 
 __all__ = [
     "DV_MAGIC",
@@ -96,9 +96,7 @@ def decode_dv(data: bytes | bytearray | memoryview, *, source: str) -> BitMap64:
         raise CorruptDeletionVectorError(source, f"blob is {n} bytes, shorter than the minimum {MIN_BLOB_SIZE}")
     (length,) = _BE_U32.unpack_from(buf, 0)
     if length != n - 8:
-        raise CorruptDeletionVectorError(
-            source, f"length field says {length} bytes of magic+bitmap but the blob holds {n - 8}"
-        )
+        raise CorruptDeletionVectorError(source, f"length field says {length} bytes of magic+bitmap but the blob holds {n - 8}")
     if bytes(buf[4:8]) != DV_MAGIC:
         raise CorruptDeletionVectorError(source, f"bad magic {bytes(buf[4:8]).hex()} (expected {DV_MAGIC.hex()})")
     payload = buf[4 : 4 + length]
@@ -112,9 +110,7 @@ def decode_dv(data: bytes | bytearray | memoryview, *, source: str) -> BitMap64:
     except _Malformed as exc:
         raise CorruptDeletionVectorError(source, f"malformed roaring bitmap: {exc}") from None
     if used != len(bitmap):
-        raise CorruptDeletionVectorError(
-            source, f"{len(bitmap) - used} unexpected bytes after the roaring bitmap"
-        )
+        raise CorruptDeletionVectorError(source, f"{len(bitmap) - used} unexpected bytes after the roaring bitmap")
     try:
         return BitMap64.deserialize(bytes(bitmap))
     except (ValueError, IndexError, OverflowError, MemoryError) as exc:

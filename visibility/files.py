@@ -9,7 +9,7 @@ A DV file is also a valid Iceberg Puffin file (``PFA1`` magic, the blobs, a JSON
 listing them as ``deletion-vector-v1``), so Iceberg tooling can inspect it. mvtable itself
 never reads the footer: the log's descriptors are the source of truth.
 
-Storage is duck-typed (``ByteStore``); ``mvtable.lineage.io.FileIO`` satisfies it, but this
+Storage is duck-typed (``ByteStore``); ``mvtable.storage.FileIO`` satisfies it, but this
 package must not import lineage, so the protocol is restated here.
 """
 
@@ -22,24 +22,24 @@ import struct
 import threading
 import uuid
 import weakref
-from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import numpy as np
 from pyroaring import BitMap64
 
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError
+from mvtable.paths import path_problem
+from mvtable.storage import FileIO
+
 from .cache import DVCache, Loaded, ref_key
 from .dv import MIN_BLOB_SIZE, as_bitmap, decode_dv, encode_dv, positions_array
-from .errors import CorruptDeletionVectorError, DeletionVectorNotFoundError
 
 __all__ = [
     "DV_DIR",
     "DV_FILE_SUFFIX",
     "PUFFIN_MAGIC",
-    "ByteStore",
-    "FileEntry",
-    "DVLocation",
     "write_dvs",
     "load_dv",
     "load_dv_positions",
@@ -55,61 +55,19 @@ DEFAULT_INLINE_MAX_BYTES = 512
 _MAX_BLOB_SIZE = 4 + (2**31 - 1) + 4
 
 
-class FileEntry(Protocol):
-    """One listed file (``lineage.io.FileInfo`` fits): base name, size, modification time."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def mtime(self) -> float | None: ...
-
-
-# An alias, because inside ByteStore the name ``list`` is the method.
-_Listing = list[FileEntry]
-
-
-@runtime_checkable
-class ByteStore(Protocol):
-    """The storage a DV needs. Paths are relative to the table root and use ``/``."""
-
-    def read(self, path: str) -> bytes: ...
-    def read_range(self, path: str, offset: int, size: int) -> bytes: ...
-    def write(self, path: str, data: bytes) -> None: ...
-    def exists(self, path: str) -> bool: ...
-    def list(self, folder: str) -> _Listing: ...
-    def delete(self, paths: Iterable[str]) -> None: ...
-
-
-@dataclass(frozen=True)
-class DVLocation:
-    """Where one segment's DV lives; field names match the log's ``DeletionVectorRef``.
-
-    Exactly one of ``inline`` (base64 of the framed blob) and ``path`` is set. For inline
-    DVs ``offset`` is 0 and ``size`` the decoded blob length.
-    """
-
-    cardinality: int
-    inline: str | None
-    path: str | None
-    offset: int
-    size: int
-
-
 def write_dvs(
-    store: ByteStore,
+    store: FileIO,
     bitmaps: Mapping[str, BitMap64],
     *,
     inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
-) -> dict[str, DVLocation]:
+) -> dict[str, DeletionVectorRef]:
     """Encode each segment's DV; inline the small ones, pack the rest into one new file.
 
     The file gets a fresh uuid name and is written exactly once, before the commit that
     references it, so a failed commit leaves only an orphan for vacuum — never a
     half-updated file that a committed descriptor points into.
     """
-    out: dict[str, DVLocation] = {}
+    out: dict[str, DeletionVectorRef] = {}
     packed: list[tuple[str, bytes, int]] = []
     for segment_id, positions in bitmaps.items():
         bm = as_bitmap(positions)
@@ -117,7 +75,7 @@ def write_dvs(
         cardinality = len(bm)
         if len(blob) <= inline_max_bytes:
             text = base64.b64encode(blob).decode("ascii")
-            out[segment_id] = DVLocation(cardinality, text, None, 0, len(blob))
+            out[segment_id] = DeletionVectorRef(cardinality=cardinality, inline=text, size=len(blob))
         else:
             packed.append((segment_id, blob, cardinality))
     if not packed:
@@ -128,7 +86,7 @@ def write_dvs(
     offset = len(PUFFIN_MAGIC)
     footer_blobs = []
     for segment_id, blob, cardinality in packed:
-        out[segment_id] = DVLocation(cardinality, None, path, offset, len(blob))
+        out[segment_id] = DeletionVectorRef(cardinality=cardinality, path=path, offset=offset, size=len(blob))
         footer_blobs.append(_puffin_blob_meta(segment_id, offset, len(blob), cardinality))
         parts.append(blob)
         offset += len(blob)
@@ -137,11 +95,11 @@ def write_dvs(
     return out
 
 
-def load_dv(store: ByteStore, ref: Any, *, cache: DVCache | None = None) -> BitMap64:
+def load_dv(store: FileIO, ref: Any, *, cache: DVCache | None = None) -> BitMap64:
     """The DV a descriptor points to, validated; from ``cache`` when given.
 
     ``ref`` is any object with ``cardinality``, ``inline``, ``path``, ``offset`` and ``size``
-    (the log's ``DeletionVectorRef``, a ``DVLocation``, ...). The returned bitmap may be
+    (a ``DeletionVectorRef``, or anything shaped like one). The returned bitmap may be
     shared through the cache: treat it as read-only.
     """
     key = None if cache is None else _key(store, ref)
@@ -150,7 +108,7 @@ def load_dv(store: ByteStore, ref: Any, *, cache: DVCache | None = None) -> BitM
     return cache.get_or_load(key, lambda: _load(store, ref))
 
 
-def load_dv_positions(store: ByteStore, ref: Any, *, cache: DVCache | None = None) -> np.ndarray:
+def load_dv_positions(store: FileIO, ref: Any, *, cache: DVCache | None = None) -> np.ndarray:
     """The DV as a sorted ``uint64`` array (what ``masks`` slices fastest); cached if given."""
     key = None if cache is None else _key(store, ref)
     if key is None:
@@ -158,11 +116,11 @@ def load_dv_positions(store: ByteStore, ref: Any, *, cache: DVCache | None = Non
     return cache.positions(key, lambda: _load(store, ref))
 
 
-_store_tokens: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+_store_tokens: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _tokens_lock = threading.Lock()
 
 
-def _key(store: ByteStore, ref: Any) -> Hashable | None:
+def _key(store: FileIO, ref: Any) -> Hashable | None:
     """Cache key, or None when a file DV's table cannot be told apart safely.
 
     Relative DV paths are only unique within a table, so the key needs the table's
@@ -184,7 +142,7 @@ def _key(store: ByteStore, ref: Any) -> Hashable | None:
     return ref_key(ref, namespace=token)
 
 
-def _load(store: ByteStore, ref: Any) -> Loaded:
+def _load(store: FileIO, ref: Any) -> Loaded:
     """(bitmap, bytes fetched from storage, accounted size)."""
     inline = getattr(ref, "inline", None)
     path = getattr(ref, "path", None)
@@ -205,7 +163,7 @@ def _load(store: ByteStore, ref: Any) -> Loaded:
         fetched = 0
     else:
         source = f"{path} at offset {offset} (size {size})"
-        problem = _path_problem(path)
+        problem = path_problem(path)
         if problem:
             raise CorruptDeletionVectorError(source, f"unsafe path: {problem}")
         if offset < 0 or not MIN_BLOB_SIZE <= size <= _MAX_BLOB_SIZE:
@@ -222,19 +180,6 @@ def _load(store: ByteStore, ref: Any) -> Loaded:
     if expected is not None and len(bm) != int(expected):
         raise CorruptDeletionVectorError(source, f"holds {len(bm)} positions but the descriptor says {expected}")
     return bm, fetched, len(blob)
-
-
-def _path_problem(path: Any) -> str | None:
-    """Why ``path`` could escape the table root (the log validates too; a ref may not come from it)."""
-    if not isinstance(path, str) or not path:
-        return "empty"
-    if "\x00" in path or ":" in path or "\\" in path:
-        return "contains NUL, ':' or '\\'"
-    if path.startswith(("/", "~")):
-        return "absolute"
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        return "has an empty, '.' or '..' component"
-    return None
 
 
 def _puffin_blob_meta(segment_id: str, offset: int, length: int, cardinality: int) -> dict[str, Any]:

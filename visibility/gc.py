@@ -1,6 +1,6 @@
 """Visibility GC planning: which DV files may go, and how to cut deletions into batches.
 
-Pure: no I/O. The connector gathers the inputs (``mvtable.connector.maintenance``):
+Pure: no I/O. The connector gathers the inputs (``mvtable.connector.gc``):
 
 * ``needed`` — the DV paths referenced by every version that must stay readable (the safe
   version up to the newest one the caller has seen). Never deleted.
@@ -22,10 +22,12 @@ within a bound, as CockroachDB's GC queue bounds its batches by key bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from .files import DV_DIR, FileEntry
+from mvtable.storage import FileInfo
+
+from .files import DV_DIR
 
 __all__ = ["DVGCPlan", "plan_dv_gc", "batches", "path_bytes"]
 
@@ -41,7 +43,7 @@ class DVGCPlan:
 
 
 def plan_dv_gc(
-    listing: Iterable[FileEntry],
+    listing: Iterable[FileInfo],
     *,
     needed: Iterable[str],
     superseded: Iterable[str] = (),

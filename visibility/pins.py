@@ -1,6 +1,6 @@
 """Reader pins: ``_mvtable/pins/<pin id>.json`` says "someone is reading version v until t".
 
-Visibility GC never removes what a live pin's version needs (DESIGN.md §6): the safe
+Visibility GC never removes what a live pin's version needs: the safe
 version is the minimum of every live pin and the retention window. A pin is one small
 JSON object, validated on read::
 
@@ -16,8 +16,7 @@ older than ``unreadable_ttl_s``; then it counts as expired and GC removes it. A 
 logged each time one is seen. ``read_pin`` (an explicit read of one pin) raises
 ``CorruptPinError`` instead.
 
-Storage is duck-typed like ``files.ByteStore`` (``read``/``write``/``list``/``delete``);
-this module must not import ``mvtable.lineage``.
+Storage is ``mvtable.storage.FileIO``.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import VisibilityError
+from mvtable.errors import CorruptPinError, PinError, PinExpiredError, PinNotFoundError
 
 __all__ = [
     "PIN_DIR",
@@ -64,27 +63,6 @@ UNREADABLE_OWNER = "<unreadable pin file>"
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _PIN_NAME = re.compile(r"^([A-Za-z0-9_-]{1,128})\.json$")
 _MAX_PIN_BYTES = 64 * 1024
-
-
-class PinError(VisibilityError):
-    """Base of the pin errors."""
-
-
-class PinNotFoundError(PinError):
-    """No pin with that id (released, or removed by GC after it expired)."""
-
-
-class PinExpiredError(PinError):
-    """The pin has expired; what it protected may have been collected already."""
-
-
-class CorruptPinError(PinError):
-    """A pin file that is not what ``pin`` writes."""
-
-    def __init__(self, source: str, problem: str) -> None:
-        super().__init__(f"{source}: {problem}")
-        self.source = source
-        self.problem = problem
 
 
 class _PinFile(BaseModel):
@@ -182,7 +160,7 @@ def pin(store: Any, version: int, *, ttl_s: float, owner: str = "", now_ms: int 
     """Pin ``version`` for ``ttl_s`` seconds; returns the pin id.
 
     The caller must check *after* pinning that the version is still readable (GC may have
-    planned before the pin existed); ``mvtable.connector.maintenance.pin_for_read`` does."""
+    planned before the pin existed); ``mvtable.connector.gc.pin_for_read`` does."""
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise PinError(f"a pinned version must be a non-negative integer, not {version!r}")
     now = _now_ms() if now_ms is None else int(now_ms)
@@ -249,10 +227,12 @@ def scan_pins(store: Any, *, now_ms: int | None = None, unreadable_ttl_s: float 
             doc = _parse(store.read(path), _where(store, path))
         except FileNotFoundError:
             continue  # released while we looked
-        except Exception as exc:  # noqa: BLE001 - any failure must be treated conservatively
+        except Exception as exc:
             out.unreadable.append(path)
             if mtime_ms is not None and mtime_ms + grace_ms <= now:
-                log.warning("pin file %s is unreadable (%s) and older than %.0f s: treating it as expired", path, exc, unreadable_ttl_s)
+                log.warning(
+                    "pin file %s is unreadable (%s) and older than %.0f s: treating it as expired", path, exc, unreadable_ttl_s
+                )
                 out.expired.append(path)
             else:
                 log.warning("pin file %s is unreadable (%s): treating it as a pin of version 0 until it is old", path, exc)

@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from mvtable.lineage.io import open_file_io
+from mvtable.errors import InvalidOptionError, InvalidRowAddressError
 from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
 from mvtable.visibility import load_dv_positions, process_cache
 
-from ..errors import InvalidOptionError, InvalidRowAddressError
 from ..scan import pin_version, staged_segments
 from ..schema import project, schema_from_json, schema_to_json
 from ..timeparse import parse_timestamp_ms

@@ -1,7 +1,7 @@
 """SQL procedures: Python UDTFs registered by ``mvtable.connector.register(spark)``.
 
 ``CALL`` needs a JVM catalog, so each procedure is a table function called with named
-arguments (DESIGN.md §7)::
+arguments::
 
     SELECT * FROM mvtable_lineage('/data/t')
     SELECT * FROM mvtable_history(table => '/data/t')
@@ -30,8 +30,8 @@ reachable from executors (as it must for reads and writes).
 from __future__ import annotations
 
 import json
-from typing import Any
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from pyspark.sql.types import (
     ArrayType,
@@ -108,7 +108,7 @@ GC_SCHEMA = _schema(
 
 # -- argument checking ------------------------------------------------------------------
 def _invalid(message: str) -> Exception:
-    from mvtable.connector.errors import InvalidOptionError
+    from mvtable.errors import InvalidOptionError
 
     return InvalidOptionError(message)
 
@@ -124,7 +124,7 @@ def storage_options(options: Any, *, procedure: str) -> dict[str, Any]:
     try:
         parsed = json.loads(options)
     except ValueError as exc:
-        raise _invalid(f"{procedure}: options is not valid JSON ({exc}); pass e.g. options => '{{\"key\": \"…\"}}'") from None
+        raise _invalid(f'{procedure}: options is not valid JSON ({exc}); pass e.g. options => \'{{"key": "…"}}\'') from None
     if not isinstance(parsed, dict):
         raise _invalid(f"{procedure}: options must be a JSON object, not {type(parsed).__name__}")
     return parsed
@@ -192,23 +192,41 @@ def action_row(result) -> tuple:
 
 
 def vacuum_row(report) -> tuple:
-    from mvtable.connector.inspect import vacuum_changed, vacuum_summary
+    from mvtable.connector.describe import vacuum_changed, vacuum_summary
 
     files = list(report.files)
     return (
-        bool(report.dry_run), vacuum_changed(report), len(files), int(report.bytes), int(report.segments_expired),
-        int(report.entries_purged), int(report.safe_version), float(report.retention_s), bool(report.complete),
-        int(report.batches), files if report.dry_run else None, vacuum_summary(report),
+        bool(report.dry_run),
+        vacuum_changed(report),
+        len(files),
+        int(report.bytes),
+        int(report.segments_expired),
+        int(report.entries_purged),
+        int(report.safe_version),
+        float(report.retention_s),
+        bool(report.complete),
+        int(report.batches),
+        files if report.dry_run else None,
+        vacuum_summary(report),
     )
 
 
 def gc_row(report) -> tuple:
-    from mvtable.connector.inspect import gc_changed, gc_files, gc_summary
+    from mvtable.connector.describe import gc_changed, gc_files, gc_summary
 
     return (
-        bool(report.dry_run), gc_changed(report), gc_files(report), int(report.bytes_freed), int(report.dv_files_deleted),
-        int(report.log_files_deleted), int(report.pins_expired), int(report.safe_version), bool(report.complete),
-        int(report.batches), list(report.deleted) if report.dry_run else None, gc_summary(report),
+        bool(report.dry_run),
+        gc_changed(report),
+        gc_files(report),
+        int(report.bytes_freed),
+        int(report.dv_files_deleted),
+        int(report.log_files_deleted),
+        int(report.pins_expired),
+        int(report.safe_version),
+        bool(report.complete),
+        int(report.batches),
+        list(report.deleted) if report.dry_run else None,
+        gc_summary(report),
     )
 
 
@@ -269,11 +287,13 @@ class VacuumProcedure:
         self, table: str, dry_run: bool = False, retention: str = None, force: bool = False, options: str = None
     ) -> Iterator[tuple]:
         name = "mvtable_vacuum"
-        dry, forced, keep = _bool_arg(dry_run, "dry_run", name), _bool_arg(force, "force", name), _str_arg(retention, "retention", name)
-        from mvtable.connector.inspect import run_vacuum
-
+        dry, forced, keep = (
+            _bool_arg(dry_run, "dry_run", name),
+            _bool_arg(force, "force", name),
+            _str_arg(retention, "retention", name),
+        )
         t = _open(table, options, name)
-        yield vacuum_row(run_vacuum(t, retention=keep, dry_run=dry, force=forced))
+        yield vacuum_row(t.vacuum(retention=keep, dry_run=dry, force=forced))
 
 
 class GCProcedure:

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from mvtable.lineage.io import open_file_io
+from mvtable.errors import InvalidOptionError
 from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
 
-from ..errors import InvalidOptionError
 from ..options import ReadOptions
-from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..parallel import default_workers
 from ..scan import ScanTask, output_schema, pin_version, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
+from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
 from ..timeparse import parse_timestamp_ms
 from .filters import to_predicate
@@ -88,7 +88,9 @@ class MvTableReader(DataSourceReader):
         target = to_arrow_schema(self.schema, timezone="UTC")
         io = open_file_io(self.opts.path, self.opts.storage_options)
         for task in partition.tasks:
-            for table in read_task(io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address):
+            for table in read_task(
+                io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address
+            ):
                 for batch in table.to_batches():
                     yield _conform(batch, target)
 

@@ -3,7 +3,7 @@
 Spark runs ``schema()``, ``reader()``, ``partitions()`` and ``writer()`` in short-lived
 driver-side Python workers, ``read()``/``write()`` in executors, and ``commit()``/``abort()``
 in yet another worker: nothing is shared through memory, so every object here carries
-what the next step needs and is picklable (DESIGN.md §7)."""
+what the next step needs and is picklable."""
 
 from __future__ import annotations
 

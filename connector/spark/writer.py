@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -13,8 +13,8 @@ from pyspark.sql.types import StructType
 from mvtable.lineage.actions import SegmentFile
 
 from .. import writes
-from .deleter import make_delete_writer
 from ..options import WriteOptions
+from .delete_writer import make_delete_writer
 
 
 @dataclass

@@ -19,13 +19,31 @@ REPO = Path(__file__).resolve().parents[2]
 # Every case the harness reports, and which of them compare against a peer (a peer that
 # cannot do a case is recorded as "n/a: reason" rather than failing).
 EXPECTED = {
-    "table_scan", "table_scan_del10", "delete_1pct", "consistent_push", "append_latency", "planning", "gc_peak_memory",
-    "spark_one_column", "spark_one_column_del10", "spark_one_column_del10_vs_nodel", "spark_one_column_ingest_floor",
-    "spark_full_row", "spark_full_row_del10", "spark_full_row_del10_vs_nodel", "spark_full_row_ingest_floor",
-    "spark_filter", "spark_filter_del10", "spark_filter_no_pushdown", "spark_delete_1pct",
+    "table_scan",
+    "table_scan_del10",
+    "delete_1pct",
+    "consistent_push",
+    "append_latency",
+    "planning",
+    "gc_peak_memory",
+    "spark_one_column",
+    "spark_one_column_del10",
+    "spark_one_column_del10_vs_nodel",
+    "spark_one_column_ingest_floor",
+    "spark_full_row",
+    "spark_full_row_del10",
+    "spark_full_row_del10_vs_nodel",
+    "spark_full_row_ingest_floor",
+    "spark_filter",
+    "spark_filter_del10",
+    "spark_filter_no_pushdown",
+    "spark_delete_1pct",
 }
-PEER_CASES = {f"{case}_vs_{peer}" for case in ("table_scan_del10", "delete_1pct", "consistent_push", "append_latency")
-              for peer in ("deltalake", "pyiceberg", "lance")}
+PEER_CASES = {
+    f"{case}_vs_{peer}"
+    for case in ("table_scan_del10", "delete_1pct", "consistent_push", "append_latency")
+    for peer in ("deltalake", "pyiceberg", "lance")
+}
 
 
 @pytest.mark.spark
@@ -38,9 +56,15 @@ def test_smoke_mode_runs_every_case(tmp_path: Path) -> None:
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--smoke", "--out", str(out), "--data-dir", str(tmp_path / "data")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
-    assert proc.returncode == 0, f"smoke run failed (exit {proc.returncode})\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, (
+        f"smoke run failed (exit {proc.returncode})\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+    )
     doc = json.loads(out.read_text())
     assert not doc["meta"]["errors"]
     cases = doc["cases"]

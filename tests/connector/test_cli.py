@@ -272,7 +272,11 @@ def test_inspect(pushed):
     [pushed_seg] = [s for s in info["segments"] if s["status"] == "visible"]
     assert pushed_seg["id"] == visible[0].id and pushed_seg["lineage_entry"] == a
     assert pushed_seg["num_rows"] == 300 and len(pushed_seg["row_groups"]) == 3
-    assert pushed_seg["row_groups"][1] == {"num_rows": 100, "first_row": 100, "total_byte_size": pushed_seg["row_groups"][1]["total_byte_size"]}
+    assert pushed_seg["row_groups"][1] == {
+        "num_rows": 100,
+        "first_row": 100,
+        "total_byte_size": pushed_seg["row_groups"][1]["total_byte_size"],
+    }
     replaced = [s for s in info["segments"] if s["status"] == "replaced"]
     assert sorted(s["num_rows"] for s in replaced) == [500, 1000]
     assert sum(s["deleted_rows"] for s in replaced) == 150
@@ -281,11 +285,19 @@ def test_inspect(pushed):
     assert staged["lineage_entry"] == b and staged["num_rows"] == 200
     assert len(segs) == 4
     assert info["totals"] == {
-        "segments": 1, "num_rows": 300, "row_groups": 3, "size_bytes": pushed_seg["size_bytes"],
-        "deleted_rows": 0, "live_rows": 300, "delete_density": 0.0,
+        "segments": 1,
+        "num_rows": 300,
+        "row_groups": 3,
+        "size_bytes": pushed_seg["size_bytes"],
+        "deleted_rows": 0,
+        "live_rows": 300,
+        "delete_density": 0.0,
     }
     entry_a, entry_b = info["lineage"]
-    assert entry_a["id"] == a and [(s["version"], s["state"]) for s in entry_a["transitions"]] == [(4, "IN_PROGRESS"), (5, "COMPLETED")]
+    assert entry_a["id"] == a and [(s["version"], s["state"]) for s in entry_a["transitions"]] == [
+        (4, "IN_PROGRESS"),
+        (5, "COMPLETED"),
+    ]
     assert entry_b["id"] == b and [(s["version"], s["state"]) for s in entry_b["transitions"]] == [(6, "IN_PROGRESS")]
 
     # an older version: before the delete, the appended segments are whole
@@ -295,18 +307,25 @@ def test_inspect(pushed):
 
 def test_vacuum(table_uri):
     t = Table.create(
-        table_uri, schema=orders(0, 1).schema,
-        properties={"replacedSegmentsRetentionPeriod": "0s", "lineageEntryCleanupRetentionPeriod": "0s", "checkpointInterval": "2"},
+        table_uri,
+        schema=orders(0, 1).schema,
+        properties={
+            "replacedSegmentsRetentionPeriod": "0s",
+            "lineageEntryCleanupRetentionPeriod": "0s",
+            "checkpointInterval": "2",
+        },
     )
     t.append(orders(0, 1000))
     t.overwrite(orders(5000, 300), consistent_push=True)
     t.overwrite(orders(6000, 200), consistent_push=True)
-    listing = lambda: sorted(os.listdir(os.path.join(table_uri, "data")) + os.listdir(os.path.join(table_uri, "_mvtable", "log")))  # noqa: E731
+    listing = lambda: sorted(os.listdir(os.path.join(table_uri, "data")) + os.listdir(os.path.join(table_uri, "_mvtable", "log")))
     before, version = listing(), t.version
 
     [dry] = run_json("vacuum", table_uri, "--dry-run", "--retention", "0s", "--force")
     assert dry["dry_run"] is True and dry["files"] and dry["segments_expired"] == 2 and dry["entries_purged"] == 2
-    assert {"files", "bytes", "retention_s", "safe_version", "segments_expired", "entries_purged", "complete", "batches"} <= set(dry)
+    assert {"files", "bytes", "retention_s", "safe_version", "segments_expired", "entries_purged", "complete", "batches"} <= set(
+        dry
+    )
     assert listing() == before and t.version == version  # a dry run changes nothing
 
     assert_clean_error(run("vacuum", table_uri, "--retention", "0s"), 1, "RetentionTooShortError", "--force")
@@ -324,7 +343,8 @@ def test_vacuum(table_uri):
 
 def test_gc(table_uri):
     t = Table.create(
-        table_uri, schema=orders(0, 1).schema,
+        table_uri,
+        schema=orders(0, 1).schema,
         properties={"rowGroupRows": "100", "dvInlineMaxBytes": "0", "versionRetentionPeriod": "0s"},
     )
     t.append(orders(0, 1000))
@@ -335,7 +355,9 @@ def test_gc(table_uri):
 
     [dry] = run_json("gc", table_uri, "--dry-run")
     assert dry["dry_run"] is True and first_dv in dry["deleted"] and dry["dv_files_deleted"] >= 1
-    assert {"safe_version", "dv_files_deleted", "log_files_deleted", "pins_expired", "bytes_freed", "complete", "batches"} <= set(dry)
+    assert {"safe_version", "dv_files_deleted", "log_files_deleted", "pins_expired", "bytes_freed", "complete", "batches"} <= set(
+        dry
+    )
     assert os.path.exists(os.path.join(table_uri, first_dv))
 
     human = run("gc", table_uri, "--progress", "always")
@@ -347,3 +369,16 @@ def test_gc(table_uri):
 
     again = run("gc", table_uri)
     assert again.returncode == 0 and "nothing to collect" in again.stdout
+
+
+def test_a_reader_that_goes_away_is_not_an_error(pushed) -> None:
+    """`mvtable history t | head -1`: the pipe closes under the CLI. BrokenPipeError is an
+    OSError, so it must be handled before the generic storage-error branch (exit 1)."""
+    t, _, _ = pushed
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "MVTABLE_FAULT")}
+    proc = subprocess.Popen([*CLI, "history", t.uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err and b"error" not in err.lower()

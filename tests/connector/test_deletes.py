@@ -10,9 +10,8 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table, segments
-from mvtable.connector.errors import InvalidRowAddressError
-from mvtable.lineage.errors import CommitConflictError, ConcurrentReplaceError
-from mvtable.visibility import CorruptDeletionVectorError, process_cache
+from mvtable.errors import CommitConflictError, ConcurrentReplaceError, CorruptDeletionVectorError, InvalidRowAddressError
+from mvtable.visibility import process_cache
 
 from .conftest import orders
 

@@ -7,8 +7,13 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
-from mvtable.connector.errors import FilesMissingError, InvalidOptionError
-from mvtable.lineage.errors import InvalidLineageTransitionError, SegmentInUseError, VersionNotFoundError
+from mvtable.errors import (
+    FilesMissingError,
+    InvalidLineageTransitionError,
+    InvalidOptionError,
+    SegmentInUseError,
+    VersionNotFoundError,
+)
 
 
 def ids_of(n0: int, n: int) -> pa.Table:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvtable.connector.errors import InvalidOptionError
 from mvtable.connector.options import read_options, write_options
+from mvtable.errors import InvalidOptionError
 
 
 def test_read_options_parse_strings_case_insensitively():

@@ -121,8 +121,13 @@ def test_errors_surface_with_the_typed_message(sql, pushed, tmp_path):
 
 def test_vacuum_dry_run_then_vacuum_twice(sql, spark, table_uri):
     t = Table.create(
-        table_uri, schema=orders(0, 1).schema,
-        properties={"replacedSegmentsRetentionPeriod": "0s", "lineageEntryCleanupRetentionPeriod": "0s", "checkpointInterval": "2"},
+        table_uri,
+        schema=orders(0, 1).schema,
+        properties={
+            "replacedSegmentsRetentionPeriod": "0s",
+            "lineageEntryCleanupRetentionPeriod": "0s",
+            "checkpointInterval": "2",
+        },
     )
     t.append(orders(0, 1000))
     t.overwrite(orders(5000, 300), consistent_push=True)
@@ -145,7 +150,8 @@ def test_vacuum_dry_run_then_vacuum_twice(sql, spark, table_uri):
 
 def test_gc_dry_run_then_gc_twice(sql, spark, table_uri):
     t = Table.create(
-        table_uri, schema=orders(0, 1).schema,
+        table_uri,
+        schema=orders(0, 1).schema,
         properties={"rowGroupRows": "100", "dvInlineMaxBytes": "0", "versionRetentionPeriod": "0s"},
     )
     t.append(orders(0, 1000))

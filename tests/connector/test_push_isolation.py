@@ -71,7 +71,7 @@ def test_table_reader_sees_whole_snapshots(pushed_table):
             break
     assert pusher.wait(timeout=60) == 0
     assert reads > 5 and len(seen) > 2  # it really overlapped with several pushes
-    assert (len(Table.open(pushed_table).to_arrow()), ) == (expected(PUSHES)[0],)
+    assert (len(Table.open(pushed_table).to_arrow()),) == (expected(PUSHES)[0],)
 
 
 @pytest.mark.spark

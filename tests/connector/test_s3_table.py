@@ -19,13 +19,17 @@ def s3(request):
 
 
 def rows(start: int, n: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + n), pa.int64()), "s": pa.array([f"r{i}" for i in range(start, start + n)])})
+    return pa.table(
+        {"id": pa.array(range(start, start + n), pa.int64()), "s": pa.array([f"r{i}" for i in range(start, start + n)])}
+    )
 
 
 def test_table_lifecycle_on_s3(s3):
     uri = s3.url("tables/t")
     opts = s3.storage_options()
-    t = Table.create(uri, schema=rows(0, 1).schema, storage_options=opts, properties={"rowGroupRows": "50", "dvInlineMaxBytes": "0"})
+    t = Table.create(
+        uri, schema=rows(0, 1).schema, storage_options=opts, properties={"rowGroupRows": "50", "dvInlineMaxBytes": "0"}
+    )
     t.append(rows(0, 200))
     t.append(rows(200, 100))
     assert t.delete(pc.field("id") < 20) == 20  # a DV file on S3 (nothing inlined)
@@ -47,10 +51,17 @@ def test_spark_reads_and_writes_s3(spark, seaweedfs_s3):
     s3 = seaweedfs_s3
     uri = s3.url("spark/t")
     storage = {f"storage.{k}": (json.dumps(v) if isinstance(v, dict) else v) for k, v in s3.storage_options().items()}
-    spark.range(0, 500, numPartitions=2).selectExpr("id", "cast(id AS string) AS s").write.format("mvtable").options(**storage).mode("append").save(uri)
+    spark.range(0, 500, numPartitions=2).selectExpr("id", "cast(id AS string) AS s").write.format("mvtable").options(
+        **storage
+    ).mode("append").save(uri)
     (
-        spark.range(500, 510).selectExpr("id", "cast(id AS string) AS s")
-        .write.format("mvtable").options(**storage).mode("overwrite").option("consistentPush", "true").save(uri)
+        spark.range(500, 510)
+        .selectExpr("id", "cast(id AS string) AS s")
+        .write.format("mvtable")
+        .options(**storage)
+        .mode("overwrite")
+        .option("consistentPush", "true")
+        .save(uri)
     )
     df = spark.read.format("mvtable").options(**storage).load(uri)
     assert sorted(r.id for r in df.collect()) == list(range(500, 510))

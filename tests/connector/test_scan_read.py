@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
 from mvtable.connector import Table
 from mvtable.connector.parallel import ordered_map
 from mvtable.connector.scan import plan_scan, read_task
@@ -261,7 +262,7 @@ def test_low_cardinality_strings_read_as_dictionaries_come_back_as_strings(table
 
 
 def test_delete_filter_must_be_boolean_and_may_name_no_column(small_table):
-    from mvtable.connector.errors import InvalidOptionError
+    from mvtable.errors import InvalidOptionError
 
     with pytest.raises(InvalidOptionError, match="boolean"):
         small_table.delete(pc.field("id") + 1)

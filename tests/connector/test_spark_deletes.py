@@ -15,7 +15,10 @@ def path(spark, tmp_path):
     (
         spark.range(0, 3000, numPartitions=3)
         .selectExpr("id", "if(id % 10 = 0, 'cancelled', 'ok') AS status", "id % 50 AS user_id")
-        .write.format("mvtable").mode("append").option("property.rowGroupRows", "250").save(p)
+        .write.format("mvtable")
+        .mode("append")
+        .option("property.rowGroupRows", "250")
+        .save(p)
     )
     return p
 
@@ -60,5 +63,5 @@ def test_deletes_apply_in_spark_reads_at_each_version(spark, path):
     delete(spark, path, "id < 100")
     v1 = Table.open(path).version
     delete(spark, path, "id >= 2900")
-    read = lambda v: spark.read.format("mvtable").option("versionAsOf", v).load(path).count()  # noqa: E731
+    read = lambda v: spark.read.format("mvtable").option("versionAsOf", v).load(path).count()
     assert (read(0), read(v1), read(v1 + 1)) == (3000, 2900, 2800)

@@ -16,8 +16,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow
+import pyspark.sql.datasource  # noqa: F401
 import pytest
-
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    GreaterThan,
+    InputPartition,
+    WriterCommitMessage,
+)
 from support.spark import (
     MVTABLE_SOURCE_MODULE,
     REPO_ROOT,
@@ -25,18 +34,6 @@ from support.spark import (
     pickle_by_value,
     run_spark_script,
     spark_conf,
-)
-
-import pyarrow  # noqa: E402  (declared test dependencies: a missing one is a failure, not a skip)
-import pyspark.sql.datasource  # noqa: E402,F401
-
-from pyspark.sql.datasource import (  # noqa: E402
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    GreaterThan,
-    InputPartition,
-    WriterCommitMessage,
 )
 
 pickle_by_value(__name__)
@@ -63,6 +60,7 @@ class _Probe(DataSourceReader):
 
         try:
             import mvtable.lineage  # noqa: F401  (the editable install's meta-path finder)
+
             mvtable_ok = "ok"
         except Exception as exc:  # pragma: no cover - reported, then asserted
             mvtable_ok = repr(exc)
@@ -123,8 +121,7 @@ class _Batches(DataSourceReader):
         x = [partition.value * 10 + 1, partition.value * 10 + 2]
         typ = pyarrow.int64() if self.options.get("int64") else pyarrow.int32()
         note = json.dumps({"pushed": self.pushed, "from_partitions": self.from_partitions})
-        yield pyarrow.RecordBatch.from_pydict(
-            {"x": pyarrow.array(x, typ), "note": pyarrow.array([note] * 2)})
+        yield pyarrow.RecordBatch.from_pydict({"x": pyarrow.array(x, typ), "note": pyarrow.array([note] * 2)})
 
 
 class _PushingBatches(_Batches):
@@ -174,13 +171,23 @@ class _RecordingWriter(DataSourceArrowWriter):
         batches = []
         if self.options.get("consume", "true") == "true":
             batches = [
-                {"type": type(b).__module__ + "." + type(b).__name__, "rows": b.num_rows,
-                 "schema": [f"{f.name}: {f.type} nullable={f.nullable}" for f in b.schema]}
+                {
+                    "type": type(b).__module__ + "." + type(b).__name__,
+                    "rows": b.num_rows,
+                    "schema": [f"{f.name}: {f.type} nullable={f.nullable}" for f in b.schema],
+                }
                 for b in iterator
             ]
-        return Note({"partition": ctx.partitionId(), "attempt": ctx.attemptNumber(),
-                     "pid": os.getpid(), "batches": batches, "overwrite": self.overwrite,
-                     "options": dict(self.options.items())})
+        return Note(
+            {
+                "partition": ctx.partitionId(),
+                "attempt": ctx.attemptNumber(),
+                "pid": os.getpid(),
+                "batches": batches,
+                "overwrite": self.overwrite,
+                "options": dict(self.options.items()),
+            }
+        )
 
     def _record(self, name, messages):
         info = [m.info if m is not None else None for m in messages]
@@ -294,19 +301,22 @@ def test_python_workers(infra):
 
 
 def test_options_are_a_case_insensitive_dict_of_strings(infra):
-    df = (infra.read.format("infra_probe").option("versionAsOf", 1).option("MixedCase", "A")
-          .option("flag", True).load("/some/table"))
+    df = (
+        infra.read.format("infra_probe")
+        .option("versionAsOf", 1)
+        .option("MixedCase", "A")
+        .option("flag", True)
+        .load("/some/table")
+    )
     info = _infos(df)[0]
     assert info["options_type"] == "CaseInsensitiveDict"
     # keys arrive lower-cased (get() is case-insensitive), values as strings, load(path)
     # becomes the "path" option.
-    assert info["options"] == [["flag", "true"], ["mixedcase", "A"], ["path", "/some/table"],
-                               ["versionasof", "1"]]
+    assert info["options"] == [["flag", "true"], ["mixedcase", "A"], ["path", "/some/table"], ["versionasof", "1"]]
 
 
 def test_user_schema_means_schema_is_not_called(infra):
-    df = (infra.read.format("infra_probe").schema("p int, info string").option("fail", "schema")
-          .load())
+    df = infra.read.format("infra_probe").schema("p int, info string").option("fail", "schema").load()
     assert len(df.collect()) == 2
 
 
@@ -316,11 +326,14 @@ def _raises(fn):
     return caught.value
 
 
-@pytest.mark.parametrize("where, when, cls, condition", [
-    ("schema", "load", "AnalysisException", "PYTHON_DATA_SOURCE_ERROR"),
-    ("reader", "collect", "AnalysisException", "PYTHON_DATA_SOURCE_ERROR"),
-    ("read", "collect", "PythonException", "PYTHON_EXCEPTION"),
-])
+@pytest.mark.parametrize(
+    "where, when, cls, condition",
+    [
+        ("schema", "load", "AnalysisException", "PYTHON_DATA_SOURCE_ERROR"),
+        ("reader", "collect", "AnalysisException", "PYTHON_DATA_SOURCE_ERROR"),
+        ("read", "collect", "PythonException", "PYTHON_EXCEPTION"),
+    ],
+)
 def test_read_errors_surface_in_the_driver(infra, where, when, cls, condition):
     """schema() errors at load(); reader() only when the query runs (planning is lazy);
     read() errors as PythonException.  The message carries the Python traceback."""
@@ -347,12 +360,11 @@ def test_arrow_writer_batches(infra, tmp_path):
     spark.sql.execution.arrow.maxRecordsPerBatch (10000) rows each, typed from the Spark
     schema (nullability kept, timestamps as UTC microseconds)."""
     df = infra.range(0, 25000, numPartitions=2).selectExpr(
-        "id", "cast(id as int) i", "if(id % 2 = 0, null, 'x') s",
-        "timestamp'2024-01-02 03:04:05' ts")
+        "id", "cast(id as int) i", "if(id % 2 = 0, null, 'x') s", "timestamp'2024-01-02 03:04:05' ts"
+    )
     # schema() is not called on write (it raises with fail=schema): the DataFrame's schema
     # is what writer() gets.  Options: the save() path and what the user set; no mode.
-    df.write.format("infra_sink").mode("append").option("fail", "schema").option(
-        "someOption", 7).save(str(tmp_path))
+    df.write.format("infra_sink").mode("append").option("fail", "schema").option("someOption", 7).save(str(tmp_path))
     infos = json.loads((tmp_path / "commit.json").read_text())
     assert not (tmp_path / "abort.json").exists()
     assert infos[0]["options"] == {"path": str(tmp_path), "fail": "schema", "someoption": "7"}
@@ -362,16 +374,18 @@ def test_arrow_writer_batches(infra, tmp_path):
         assert [b["rows"] for b in info["batches"]] == [10000, 2500]
         assert {b["type"] for b in info["batches"]} == {"pyarrow.lib.RecordBatch"}
         assert info["batches"][0]["schema"] == [
-            "id: int64 nullable=False", "i: int32 nullable=False", "s: string nullable=True",
-            "ts: timestamp[us, tz=UTC] nullable=False"]
+            "id: int64 nullable=False",
+            "i: int32 nullable=False",
+            "s: string nullable=True",
+            "ts: timestamp[us, tz=UTC] nullable=False",
+        ]
     df.write.format("infra_sink").mode("overwrite").save(str(tmp_path))
     assert all(i["overwrite"] for i in json.loads((tmp_path / "commit.json").read_text()))
 
 
 def test_unconsumed_write_iterator_is_silently_dropped(infra, tmp_path):
     """A write() that returns without draining its iterator succeeds: rows are lost."""
-    infra.range(0, 100, numPartitions=2).write.format("infra_sink").option(
-        "consume", "false").mode("append").save(str(tmp_path))
+    infra.range(0, 100, numPartitions=2).write.format("infra_sink").option("consume", "false").mode("append").save(str(tmp_path))
     infos = json.loads((tmp_path / "commit.json").read_text())
     assert [i["batches"] for i in infos] == [[], []]
 
@@ -447,7 +461,8 @@ def test_filter_pushdown_is_a_runtime_conf(infra):
 def test_source_classes_from_unimportable_modules_fail(infra, tmp_path, monkeypatch):
     """Data source classes are pickled by reference when their module is importable in the
     driver; workers that cannot import it fail.  Hence pickle_by_value() for test modules."""
-    (tmp_path / "infra_private_source.py").write_text(textwrap.dedent("""
+    (tmp_path / "infra_private_source.py").write_text(
+        textwrap.dedent("""
         from pyspark.sql.datasource import DataSource, DataSourceReader
 
         class _R(DataSourceReader):
@@ -464,7 +479,8 @@ def test_source_classes_from_unimportable_modules_fail(infra, tmp_path, monkeypa
 
             def reader(self, schema):
                 return _R()
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     import infra_private_source
 
@@ -600,7 +616,7 @@ def test_cluster_runs_python_source_in_executors(spark_cluster, tmp_path):
 # background threads as soon as this module begins (only the ones selected), so that
 # they overlap with the in-process tests above; each test then waits for its result.
 
-_THROWAWAY_MODULE = '''
+_THROWAWAY_MODULE = """
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
 
@@ -619,7 +635,7 @@ class DefaultSource(DataSource):
 
     def reader(self, schema):
         return _Reader()
-'''
+"""
 
 
 def discover_throwaway(work: Path):
@@ -636,7 +652,9 @@ def discover_throwaway(work: Path):
               "scan": sorted(m.name for m in pkgutil.iter_modules()
                              if m.name.startswith("pyspark_"))})
         """,
-        pythonpath=[site], work_dir=work / "driver")
+        pythonpath=[site],
+        work_dir=work / "driver",
+    )
 
 
 def discover_mvtable(site: Path, table_path: Path):
@@ -656,8 +674,10 @@ def discover_mvtable(site: Path, table_path: Path):
               "source": source.__file__,
               "scan": any(m.name == "pyspark_mvtable" for m in pkgutil.iter_modules())})
         """,
-        pythonpath=[site], env={"INFRA_TABLE": str(table_path)},
-        work_dir=table_path.parent / "driver")
+        pythonpath=[site],
+        env={"INFRA_TABLE": str(table_path)},
+        work_dir=table_path.parent / "driver",
+    )
 
 
 def _wheel_then_discover(work: Path):
@@ -668,15 +688,15 @@ def _wheel_then_discover(work: Path):
 @pytest.fixture(scope="module")
 def background(request, tmp_path_factory):
     """name -> Future of the subprocess checks selected in this run, started at once."""
-    selected = {getattr(item, "originalname", "") for item in request.session.items
-                if getattr(item, "module", None) is request.module}
+    selected = {
+        getattr(item, "originalname", "") for item in request.session.items if getattr(item, "module", None) is request.module
+    }
     jobs = {
         "throwaway": ("test_autodiscovery_of_a_pyspark_module", discover_throwaway),
         "wheel": ("test_autodiscovery_of_mvtable_from_built_wheel", _wheel_then_discover),
     }
     pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="infra-bg")
-    futures = {name: pool.submit(fn, tmp_path_factory.mktemp(name))
-               for name, (test, fn) in jobs.items() if test in selected}
+    futures = {name: pool.submit(fn, tmp_path_factory.mktemp(name)) for name, (test, fn) in jobs.items() if test in selected}
     try:
         yield futures
     finally:
@@ -686,9 +706,11 @@ def background(request, tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def _start_background(request):
     """Start the background checks when the module starts, if any of them is selected."""
-    if any(getattr(item, "originalname", "").startswith("test_autodiscovery")
-           for item in request.session.items
-           if getattr(item, "module", None) is request.module):
+    if any(
+        getattr(item, "originalname", "").startswith("test_autodiscovery")
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+    ):
         request.getfixturevalue("background")
 
 

@@ -11,12 +11,11 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table, delete
-from mvtable.connector.errors import InvalidOptionError
 from mvtable.connector.scan import plan_scan, split_tasks
 from mvtable.connector.spark import read_native
-from mvtable.connector.spark.delete import condition_columns
+from mvtable.connector.spark.delete_where import condition_columns
 from mvtable.connector.spark.native import deletion_bitmap
-from mvtable.lineage.errors import MvTableError
+from mvtable.errors import InvalidOptionError, MvTableError
 from mvtable.visibility import pins
 
 from .conftest import orders

@@ -66,13 +66,21 @@ def test_every_parquet_type_round_trips(spark, tmp_path):
     path = str(tmp_path / "t")
     df = spark.range(20).selectExpr(
         "id",
-        "cast(id AS tinyint) AS b", "cast(id AS smallint) AS sh", "cast(id AS int) AS i",
-        "cast(id AS float) AS f", "id * 1.5 AS d", "cast(id AS decimal(12, 3)) AS dec",
-        "cast(id AS string) AS s", "cast(cast(id AS string) AS binary) AS bin", "id % 2 = 0 AS flag",
+        "cast(id AS tinyint) AS b",
+        "cast(id AS smallint) AS sh",
+        "cast(id AS int) AS i",
+        "cast(id AS float) AS f",
+        "id * 1.5 AS d",
+        "cast(id AS decimal(12, 3)) AS dec",
+        "cast(id AS string) AS s",
+        "cast(cast(id AS string) AS binary) AS bin",
+        "id % 2 = 0 AS flag",
         "date_add(date'2026-01-01', cast(id AS int)) AS dt",
         "timestamp'2026-01-01 00:00:00' + make_interval(0, 0, 0, 0, cast(id AS int)) AS ts",
         "cast(timestamp'2026-01-01 00:00:00' AS timestamp_ntz) AS ntz",
-        "array(id, id + 1) AS arr", "map('k', id) AS m", "named_struct('a', id, 'b', array(cast(id AS string))) AS st",
+        "array(id, id + 1) AS arr",
+        "map('k', id) AS m",
+        "named_struct('a', id, 'b', array(cast(id AS string))) AS st",
         "if(id = 3, null, id) AS maybe",
     )
     write(df, path)

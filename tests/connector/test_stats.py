@@ -39,7 +39,9 @@ def test_stats_encode_each_type():
 
 
 def test_pruning_by_date_and_decimal():
-    t = pa.table({"d": pa.array([dt.date(2026, 1, 1), dt.date(2026, 1, 31)]), "dec": pa.array([Decimal("1.00"), Decimal("2.00")])})
+    t = pa.table(
+        {"d": pa.array([dt.date(2026, 1, 1), dt.date(2026, 1, 31)]), "dec": pa.array([Decimal("1.00"), Decimal("2.00")])}
+    )
     rg = rg_of(t)
     schema = t.schema
     assert may_match(rg, [Predicate("d", ">=", dt.date(2026, 1, 31))], schema)

@@ -10,9 +10,14 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
-from mvtable.connector.errors import InvalidOptionError, SchemaMismatchError
+from mvtable.errors import (
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from mvtable.lineage import COMPLETED, IN_PROGRESS, REVERTED
-from mvtable.lineage.errors import TableAlreadyExistsError, TableNotFoundError, VersionNotFoundError
 
 from .conftest import orders
 
@@ -194,7 +199,7 @@ def test_all_parquet_types_round_trip(table_uri):
 
 
 def test_unsigned_types_are_refused_with_advice(table_uri):
-    from mvtable.connector.errors import UnsupportedTypeError
+    from mvtable.errors import UnsupportedTypeError
 
     with pytest.raises(UnsupportedTypeError, match="uint32"):
         Table.create(table_uri, schema=pa.schema([("x", pa.uint32())]))

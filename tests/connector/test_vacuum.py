@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table
-from mvtable.connector.errors import FilesMissingError, RetentionTooShortError
+from mvtable.errors import FilesMissingError, RetentionTooShortError
 
 DAY_MS = 86_400_000
 
@@ -92,18 +92,18 @@ def test_dry_run_lists_and_deletes_nothing(t):
 
 
 def test_pinned_reader_survives_forced_vacuum(t):
-    from mvtable.connector import maintenance
+    from mvtable.connector import gc as table_gc
 
     v = t.version
-    pin = maintenance.pin_for_read(t, v)
+    pin = table_gc.pin_for_read(t, v)
     t.overwrite(ids_of(100, 5))
     t.vacuum(retention="0s", force=True)
     assert sorted(t.scan(version=v).to_arrow().column("id").to_pylist()) == list(range(10))
-    maintenance.release_pin(t, pin)
+    table_gc.release_pin(t, pin)
 
 
 def test_bad_retention_is_typed(t):
-    from mvtable.connector.errors import InvalidOptionError
+    from mvtable.errors import InvalidOptionError
 
     with pytest.raises(InvalidOptionError, match="not a period"):
         t.vacuum(retention="a week")

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from mvtable.errors import CorruptMetadataError, MvTableError, UnsafePathError, UnsupportedFormatError
 from mvtable.lineage.actions import (
     AddSegment,
     Commit,
@@ -21,10 +22,9 @@ from mvtable.lineage.actions import (
     SetDeletionVector,
     parse_commit,
 )
-from mvtable.lineage.errors import CorruptMetadataError, MvTableError, UnsafePathError, UnsupportedFormatError
-from mvtable.lineage.io import LocalFileIO
 from mvtable.lineage.log import CommitLog, commit_path
-from mvtable.lineage.paths import check_relative_path
+from mvtable.paths import check_relative_path
+from mvtable.storage import LocalFileIO
 
 SOURCE = "/tables/t/_mvtable/log/00000000000000000003.json"
 
@@ -90,7 +90,16 @@ def test_every_action_kind_round_trips() -> None:
     c = full_commit()
     assert parse_commit(c.to_json_bytes(), source=SOURCE, expected_version=3) == c
     assert [a.kind for a in c.actions] == [
-        "metadata", "add", "add", "remove", "dv", "dv", "lineage_start", "lineage_end", "lineage_revert", "lineage_purge",
+        "metadata",
+        "add",
+        "add",
+        "remove",
+        "dv",
+        "dv",
+        "lineage_start",
+        "lineage_end",
+        "lineage_revert",
+        "lineage_purge",
     ]
 
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mvtable.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError, VersionNotFoundError
 from mvtable.lineage.actions import (
     AddSegment,
     DeletionVectorRef,
@@ -26,10 +27,9 @@ from mvtable.lineage.actions import (
 )
 from mvtable.lineage.checkpoint import HEADER_CRC_KEY, HEADER_KEY, checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
 from mvtable.lineage.descriptors import SegmentDescriptor
-from mvtable.lineage.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError, VersionNotFoundError
-from mvtable.lineage.io import LocalFileIO
-from mvtable.lineage.log import CommitLog, checkpoint_path, commit_path, legacy_checkpoint_path
+from mvtable.lineage.log import CommitLog, checkpoint_path, commit_path
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot
+from mvtable.storage import LocalFileIO
 
 SOURCE = "/t/_mvtable/log/00000000000000000009.checkpoint.parquet"
 
@@ -56,10 +56,19 @@ def rich_table(root, interval: int = 100) -> CommitLog:
     """A table that has every kind of state: removed segments, DVs (inline and in files),
     lineage entries in all three states, a push with declared-but-not-uploaded output."""
     log = CommitLog(LocalFileIO(str(root)))
-    commit(log, MetadataAction(table_id="t", table_schema={"a": "long", "nested": {"b": [1, 2]}}, properties={"checkpointInterval": str(interval), "x": "ü"}))
+    commit(
+        log,
+        MetadataAction(
+            table_id="t",
+            table_schema={"a": "long", "nested": {"b": [1, 2]}},
+            properties={"checkpointInterval": str(interval), "x": "ü"},
+        ),
+    )
     commit(log, *[AddSegment(segment=seg(s)) for s in ("a", "b", "c", "d")])
     commit(log, SetDeletionVector(segment_id="a", dv=DeletionVectorRef(cardinality=2, inline="AAAA")))
-    commit(log, SetDeletionVector(segment_id="b", dv=DeletionVectorRef(cardinality=3, path="_mvtable/dv/1.dv", offset=8, size=30)))
+    commit(
+        log, SetDeletionVector(segment_id="b", dv=DeletionVectorRef(cardinality=3, path="_mvtable/dv/1.dv", offset=8, size=30))
+    )
     commit(log, LineageStart(entry_id="done", segments_from=("a",)), AddSegment(segment=seg("a2"), lineage_entry="done"))
     commit(log, LineageEnd(entry_id="done"))
     commit(log, LineageStart(entry_id="undone", segments_from=("b",)), AddSegment(segment=seg("b2"), lineage_entry="undone"))
@@ -123,6 +132,7 @@ def set_cell(column: str, row: int, value):
         values[row] = value
         i = t.schema.get_field_index(column)
         return t.set_column(i, t.schema.field(i), pa.array(values, t.schema.field(i).type))
+
     return change
 
 
@@ -176,10 +186,26 @@ def test_unsupported_format(snap, fmt) -> None:
         dict(table=set_cell("dv_path", 0, "_mvtable/dv/x.dv")),  # inline and path both set
         dict(table=set_cell("dv_inline", 1, "AAAA")),
         dict(table=set_cell("dv_cardinality", 2, 1)),  # a DV without a location
-        dict(table=set_cell("row_groups", 0, [{"num_rows": 4, "first_row": 1, "total_byte_size": 40, "stats": "{}"},
-                                              {"num_rows": 6, "first_row": 5, "total_byte_size": 60, "stats": "{}"}])),
-        dict(table=set_cell("row_groups", 0, [{"num_rows": 4, "first_row": 0, "total_byte_size": 40, "stats": "{}"},
-                                              {"num_rows": 6, "first_row": 3, "total_byte_size": 60, "stats": "{}"}])),
+        dict(
+            table=set_cell(
+                "row_groups",
+                0,
+                [
+                    {"num_rows": 4, "first_row": 1, "total_byte_size": 40, "stats": "{}"},
+                    {"num_rows": 6, "first_row": 5, "total_byte_size": 60, "stats": "{}"},
+                ],
+            )
+        ),
+        dict(
+            table=set_cell(
+                "row_groups",
+                0,
+                [
+                    {"num_rows": 4, "first_row": 0, "total_byte_size": 40, "stats": "{}"},
+                    {"num_rows": 6, "first_row": 3, "total_byte_size": 60, "stats": "{}"},
+                ],
+            )
+        ),
         dict(table=lambda t: t.drop_columns(["dv_size"])),
         dict(table=lambda t: t.append_column("extra", pa.array([1] * t.num_rows))),
         dict(table=lambda t: t.set_column(2, "num_rows", t.column("num_rows").cast(pa.int32()))),
@@ -201,50 +227,38 @@ def test_unsafe_path(snap) -> None:
 def test_statistics_are_parsed_when_first_used(snap) -> None:
     """A corrupt statistic does not stop planning without a filter; the first read of it
     raises the typed error naming the checkpoint file."""
-    groups = [[{"num_rows": 4, "first_row": 0, "total_byte_size": 40, "stats": '{"a": {"min": 1, "nope": 2}}'},
-               {"num_rows": 6, "first_row": 4, "total_byte_size": 60, "stats": "not json"}]]
+    groups = [
+        [
+            {"num_rows": 4, "first_row": 0, "total_byte_size": 40, "stats": '{"a": {"min": 1, "nope": 2}}'},
+            {"num_rows": 6, "first_row": 4, "total_byte_size": 60, "stats": "not json"},
+        ]
+    ]
+
     def change(t: pa.Table) -> pa.Table:
         values = t.column("row_groups").to_pylist()
         values[0] = groups[0]
         i = t.schema.get_field_index("row_groups")
         return t.set_column(i, t.schema.field(i), pa.array(values, t.schema.field(i).type))
+
     back = parse_checkpoint(rewrite(checkpoint_bytes(snap), table=change), source=SOURCE)
     first = next(iter(back.segments.values())).file
     for rg in first.row_groups:
         with pytest.raises(CorruptMetadataError) as info:
-            rg.stats
+            _ = rg.stats
         assert info.value.path == SOURCE and "statistics" in info.value.problem
     # the rest parse on demand into the models commits use
     other = back.segments["b"].file.row_groups[0]
     assert other.stats["a"].min == 1 and other.stats["a"].null_count == 0
 
 
-def test_a_json_checkpoint_of_format_1_is_still_read(snap) -> None:
-    back = parse_checkpoint(legacy_checkpoint_bytes(snap), source=SOURCE, expected_version=snap.version)
-    assert back == snap
-    doc = json.loads(legacy_checkpoint_bytes(snap))
-    doc["segments"][0]["file"]["path"] = "../x"
-    assert isinstance(parse_error(json.dumps(doc).encode()), UnsafePathError)
-    doc = json.loads(legacy_checkpoint_bytes(snap))
-    doc["format"] = 2
-    assert isinstance(parse_error(json.dumps(doc).encode()), UnsupportedFormatError)
-
-
-def legacy_checkpoint_bytes(s: Snapshot) -> bytes:
-    """A checkpoint as mvtable wrote them before format 2 (one JSON document)."""
-    doc = {
-        "format": 1, "version": s.version, "timestamp_ms": s.timestamp_ms, "table_id": s.table_id,
-        "table_schema": s.table_schema, "properties": s.properties,
-        "segments": [
-            {"file": seg.file.to_segment_file().model_dump(mode="json"), "added_version": seg.added_version,
-             "removed_version": seg.removed_version, "lineage_entry": seg.lineage_entry}
-            for seg in s.segments.values()
-        ],
-        "lineage": [vars(e) for e in s.lineage.values()],
-        "dvs": {sid: ref.model_dump(mode="json") for sid, ref in s.dvs.items()},
-        "history": [list(h) for h in s.history],
-    }
-    return json.dumps(doc).encode()
+def test_a_checkpoint_that_is_not_parquet_is_corrupt(snap) -> None:
+    """Format-1 JSON checkpoints were never released; any non-Parquet file is refused."""
+    doc = json.dumps({"format": 1, "version": snap.version}).encode()
+    for data in (doc, b"", b"PAR"):
+        with pytest.raises(CorruptMetadataError, match="not a Parquet checkpoint"):
+            parse_checkpoint(data, source=SOURCE)
+        with pytest.raises(CorruptMetadataError, match="not a Parquet checkpoint"):
+            read_checkpoint_summary(data, source=SOURCE)
 
 
 # -- GC's summary ------------------------------------------------------------------------------
@@ -256,8 +270,6 @@ def test_summary_agrees_with_the_snapshot(snap) -> None:
         assert summary.history == snap.history
         assert summary.dvs == {sid: ref.path for sid, ref in snap.dvs.items()} == {"a": None, "b": "_mvtable/dv/1.dv"}
         assert summary.dv_paths == {"_mvtable/dv/1.dv"}
-    legacy = read_checkpoint_summary(legacy_checkpoint_bytes(snap), source=SOURCE)
-    assert legacy == read_checkpoint_summary(data, source=SOURCE)
 
 
 def test_summary_checks_what_it_reads_and_full_check_the_rest(snap) -> None:
@@ -342,25 +354,6 @@ def test_missing_checkpoint_is_only_an_optimisation_lost(tmp_path) -> None:
     assert log.snapshot() == expected
 
 
-def test_log_reads_and_retires_json_checkpoints(tmp_path) -> None:
-    """A table whose log an older mvtable cut at a JSON checkpoint stays readable, and
-    retention deletes JSON checkpoints by their own name."""
-    from mvtable.lineage.retention import plan_log_retention
-
-    log, expected = log_with_checkpoints(tmp_path)
-    for c in (3, 6):
-        log.io.write(legacy_checkpoint_path(c), legacy_checkpoint_bytes(log.read_checkpoint(c)))
-        log.io.delete([checkpoint_path(c)])
-    log.io.delete([checkpoint_path(9)] + [commit_path(v) for v in range(0, 6)])
-    listing = log.listing()
-    assert listing.checkpoints == [3, 6] and listing.legacy_checkpoints == {3, 6}
-    assert log.snapshot() == expected
-    assert log.read_checkpoint_summary(6).version == 6
-    history = {h.version: h.timestamp_ms for h in expected.history}
-    plan = plan_log_retention(listing, history, now_ms=max(history.values()) + 1, retention_s=0)
-    assert plan.checkpoint == 6 and legacy_checkpoint_path(3) in plan.paths
-
-
 def test_listing_needs_only_names(tmp_path) -> None:
     log, _ = log_with_checkpoints(tmp_path)
     (tmp_path / "_mvtable" / "log" / "00000000000000000011.json.tmp").write_bytes(b"")
@@ -373,7 +366,9 @@ def test_listing_needs_only_names(tmp_path) -> None:
 def test_a_changed_footer_document_is_caught(snap) -> None:
     data = checkpoint_bytes(snap)
     pf = pq.ParquetFile(pa.BufferReader(data))
-    t = pf.read().replace_schema_metadata({**pf.metadata.metadata, HEADER_KEY: pf.metadata.metadata[HEADER_KEY].replace(b"100", b"900")})
+    t = pf.read().replace_schema_metadata(
+        {**pf.metadata.metadata, HEADER_KEY: pf.metadata.metadata[HEADER_KEY].replace(b"100", b"900")}
+    )
     sink = pa.BufferOutputStream()
     pq.write_table(t, sink)
     assert "checksum" in parse_error(sink.getvalue().to_pybytes()).problem

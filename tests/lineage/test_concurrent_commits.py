@@ -12,24 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
-from mvtable.lineage.errors import (
+from mvtable.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     ConcurrentLineageError,
     ConcurrentReplaceError,
 )
-from mvtable.lineage.io import LocalFileIO
+from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
 from mvtable.lineage.log import CommitLog, RetryPolicy
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, Snapshot
+from mvtable.storage import LocalFileIO
 
 # One worker program for every scenario: it imports only mvtable.lineage, prepares (reads its
 # snapshot), signals "ready", waits for "go" and then races the others.
 WORKER = r"""
 import json, os, sys, time
 from mvtable.lineage.actions import AddSegment, LineageEnd, LineageStart, RemoveSegment, SegmentFile
-from mvtable.lineage.errors import ConcurrentReplaceError
-from mvtable.lineage.io import LocalFileIO
+from mvtable.errors import ConcurrentReplaceError
+from mvtable.storage import LocalFileIO
 from mvtable.lineage.log import CommitLog
 
 args = json.loads(sys.argv[1])
@@ -117,7 +117,11 @@ def seg(sid: str) -> SegmentFile:
 
 def create(root: Path, *sids: str, **properties: str) -> CommitLog:
     log = CommitLog(LocalFileIO(str(root)))
-    log.commit(read=Snapshot(), operation="CREATE", build=lambda s: [MetadataAction(table_id="t", table_schema={}, properties=properties)])
+    log.commit(
+        read=Snapshot(),
+        operation="CREATE",
+        build=lambda s: [MetadataAction(table_id="t", table_schema={}, properties=properties)],
+    )
     if sids:
         log.commit(read=log.snapshot(), operation="APPEND", build=lambda s: [AddSegment(segment=seg(x)) for x in sids])
     return log
@@ -131,7 +135,11 @@ def race(tmp_path: Path, root: Path, workers: list[dict], timeout: float = 60) -
     procs = []
     for w in workers:
         args = json.dumps({"root": str(root), "sync": str(sync), **w})
-        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+            )
+        )
     deadline = time.monotonic() + timeout
     while len(list(sync.glob("ready-*"))) < len(workers):
         dead = [p for p in procs if p.poll() is not None]
@@ -193,8 +201,10 @@ def test_two_overwrites_from_one_read_version_exactly_one_lands(tmp_path) -> Non
         reports = race(
             tmp_path,
             root,
-            [{"mode": "overwrite", "name": f"r{round_}-x", "read_version": read_version},
-             {"mode": "overwrite", "name": f"r{round_}-y", "read_version": read_version}],
+            [
+                {"mode": "overwrite", "name": f"r{round_}-x", "read_version": read_version},
+                {"mode": "overwrite", "name": f"r{round_}-y", "read_version": read_version},
+            ],
         )
         winners = [r for r in reports.values() if r["versions"]]
         losers = [r for r in reports.values() if "error" in r]
@@ -216,9 +226,11 @@ def test_consistent_push_racing_with_appends(tmp_path) -> None:
     reports = race(
         tmp_path,
         root,
-        [{"mode": "push", "name": "push"},
-         {"mode": "append", "name": "w0", "count": 10, "fresh": True, "pause": 0.003, "until_completed": "push"},
-         {"mode": "append", "name": "w1", "count": 10, "pause": 0.003, "until_completed": "push"}],
+        [
+            {"mode": "push", "name": "push"},
+            {"mode": "append", "name": "w0", "count": 10, "fresh": True, "pause": 0.003, "until_completed": "push"},
+            {"mode": "append", "name": "w1", "count": 10, "pause": 0.003, "until_completed": "push"},
+        ],
     )
     s = assert_log_is_sound(log)
     counts = {w: len(reports[w]["versions"]) for w in ("w0", "w1")}
@@ -261,7 +273,7 @@ class FlakyIO:
         for late_path, late_data in self.pending:
             self.inner.put_if_absent(late_path, late_data)
         self.pending.clear()
-        if path.endswith(".checkpoint.json"):
+        if path.endswith(".checkpoint.parquet"):
             return self.inner.put_if_absent(path, data)
         self.calls += 1
         if self.failures <= 0:

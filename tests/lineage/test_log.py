@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from mvtable.lineage.actions import AddSegment, LineageStart, MetadataAction, RemoveSegment, SegmentFile
-from mvtable.lineage.errors import (
+from mvtable.errors import (
     CommitConflictError,
     ConcurrentLineageError,
     ConcurrentReplaceError,
@@ -18,9 +17,10 @@ from mvtable.lineage.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from mvtable.lineage.io import LocalFileIO
+from mvtable.lineage.actions import AddSegment, LineageStart, MetadataAction, RemoveSegment, SegmentFile
 from mvtable.lineage.log import LOG_DIR, CommitLog, checkpoint_path, commit_path
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import LocalFileIO
 
 
 def seg(sid: str) -> SegmentFile:
@@ -29,7 +29,11 @@ def seg(sid: str) -> SegmentFile:
 
 def new_log(root, **properties: str) -> CommitLog:
     log = CommitLog(LocalFileIO(str(root)))
-    log.commit(read=Snapshot(), operation="CREATE", build=lambda s: [MetadataAction(table_id="t", table_schema={}, properties=properties)])
+    log.commit(
+        read=Snapshot(),
+        operation="CREATE",
+        build=lambda s: [MetadataAction(table_id="t", table_schema={}, properties=properties)],
+    )
     return log
 
 
@@ -71,7 +75,11 @@ def test_snapshot_at_every_version(tmp_path) -> None:
     log = new_log(tmp_path)
     append(log, "a")
     append(log, "b", "c")
-    log.commit(read=log.snapshot(), operation="OVERWRITE", build=lambda s: [RemoveSegment(segment_id="a"), RemoveSegment(segment_id="b"), AddSegment(segment=seg("d"))])
+    log.commit(
+        read=log.snapshot(),
+        operation="OVERWRITE",
+        build=lambda s: [RemoveSegment(segment_id="a"), RemoveSegment(segment_id="b"), AddSegment(segment=seg("d"))],
+    )
     expected = {0: [], 1: ["a"], 2: ["a", "b", "c"], 3: ["c", "d"]}
     for v, visible in expected.items():
         s = log.snapshot(v)

@@ -23,8 +23,8 @@ import collections
 import errno
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -32,16 +32,17 @@ _TESTS_DIR = Path(__file__).resolve().parents[1]
 if str(_TESTS_DIR) not in sys.path:  # as tests/conftest.py does: `support` is tests/support
     sys.path.insert(0, str(_TESTS_DIR))
 
-from support.s3servers import (  # noqa: E402,F401  (fixtures are imported to be used here)
+from support.s3servers import (  # noqa: E402  (fixtures are imported to be used here)
     ProcessGang,
     S3Endpoint,
     commit_appends_worker,
     race_put_if_absent_worker,
 )  # the S3 fixtures themselves come from tests/conftest.py
 
-from mvtable.lineage.errors import CommitError, CommitStateUnknownError
-from mvtable.lineage.io import FsspecFileIO, LocalFileIO, _looks_like_precondition, open_file_io
-from mvtable.lineage.log import CommitLog, commit_path
+from mvtable.errors import CommitError, CommitStateUnknownError  # noqa: E402
+from mvtable.lineage.log import CommitLog, commit_path  # noqa: E402
+from mvtable.storage import FsspecFileIO, LocalFileIO, open_file_io  # noqa: E402
+from mvtable.storage.s3 import looks_like_precondition as _looks_like_precondition  # noqa: E402
 
 RACERS = 4  # separate OS processes
 # Versions raced for, per store (MVTABLE_RACE_ROUNDS=200 for a soak run). SeaweedFS makes a
@@ -175,7 +176,7 @@ def test_server_answer_to_failed_conditional_put(server: str, request: pytest.Fi
     # s3fs does not make a zero-byte "xb" write conditional: it overwrites.
     with fs.open(path, "xb"):
         pass
-    assert fs.cat_file(path) == b"", "s3fs now makes zero-byte xb writes conditional: update DESIGN.md §4"
+    assert fs.cat_file(path) == b"", "s3fs now makes zero-byte xb writes conditional: revisit mvtable.storage.fsspec"
 
 
 @pytest.mark.parametrize("server", S3_SERVERS)
@@ -288,7 +289,7 @@ class _Faults:
         fault = self.plan.pop(0)
         if fault.startswith("land+"):  # the PUT is applied, then the answer is lost
             self.real(method, *args, **kwargs)
-            fault = fault[len("land+"):]
+            fault = fault[len("land+") :]
         if fault == "timeout":
             raise _timeout()
         if fault == "500":
@@ -350,7 +351,9 @@ def test_put_if_absent_refusals_are_not_unknown(seaweedfs_s3: S3Endpoint, monkey
     assert not isinstance(info.value, CommitStateUnknownError)
     assert not io.exists("v.json")
     # a missing bucket is a refusal too
-    gone = FsspecFileIO(f"s3://no-such-bucket-{seaweedfs_s3.bucket}/t", {**seaweedfs_s3.storage_options(), "skip_instance_cache": True})
+    gone = FsspecFileIO(
+        f"s3://no-such-bucket-{seaweedfs_s3.bucket}/t", {**seaweedfs_s3.storage_options(), "skip_instance_cache": True}
+    )
     with pytest.raises(CommitError) as info:
         gone.put_if_absent("v.json", b"ours")
     assert not isinstance(info.value, CommitStateUnknownError)
@@ -377,8 +380,11 @@ def test_commit_log_recovers_a_commit_whose_answer_was_lost(seaweedfs_s3: S3Endp
 
 def test_precondition_detection() -> None:
     import s3fs  # noqa: F401  (a declared test dependency)
+
     seaweed = _client_error(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
-    moto = _client_error(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", Condition="If-None-Match")
+    moto = _client_error(
+        412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", Condition="If-None-Match"
+    )
     assert type(seaweed) is OSError and seaweed.errno == errno.EINVAL
     assert type(moto) is FileExistsError
     assert _looks_like_precondition(seaweed) and _looks_like_precondition(moto)
@@ -388,7 +394,8 @@ def test_precondition_detection() -> None:
     assert not _looks_like_precondition(_client_error(500, "InternalError"))
     assert not _looks_like_precondition(OSError(errno.EINVAL, "invalid argument"))
     assert _looks_like_precondition(OSError(errno.EINVAL, "412 Precondition Failed"))
-    classify = FsspecFileIO._classify_s3_error
+    from mvtable.storage.s3 import classify_error as classify
+
     assert classify(seaweed) == classify(moto) == "exists"
     assert classify(_client_error(409, "ConditionalRequestConflict")) == "retry"
     assert classify(_client_error(503, "SlowDown")) == "retry"

@@ -1,10 +1,11 @@
-"""Replay and the lineage rules (DESIGN.md §5), by example. The random exploration is in
+"""Replay and the lineage rules, by example. The random exploration is in
 test_state_machine.py; these pin down the individual rules and the bugs found there."""
 
 from __future__ import annotations
 
 import pytest
 
+from mvtable.errors import CorruptMetadataError, InvalidLineageTransitionError, SegmentInUseError
 from mvtable.lineage.actions import (
     AddSegment,
     Commit,
@@ -19,7 +20,6 @@ from mvtable.lineage.actions import (
     SetDeletionVector,
 )
 from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
-from mvtable.lineage.errors import CorruptMetadataError, InvalidLineageTransitionError, SegmentInUseError
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot, apply_commit, replay
 
 
@@ -128,7 +128,10 @@ def test_copy_is_independent() -> None:
     t = Table()
     t.do(add("a", "b"), start("e", ["a"], []), add("x", entry="e"))
     copy = t.snap.copy()
-    apply_commit(copy, t.commit(LineageEnd(entry_id="e"), SetDeletionVector(segment_id="b", dv=DeletionVectorRef(cardinality=1, inline="AA"))))
+    apply_commit(
+        copy,
+        t.commit(LineageEnd(entry_id="e"), SetDeletionVector(segment_id="b", dv=DeletionVectorRef(cardinality=1, inline="AA"))),
+    )
     assert t.state("e") == IN_PROGRESS and copy.lineage["e"].state == COMPLETED
     assert "b" not in t.snap.dvs and t.visible == ["a", "b"]
     assert t.snap.version + 1 == copy.version and len(t.snap.history) + 1 == len(copy.history)

@@ -1,4 +1,4 @@
-"""Property test of the segment-lineage state machine (DESIGN.md §5).
+"""Property test of the segment-lineage state machine (``mvtable.lineage.snapshot``).
 
 A ``RuleBasedStateMachine`` drives random appends, overwrites, consistent pushes (start,
 add segments, end), reverts, retention and deliberately invalid operations through
@@ -6,7 +6,7 @@ add segments, end), reverts, retention and deliberately invalid operations throu
 compares every step with ``Model``: a deliberately naive re-statement of §5 that shares no
 code with ``mvtable.lineage.snapshot``.
 
-Rules of the model that DESIGN.md leaves open and that the implementation decides
+Rules of the model that Pinot's design leaves open and that the implementation decides
 (the model follows them, so they are pinned here):
 
 * a segment may be in ``segments_from`` of at most one IN_PROGRESS entry;
@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from mvtable.errors import InvalidLineageTransitionError, SegmentInUseError
 from mvtable.lineage.actions import (
     AddSegment,
     Commit,
@@ -38,10 +39,9 @@ from mvtable.lineage.actions import (
     SegmentFile,
 )
 from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
-from mvtable.lineage.errors import InvalidLineageTransitionError, SegmentInUseError
-from mvtable.lineage.io import LocalFileIO
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot, apply_commit, replay
+from mvtable.storage import LocalFileIO
 
 IN_PROGRESS, COMPLETED, REVERTED = "IN_PROGRESS", "COMPLETED", "REVERTED"
 
@@ -63,14 +63,14 @@ LOG_SETTINGS = settings(
 
 
 # --------------------------------------------------------------------------------------------
-# The model: DESIGN.md §5 in the most literal form.
+# The model: the lineage rules (README, "How it works") in the most literal form.
 # --------------------------------------------------------------------------------------------
 class Model:
     def __init__(self) -> None:
         self.removed: dict[str, bool] = {}  # every segment ever added -> physically removed?
         self.entries: dict[str, dict] = {}  # id -> {"from": set, "to": set, "state": str}
 
-    def clone(self) -> "Model":
+    def clone(self) -> Model:
         m = Model()
         m.removed = dict(self.removed)
         m.entries = {k: {"from": set(e["from"]), "to": set(e["to"]), "state": e["state"]} for k, e in self.entries.items()}
@@ -254,7 +254,9 @@ class LineageMachine(RuleBasedStateMachine):
         out = []
         for eid, e in self.model.entries.items():
             if e["state"] == COMPLETED and any(
-                o["state"] in (IN_PROGRESS, COMPLETED) and e["to"] & o["from"] for oid, o in self.model.entries.items() if oid != eid
+                o["state"] in (IN_PROGRESS, COMPLETED) and e["to"] & o["from"]
+                for oid, o in self.model.entries.items()
+                if oid != eid
             ):
                 out.append(eid)
         return sorted(out)
@@ -307,7 +309,11 @@ class LineageMachine(RuleBasedStateMachine):
 
     def completed_outputs(self) -> list[str]:
         taken = self.model.in_progress_from()
-        return [eid for eid in self.entry_ids((COMPLETED,)) if self.model.entries[eid]["to"] and self.model.entries[eid]["to"] <= self.model.visible() - taken]
+        return [
+            eid
+            for eid in self.entry_ids((COMPLETED,))
+            if self.model.entries[eid]["to"] and self.model.entries[eid]["to"] <= self.model.visible() - taken
+        ]
 
     @precondition(lambda self: self.completed_outputs())
     @rule(data=st.data())
@@ -318,7 +324,10 @@ class LineageMachine(RuleBasedStateMachine):
         visible = sorted(self.model.visible() - self.model.in_progress_from())
         frm = self.model.entries[eid]["to"] | data.draw(st.sets(st.sampled_from(visible)), label="plus visible")
         new, sid = self.new_id("e"), self.new_id()
-        actions = [LineageStart(entry_id=new, segments_from=tuple(sorted(frm))), AddSegment(segment=self.seg(sid), lineage_entry=new)]
+        actions = [
+            LineageStart(entry_id=new, segments_from=tuple(sorted(frm))),
+            AddSegment(segment=self.seg(sid), lineage_entry=new),
+        ]
         assert self.model.can_start(frm, {sid})
         m = self.model.clone()
         m.entries[new] = {"from": set(frm), "to": {sid}, "state": IN_PROGRESS}
@@ -417,7 +426,11 @@ class LineageMachine(RuleBasedStateMachine):
             extra = data.draw(st.sets(st.sampled_from(visible)) if visible else st.just(set()), label="plus visible")
             actions = [LineageStart(entry_id=self.new_id("e"), segments_from=tuple(sorted(extra | {choice})))]
         elif kind == "lineage action on an unknown entry":
-            actions = [data.draw(st.sampled_from([LineageEnd(entry_id="nope"), LineageRevert(entry_id="nope"), LineagePurge(entry_id="nope")]))]
+            actions = [
+                data.draw(
+                    st.sampled_from([LineageEnd(entry_id="nope"), LineageRevert(entry_id="nope"), LineagePurge(entry_id="nope")])
+                )
+            ]
         elif kind == "start reusing segments_to":
             # segments_to must be new: not added before, not declared by another entry
             sid = data.draw(st.sampled_from(sorted(set(self.model.removed) | self.model.declared())), label="taken segment")

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from mvtable.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError
 from mvtable.lineage.actions import (
     AddSegment,
     Commit,
@@ -17,14 +18,14 @@ from mvtable.lineage.actions import (
     SegmentFile,
     SetDeletionVector,
 )
-from mvtable.lineage.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError
 from mvtable.lineage.snapshot import Snapshot, apply_commit
 from mvtable.lineage.summary import TableSummary, apply_summary, parse_commit_summary, summarize
 
 
 def _commit(version: int, actions: list, *, operation: str = "TEST") -> Commit:
-    return Commit(version=version, read_version=version - 1, timestamp_ms=1000 + version, operation=operation,
-                  actions=tuple(actions))
+    return Commit(
+        version=version, read_version=version - 1, timestamp_ms=1000 + version, operation=operation, actions=tuple(actions)
+    )
 
 
 def _random_log(seed: int, n: int = 60) -> list[Commit]:
@@ -39,9 +40,17 @@ def _random_log(seed: int, n: int = 60) -> list[Commit]:
             acts = [AddSegment(segment=SegmentFile(id=s, path=f"data/{s}.parquet", num_rows=10, size_bytes=1)) for s in sids]
         elif roll < 0.75:
             hit = rng.sample(live, k=min(len(live), rng.randint(1, 3)))
-            acts = [SetDeletionVector(segment_id=s, dv=(DeletionVectorRef(cardinality=1, inline="AAAA") if rng.random() < 0.3
-                                                       else DeletionVectorRef(cardinality=1, path=f"_mvtable/dv/{v}.dv", offset=4, size=9)))
-                    for s in hit]
+            acts = [
+                SetDeletionVector(
+                    segment_id=s,
+                    dv=(
+                        DeletionVectorRef(cardinality=1, inline="AAAA")
+                        if rng.random() < 0.3
+                        else DeletionVectorRef(cardinality=1, path=f"_mvtable/dv/{v}.dv", offset=4, size=9)
+                    ),
+                )
+                for s in hit
+            ]
         elif roll < 0.9:
             gone = rng.choice(live)
             live.remove(gone)
@@ -83,7 +92,11 @@ def test_summary_rejects_a_gap():
 
 
 def _doc(**changes) -> bytes:
-    doc = json.loads(_commit(3, [SetDeletionVector(segment_id="a", dv=DeletionVectorRef(cardinality=1, path="_mvtable/dv/x.dv"))]).to_json_bytes())
+    doc = json.loads(
+        _commit(
+            3, [SetDeletionVector(segment_id="a", dv=DeletionVectorRef(cardinality=1, path="_mvtable/dv/x.dv"))]
+        ).to_json_bytes()
+    )
     doc.update(changes)
     return json.dumps(doc).encode()
 

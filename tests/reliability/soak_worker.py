@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from mvtable.connector import Table
+from mvtable.errors import CommitConflictError, MvTableError
 from mvtable.lineage.actions import AddSegment
-from mvtable.lineage.errors import CommitConflictError, MvTableError
 
 
 def rows(ids: list[int]) -> pa.Table:
@@ -119,7 +119,11 @@ def main() -> None:
     t = Table.open(uri, storage_options=json.loads(options))
     rng = random.Random(f"{role}-{wid}")
     deadline = time.monotonic() + float(seconds)
-    fn = {"writer": lambda: writer(t, int(wid), rng, deadline), "reader": lambda: reader(t, rng, deadline, pin_id), "janitor": lambda: janitor(t, rng, deadline)}[role]
+    fn = {
+        "writer": lambda: writer(t, int(wid), rng, deadline),
+        "reader": lambda: reader(t, rng, deadline, pin_id),
+        "janitor": lambda: janitor(t, rng, deadline),
+    }[role]
     records = fn()
     with open(out_path, "w") as f:
         json.dump(records, f)

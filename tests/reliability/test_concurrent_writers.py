@@ -27,7 +27,7 @@ PROPS = {"rowGroupRows": "8", "checkpointInterval": "5", "versionRetentionPeriod
 
 
 class Model:
-    """DESIGN.md §5 in a dozen lines, fed with the raw JSON of each commit file."""
+    """The lineage visibility rule (mvtable.lineage.snapshot) in a dozen lines, fed with the raw JSON of each commit file."""
 
     def __init__(self) -> None:
         self.segments: dict[str, dict] = {}  # id -> {"removed": bool, "entry": str|None}
@@ -50,7 +50,11 @@ class Model:
             elif kind == "remove":
                 self.segments[a["segment_id"]]["removed"] = True
             elif kind == "lineage_start":
-                self.entries[a["entry_id"]] = {"state": "IN_PROGRESS", "from": list(a["segments_from"]), "to": list(a["segments_to"])}
+                self.entries[a["entry_id"]] = {
+                    "state": "IN_PROGRESS",
+                    "from": list(a["segments_from"]),
+                    "to": list(a["segments_to"]),
+                }
             elif kind == "lineage_end":
                 self.entries[a["entry_id"]]["state"] = "COMPLETED"
             elif kind == "lineage_revert":
@@ -74,7 +78,7 @@ def run_soak(tmp_path: Path, uri: str, options: dict, *, label: str) -> None:
         out = tmp_path / f"{role}-{wid}.json"
         args = [sys.executable, WORKER, role, str(wid), uri, json.dumps(options), str(SECONDS), str(out), archive_pin]
         procs.append((role, out, subprocess.Popen(args)))
-    for role, out, p in procs:
+    for role, _out, p in procs:
         assert p.wait(timeout=SECONDS + 240) == 0, f"{role} process failed"
     records = {(role, out.name): json.loads(out.read_text()) for role, out, _ in procs}
 

@@ -20,8 +20,7 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
-from mvtable.connector.errors import FilesMissingError
-from mvtable.lineage.errors import VersionNotFoundError
+from mvtable.errors import FilesMissingError, VersionNotFoundError
 
 PROPS = {
     "rowGroupRows": "8",

@@ -17,17 +17,19 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
-from mvtable.connector.errors import CorruptSegmentError, SchemaMismatchError
 from mvtable.connector.stats import Predicate
-from mvtable.lineage.actions import parse_commit
-from mvtable.lineage.checkpoint import parse_checkpoint
-from mvtable.lineage.errors import (
+from mvtable.errors import (
     CommitConflictError,
+    CorruptDeletionVectorError,
     CorruptMetadataError,
+    CorruptSegmentError,
+    SchemaMismatchError,
     UnsafePathError,
     UnsupportedFormatError,
 )
-from mvtable.visibility import CorruptDeletionVectorError, decode_dv, encode_dv
+from mvtable.lineage.actions import parse_commit
+from mvtable.lineage.checkpoint import parse_checkpoint
+from mvtable.visibility import decode_dv, encode_dv
 
 FUZZ_SECONDS = float(os.environ.get("MVTABLE_FUZZ_SECONDS", "8"))
 
@@ -38,7 +40,9 @@ def rows(n0: int, n: int) -> pa.Table:
 
 @pytest.fixture
 def t(tmp_path) -> Table:
-    table = Table.create(str(tmp_path / "t"), schema=rows(0, 1).schema, properties={"checkpointInterval": "3", "dvInlineMaxBytes": "0"})
+    table = Table.create(
+        str(tmp_path / "t"), schema=rows(0, 1).schema, properties={"checkpointInterval": "3", "dvInlineMaxBytes": "0"}
+    )
     table.append(rows(0, 100))
     table.delete(pc.field("id") < 10)
     table.append(rows(100, 5))  # version 3: a checkpoint
@@ -116,8 +120,9 @@ def test_corrupt_statistics_in_a_checkpoint_fail_only_the_filter_that_reads_them
     """Checkpoint statistics are parsed when a filter first needs them (format 2): a bad
     one must then be the typed error naming the checkpoint, and reads without a filter
     are unaffected."""
-    import pyarrow.parquet as pq
     import zlib
+
+    import pyarrow.parquet as pq
 
     from mvtable.lineage.checkpoint import HEADER_CRC_KEY, HEADER_KEY
 
@@ -193,7 +198,9 @@ def _mutations(seed: bytes, rng: random.Random):
         i = rng.randrange(len(data))
         data = data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 8))) + data[i:]
     elif choice == 3:  # a structurally valid JSON value of the wrong shape
-        data = bytearray(json.dumps(rng.choice([None, 1, "x", [], {"format": 1}, {"format": 1, "version": -1}, [1] * 5])).encode())
+        data = bytearray(
+            json.dumps(rng.choice([None, 1, "x", [], {"format": 1}, {"format": 1, "version": -1}, [1] * 5])).encode()
+        )
     elif choice == 4:  # swap a JSON value for another type
         text = data.decode(errors="replace")
         for old, new in ((":0", ':"0"'), (":1", ":-1"), ('"add"', '"bogus"'), (":true", ":null"), ("[", "{")):

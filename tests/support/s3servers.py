@@ -41,9 +41,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -406,7 +407,9 @@ def start_seaweedfs(timeout: float = STARTUP_TIMEOUT_S) -> S3Server:
         # weed mini's maintenance worker dials the admin server at its HTTP port + 10000
         # whatever -admin.port.grpc says; if nothing answers there it keeps reconnecting
         # with a growing backoff, and shutdown then waits for it (~15 s late in a session).
-        admin, admin_grpc = _free_port_pair(10000, avoid={master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc})
+        admin, admin_grpc = _free_port_pair(
+            10000, avoid={master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc}
+        )
         cmd = [
             weed,
             f"-logdir={workdir / 'glog'}",
@@ -666,7 +669,7 @@ def race_put_if_absent_worker(index: int, barrier, uri: str, options: dict, roun
     """In each round: wait for every racer, then ``put_if_absent`` the round's path with
     content unique to this process (and of a process-specific length).
     Returns ``[(round, won, data, error)]``."""
-    from mvtable.lineage.io import open_file_io
+    from mvtable.storage import open_file_io
 
     io = open_file_io(uri, options)
     io.exists(f"{prefix}/warm-up")  # open the connection pool before racing
@@ -685,9 +688,9 @@ def commit_appends_worker(index: int, barrier, uri: str, options: dict, appends:
     """``appends`` blind appends through ``CommitLog.commit``; whoever finds no table creates
     it (``MetadataAction`` in the same commit). Returns ``[(version, segment_id, attempts)]``."""
     from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
-    from mvtable.lineage.io import open_file_io
     from mvtable.lineage.log import CommitLog
     from mvtable.lineage.snapshot import Snapshot
+    from mvtable.storage import open_file_io
 
     log = CommitLog(open_file_io(uri, options))
     barrier.wait(timeout=60)

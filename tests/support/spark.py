@@ -36,9 +36,10 @@ import textwrap
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -158,8 +159,7 @@ def spark_env(
     if spark_home is not None:
         env["SPARK_HOME"] = str(spark_home)
     # Never inherit a pyspark-shell or spark-submit configuration from the caller.
-    for key in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
-                "PYSPARK_GATEWAY_SECRET", "SPARK_MASTER_URL"):
+    for key in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "SPARK_MASTER_URL"):
         env.pop(key, None)
     if pythonpath:
         parts = [str(p) for p in pythonpath]
@@ -199,8 +199,7 @@ def _log4j_file(base_dir: Path) -> Path:
 JVM_OPTS = os.environ.get("MVTABLE_TEST_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
 
 
-def spark_conf_for_tests(base_dir: Path, *, cluster: bool = False,
-                         cds_dump_to: Path | None = None) -> dict[str, str]:
+def spark_conf_for_tests(base_dir: Path, *, cluster: bool = False, cds_dump_to: Path | None = None) -> dict[str, str]:
     """Spark configuration shared by the local session, subprocess drivers and cluster
     drivers.  ``base_dir`` receives the warehouse, local dirs and derby home."""
     base_dir = Path(base_dir)
@@ -235,22 +234,24 @@ def spark_conf_for_tests(base_dir: Path, *, cluster: bool = False,
         "spark.executorEnv.SPARK_LOCAL_IP": LOOPBACK,
     }
     if cluster:
-        conf.update({
-            "spark.executor.memory": "512m",
-            "spark.executor.cores": "1",
-            "spark.cores.max": "2",
-            "spark.network.timeout": "120s",
-            "spark.executor.extraJavaOptions": f"{JVM_OPTS} {cds_java_opts()}".strip(),
-        })
+        conf.update(
+            {
+                "spark.executor.memory": "512m",
+                "spark.executor.cores": "1",
+                "spark.cores.max": "2",
+                "spark.network.timeout": "120s",
+                "spark.executor.extraJavaOptions": f"{JVM_OPTS} {cds_java_opts()}".strip(),
+            }
+        )
     return conf
 
 
 # --------------------------------------------------------------------------- local session
 
 
-def start_local_spark(base_dir: Path, master: str = "local[2]",
-                      conf: Mapping[str, str] | None = None,
-                      app_name: str = "mvtable-tests"):
+def start_local_spark(
+    base_dir: Path, master: str = "local[2]", conf: Mapping[str, str] | None = None, app_name: str = "mvtable-tests"
+):
     """Start (or get) this process's SparkSession.  Sets the Spark environment variables
     in ``os.environ`` because the JVM inherits them when it is launched."""
     from pyspark.sql import SparkSession
@@ -258,8 +259,7 @@ def start_local_spark(base_dir: Path, master: str = "local[2]",
     base_dir = Path(base_dir)
     base_dir.mkdir(parents=True, exist_ok=True)
     env = spark_env(shadow_spark_home(base_dir))
-    for key in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP",
-                "SPARK_LOCAL_HOSTNAME", "SPARK_HOME"):
+    for key in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME", "SPARK_HOME"):
         os.environ[key] = env[key]
     for key in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR"):
         os.environ.pop(key, None)
@@ -416,10 +416,10 @@ def wait_for_executors(n, timeout=90.0):
 try:
 '''
 
-_EPILOGUE = r'''
+_EPILOGUE = r"""
 finally:
     spark.stop()
-'''
+"""
 
 
 def run_spark_script(
@@ -488,7 +488,8 @@ def run_spark_script(
             stdout, stderr = proc.communicate()
             raise AssertionError(
                 f"Spark script timed out after {timeout}s\n--- stderr (tail) ---\n"
-                f"{stderr[-6000:]}\n--- stdout (tail) ---\n{stdout[-2000:]}")
+                f"{stderr[-6000:]}\n--- stdout (tail) ---\n{stdout[-2000:]}"
+            ) from None
         finally:
             # The driver JVM and its Python daemons must not outlive the script.
             _kill_tree(proc.pid)
@@ -497,15 +498,15 @@ def run_spark_script(
         if check and proc.returncode != 0:
             raise AssertionError(
                 f"Spark script failed with exit code {proc.returncode}\n"
-                f"--- stderr (tail) ---\n{stderr[-8000:]}\n--- stdout (tail) ---\n{stdout[-2000:]}")
+                f"--- stderr (tail) ---\n{stderr[-8000:]}\n--- stdout (tail) ---\n{stdout[-2000:]}"
+            )
         return completed
     finally:
         if own_tmp is not None:
             own_tmp.cleanup()
 
 
-def run_on_cluster(master_url: str, script: str, env: Mapping[str, str] | None = None,
-                   **kwargs) -> subprocess.CompletedProcess:
+def run_on_cluster(master_url: str, script: str, env: Mapping[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
     """:func:`run_spark_script` with a driver connected to a standalone master."""
     return run_spark_script(script, master=master_url, env=env, cluster=True, **kwargs)
 
@@ -530,7 +531,7 @@ def _children_map() -> dict[int, list[int]]:
         except OSError:
             continue
         # pid (comm) state ppid ...; comm may contain spaces and parentheses.
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     return children
 
@@ -606,20 +607,17 @@ class SparkCluster:
         except OSError:
             return 0
 
-    def run(self, script: str, env: Mapping[str, str] | None = None,
-            **kwargs) -> subprocess.CompletedProcess:
+    def run(self, script: str, env: Mapping[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
         """Run a driver script against this cluster (see :func:`run_on_cluster`)."""
         return run_on_cluster(self.master_url, script, env=env, **kwargs)
 
     def logs(self) -> str:
         """Tails of the master/worker logs and of every executor's stderr."""
         out = []
-        paths = sorted((self.base_dir / "logs").glob("*")) + sorted(
-            (self.base_dir / "work").glob("*/app-*/*/stderr"))
+        paths = sorted((self.base_dir / "logs").glob("*")) + sorted((self.base_dir / "work").glob("*/app-*/*/stderr"))
         for path in paths:
             if path.is_file():
-                out.append(f"=== {path.relative_to(self.base_dir)}\n"
-                           f"{path.read_text(errors='replace')[-4000:]}")
+                out.append(f"=== {path.relative_to(self.base_dir)}\n{path.read_text(errors='replace')[-4000:]}")
         return "\n".join(out)
 
     def stop(self) -> None:
@@ -639,12 +637,13 @@ _LIVE_CLUSTERS: list[SparkCluster] = []
 
 @atexit.register
 def _stop_live_clusters() -> None:  # e.g. pytest interrupted before fixture teardown
-    for cluster in list(_LIVE_CLUSTERS):
+    for cluster in _LIVE_CLUSTERS:
         cluster.stop()
 
 
-def start_spark_cluster(base_dir: Path | None = None, workers: int = 2, cores: int = 1,
-                        memory: str = "1g", timeout: float = 180) -> SparkCluster:
+def start_spark_cluster(
+    base_dir: Path | None = None, workers: int = 2, cores: int = 1, memory: str = "1g", timeout: float = 180
+) -> SparkCluster:
     """Start ``$SPARK_HOME/bin/spark-class`` Master and ``workers`` Workers on 127.0.0.1
     with free ports, and wait until every worker is ALIVE in the master's JSON.  Without
     ``base_dir`` a temporary folder is used and removed by ``stop()``."""
@@ -654,35 +653,52 @@ def start_spark_cluster(base_dir: Path | None = None, workers: int = 2, cores: i
     log_dir, work_dir, local_dir = base_dir / "logs", base_dir / "work", base_dir / "local"
     for d in (log_dir, work_dir, local_dir):
         d.mkdir(parents=True, exist_ok=True)
-    env = spark_env(home, extra={
-        "SPARK_LOG_DIR": str(log_dir),
-        "SPARK_WORKER_DIR": str(work_dir),
-        "SPARK_LOCAL_DIRS": str(local_dir),
-        "SPARK_PID_DIR": str(base_dir),
-        "SPARK_DAEMON_MEMORY": "384m",
-        "SPARK_DAEMON_JAVA_OPTS": (
-            f"-Dlog4j2.configurationFile=file:{_log4j_file(base_dir)} {JVM_OPTS}"
-            f" -XX:+UseSerialGC {cds_java_opts()}"),
-    })
+    env = spark_env(
+        home,
+        extra={
+            "SPARK_LOG_DIR": str(log_dir),
+            "SPARK_WORKER_DIR": str(work_dir),
+            "SPARK_LOCAL_DIRS": str(local_dir),
+            "SPARK_PID_DIR": str(base_dir),
+            "SPARK_DAEMON_MEMORY": "384m",
+            "SPARK_DAEMON_JAVA_OPTS": (
+                f"-Dlog4j2.configurationFile=file:{_log4j_file(base_dir)} {JVM_OPTS} -XX:+UseSerialGC {cds_java_opts()}"
+            ),
+        },
+    )
     spark_class = str(home / "bin" / "spark-class")
     port, webui = free_port(), free_port()
-    cluster = SparkCluster(master_url=f"spark://{LOOPBACK}:{port}",
-                           webui_url=f"http://{LOOPBACK}:{webui}", base_dir=base_dir,
-                           worker_webui_urls=[], remove_base_dir=remove)
+    cluster = SparkCluster(
+        master_url=f"spark://{LOOPBACK}:{port}",
+        webui_url=f"http://{LOOPBACK}:{webui}",
+        base_dir=base_dir,
+        worker_webui_urls=[],
+        remove_base_dir=remove,
+    )
     _LIVE_CLUSTERS.append(cluster)
 
     def launch(name: str, args: list[str]) -> None:
         log = open(log_dir / f"{name}.out", "wb")
         try:
-            cluster.processes.append(subprocess.Popen(
-                [spark_class, *args], env=env, cwd=str(base_dir), stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            cluster.processes.append(
+                subprocess.Popen(
+                    [spark_class, *args],
+                    env=env,
+                    cwd=str(base_dir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         finally:
             log.close()
 
     try:
-        launch("master", ["org.apache.spark.deploy.master.Master", "--host", LOOPBACK,
-                          "--port", str(port), "--webui-port", str(webui)])
+        launch(
+            "master",
+            ["org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port), "--webui-port", str(webui)],
+        )
         deadline = time.monotonic() + timeout
         while True:  # master first, so that workers do not spend time retrying
             try:
@@ -696,10 +712,23 @@ def start_spark_cluster(base_dir: Path | None = None, workers: int = 2, cores: i
         for i in range(workers):
             wport = free_port()
             cluster.worker_webui_urls.append(f"http://{LOOPBACK}:{wport}")
-            launch(f"worker{i + 1}", [
-                "org.apache.spark.deploy.worker.Worker", cluster.master_url,
-                "--host", LOOPBACK, "--cores", str(cores), "--memory", memory,
-                "--webui-port", str(wport), "--work-dir", str(work_dir / f"worker{i + 1}")])
+            launch(
+                f"worker{i + 1}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    cluster.master_url,
+                    "--host",
+                    LOOPBACK,
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    memory,
+                    "--webui-port",
+                    str(wport),
+                    "--work-dir",
+                    str(work_dir / f"worker{i + 1}"),
+                ],
+            )
         while cluster.alive_workers() < workers:
             _check_running(cluster, deadline)
             time.sleep(0.2)
@@ -714,18 +743,29 @@ def _check_running(cluster: SparkCluster, deadline: float) -> None:
     if dead or time.monotonic() > deadline:
         logs = cluster.logs()
         cluster.stop()
-        raise RuntimeError(
-            f"standalone cluster did not come up ({'exited: ' + str(dead) if dead else 'timeout'})"
-            f"\n{logs}")
+        raise RuntimeError(f"standalone cluster did not come up ({'exited: ' + str(dead) if dead else 'timeout'})\n{logs}")
 
 
 # --------------------------------------------------------------------------- wheel
 
 
 _SNAPSHOT_IGNORE = shutil.ignore_patterns(
-    ".git", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".pytest_cache",
-    ".hypothesis", ".benchmarks", ".venv", "tests", "benchmarks", "spark-warehouse",
-    "metastore_db", "derby.log")
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".hypothesis",
+    ".benchmarks",
+    ".venv",
+    "tests",
+    "benchmarks",
+    "spark-warehouse",
+    "metastore_db",
+    "derby.log",
+)
 
 
 def build_wheel(dist_dir: os.PathLike | str, project_dir: os.PathLike | str = REPO_ROOT) -> Path:
@@ -741,9 +781,12 @@ def build_wheel(dist_dir: os.PathLike | str, project_dir: os.PathLike | str = RE
         shutil.copytree(project_dir, snapshot, ignore=_SNAPSHOT_IGNORE, symlinks=True)
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", TMPDIR=tmp)
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist_dir),
-             str(snapshot)],
-            env=env, capture_output=True, text=True, timeout=600)
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist_dir), str(snapshot)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"pip wheel failed:\n{proc.stdout}\n{proc.stderr}")
     wheels = sorted(dist_dir.glob("mvtable-*.whl"), key=lambda p: p.stat().st_mtime)
@@ -759,10 +802,12 @@ def install_wheel_into(target_dir: os.PathLike | str) -> Path:
     target_dir = Path(target_dir)
     wheel = build_wheel(target_dir.parent / f"{target_dir.name}-dist")
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q",
-         "--target", str(target_dir), str(wheel)],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "-q", "--target", str(target_dir), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"),
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"pip install --target failed:\n{proc.stdout}\n{proc.stderr}")
     return target_dir

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from pyroaring import BitMap64
 
-from mvtable.lineage.io import LocalFileIO
-from mvtable.visibility import CorruptDeletionVectorError, DVCache, load_dv, load_dv_positions, process_cache, ref_key, write_dvs
+from mvtable.errors import CorruptDeletionVectorError
+from mvtable.storage import LocalFileIO
+from mvtable.visibility import DVCache, load_dv, load_dv_positions, process_cache, ref_key, write_dvs
 from mvtable.visibility import cache as cache_module
 
 
@@ -86,7 +86,7 @@ def test_equal_refs_from_different_objects_hit(store: CountingStore) -> None:
     loc = write_dvs(store, {"a": big(0)})["a"]
     cache = DVCache()
     load_dv(store, loc, cache=cache)
-    load_dv(store, replace(loc), cache=cache)
+    load_dv(store, loc.model_copy(), cache=cache)
     assert cache.hits == 1
 
 
@@ -201,7 +201,7 @@ def test_many_threads_keep_the_bound() -> None:
     def work(t: int) -> None:
         for i in range(200):
             key = (t * 7 + i) % 37
-            got = cache.get_or_load(key, lambda: (BitMap64([key]), 64, 64))
+            got = cache.get_or_load(key, lambda key=key: (BitMap64([key]), 64, 64))
             assert list(got) == [key]
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]

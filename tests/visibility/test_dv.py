@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64, FrozenBitMap64
 
-from mvtable.visibility import CorruptDeletionVectorError, bitmap_from_array, decode_dv, encode_dv, positions_array
+from mvtable.errors import CorruptDeletionVectorError
+from mvtable.visibility import bitmap_from_array, decode_dv, encode_dv, positions_array
 from mvtable.visibility.dv import DV_MAGIC, MIN_BLOB_SIZE
 
 SAMPLE = [0, 1, 2, 70_000, 2**16 - 1, 2**31, 2**32 - 1, 2**32, 2**32 + 5, 3 * 2**32 + 12345, 2**63 + 7, 2**64 - 1]
@@ -188,12 +189,36 @@ def test_bytes_after_bitmap_inside_valid_frame_are_rejected() -> None:
         struct.pack("<Q", 2) + struct.pack("<I", 6) + BitMap([1]).serialize() + struct.pack("<I", 5) + BitMap([2]).serialize(),
         struct.pack("<Q", 2**62) + struct.pack("<I", 0) + BitMap([1]).serialize(),
         struct.pack("<Q", 1) + struct.pack("<I", 0) + bytes(8),
-        struct.pack("<Q", 1) + struct.pack("<I", 0) + struct.pack("<II", 12346, 1) + struct.pack("<HH", 0, 2) + struct.pack("<I", 16) + struct.pack("<3H", 3, 2, 1),
-        struct.pack("<Q", 1) + struct.pack("<I", 0) + struct.pack("<II", 12346, 1) + struct.pack("<HH", 0, 4999) + struct.pack("<I", 16) + b"\xff" * 750 + bytes(8192 - 750),
-        struct.pack("<Q", 1) + struct.pack("<I", 0) + struct.pack("<IB", 12347, 1) + struct.pack("<HH", 0, 6) + struct.pack("<5H", 2, 10, 4, 3, 1),
+        struct.pack("<Q", 1)
+        + struct.pack("<I", 0)
+        + struct.pack("<II", 12346, 1)
+        + struct.pack("<HH", 0, 2)
+        + struct.pack("<I", 16)
+        + struct.pack("<3H", 3, 2, 1),
+        struct.pack("<Q", 1)
+        + struct.pack("<I", 0)
+        + struct.pack("<II", 12346, 1)
+        + struct.pack("<HH", 0, 4999)
+        + struct.pack("<I", 16)
+        + b"\xff" * 750
+        + bytes(8192 - 750),
+        struct.pack("<Q", 1)
+        + struct.pack("<I", 0)
+        + struct.pack("<IB", 12347, 1)
+        + struct.pack("<HH", 0, 6)
+        + struct.pack("<5H", 2, 10, 4, 3, 1),
         b"",
     ],
-    ids=["duplicate-keys", "descending-keys", "huge-count", "bad-cookie", "unsorted-array", "bitset-card-lie", "unsorted-runs", "no-bitmap"],
+    ids=[
+        "duplicate-keys",
+        "descending-keys",
+        "huge-count",
+        "bad-cookie",
+        "unsorted-array",
+        "bitset-card-lie",
+        "unsorted-runs",
+        "no-bitmap",
+    ],
 )
 def test_structurally_invalid_bitmaps_with_valid_crc_are_rejected(bitmap_bytes: bytes) -> None:
     with pytest.raises(CorruptDeletionVectorError):

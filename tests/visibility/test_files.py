@@ -5,26 +5,15 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from pyroaring import BitMap64
 
-from mvtable.lineage.io import LocalFileIO
-from mvtable.visibility import (
-    DV_DIR,
-    ByteStore,
-    CorruptDeletionVectorError,
-    DeletionVectorNotFoundError,
-    DVCache,
-    DVLocation,
-    decode_dv,
-    load_dv,
-    load_dv_positions,
-    write_dvs,
-)
+from mvtable.errors import CorruptDeletionVectorError, DeletionVectorNotFoundError
+from mvtable.storage import FileIO, LocalFileIO
+from mvtable.visibility import DV_DIR, DVCache, decode_dv, load_dv, load_dv_positions, write_dvs
 
 
 class CountingStore:
@@ -68,8 +57,14 @@ def store(tmp_path: Path) -> CountingStore:
     return CountingStore(LocalFileIO(str(tmp_path)))
 
 
-def test_local_file_io_is_a_byte_store(tmp_path: Path) -> None:
-    assert isinstance(LocalFileIO(str(tmp_path)), ByteStore)
+def test_local_file_io_is_a_file_io(tmp_path: Path) -> None:
+    assert isinstance(LocalFileIO(str(tmp_path)), FileIO)
+
+
+def replace(ref: object, **change: object) -> SimpleNamespace:
+    """A descriptor like ``ref`` with some fields changed, unvalidated: load_dv must check
+    descriptors itself, because one may come from anywhere."""
+    return SimpleNamespace(**{**vars(ref), **change})
 
 
 def test_write_packs_large_dvs_into_one_file_and_inlines_small_ones(store: CountingStore) -> None:
@@ -149,6 +144,7 @@ def test_accepts_any_object_with_the_ref_fields(store: CountingStore) -> None:
 
 def test_accepts_the_logs_deletion_vector_ref(store: CountingStore) -> None:
     import mvtable.lineage.actions as actions  # the real log model (a test may import across packages)
+
     locs = write_dvs(store, {"a": big(0), "b": BitMap64([9])})
     for loc in locs.values():
         ref = actions.DeletionVectorRef(
@@ -228,5 +224,5 @@ def test_flipped_byte_in_file_is_rejected(store: CountingStore) -> None:
 @pytest.mark.parametrize("inline", ["not base64!", base64.b64encode(b"short").decode(), ""])
 def test_bad_inline_is_rejected(store: CountingStore, inline: str) -> None:
     with pytest.raises(CorruptDeletionVectorError) as info:
-        load_dv(store, DVLocation(cardinality=0, inline=inline, path=None, offset=0, size=0))
+        load_dv(store, SimpleNamespace(cardinality=0, inline=inline, path=None, offset=0, size=0))
     assert info.value.source == "inline deletion vector"

@@ -9,14 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from mvtable.errors import CorruptPinError, PinError, PinExpiredError, PinNotFoundError
 from mvtable.visibility import pins
-from mvtable.visibility.pins import (
-    PIN_DIR,
-    CorruptPinError,
-    PinError,
-    PinExpiredError,
-    PinNotFoundError,
-)
+from mvtable.visibility.pins import PIN_DIR
 
 NOW = 1_700_000_000_000  # ms
 
@@ -52,9 +47,9 @@ class MemoryStore:
     def list(self, folder: str) -> list[Info]:
         prefix = folder.rstrip("/") + "/"
         return [
-            Info(p[len(prefix):], len(d), self.mtimes[p])
+            Info(p[len(prefix) :], len(d), self.mtimes[p])
             for p, d in self.files.items()
-            if p.startswith(prefix) and "/" not in p[len(prefix):]
+            if p.startswith(prefix) and "/" not in p[len(prefix) :]
         ]
 
     def delete(self, paths) -> None:
@@ -194,7 +189,7 @@ def test_a_pin_released_while_scanning_is_skipped(store):
 
 
 def test_pins_on_local_disk(tmp_path):
-    from mvtable.lineage.io import LocalFileIO  # the real FileIO satisfies the duck type
+    from mvtable.storage import LocalFileIO  # the real FileIO satisfies the duck type
 
     io = LocalFileIO(str(tmp_path))
     pin_id = pins.pin(io, 4, ttl_s=3600)

@@ -1,4 +1,4 @@
-"""Visibility GC and reader pins for a ``Table`` (DESIGN.md §6, CockroachDB's GC queue).
+"""Visibility GC and reader pins for a ``Table`` (CockroachDB's GC queue: bounded, resumable batches).
 
 ``collect_garbage`` removes what no retained or pinned version needs:
 
@@ -32,19 +32,18 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from collections.abc import Callable, Iterator
 
 from mvtable.conf import connector_settings, parse_period
-from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
+from mvtable.errors import CorruptMetadataError, DeletionVectorNotFoundError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
-from mvtable.lineage.retention import LogRetentionPlan, plan_log_retention
+from mvtable.lineage.log_retention import LogRetentionPlan, plan_log_retention
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary
 from mvtable.visibility import pins as pinning
-from mvtable.visibility.errors import DeletionVectorNotFoundError
 from mvtable.visibility.files import DV_DIR
 from mvtable.visibility.gc import DVGCPlan, batches, plan_dv_gc
 
@@ -94,7 +93,7 @@ class _Plan:
 
 
 def collect_garbage(
-    table: "Table",
+    table: Table,
     *,
     dry_run: bool = False,
     time_budget_s: float | None = None,
@@ -138,8 +137,15 @@ def collect_garbage(
                     progress(len(paths), len(paths), what)
             return report
         outcome = _execute(
-            table.io, plan, report, max_bytes=max_bytes, deadline=deadline, now_ms=now,
-            pin_ttl_s=pin_ttl_s, progress=progress, fault_after=fault_after,
+            table.io,
+            plan,
+            report,
+            max_bytes=max_bytes,
+            deadline=deadline,
+            now_ms=now,
+            pin_ttl_s=pin_ttl_s,
+            progress=progress,
+            fault_after=fault_after,
         )
         if outcome != "replan":
             return report
@@ -150,8 +156,16 @@ def collect_garbage(
 
 
 def _execute(
-    io, plan: _Plan, report: GCReport, *, max_bytes: int, deadline: float, now_ms: int,
-    pin_ttl_s: float, progress: Progress | None, fault_after: int | None,
+    io,
+    plan: _Plan,
+    report: GCReport,
+    *,
+    max_bytes: int,
+    deadline: float,
+    now_ms: int,
+    pin_ttl_s: float,
+    progress: Progress | None,
+    fault_after: int | None,
 ) -> str:
     """Delete the plan's batches: ``"done"``, ``"budget"`` (out of time) or ``"replan"``."""
     work = [(what, paths, batches(paths, max_bytes=max_bytes)) for what, paths in plan.phases]
@@ -258,9 +272,7 @@ def _plan(table, *, now_ms: int, pin_ttl_s: float, retention_s: float | None = N
             superseded.update(summaries.commit(v).dv_paths)
         except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad: its DVs wait for the grace period
             log.warning("GC: cannot read log version %s (%s)", v, exc)
-    dv = plan_dv_gc(
-        dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.seconds("orphanGracePeriod")
-    )
+    dv = plan_dv_gc(dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.seconds("orphanGracePeriod"))
 
     sizes = {f"{DV_DIR}/{i.name}": int(i.size or 0) for i in dv_listing}
     sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
@@ -350,7 +362,7 @@ def _die() -> None:  # pragma: no cover - the process ends here
 
 
 # -- reader pins ------------------------------------------------------------------------
-def pin_for_read(table: "Table", version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> str:
+def pin_for_read(table: Table, version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> str:
     """Pin ``version`` (the latest when ``None``) for ``ttl_s`` seconds (default: the
     connector's ``pinTtl``) and check that it is still fully readable; returns the pin id.
     Raises ``VersionNotFoundError`` / ``DeletionVectorNotFoundError`` (and pins nothing)
@@ -373,17 +385,17 @@ def pin_for_read(table: "Table", version: int | None = None, *, ttl_s: float | N
     return pin_id
 
 
-def release_pin(table: "Table", pin_id: str) -> None:
+def release_pin(table: Table, pin_id: str) -> None:
     pinning.release(table.io, pin_id)
 
 
-def extend_pin(table: "Table", pin_id: str, ttl_s: float | None = None) -> pinning.Pin:
+def extend_pin(table: Table, pin_id: str, ttl_s: float | None = None) -> pinning.Pin:
     ttl = parse_period(connector_settings().pinTtl, name="pinTtl") if ttl_s is None else float(ttl_s)
     return pinning.extend(table.io, pin_id, ttl)
 
 
 @contextmanager
-def pinned(table: "Table", version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> Iterator[str]:
+def pinned(table: Table, version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> Iterator[str]:
     """``with pinned(t, v) as pin_id:`` — the version stays readable inside the block."""
     pin_id = pin_for_read(table, version, ttl_s=ttl_s, owner=owner)
     try:

@@ -4,9 +4,9 @@ becomes one delete commit. Executors turn their rows into one roaring bitmap per
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -15,12 +15,12 @@ from pyroaring import BitMap64
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import LongType, StringType, StructType
 
-from mvtable.lineage.io import open_file_io
+from mvtable.errors import InvalidOptionError, InvalidRowAddressError, SchemaMismatchError
 from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
 
 from .. import writes
 from ..deletes import commit_deletes
-from ..errors import InvalidOptionError, InvalidRowAddressError, SchemaMismatchError
 from ..options import WriteOptions
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 

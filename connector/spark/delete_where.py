@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
-from mvtable.lineage.io import open_file_io
 from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
 
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
@@ -26,7 +26,7 @@ def condition_columns(spark: Any, schema: Any, condition: str) -> list[str] | No
     try:
         refs = df._jdf.queryExecution().analyzed().references().toSeq()
         names = {refs.apply(i).name().lower() for i in range(refs.size())}
-    except Exception:  # noqa: BLE001 - no JVM plan to inspect (e.g. Spark Connect): read all
+    except Exception:
         return None
     columns = [f.name for f in schema.fields if f.name.lower() in names]
     if any("," in c for c in columns):  # the columns option is comma-separated

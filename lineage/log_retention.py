@@ -1,7 +1,7 @@
 """Retention planning for the commit log: the safe version and the log files that may go.
 
 Pure: a ``Listing``, the history and the pins in; a ``LogRetentionPlan`` out. The connector
-does the I/O (``mvtable.connector.maintenance``).
+does the I/O (``mvtable.connector.gc``).
 
 **Safe version** = min(oldest pinned version, retention version), never above the latest.
 The retention version is the version that was current at ``now - retention``: the newest
@@ -20,10 +20,10 @@ a checkpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from .log import Listing, checkpoint_path, commit_path, legacy_checkpoint_path
+from .log import Listing, checkpoint_path, commit_path
 
 __all__ = ["LogRetentionPlan", "retention_version", "safe_version", "plan_log_retention"]
 
@@ -37,17 +37,13 @@ class LogRetentionPlan:
     checkpoint: int | None  # newest checkpoint <= safe_version: the log's new start
     delete_commits: tuple[int, ...]
     delete_checkpoints: tuple[int, ...]
-    legacy_checkpoints: frozenset[int] = frozenset()  # of those, the ones written as format-1 JSON
 
     @property
     def paths(self) -> list[str]:
         """Table-relative paths to delete, oldest version first (a commit before the
         checkpoint of the same version)."""
         items = [(v, 0, commit_path(v)) for v in self.delete_commits]
-        items += [
-            (v, 1, legacy_checkpoint_path(v) if v in self.legacy_checkpoints else checkpoint_path(v))
-            for v in self.delete_checkpoints
-        ]
+        items += [(v, 1, checkpoint_path(v)) for v in self.delete_checkpoints]
         return [p for _, _, p in sorted(items)]
 
 
@@ -95,5 +91,4 @@ def plan_log_retention(
     newest_commit = max(listing.commits, default=None)
     commits = tuple(v for v in sorted(listing.commits) if v <= checkpoint and v != newest_commit)
     checkpoints = tuple(c for c in sorted(listing.checkpoints) if c < checkpoint)
-    legacy = frozenset(c for c in checkpoints if c in listing.legacy_checkpoints)
-    return LogRetentionPlan(latest, keep, pinned, safe, checkpoint, commits, checkpoints, legacy)
+    return LogRetentionPlan(latest, keep, pinned, safe, checkpoint, commits, checkpoints)

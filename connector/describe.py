@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.actions import LineageEnd, LineagePurge, LineageRevert, LineageStart
-from mvtable.lineage.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot
 
 if TYPE_CHECKING:
@@ -68,13 +68,14 @@ def _segment(snapshot: Snapshot, sid: str, status: str, entry: str | None) -> di
         "num_rows": f.num_rows,
         "size_bytes": f.size_bytes,
         "row_groups": [
-            {"num_rows": rg.num_rows, "first_row": rg.first_row, "total_byte_size": rg.total_byte_size}
-            for rg in f.row_groups
+            {"num_rows": rg.num_rows, "first_row": rg.first_row, "total_byte_size": rg.total_byte_size} for rg in f.row_groups
         ],
         "deleted_rows": deleted,
         "live_rows": f.num_rows - deleted,
         "delete_density": _density(deleted, f.num_rows),
-        "dv": None if dv is None else {
+        "dv": None
+        if dv is None
+        else {
             "cardinality": dv.cardinality,
             "location": "inline" if dv.inline is not None else "file",
             "path": dv.path,
@@ -98,7 +99,7 @@ def _totals(segments: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _timeline(table: "Table", snapshot: Snapshot) -> list[dict[str, Any]]:
+def _timeline(table: Table, snapshot: Snapshot) -> list[dict[str, Any]]:
     """Each lineage entry with its state transitions, ordered by ``started_version``.
 
     An entry changes state only at versions from ``started_version`` to ``state_version``,
@@ -118,7 +119,12 @@ def _timeline(table: "Table", snapshot: Snapshot) -> list[dict[str, Any]]:
             state = _TRANSITION.get(type(action))
             if state is not None and action.entry_id in transitions:
                 transitions[action.entry_id].append(
-                    {"version": commit.version, "state": state, "timestamp": _utc(commit.timestamp_ms), "operation": commit.operation}
+                    {
+                        "version": commit.version,
+                        "state": state,
+                        "timestamp": _utc(commit.timestamp_ms),
+                        "operation": commit.operation,
+                    }
                 )
     out = []
     for e in entries:
@@ -144,7 +150,7 @@ def _timeline(table: "Table", snapshot: Snapshot) -> list[dict[str, Any]]:
     return out
 
 
-def inspect_table(table: "Table", *, version: int | None = None) -> dict[str, Any]:
+def inspect_table(table: Table, *, version: int | None = None) -> dict[str, Any]:
     """Everything ``mvtable inspect`` shows about ``table`` at ``version`` (newest by default).
 
     Keys: ``uri``, ``version``, ``timestamp``, ``table_id``, ``schema`` (``[{name, type}]``),
@@ -196,18 +202,6 @@ def size_text(n: int | float) -> str:
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"  # pragma: no cover
-
-
-def run_vacuum(
-    table: "Table", *, retention: str | None = None, dry_run: bool = False, force: bool = False, progress: Any = None, **options: Any
-):
-    """``table.vacuum(…)``, with a clear error while a build lacks it."""
-    vacuum = getattr(table, "vacuum", None)
-    if vacuum is None:
-        from .errors import ConnectorError
-
-        raise ConnectorError("this build of mvtable has no vacuum (Table.vacuum is missing)")
-    return vacuum(retention=retention, dry_run=dry_run, force=force, progress=progress, **options)
 
 
 def vacuum_changed(report: Any) -> bool:

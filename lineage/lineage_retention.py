@@ -1,4 +1,4 @@
-"""Lineage retention (DESIGN.md §5), as pure functions of a snapshot and a clock.
+"""Lineage retention (Pinot's two retention periods), as pure functions of a snapshot and a clock.
 
 * Segments a COMPLETED entry replaced are kept ``replacedSegmentsRetentionPeriod`` after
   the entry completed, so the push can be rolled back; then they are removed and the entry
@@ -42,19 +42,26 @@ def _remove_then_purge(s: Snapshot, entry: LineageEntry, hidden: tuple[str, ...]
     return actions
 
 
-def plan_entry_cleanup(
-    s: Snapshot, *, now_ms: int, replaced_retention_s: float, entry_retention_s: float
-) -> list[EntryCleanup]:
+def plan_entry_cleanup(s: Snapshot, *, now_ms: int, replaced_retention_s: float, entry_retention_s: float) -> list[EntryCleanup]:
     """Entries due for cleanup, oldest first, each with the actions that clean it up."""
     out: list[EntryCleanup] = []
     for entry in sorted(s.lineage.values(), key=lambda e: e.state_version):
         age_s = (now_ms - entry.timestamp_ms) / 1000
         if entry.state == COMPLETED and age_s >= replaced_retention_s:
-            out.append(EntryCleanup(entry.id, entry.state, "replaced segments past retention",
-                                    tuple(_remove_then_purge(s, entry, entry.segments_from))))
+            out.append(
+                EntryCleanup(
+                    entry.id,
+                    entry.state,
+                    "replaced segments past retention",
+                    tuple(_remove_then_purge(s, entry, entry.segments_from)),
+                )
+            )
         elif entry.state == REVERTED and age_s >= entry_retention_s:
-            out.append(EntryCleanup(entry.id, entry.state, "reverted entry past retention",
-                                    tuple(_remove_then_purge(s, entry, entry.segments_to))))
+            out.append(
+                EntryCleanup(
+                    entry.id, entry.state, "reverted entry past retention", tuple(_remove_then_purge(s, entry, entry.segments_to))
+                )
+            )
         elif entry.state == IN_PROGRESS and age_s >= entry_retention_s:
             actions = [LineageRevert(entry_id=entry.id), *_remove_then_purge(s, entry, entry.segments_to)]
             out.append(EntryCleanup(entry.id, entry.state, "stale IN_PROGRESS push", tuple(actions)))

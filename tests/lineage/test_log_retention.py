@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mvtable.lineage.log import Listing, checkpoint_path, commit_path
-from mvtable.lineage.retention import plan_log_retention, retention_version, safe_version
+from mvtable.lineage.log_retention import plan_log_retention, retention_version, safe_version
 
 HOUR_MS = 3_600_000
 
@@ -126,7 +126,7 @@ def test_every_version_from_safe_on_stays_readable_at_every_step(n, interval, cu
     for path in plan.paths[:stop_after]:
         name = path.rsplit("/", 1)[-1]
         v = int(name[:20])
-        (checkpoints if name.endswith(".checkpoint.json") else commits).discard(v)
+        (checkpoints if name.endswith(".checkpoint.parquet") else commits).discard(v)
         assert latest in commits
         for w in must_read:
             assert readable(commits, checkpoints, w), (w, sorted(commits), sorted(checkpoints))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mvtable.lineage.actions import AddSegment, Commit, LineageEnd, LineageStart, MetadataAction, SegmentFile
-from mvtable.lineage.cleanup import keep_two_snapshots, plan_entry_cleanup
+from mvtable.lineage.lineage_retention import keep_two_snapshots, plan_entry_cleanup
 from mvtable.lineage.snapshot import Snapshot, apply_commit
 
 HOUR_MS = 3_600_000
@@ -20,11 +20,14 @@ class Builder:
 
     def commit(self, *actions, at_ms: int | None = None) -> None:
         self.ts = at_ms if at_ms is not None else self.ts + 1
-        apply_commit(self.s, Commit(version=self.s.version + 1, read_version=self.s.version, timestamp_ms=self.ts, operation="T", actions=actions))
+        apply_commit(
+            self.s,
+            Commit(version=self.s.version + 1, read_version=self.s.version, timestamp_ms=self.ts, operation="T", actions=actions),
+        )
 
     def push(self, name: str, new: str, *, end: bool = True, at_ms: int | None = None) -> None:
         self.commit(LineageStart(entry_id=name, segments_from=tuple(self.s.visible_segment_ids())), at_ms=at_ms)
-        self.commit(AddSegment(segment=seg(new), lineage_entry=name), *( [LineageEnd(entry_id=name)] if end else []), at_ms=at_ms)
+        self.commit(AddSegment(segment=seg(new), lineage_entry=name), *([LineageEnd(entry_id=name)] if end else []), at_ms=at_ms)
 
 
 def base() -> Builder:

@@ -1,0 +1,65 @@
+"""mvtable: a multi-version table format with deletion vectors, consistent push and
+rollback, and a Spark data source.
+
+The front door::
+
+    import mvtable
+    t = mvtable.Table.create("/data/t", schema=…)     # the Python API, no Spark needed
+    mvtable.register(spark)                            # data source + SQL procedures
+    mvtable.delete(spark, "/data/t", "id < 10")        # distributed delete
+    except mvtable.errors.MvTableError: …              # one root for every error
+
+The package is four layers (each a folder of the source tree):
+
+* ``mvtable`` itself (``core/``): what every layer shares — ``errors``, ``storage``
+  (``FileIO`` and its backends), ``paths`` (table-relative path safety), ``ids``, and
+  ``dvref`` (the deletion-vector descriptor the log stores and visibility loads);
+* ``mvtable.lineage``: the commit log, pure replay into snapshots, the lineage state
+  machine and conflict rules, checkpoints, retention planning;
+* ``mvtable.visibility``: deletion vectors (format, files, masks, cache), reader pins, GC;
+* ``mvtable.connector``: the ``Table`` API, segment I/O, Spark, SQL procedures, CLI.
+
+``lineage`` and ``visibility`` import neither each other nor pyspark. The names below are
+imported lazily, so ``import mvtable.errors`` from the lower layers never drags in the
+connector.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> (module, attribute); resolved on first use (PEP 562)
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "Table": ("mvtable.connector.table", "Table"),
+    "register": ("mvtable.connector", "register"),
+    "delete": ("mvtable.connector", "delete"),
+    "read_native": ("mvtable.connector.spark.native", "read_native"),
+}
+
+__all__ = ["Table", "__version__", "delete", "errors", "read_native", "register"]
+
+if TYPE_CHECKING:
+    from mvtable import errors as errors
+    from mvtable.connector import delete as delete
+    from mvtable.connector import register as register
+    from mvtable.connector.spark.native import read_native as read_native
+    from mvtable.connector.table import Table as Table
+
+
+def __getattr__(name: str) -> Any:
+    if name == "errors":
+        return import_module("mvtable.errors")
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'mvtable' has no attribute {name!r}") from None
+    value = getattr(import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,177 @@
+"""Every error mvtable raises, in one small hierarchy under ``MvTableError``.
+
+The branches separate what a caller can do about a failure:
+
+* ``InvalidInputError`` — the call itself was wrong (an option, a schema, a row address, a
+  lineage transition the state machine forbids). Fix the call.
+* ``NotFoundError`` — a table, version, file or pin that does not (or no longer) exist.
+* ``CorruptionError`` — a file is not what mvtable wrote (log, checkpoint, deletion vector,
+  data file, pin). Never guessed around: a wrong answer is worse than an error.
+* ``CommitConflictError`` — someone else committed something incompatible; nothing of ours
+  landed. Re-read and decide again (the CLI exits 3).
+* ``CommitStateUnknownError`` — the store failed so that we cannot tell whether our commit
+  landed; look at the log before retrying.
+
+``lineage`` and ``visibility`` may not import each other, so this module lives in the
+root package that both may import; it imports nothing of mvtable.
+"""
+
+from __future__ import annotations
+
+
+class MvTableError(Exception):
+    """Base of every mvtable error."""
+
+
+# -- the call was wrong ------------------------------------------------------------------
+class InvalidInputError(MvTableError, ValueError):
+    """Bad input from a caller: fix the call, nothing was changed."""
+
+
+class InvalidOptionError(InvalidInputError):
+    """An option or argument that is unknown, malformed, or conflicts with another."""
+
+
+class SettingsError(InvalidOptionError):
+    """A table property or connector setting with a value of the wrong form."""
+
+
+class SchemaMismatchError(InvalidInputError):
+    """Data whose columns do not match the table's. The message names the columns."""
+
+
+class UnsupportedTypeError(InvalidInputError, TypeError):
+    """An Arrow type that Spark SQL cannot hold (unsigned ints, float16, time, …)."""
+
+
+class InvalidRowAddressError(InvalidInputError):
+    """A delete addressed a row that does not exist (unknown segment, position past the end)."""
+
+
+class RetentionTooShortError(InvalidInputError):
+    """A vacuum retention shorter than the table's, without ``force``."""
+
+
+class InvalidLineageTransitionError(InvalidInputError):
+    """A start/end/revert/publish that the lineage state machine forbids."""
+
+
+class SegmentInUseError(InvalidLineageTransitionError):
+    """A segment is held by a live lineage entry and may not be removed another way."""
+
+
+class TableAlreadyExistsError(InvalidInputError):
+    """Creating a table where one exists already."""
+
+
+# -- something is not there --------------------------------------------------------------
+class NotFoundError(MvTableError):
+    """A table, version, file or pin that does not (or no longer) exist."""
+
+
+class TableNotFoundError(NotFoundError):
+    """No mvtable table exists at the location."""
+
+
+class VersionNotFoundError(NotFoundError):
+    """A version or timestamp that the log does not (or no longer) hold."""
+
+
+class FilesMissingError(NotFoundError):
+    """Files a version needs are gone (vacuumed or deleted by hand)."""
+
+
+class DeletionVectorNotFoundError(NotFoundError):
+    """The DV file a descriptor names does not exist (e.g. removed by an over-eager vacuum)."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        super().__init__(f"{path}: deletion vector file not found" + (f" ({detail})" if detail else ""))
+        self.path = path
+        self.detail = detail
+
+
+class PinError(MvTableError):
+    """Base of the reader-pin errors."""
+
+
+class PinNotFoundError(PinError, NotFoundError):
+    """No pin with that id (released, or removed by GC after it expired)."""
+
+
+class PinExpiredError(PinError):
+    """The pin has expired; what it protected may have been collected already."""
+
+
+# -- a file is not what we wrote ---------------------------------------------------------
+class CorruptionError(MvTableError):
+    """A stored file failed validation. ``source`` names it, ``problem`` says what is wrong."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
+
+    @property
+    def path(self) -> str:
+        return self.source
+
+
+class CorruptMetadataError(CorruptionError):
+    """A log file or checkpoint failed validation."""
+
+
+class UnsafePathError(CorruptMetadataError):
+    """A path stored in metadata escapes the table root (``..``, absolute, other scheme)."""
+
+
+class UnsupportedFormatError(CorruptMetadataError):
+    """A metadata file declares a format version this code cannot read."""
+
+
+class CorruptDeletionVectorError(CorruptionError):
+    """A deletion vector (or the descriptor pointing at it) is not what we wrote: a DV that
+    decodes "almost" right would silently resurrect or hide rows."""
+
+
+class CorruptSegmentError(CorruptionError, ValueError):
+    """A data file disagrees with what the log says about it (row counts, row groups): it
+    was replaced or damaged outside mvtable."""
+
+
+class CorruptPinError(PinError, CorruptionError):
+    """A pin file that is not what ``pins.pin`` writes."""
+
+
+# -- committing --------------------------------------------------------------------------
+class CommitError(MvTableError):
+    """Base of everything that can go wrong while committing."""
+
+
+class CommitConflictError(CommitError):
+    """A concurrent commit makes ours invalid; nothing of ours landed."""
+
+
+class ConcurrentReplaceError(CommitConflictError):
+    """Segments we replace or delete from were replaced or removed by a concurrent commit."""
+
+
+class ConcurrentLineageError(CommitConflictError):
+    """The lineage entry we act on changed state concurrently."""
+
+
+class ConcurrentMetadataError(CommitConflictError):
+    """The schema or table properties changed concurrently."""
+
+
+class TooManyRetriesError(CommitConflictError):
+    """Every retry lost the race for the next version."""
+
+
+class CommitStateUnknownError(CommitError):
+    """The store failed in a way that leaves open whether our commit landed."""
+
+
+class NothingToCommit(MvTableError):
+    """Not a failure: raised by a commit builder when the newest snapshot already is what
+    the caller asked for (a retried rollback, a restore that raced an identical one), so
+    the commit loop makes no commit. Callers report "nothing changed"."""

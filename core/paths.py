@@ -1,0 +1,45 @@
+"""Paths stored in metadata are relative to the table root and may not escape it.
+
+A path that could point outside the table (``..``, an absolute path, another scheme) would
+let a hostile log make vacuum delete, or a reader read, someone else's files, so such a path
+is rejected wherever metadata is parsed: the pydantic models (``safe_path_value``), the
+checkpoint's vectorised checks and GC's light parser (``path_problem``)."""
+
+from __future__ import annotations
+
+from .errors import UnsafePathError
+
+
+def check_relative_path(path: str, *, source: str = "metadata") -> str:
+    """Return ``path`` if it is a safe table-relative path, else raise ``UnsafePathError``."""
+    problem = path_problem(path)
+    if problem:
+        raise UnsafePathError(source, f"unsafe path {path!r}: {problem}")
+    return path
+
+
+def safe_path_value(path: str) -> str:
+    """The pydantic-validator form: pydantic turns only ``ValueError`` into a validation
+    error (``actions.validation_error`` maps it back to ``UnsafePathError``)."""
+    problem = path_problem(path)
+    if problem:
+        raise ValueError(f"unsafe path {path!r}: {problem}")
+    return path
+
+
+def path_problem(path: object) -> str | None:
+    """Why ``path`` is not a safe table-relative path, or ``None``."""
+    if not isinstance(path, str) or not path:
+        return "empty"
+    if "\x00" in path:
+        return "contains NUL"
+    if ":" in path:
+        return "looks like a URL or drive (contains ':')"
+    if path.startswith(("/", "\\", "~")):
+        return "absolute"
+    if "\\" in path:
+        return "contains a backslash"
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "has an empty, '.' or '..' component"
+    return None

@@ -1,0 +1,52 @@
+"""Storage behind one small interface (as pyiceberg's ``FileIO``).
+
+Everything mvtable persists goes through a ``FileIO``: relative paths under one table
+root, whole-object reads and writes, and the one primitive the commit protocol needs,
+``put_if_absent``. One backend per module:
+
+* ``local`` — local disk: a temp file ``os.link``ed into place (atomic, fails if the name
+  exists), then the folder fsynced;
+* ``fsspec`` — any fsspec filesystem; on S3 one ``PutObject`` with ``If-None-Match: *``
+  (``s3``);
+* ``memory`` — ``memory://``, for tests: put-if-absent under a process-wide lock.
+
+``FileIO`` objects are not shipped to Spark executors; their ``spec()`` (URL + options)
+is, and ``open_file_io`` rebuilds (and caches) one per process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+from .base import FileInfo, FileIO
+from .fsspec import FsspecFileIO
+from .local import LocalFileIO
+from .memory import MemoryFileIO
+
+__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "open_file_io"]
+
+_cache: dict[tuple[int, str, tuple[tuple[str, str], ...]], FileIO] = {}
+_cache_lock = threading.Lock()
+
+
+def open_file_io(uri: str, options: Mapping[str, Any] | None = None) -> FileIO:
+    """The ``FileIO`` for a table URI; one instance per (uri, options) per process."""
+    opts = dict(options or {})
+    # keyed by pid too: a forked child must not share its parent's clients
+    key = (os.getpid(), uri, tuple(sorted((k, repr(v)) for k, v in opts.items())))
+    with _cache_lock:
+        io = _cache.get(key)
+        if io is None:
+            scheme = urlparse(uri).scheme
+            if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
+                io = LocalFileIO(urlparse(uri).path if scheme == "file" else uri)
+            elif scheme == "memory":
+                io = MemoryFileIO(uri, opts)
+            else:
+                io = FsspecFileIO(uri, opts)
+            _cache[key] = io
+        return io

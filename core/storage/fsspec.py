@@ -1,0 +1,140 @@
+"""Any fsspec filesystem (``s3://`` through s3fs, ``gs://``, …).
+
+On S3 the conditional write is ``s3.put_if_absent``; elsewhere fsspec's ``xb`` mode (a
+zero-byte ``xb`` write is not conditional in s3fs, and unknown elsewhere, so it is
+refused). s3fs caches listings, so everything that could be answered from that cache
+(``exists``, ``list``) asks the server again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+import fsspec
+import pyarrow.fs as pafs
+
+from mvtable.errors import CommitError, CommitStateUnknownError
+
+from . import s3
+from .base import FileInfo
+
+
+class FsspecFileIO:
+    def __init__(self, uri: str, options: Mapping[str, Any] | None = None) -> None:
+        self.uri = uri.rstrip("/")
+        self.options = dict(options or {})
+        self._fs, base = fsspec.core.url_to_fs(self.uri, **self.options)
+        self._pid = os.getpid()
+        self.base: str = base.rstrip("/")
+        self.protocol = urlparse(self.uri).scheme
+        protocols = self._fs.protocol if isinstance(self._fs.protocol, (tuple, list)) else (self._fs.protocol,)
+        self._s3 = "s3" in protocols and hasattr(self._fs, "call_s3")
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem, rebuilt in a forked child: async filesystems such as s3fs
+        are not fork-safe ("This class is not fork-safe"), and ``open_file_io`` hands a
+        forked child (a forking Spark Python worker, say) the parent's cached instance."""
+        if self._pid != os.getpid():
+            self._fs = fsspec.core.url_to_fs(self.uri, **self.options)[0]
+            self._pid = os.getpid()
+        return self._fs
+
+    def _p(self, path: str) -> str:
+        return f"{self.base}/{path}" if path else self.base
+
+    def read(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(self._p(path)))
+
+    def read_range(self, path: str, offset: int, size: int) -> bytes:
+        if size <= 0:
+            return b""
+        return bytes(self.fs.cat_file(self._p(path), start=offset, end=offset + size))
+
+    def write(self, path: str, data: bytes) -> None:
+        self.fs.pipe_file(self._p(path), data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Create ``path`` with ``data`` unless it exists. ``True``: the object now holds
+        ``data`` and this call created it (or an identical copy: two writers of the very same
+        bytes both get ``True``); ``False``: it held something else already.
+        ``CommitStateUnknownError`` only when the store's answers do not tell."""
+        target = self._p(path)
+        if self._s3:
+            return s3.put_if_absent(self.fs, target, bytes(data))
+        if not data:
+            raise CommitError(f"refusing a zero-byte conditional write to {path}")
+        try:
+            with self.fs.open(target, "xb") as f:
+                f.write(data)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if s3.looks_like_precondition(exc):
+                return False
+            raise CommitStateUnknownError(f"conditional write of {target} failed: {exc}") from exc
+        except Exception as exc:  # network errors: the PUT may or may not have landed
+            raise CommitStateUnknownError(f"conditional write of {target} failed: {exc}") from exc
+
+    def exists(self, path: str) -> bool:
+        target = self._p(path)
+        self.fs.invalidate_cache(target)  # s3fs answers from a cached parent listing
+        return bool(self.fs.exists(target))
+
+    def _ls(self, folder: str) -> list[dict[str, Any]]:
+        return list(self.fs.ls(self._p(folder), detail=True, refresh=True))
+
+    def list(self, folder: str) -> list[FileInfo]:
+        try:
+            entries = self._ls(folder)
+        except FileNotFoundError:
+            return []
+        out = []
+        for e in entries:
+            if e.get("type") == "file":
+                name = e["name"].rstrip("/").rsplit("/", 1)[-1]
+                mtime = e.get("mtime") or e.get("LastModified") or e.get("created")
+                out.append(FileInfo(name, int(e.get("size") or 0), _as_epoch(mtime)))
+        return out
+
+    def list_names(self, folder: str) -> list[str]:
+        """Object stores return sizes with the listing anyway; this skips building
+        ``FileInfo``s and parsing their times."""
+        return [info.name for info in self.list(folder)]
+
+    def delete(self, paths: Iterable[str]) -> None:
+        targets = [self._p(p) for p in paths]
+        if not targets:
+            return
+        if self._s3:
+            s3.delete_objects(self.fs, targets)
+            return
+        try:
+            self.fs.rm(targets)
+        except FileNotFoundError:
+            for t in targets:
+                try:
+                    self.fs.rm_file(t)
+                except FileNotFoundError:
+                    pass
+
+    def arrow(self) -> tuple[pafs.FileSystem, str]:
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs)), self.base
+
+    def spec(self) -> dict[str, Any]:
+        return {"uri": self.uri, "options": dict(self.options)}
+
+
+def _as_epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value.timestamp())
+    except AttributeError:
+        return None
