@@ -46,6 +46,7 @@ class TableProperties(_Settings):
     orphanGracePeriod: str
     rowGroupRows: int = Field(ge=1)
     dvInlineMaxBytes: int = Field(ge=0)
+    icebergCompat: bool
 
     @field_validator(
         "replacedSegmentsRetentionPeriod", "lineageEntryCleanupRetentionPeriod", "versionRetentionPeriod", "orphanGracePeriod"

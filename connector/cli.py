@@ -10,6 +10,7 @@
     mvtable vacuum   URI [--dry-run] [--retention 7d] [--force] [--time-budget S]
     mvtable gc       URI [--dry-run] [--time-budget S]
     mvtable inspect  URI [--version N] [--row-groups]
+    mvtable export   (iceberg | delta) URI [--all-versions]
 
 Every subcommand takes ``--json`` (a JSON array of objects whose field names are those of
 the Python API; timestamps in ISO-8601) and ``--storage-option KEY=VALUE`` (repeatable;
@@ -142,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", parents=[common], help="segments, row groups, delete density, lineage timeline")
     p.add_argument("--version", type=_version, metavar="N", help="inspect version N instead of the newest")
     p.add_argument("--row-groups", action="store_true", help="also list every row group")
+
+    p = sub.add_parser("export", help="write Iceberg or Delta metadata naming the table's own files (no data copied)")
+    formats = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    for name, what in (("iceberg", "Iceberg v3 metadata under metadata/"), ("delta", "a Delta log under _delta_log/")):
+        q = formats.add_parser(name, parents=[common], help=what)
+        q.add_argument("--all-versions", action="store_true", help="every version the log can still rebuild, not just the newest")
     return parser
 
 
@@ -475,6 +482,34 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
     out.print(tree)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    t = _open(args)
+    result = (
+        t.export_iceberg(all_versions=args.all_versions)
+        if args.format == "iceberg"
+        else t.export_delta(all_versions=args.all_versions)
+    )
+    if args.json:
+        _print_json([result.to_json()])
+        return EXIT_OK
+    out = _stdout_console()
+    if not result.versions:
+        out.print(_text(f"nothing to export: {args.format} metadata already covers version {t.version}"))
+    else:
+        versions = ", ".join(map(str, result.versions))
+        out.print(
+            _text(
+                f"exported version(s) {versions} as {args.format}: {result.files_written} metadata files, {_size(result.bytes_written)}"
+            )
+        )
+        out.print(_text(f"read it at {result.metadata}"))
+    if result.copied_dv_bytes:
+        out.print(_text(f"deletion-vector bytes written again (inline or older DV files): {_size(result.copied_dv_bytes)}"))
+    if result.skipped:
+        out.print(_text(f"skipped version(s) whose files vacuum removed: {', '.join(map(str, result.skipped))}"))
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "lineage": cmd_lineage,
     "history": cmd_history,
@@ -484,6 +519,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "vacuum": cmd_vacuum,
     "gc": cmd_gc,
     "inspect": cmd_inspect,
+    "export": cmd_export,
 }
 
 
@@ -509,6 +545,10 @@ def _hint(exc: BaseException, args: argparse.Namespace) -> str:
         return f"see the lineage entries and their states with: {PROG} lineage {uri}"
     if isinstance(exc, ce.RetentionTooShortError):
         return "use a longer --retention, or add --force if no reader or writer needs the older files"
+    if isinstance(exc, ce.UnsupportedExportTypeError):
+        return "the export wrote nothing; export a table whose columns the target can hold"
+    if isinstance(exc, ce.ExportError):
+        return "the export wrote nothing into data/ or _mvtable/; the mvtable table is unchanged"
     if isinstance(exc, le.CorruptMetadataError):
         return "a metadata file is damaged; do not write to this table until it is repaired"
     if isinstance(exc, (ce.InvalidOptionError, ValueError)):
@@ -528,9 +568,9 @@ def _fail(exc: BaseException, args: argparse.Namespace, code: int) -> int:
 
 def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(retryable, other expected errors)."""
-    from mvtable.errors import CommitConflictError, CommitStateUnknownError, MvTableError
+    from mvtable.errors import CommitConflictError, CommitStateUnknownError, ExportConflictError, MvTableError
 
-    return (CommitConflictError, CommitStateUnknownError), (MvTableError,)
+    return (CommitConflictError, CommitStateUnknownError, ExportConflictError), (MvTableError,)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

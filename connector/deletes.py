@@ -26,6 +26,7 @@ from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import SetDeletionVector
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.paths import location_uri
 from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
 
@@ -140,7 +141,8 @@ def commit_deletes(
             if len(union) != len(old):
                 merged[sid] = union
                 counted[sid] = len(union) - len(old)
-        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes)
+        data_files = {sid: location_uri(io.uri, current.segments[sid].file.path) for sid in merged}
+        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files)
         written.extend({loc.path for loc in locations.values() if loc.path})
         faults.point("delete.after_dv_files")
         return [SetDeletionVector(segment_id=sid, dv=ref) for sid, ref in locations.items()]

@@ -26,13 +26,18 @@ from mvtable.storage import FileIO, open_file_io
 from mvtable.visibility import bitmap_from_array, pins
 
 from . import writes
+from .arrow_reader import record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
+from .export import ExportResult, export
 from .parallel import default_workers, ordered_map
 from .scan import ScanPlan, ScanTask, pin_version, plan_scan, read_task
 from .schema import schema_from_json
 from .segments import DEFAULT_READ_ROWS, write_segments
 from .stats import Predicate
 from .timeparse import parse_timestamp_ms
+
+# Rows per piece of a ``TableScan.to_reader`` stream: one default row group.
+READER_CHUNK_ROWS = 1 << 18
 
 if TYPE_CHECKING:
     from .gc import GCReport
@@ -133,6 +138,17 @@ class TableScan:
 
     def count(self) -> int:
         return sum(t.num_rows for t in self.to_tables())
+
+    def to_reader(self, *, chunk_rows: int = READER_CHUNK_ROWS) -> pa.RecordBatchReader:
+        """The scan as a streaming ``pyarrow.RecordBatchReader`` for DuckDB, Polars or any
+        Arrow consumer, deletes applied. Memory stays bounded: segments are read in pieces
+        of at most ``chunk_rows`` rows (whole row groups), a few pieces at a time."""
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+            raise InvalidOptionError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
+        workers = default_workers() if self.use_threads else 1
+        return record_batch_reader(
+            self.plan.schema, self.plan.tasks, self._read, chunk_rows=chunk_rows, workers=workers, on_close=self.release
+        )
 
 
 class Table:
@@ -373,6 +389,17 @@ class Table:
         from .vacuum import vacuum
 
         return vacuum(self, retention=retention, dry_run=dry_run, force=force, **options)
+
+    # -- other formats -------------------------------------------------------------------
+    def export_iceberg(self, *, all_versions: bool = False) -> ExportResult:
+        """Write Iceberg v3 metadata (``metadata/``) naming this table's own files for the
+        newest version, or every version the log can still rebuild. Metadata only."""
+        return export(self.io, self.log, format="iceberg", all_versions=all_versions)
+
+    def export_delta(self, *, all_versions: bool = False) -> ExportResult:
+        """Append Delta commits (``_delta_log/``) naming this table's own files for the
+        newest version, or every version the log can still rebuild. Metadata only."""
+        return export(self.io, self.log, format="delta", all_versions=all_versions)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"

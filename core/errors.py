@@ -175,3 +175,26 @@ class NothingToCommit(MvTableError):
     """Not a failure: raised by a commit builder when the newest snapshot already is what
     the caller asked for (a retried rollback, a restore that raced an identical one), so
     the commit loop makes no commit. Callers report "nothing changed"."""
+
+
+# -- exporting to other formats ----------------------------------------------------------
+class ExportError(MvTableError):
+    """An Iceberg or Delta export could not be written. Exports write only their own
+    metadata (``metadata/``, ``_delta_log/``), so the mvtable table is unchanged."""
+
+
+class UnsupportedExportTypeError(ExportError, UnsupportedTypeError):
+    """A column whose type (or name) the target format cannot hold."""
+
+    def __init__(self, target: str, column: str, what: str) -> None:
+        super().__init__(f"column {column!r}: {target} cannot hold {what}; cast, rename or drop it before exporting")
+        self.target = target
+        self.column = column
+
+
+class ExportPathNotWritableError(ExportError):
+    """The export's metadata folder cannot be written (permissions, a file in the way)."""
+
+
+class ExportConflictError(ExportError):
+    """Another export wrote the same metadata version at the same time; run it again."""

@@ -7,6 +7,8 @@ checkpoint's vectorised checks and GC's light parser (``path_problem``)."""
 
 from __future__ import annotations
 
+import pathlib
+
 from .errors import UnsafePathError
 
 
@@ -43,3 +45,12 @@ def path_problem(path: object) -> str | None:
     if any(part in ("", ".", "..") for part in parts):
         return "has an empty, '.' or '..' component"
     return None
+
+
+def location_uri(root: str, path: str = "") -> str:
+    """The absolute URI of ``path`` under the table root ``root`` (a local path becomes a
+    ``file://`` URI): what other formats' metadata names files by."""
+    base = root.rstrip("/")
+    if "://" not in base:
+        base = pathlib.Path(base).absolute().as_uri()
+    return f"{base}/{path}" if path else base

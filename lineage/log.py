@@ -91,6 +91,24 @@ class CommitResult:
 
 
 Builder = Callable[[Snapshot], Sequence[Action]]
+CommitHook = Callable[[FileIO, Snapshot], None]
+_commit_hooks: list[CommitHook] = []
+
+
+def add_commit_hook(hook: CommitHook) -> None:
+    """Call ``hook(io, snapshot)`` after every commit this process lands, with the new
+    snapshot (the connector's ``icebergCompat`` export). Hooks run after the commit is
+    durable: one that fails is logged and the commit stands."""
+    if hook not in _commit_hooks:
+        _commit_hooks.append(hook)
+
+
+def _run_commit_hooks(io: FileIO, snapshot: Snapshot) -> None:
+    for hook in _commit_hooks:
+        try:
+            hook(io, snapshot)
+        except Exception:
+            log.warning("after-commit hook %s failed for version %s; the commit stands", hook, snapshot.version, exc_info=True)
 
 
 def writer_identity() -> str:
@@ -266,6 +284,7 @@ class CommitLog:
                     apply_commit(trial, mine)
                 faults.point(f"commit.{operation}.after_put")
                 self._maybe_checkpoint(trial, checkpoint_interval)
+                _run_commit_hooks(self.io, trial)
                 return CommitResult(mine, trial, attempt)
             time.sleep(self.retry.delay(attempt))
             before = current.version

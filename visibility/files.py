@@ -60,12 +60,18 @@ def write_dvs(
     bitmaps: Mapping[str, BitMap64],
     *,
     inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+    data_files: Mapping[str, str] | None = None,
 ) -> dict[str, DeletionVectorRef]:
     """Encode each segment's DV; inline the small ones, pack the rest into one new file.
 
     The file gets a fresh uuid name and is written exactly once, before the commit that
     references it, so a failed commit leaves only an orphan for vacuum — never a
     half-updated file that a committed descriptor points into.
+
+    ``data_files`` maps a segment id to its data file's absolute location, which the Puffin
+    footer names as the blob's ``referenced-data-file`` (as the Iceberg spec asks), so an
+    Iceberg export can point at this file as it is; without it the footer names the
+    segment id, and an export has to copy the blob.
     """
     out: dict[str, DeletionVectorRef] = {}
     packed: list[tuple[str, bytes, int]] = []
@@ -87,7 +93,8 @@ def write_dvs(
     footer_blobs = []
     for segment_id, blob, cardinality in packed:
         out[segment_id] = DeletionVectorRef(cardinality=cardinality, path=path, offset=offset, size=len(blob))
-        footer_blobs.append(_puffin_blob_meta(segment_id, offset, len(blob), cardinality))
+        referenced = (data_files or {}).get(segment_id, segment_id)
+        footer_blobs.append(_puffin_blob_meta(referenced, offset, len(blob), cardinality))
         parts.append(blob)
         offset += len(blob)
     parts.append(_puffin_footer(footer_blobs))
@@ -182,9 +189,10 @@ def _load(store: FileIO, ref: Any) -> Loaded:
     return bm, fetched, len(blob)
 
 
-def _puffin_blob_meta(segment_id: str, offset: int, length: int, cardinality: int) -> dict[str, Any]:
+def _puffin_blob_meta(referenced: str, offset: int, length: int, cardinality: int) -> dict[str, Any]:
     # deletion-vector-v1 blobs carry snapshot-id/sequence-number -1 (assigned at commit)
-    # and the referenced data file; ours is the segment id, the log maps it to a path.
+    # and the referenced data file's location (the segment id in files written before
+    # mvtable named locations there; mvtable itself reads only the log's descriptors).
     return {
         "type": "deletion-vector-v1",
         "fields": [],
@@ -192,7 +200,7 @@ def _puffin_blob_meta(segment_id: str, offset: int, length: int, cardinality: in
         "sequence-number": -1,
         "offset": offset,
         "length": length,
-        "properties": {"referenced-data-file": segment_id, "cardinality": str(cardinality)},
+        "properties": {"referenced-data-file": referenced, "cardinality": str(cardinality)},
     }
 
 

@@ -226,3 +226,16 @@ def test_bad_inline_is_rejected(store: CountingStore, inline: str) -> None:
     with pytest.raises(CorruptDeletionVectorError) as info:
         load_dv(store, SimpleNamespace(cardinality=0, inline=inline, path=None, offset=0, size=0))
     assert info.value.source == "inline deletion vector"
+
+
+def test_puffin_footer_names_the_data_file_location_when_given(store: CountingStore) -> None:
+    """Iceberg's deletion-vector-v1 asks ``referenced-data-file`` to be the data file's
+    location: with it, an Iceberg export references this file as it is."""
+    where = {"seg-a": "file:///t/data/seg-a.parquet"}
+    locs = write_dvs(store, {"seg-a": big(0), "seg-b": big(99)}, inline_max_bytes=0, data_files=where)
+    data = store.inner.read(locs["seg-a"].path)
+    (payload_size,) = struct.unpack("<i", data[-12:-8])
+    footer = json.loads(data[len(data) - 12 - payload_size : len(data) - 12])
+    named = {(b["offset"], b["length"]): b["properties"]["referenced-data-file"] for b in footer["blobs"]}
+    assert named[(locs["seg-a"].offset, locs["seg-a"].size)] == "file:///t/data/seg-a.parquet"
+    assert named[(locs["seg-b"].offset, locs["seg-b"].size)] == "seg-b"  # not given: the segment id, as before

@@ -1,0 +1,188 @@
+"""What both exporters share: the live files of a snapshot, absolute locations, the
+versions a log can still rebuild, and a writer that counts bytes and cleans up after a
+failed export.
+
+Exports write metadata only, beside ``_mvtable/``: Iceberg under ``metadata/``, Delta under
+``_delta_log/``. They never touch ``data/`` or ``_mvtable/``, so a failed export leaves the
+mvtable table exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import ExportError, ExportPathNotWritableError
+from mvtable.lineage.log import CommitLog
+from mvtable.lineage.snapshot import Snapshot, replay
+from mvtable.paths import location_uri
+from mvtable.storage import FileIO
+
+__all__ = ["ExportResult", "LiveFile", "MetadataWriter", "live_files", "retained_snapshots", "table_location"]
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """One visible segment as an export names it."""
+
+    segment_id: str
+    path: str  # relative to the table root
+    location: str  # absolute URI
+    size_bytes: int
+    num_rows: int
+    added_version: int
+    dv: DeletionVectorRef | None  # None when nothing is deleted
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What one export wrote. ``metadata`` is what a reader opens: the Iceberg
+    ``vN.metadata.json`` or the Delta table root. ``copied_dv_bytes`` counts deletion-vector
+    bytes written again (see the README: inline DVs, and DV files that predate exports)."""
+
+    format: str
+    metadata: str
+    versions: tuple[int, ...]
+    files_written: int
+    bytes_written: int
+    copied_dv_bytes: int = 0
+    skipped: tuple[int, ...] = ()  # versions whose files vacuum already removed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "metadata": self.metadata,
+            "versions": list(self.versions),
+            "files_written": self.files_written,
+            "bytes_written": self.bytes_written,
+            "copied_dv_bytes": self.copied_dv_bytes,
+            "skipped_versions": list(self.skipped),
+        }
+
+
+def table_location(io: FileIO) -> str:
+    """The table root as an absolute URI (``file:///…`` for local disk)."""
+    return location_uri(io.uri)
+
+
+class FileSizes:
+    """Actual sizes of the table's files, one listing per folder per export. Both formats
+    need the exact byte size (readers seek to the Parquet footer from it), and the log's
+    ``size_bytes`` of older tables is an estimate."""
+
+    def __init__(self, io: FileIO) -> None:
+        self.io = io
+        self._folders: dict[str, dict[str, int]] = {}
+
+    def get(self, path: str) -> int | None:
+        folder, _, name = path.rpartition("/")
+        if folder not in self._folders:
+            self._folders[folder] = {info.name: info.size for info in self.io.list(folder)}
+        return self._folders[folder].get(name)
+
+
+class MissingFilesError(Exception):
+    """Internal: a version names files that vacuum already removed, so it is skipped."""
+
+
+def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[LiveFile]:
+    """The visible segments of ``snapshot``, in the order they were added, with their
+    actual sizes. Two visible segments naming one file cannot be expressed in either
+    format, so that is refused; so is a version whose files are gone."""
+    out = []
+    seen: set[str] = set()
+    for seg in snapshot.visible_segments():
+        f = seg.file
+        if f.path in seen:
+            raise ExportError(f"version {snapshot.version} shows file {f.path} twice; neither Iceberg nor Delta can say that")
+        seen.add(f.path)
+        size = sizes.get(f.path)
+        if size is None:
+            raise MissingFilesError(f"version {snapshot.version} names {f.path}, which is gone (vacuumed)")
+        dv = snapshot.dvs.get(seg.id)
+        out.append(
+            LiveFile(
+                seg.id,
+                f.path,
+                f"{location}/{f.path}",
+                size,
+                f.num_rows,
+                seg.added_version,
+                dv if dv is not None and dv.cardinality > 0 else None,
+            )
+        )
+    return out
+
+
+def retained_snapshots(log: CommitLog, *, since: int = 0) -> Iterator[Snapshot]:
+    """Every version from ``since`` (or the oldest the log can still rebuild) to the newest,
+    each rebuilt once by replaying one commit onto the previous snapshot."""
+    listing = log.listing()
+    latest = listing.latest
+    start = max(since, oldest_rebuildable(listing.commits, listing.checkpoints, latest))
+    snap = log.snapshot(start, listing=listing)
+    yield snap
+    for v in range(start + 1, latest + 1):
+        snap = replay([log.read_commit(v)], base=snap, in_place=True)
+        yield snap
+
+
+def oldest_rebuildable(commits: list[int], checkpoints: list[int], latest: int) -> int:
+    """The oldest version from which every version up to ``latest`` can be rebuilt: a
+    version is rebuildable from its own checkpoint, or from its commit on top of the
+    previous rebuildable version (version 0 needs only its commit)."""
+    have_commit, have_checkpoint = set(commits), set(checkpoints)
+    oldest = 0
+    ok = False
+    for v in range(latest + 1):
+        ok = v in have_checkpoint or (v in have_commit and (v == 0 or ok))
+        if not ok:
+            oldest = v + 1
+    return min(oldest, latest)
+
+
+class MetadataWriter:
+    """Writes the export's files through the table's ``FileIO``, counting bytes; on failure
+    ``rollback`` removes what this export wrote, and an unwritable location becomes
+    ``ExportPathNotWritableError``."""
+
+    def __init__(self, io: FileIO, location: str) -> None:
+        self.io = io
+        self.location = location
+        self.written: list[str] = []
+        self.bytes = 0
+
+    def write(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
+        try:
+            if exclusive:
+                if not self.io.put_if_absent(path, data):
+                    return False
+            else:
+                self.io.write(path, data)
+        except PermissionError as exc:
+            raise ExportPathNotWritableError(
+                f"cannot write {self.location}/{path}: {exc}. Export needs write access to the table root"
+            ) from exc
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError | FileExistsError):
+                raise ExportPathNotWritableError(f"cannot write {self.location}/{path}: {exc}") from exc
+            raise
+        self.written.append(path)
+        self.bytes += len(data)
+        return True
+
+    def names(self, folder: str) -> list[str]:
+        """The file names in ``folder`` (none if it does not exist yet)."""
+        try:
+            return self.io.list_names(folder)
+        except (NotADirectoryError, PermissionError) as exc:
+            raise ExportPathNotWritableError(f"cannot use {self.location}/{folder}: {exc}") from exc
+
+    def rollback(self) -> None:
+        if self.written:
+            try:
+                self.io.delete(self.written)
+            except OSError:
+                pass  # best effort: unreferenced metadata files are harmless

@@ -1,0 +1,449 @@
+"""Iceberg v3 metadata over mvtable's own files (like Delta UniForm or XTable, nothing copied).
+
+Per exported version: one data manifest naming every visible segment's Parquet file, one
+delete manifest naming each segment's deletion vector as a Puffin ``deletion-vector-v1``
+blob (``referenced_data_file``, ``content_offset``, ``content_size_in_bytes``), a manifest
+list, and then a new ``metadata/vN.metadata.json`` holding every snapshot exported so far
+plus ``version-hint.text``. The Iceberg snapshot id of mvtable version ``v`` is ``v + 1``
+(Iceberg reserves nothing there, but tools treat 0 as "no snapshot"), its sequence number
+too; the snapshot summary carries ``mvtable.version``.
+
+mvtable's DV files are Puffin files whose footer names, for each blob, the data file it
+applies to; pyiceberg (0.12) reads the whole file and applies each blob to the file its
+footer names, so a blob is referenced in place only when its footer names exactly the
+location this export writes. Inline DVs (small ones that live in mvtable's log) and blobs
+of DV files written before footers named locations are written once more, into one
+Puffin file of this export under ``metadata/`` (``ExportResult.copied_dv_bytes``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from mvtable.errors import ExportConflictError, ExportError
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import FileIO
+
+from . import avro
+from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, MissingFilesError, live_files, table_location
+from .types import iceberg_schema
+
+__all__ = ["export_iceberg", "METADATA_DIR"]
+
+METADATA_DIR = "metadata"
+_HINT = f"{METADATA_DIR}/version-hint.text"
+_METADATA_NAME = re.compile(r"v(\d+)\.metadata\.json")
+_PUFFIN_MAGIC = b"PFA1"
+_PATH_FIELD_ID = 2147483546  # the position-delete ``file_path`` column: bounds say which data file a DV targets
+
+_DATA_FILE = avro.record(
+    "r2",
+    [
+        avro.field("content", "int", 134),
+        avro.field("file_path", "string", 100),
+        avro.field("file_format", "string", 101),
+        avro.field("partition", avro.record("r102", []), 102),
+        avro.field("record_count", "long", 103),
+        avro.field("file_size_in_bytes", "long", 104),
+        avro.field("lower_bounds", avro.kv_map("k126_v127", "int", 126, "bytes", 127), 125, required=False),
+        avro.field("upper_bounds", avro.kv_map("k129_v130", "int", 129, "bytes", 130), 128, required=False),
+        avro.field("first_row_id", "long", 142, required=False),
+        avro.field("referenced_data_file", "string", 143, required=False),
+        avro.field("content_offset", "long", 144, required=False),
+        avro.field("content_size_in_bytes", "long", 145, required=False),
+    ],
+)
+_MANIFEST_ENTRY = avro.record(
+    "manifest_entry",
+    [
+        avro.field("status", "int", 0),
+        avro.field("snapshot_id", "long", 1, required=False),
+        avro.field("sequence_number", "long", 3, required=False),
+        avro.field("file_sequence_number", "long", 4, required=False),
+        avro.field("data_file", _DATA_FILE, 2),
+    ],
+)
+_MANIFEST_FILE = avro.record(
+    "manifest_file",
+    [
+        avro.field("manifest_path", "string", 500),
+        avro.field("manifest_length", "long", 501),
+        avro.field("partition_spec_id", "int", 502),
+        avro.field("content", "int", 517),
+        avro.field("sequence_number", "long", 515),
+        avro.field("min_sequence_number", "long", 516),
+        avro.field("added_snapshot_id", "long", 503),
+        avro.field("added_files_count", "int", 504),
+        avro.field("existing_files_count", "int", 505),
+        avro.field("deleted_files_count", "int", 506),
+        avro.field("added_rows_count", "long", 512),
+        avro.field("existing_rows_count", "long", 513),
+        avro.field("deleted_rows_count", "long", 514),
+        avro.field("first_row_id", "long", 520, required=False),
+    ],
+)
+_ADDED, _EXISTING = 1, 0
+
+
+def snapshot_id(version: int) -> int:
+    return version + 1
+
+
+def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
+    """Add one Iceberg snapshot per given mvtable snapshot (oldest first) to the table's
+    Iceberg metadata. Versions at or before the newest one exported already are skipped,
+    so the current snapshot always stays the newest version. Metadata only."""
+    location = table_location(io)
+    writer = MetadataWriter(io, location)
+    sizes = FileSizes(io)
+    placer = _DVPlacer(writer, sizes, location)
+    skipped: list[int] = []
+    try:
+        number, previous = _read_current(writer)
+        last = max((int(s["summary"].get("mvtable.version", -1)) for s in (previous or {}).get("snapshots", [])), default=-1)
+        meta = previous
+        new_versions: list[int] = []
+        for snap in snapshots:
+            if snap.version <= last:
+                continue
+            try:
+                files = live_files(snap, location, sizes)
+            except MissingFilesError:
+                skipped.append(snap.version)
+                continue
+            meta = _add_snapshot(writer, meta, snap, files, placer, location)
+            new_versions.append(snap.version)
+        current = f"{location}/{METADATA_DIR}/v{number}.metadata.json" if number else ""
+        if meta is None or not new_versions:
+            return ExportResult("iceberg", current, (), 0, 0, skipped=tuple(skipped))
+        path = f"{METADATA_DIR}/v{number + 1}.metadata.json"
+        if previous is not None:
+            log_entry = {"metadata-file": current, "timestamp-ms": previous["last-updated-ms"]}
+            meta["metadata-log"] = [*previous.get("metadata-log", []), log_entry]
+        if not writer.write(path, json.dumps(meta, indent=1).encode(), exclusive=True):
+            raise ExportConflictError(f"another export wrote {location}/{path} at the same time; run the export again")
+        writer.write(_HINT, str(number + 1).encode())
+        return ExportResult(
+            "iceberg",
+            f"{location}/{path}",
+            tuple(new_versions),
+            len(writer.written),
+            writer.bytes,
+            placer.copied_bytes,
+            skipped=tuple(skipped),
+        )
+    except BaseException:
+        writer.rollback()
+        raise
+
+
+def _read_current(writer: MetadataWriter) -> tuple[int, dict[str, Any] | None]:
+    """(number, content) of the newest ``vN.metadata.json`` (0, None when there is none).
+    Found by listing rather than from ``version-hint.text``, which is written last and so
+    may lag behind after a crash."""
+    numbers = [int(m.group(1)) for m in map(_METADATA_NAME.fullmatch, writer.names(METADATA_DIR)) if m]
+    if not numbers:
+        return 0, None
+    number = max(numbers)
+    path = f"{METADATA_DIR}/v{number}.metadata.json"
+    try:
+        meta = json.loads(writer.io.read(path))
+        if not isinstance(meta, dict) or not isinstance(meta.get("snapshots"), list):
+            raise ValueError("not an Iceberg table metadata document")
+    except ValueError as exc:
+        raise ExportError(
+            f"{path} is not readable Iceberg metadata ({exc}); move {METADATA_DIR}/ away to export afresh"
+        ) from None
+    return number, meta
+
+
+def _add_snapshot(
+    writer: MetadataWriter, meta: dict[str, Any] | None, snap: Snapshot, files: list[LiveFile], placer: _DVPlacer, location: str
+) -> dict[str, Any]:
+    schema, mapping, last_id = iceberg_schema(snap.table_schema)
+    sid, seq = snapshot_id(snap.version), snap.version + 1
+    tag = uuid.uuid4().hex
+    next_row_id = int((meta or {}).get("next-row-id", 0))
+    manifests = []
+    data_rows = sum(f.num_rows for f in files)
+    if files:
+        entries = [_data_entry(f, snap.version) for f in files]
+        manifests.append(
+            _write_manifest(
+                writer,
+                f"{METADATA_DIR}/{tag}-m0.avro",
+                entries,
+                schema,
+                content=0,
+                sid=sid,
+                seq=seq,
+                first_row_id=next_row_id,
+                location=location,
+            )
+        )
+    dv_entries = placer.entries(files, tag)
+    if dv_entries:
+        manifests.append(
+            _write_manifest(
+                writer,
+                f"{METADATA_DIR}/{tag}-m1.avro",
+                dv_entries,
+                schema,
+                content=1,
+                sid=sid,
+                seq=seq,
+                first_row_id=None,
+                location=location,
+            )
+        )
+    parent = (meta or {}).get("current-snapshot-id")
+    list_path = f"{METADATA_DIR}/snap-{sid}-{tag}.avro"
+    writer.write(
+        list_path,
+        avro.container(
+            _MANIFEST_FILE,
+            manifests,
+            metadata={
+                "snapshot-id": str(sid),
+                "parent-snapshot-id": str(parent) if parent is not None else "null",
+                "sequence-number": str(seq),
+                "format-version": "3",
+                "first-row-id": str(next_row_id),
+            },
+        ),
+    )
+    snapshot = {
+        "snapshot-id": sid,
+        "sequence-number": seq,
+        "timestamp-ms": snap.timestamp_ms,
+        "manifest-list": f"{location}/{list_path}",
+        "schema-id": 0,
+        "summary": {
+            "operation": "overwrite",
+            "mvtable.version": str(snap.version),
+            "total-records": str(data_rows - sum(f.dv.cardinality for f in files if f.dv)),
+            "total-data-files": str(len(files)),
+            "total-delete-files": str(len(dv_entries)),
+        },
+        "first-row-id": next_row_id,
+        "added-rows": data_rows,
+    }
+    if parent is not None:
+        snapshot["parent-snapshot-id"] = parent
+    base = meta or {
+        "format-version": 3,
+        "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"mvtable:{snap.table_id}")),
+        "location": location,
+        "snapshots": [],
+        "snapshot-log": [],
+        "metadata-log": [],
+    }
+    out = dict(base)
+    out.update(
+        {
+            "last-sequence-number": max(seq, int(base.get("last-sequence-number", 0))),
+            "last-updated-ms": snap.timestamp_ms,
+            "last-column-id": last_id,
+            "current-schema-id": 0,
+            "schemas": [schema],
+            "default-spec-id": 0,
+            "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999,
+            "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+            "properties": {"schema.name-mapping.default": json.dumps(mapping), "mvtable.table-id": snap.table_id},
+            "current-snapshot-id": sid,
+            "refs": {"main": {"snapshot-id": sid, "type": "branch"}},
+            "snapshots": [*base["snapshots"], snapshot],
+            "snapshot-log": [*base["snapshot-log"], {"snapshot-id": sid, "timestamp-ms": snap.timestamp_ms}],
+            "next-row-id": next_row_id + data_rows,
+        }
+    )
+    return out
+
+
+def _data_entry(f: LiveFile, version: int) -> dict[str, Any]:
+    added = f.added_version == version
+    return {
+        "status": _ADDED if added else _EXISTING,
+        "snapshot_id": snapshot_id(f.added_version),
+        "sequence_number": None if added else f.added_version + 1,
+        "file_sequence_number": None if added else f.added_version + 1,
+        "data_file": {
+            "content": 0,
+            "file_path": f.location,
+            "file_format": "PARQUET",
+            "partition": {},
+            "record_count": f.num_rows,
+            "file_size_in_bytes": f.size_bytes,
+        },
+    }
+
+
+class _DVPlacer:
+    """Where each deletion vector is, as an Iceberg delete-file entry: in place in mvtable's
+    DV file when its Puffin footer names the data file's location, otherwise a copy in a
+    Puffin file of this export, made once per export run however many versions use it."""
+
+    def __init__(self, writer: MetadataWriter, sizes: FileSizes, location: str) -> None:
+        self.writer = writer
+        self.sizes = sizes
+        self.location = location
+        self.footers: dict[str, tuple[int, dict[tuple[int, int], str]]] = {}
+        self.copies: dict[tuple[str, str], tuple[str, int, int, int]] = {}  # -> (puffin, file size, offset, size)
+        self.copied_bytes = 0
+
+    def entries(self, files: list[LiveFile], tag: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        pending: list[tuple[LiveFile, tuple[str, str], bytes]] = []
+        for f in files:
+            dv = f.dv
+            if dv is None:
+                continue
+            if dv.path is not None:
+                if dv.path not in self.footers:
+                    self.footers[dv.path] = _puffin_footer(self.writer.io, dv.path, self.sizes.get(dv.path))
+                size, blobs = self.footers[dv.path]
+                if blobs.get((dv.offset, dv.size)) == f.location:
+                    out.append(_dv_entry(f, f"{self.location}/{dv.path}", size, dv.offset, dv.size, dv.cardinality))
+                    continue
+            key = (dv.inline or f"{dv.path}@{dv.offset}+{dv.size}", f.location)
+            if key in self.copies:
+                puffin, file_size, offset, size = self.copies[key]
+                out.append(_dv_entry(f, puffin, file_size, offset, size, dv.cardinality))
+                continue
+            blob = (
+                base64.b64decode(dv.inline)
+                if dv.inline is not None
+                else self.writer.io.read_range(dv.path or "", dv.offset, dv.size)
+            )
+            pending.append((f, key, blob))
+        if pending:
+            path = f"{METADATA_DIR}/{tag}-dv.puffin"
+            data, offsets = _puffin([(f.location, blob, f.dv.cardinality if f.dv else 0) for f, _, blob in pending])
+            self.writer.write(path, data)
+            for (f, key, blob), offset in zip(pending, offsets):
+                self.copies[key] = (f"{self.location}/{path}", len(data), offset, len(blob))
+                out.append(_dv_entry(f, f"{self.location}/{path}", len(data), offset, len(blob), f.dv.cardinality if f.dv else 0))
+                self.copied_bytes += len(blob)
+        return out
+
+
+def _dv_entry(f: LiveFile, dv_location: str, file_size: int, offset: int, size: int, cardinality: int) -> dict[str, Any]:
+    bound = [{"key": _PATH_FIELD_ID, "value": f.location.encode()}]
+    return {
+        "status": _ADDED,
+        "snapshot_id": None,
+        "sequence_number": None,
+        "file_sequence_number": None,
+        "data_file": {
+            "content": 1,
+            "file_path": dv_location,
+            "file_format": "PUFFIN",
+            "partition": {},
+            "record_count": cardinality,
+            "file_size_in_bytes": file_size,
+            "lower_bounds": bound,
+            "upper_bounds": bound,
+            "referenced_data_file": f.location,
+            "content_offset": offset,
+            "content_size_in_bytes": size,
+        },
+    }
+
+
+def _write_manifest(
+    writer: MetadataWriter,
+    path: str,
+    entries: list[dict[str, Any]],
+    schema: dict[str, Any],
+    *,
+    content: int,
+    sid: int,
+    seq: int,
+    first_row_id: int | None,
+    location: str,
+) -> dict[str, Any]:
+    for e in entries:
+        if e["snapshot_id"] is None:
+            e["snapshot_id"] = sid
+    data = avro.container(
+        _MANIFEST_ENTRY,
+        entries,
+        metadata={
+            "schema": json.dumps(schema),
+            "schema-id": "0",
+            "partition-spec": "[]",
+            "partition-spec-id": "0",
+            "format-version": "3",
+            "content": "deletes" if content else "data",
+        },
+    )
+    writer.write(path, data)
+    added = [e for e in entries if e["status"] == _ADDED]
+    existing = [e for e in entries if e["status"] == _EXISTING]
+    seqs = [e["sequence_number"] for e in existing] + ([seq] if added else [])
+    return {
+        "manifest_path": f"{location}/{path}",
+        "manifest_length": len(data),
+        "partition_spec_id": 0,
+        "content": content,
+        "sequence_number": seq,
+        "min_sequence_number": min(seqs),
+        "added_snapshot_id": sid,
+        "added_files_count": len(added),
+        "existing_files_count": len(existing),
+        "deleted_files_count": 0,
+        "added_rows_count": sum(e["data_file"]["record_count"] for e in added),
+        "existing_rows_count": sum(e["data_file"]["record_count"] for e in existing),
+        "deleted_rows_count": 0,
+        "first_row_id": first_row_id,
+    }
+
+
+def _puffin_footer(io: FileIO, path: str, size: int | None) -> tuple[int, dict[tuple[int, int], str]]:
+    """(file size, {(offset, length): referenced-data-file}) of a DV file's Puffin footer;
+    an empty map for a file without a readable footer (its blobs are then copied)."""
+    if size is None or size < 16:
+        return size or 0, {}
+    tail = io.read_range(path, size - 12, 12)
+    (payload,) = struct.unpack("<i", tail[:4])
+    if tail[-4:] != _PUFFIN_MAGIC or not 0 < payload <= size - 16:
+        return size, {}
+    try:
+        footer = json.loads(io.read_range(path, size - 12 - payload, payload))
+        return size, {
+            (int(b["offset"]), int(b["length"])): str(b.get("properties", {}).get("referenced-data-file"))
+            for b in footer.get("blobs", [])
+        }
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return size, {}
+
+
+def _puffin(blobs: list[tuple[str, bytes, int]]) -> tuple[bytes, list[int]]:
+    parts, offsets, meta = [_PUFFIN_MAGIC], [], []
+    offset = len(_PUFFIN_MAGIC)
+    for ref, blob, cardinality in blobs:
+        offsets.append(offset)
+        meta.append(
+            {
+                "type": "deletion-vector-v1",
+                "fields": [],
+                "snapshot-id": -1,
+                "sequence-number": -1,
+                "offset": offset,
+                "length": len(blob),
+                "properties": {"referenced-data-file": ref, "cardinality": str(cardinality)},
+            }
+        )
+        parts.append(blob)
+        offset += len(blob)
+    payload = json.dumps({"blobs": meta, "properties": {"created-by": "mvtable export"}}).encode()
+    parts.append(_PUFFIN_MAGIC + payload + struct.pack("<i", len(payload)) + bytes(4) + _PUFFIN_MAGIC)
+    return b"".join(parts), offsets

@@ -1,0 +1,169 @@
+"""mvtable's column types as Iceberg and Delta schemas.
+
+A table schema is stored as Spark StructType JSON, so the sources are Spark's types. Both
+targets hold almost all of them; what they cannot hold raises
+``UnsupportedExportTypeError`` naming the column, before anything is written.
+
+Iceberg identifies columns by field id, and mvtable's Parquet files carry none, so the
+Iceberg schema numbers every field (nested ones too) in a fixed depth-first order and the
+table metadata gets a ``schema.name-mapping.default`` property mapping each id back to the
+column name the Parquet files use.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import count
+from typing import Any
+
+from mvtable.errors import UnsupportedExportTypeError
+
+__all__ = ["iceberg_schema", "delta_schema"]
+
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
+
+_ICEBERG_PRIMITIVE = {
+    "boolean": "boolean",
+    "byte": "int",
+    "short": "int",
+    "integer": "int",
+    "long": "long",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "binary": "binary",
+    "date": "date",
+    "timestamp": "timestamptz",
+    "timestamp_ntz": "timestamp",
+}
+_DELTA_PRIMITIVE = {
+    "boolean",
+    "byte",
+    "short",
+    "integer",
+    "long",
+    "float",
+    "double",
+    "string",
+    "binary",
+    "date",
+    "timestamp",
+    "timestamp_ntz",
+}
+# Delta without column mapping refuses these characters in column names.
+_DELTA_BAD_NAME = re.compile(r"[ ,;{}()\n\t=]")
+
+
+def _decimal(t: str, *, column: str, target: str) -> tuple[int, int] | None:
+    m = _DECIMAL.match(t)
+    if not m:
+        return None
+    precision, scale = int(m.group(1)), int(m.group(2))
+    if scale < 0 or scale > precision or precision > 38:
+        raise UnsupportedExportTypeError(target, column, f"decimal({precision},{scale}) (needs 0 <= scale <= precision <= 38)")
+    return precision, scale
+
+
+def iceberg_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """``(schema JSON with field ids, name mapping, highest field id)`` for Iceberg."""
+    ids = count(1)
+    mapping: list[dict[str, Any]] = []
+
+    def convert(t: Any, column: str, names: list[dict[str, Any]]) -> Any:
+        if isinstance(t, str):
+            if t in _ICEBERG_PRIMITIVE:
+                return _ICEBERG_PRIMITIVE[t]
+            dec = _decimal(t, column=column, target="Iceberg")
+            if dec is not None:
+                return f"decimal({dec[0]}, {dec[1]})"
+            raise UnsupportedExportTypeError("Iceberg", column, t)
+        kind = t.get("type")
+        if kind == "struct":
+            return struct(t["fields"], f"{column}.", names)
+        if kind == "array":
+            eid = next(ids)
+            sub: list[dict[str, Any]] = []
+            names.append({"field-id": eid, "names": ["element"], "fields": sub})
+            element = convert(t["elementType"], f"{column}[]", sub)
+            return {"type": "list", "element-id": eid, "element": element, "element-required": not t.get("containsNull", True)}
+        if kind == "map":
+            kid, vid = next(ids), next(ids)
+            ksub: list[dict[str, Any]] = []
+            vsub: list[dict[str, Any]] = []
+            names.append({"field-id": kid, "names": ["key"], "fields": ksub})
+            names.append({"field-id": vid, "names": ["value"], "fields": vsub})
+            key = convert(t["keyType"], f"{column}.key", ksub)
+            value = convert(t["valueType"], f"{column}.value", vsub)
+            return {
+                "type": "map",
+                "key-id": kid,
+                "key": key,
+                "value-id": vid,
+                "value": value,
+                "value-required": not t.get("valueContainsNull", True),
+            }
+        raise UnsupportedExportTypeError("Iceberg", column, str(kind))
+
+    def struct(fields: list[dict[str, Any]], prefix: str, names: list[dict[str, Any]]) -> dict[str, Any]:
+        # ids for this level first, then the children: Iceberg's own numbering order
+        own = [(f, next(ids)) for f in fields]
+        out = []
+        for f, fid in own:
+            sub: list[dict[str, Any]] = []
+            names.append({"field-id": fid, "names": [f["name"]], "fields": sub})
+            out.append(
+                {
+                    "id": fid,
+                    "name": f["name"],
+                    "required": not f.get("nullable", True),
+                    "type": convert(f["type"], prefix + f["name"], sub),
+                }
+            )
+        return {"type": "struct", "fields": out}
+
+    schema = struct(table_schema["fields"], "", mapping)
+    last_id = next(ids) - 1
+    _drop_empty(mapping)
+    return {**schema, "schema-id": 0, "identifier-field-ids": []}, mapping, last_id
+
+
+def _drop_empty(mapping: list[dict[str, Any]]) -> None:
+    for m in mapping:
+        if m["fields"]:
+            _drop_empty(m["fields"])
+        else:
+            del m["fields"]
+
+
+def delta_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The Delta ``schemaString`` document (Spark's StructType JSON, checked for Delta) and
+    the table features it needs (``deletionVectors``, plus ``timestampNtz`` if used)."""
+    features = ["deletionVectors"]
+
+    def check(t: Any, column: str) -> None:
+        if isinstance(t, str):
+            if t == "timestamp_ntz" and "timestampNtz" not in features:
+                features.append("timestampNtz")
+            if t in _DELTA_PRIMITIVE or _decimal(t, column=column, target="Delta") is not None:
+                return
+            raise UnsupportedExportTypeError("Delta", column, t)
+        kind = t.get("type")
+        if kind == "struct":
+            for f in t["fields"]:
+                name = f"{column}.{f['name']}" if column else f["name"]
+                if _DELTA_BAD_NAME.search(f["name"]):
+                    raise UnsupportedExportTypeError(
+                        "Delta", name, "a column name with one of ' ,;{}()\\n\\t=' (Delta needs column mapping for those)"
+                    )
+                check(f["type"], name)
+        elif kind == "array":
+            check(t["elementType"], f"{column}[]")
+        elif kind == "map":
+            check(t["keyType"], f"{column}.key")
+            check(t["valueType"], f"{column}.value")
+        else:
+            raise UnsupportedExportTypeError("Delta", column, str(kind))
+
+    check(table_schema, "")
+    schema = {"type": "struct", "fields": [dict(f, metadata=f.get("metadata") or {}) for f in table_schema["fields"]]}
+    return schema, features

@@ -1,0 +1,132 @@
+"""Iceberg v3 export read back by pyiceberg: every version, deletes applied, no copies."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+from pyiceberg.table import StaticTable
+
+from mvtable.connector import Table
+from mvtable.connector.export import after_commit, export_iceberg
+from mvtable.errors import ExportPathNotWritableError, UnsupportedExportTypeError
+from mvtable.lineage.actions import SetDeletionVector
+from mvtable.visibility import write_dvs
+
+from .conftest import SCHEMA, rows, sorted_rows, tree
+
+
+def iceberg_rows(metadata: str, version: int) -> list[dict]:
+    table = StaticTable.from_metadata(metadata)
+    return sorted_rows(table.scan(snapshot_id=version + 1).to_arrow())
+
+
+def test_pyiceberg_reads_every_version_with_deletes_applied(history_table: Table) -> None:
+    t = history_table
+    result = t.export_iceberg(all_versions=True)
+    assert result.versions == tuple(range(t.version + 1))
+    for v in range(t.version + 1):
+        expected = sorted_rows(t.scan(version=v).to_arrow())
+        assert iceberg_rows(result.metadata, v) == expected, f"version {v}"
+    # the newest snapshot is Iceberg's current one, and it has deletes to apply
+    current = StaticTable.from_metadata(result.metadata)
+    assert current.current_snapshot().summary["mvtable.version"] == str(t.version)
+    assert sorted_rows(current.scan().to_arrow()) == sorted_rows(t.scan().to_arrow())
+    assert any(task.delete_files for task in current.scan().plan_files())
+
+
+def test_export_writes_metadata_only_and_references_dv_files_in_place(history_table: Table) -> None:
+    t = history_table
+    before = tree(t.uri, "data", "_mvtable")
+    result = t.export_iceberg(all_versions=True)
+    assert tree(t.uri, "data", "_mvtable") == before
+    written = tree(t.uri, "metadata")
+    assert len(written) == result.files_written
+    assert sum(os.path.getsize(os.path.join(t.uri, p)) for p in written) == result.bytes_written
+    # the one inline DV (a one-row delete; the restore's clone shares it) has no file to
+    # point at: it is the only copy, made once for all the versions that use it
+    inline = {ref for ref in t.snapshot().dvs.values() if ref.inline is not None}
+    assert len(inline) == 1 and result.copied_dv_bytes == inline.pop().size
+    data_bytes = sum(os.path.getsize(os.path.join(t.uri, p)) for p in before if p.startswith("data/"))
+    assert result.bytes_written < data_bytes
+    tasks = StaticTable.from_metadata(result.metadata).scan().plan_files()
+    dv_files = {d.file_path for task in tasks for d in task.delete_files}
+    assert any(p.startswith(f"file://{t.uri}/_mvtable/dv/") for p in dv_files)
+    assert all(task.file.file_path.startswith(f"file://{t.uri}/data/") for task in tasks)
+
+
+def test_dv_files_from_before_location_footers_are_copied_once(tmp_path) -> None:
+    """A DV file whose Puffin footer names a segment id (what mvtable wrote before exports
+    existed) cannot be referenced: pyiceberg matches blobs by that name. Its blob is copied
+    into the export and the rows still come out right."""
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
+    t.append(rows(0, 2000))
+    snap = t.snapshot()
+    (sid,) = snap.visible_segment_ids()
+    refs = write_dvs(t.io, {sid: list(range(0, 2000, 3))}, inline_max_bytes=0)  # no data_files: old footer
+    t.log.commit(read=snap, operation="DELETE", build=lambda _: [SetDeletionVector(segment_id=sid, dv=refs[sid])])
+    result = t.export_iceberg()
+    assert result.copied_dv_bytes == refs[sid].size
+    assert iceberg_rows(result.metadata, t.version) == sorted_rows(t.scan().to_arrow())
+    assert len(iceberg_rows(result.metadata, t.version)) == 2000 - 667
+
+
+def test_incremental_exports_keep_older_snapshots(history_table: Table) -> None:
+    t = history_table
+    first = t.export_iceberg()
+    assert first.versions == (t.version,) and first.metadata.endswith("/metadata/v1.metadata.json")
+    t.append(rows(9000, 10))
+    second = t.export_iceberg()
+    assert second.versions == (t.version,) and second.metadata.endswith("/metadata/v2.metadata.json")
+    assert iceberg_rows(second.metadata, t.version - 1) == sorted_rows(t.scan(version=t.version - 1).to_arrow())
+    assert iceberg_rows(second.metadata, t.version) == sorted_rows(t.scan().to_arrow())
+    meta = json.loads(open(second.metadata.removeprefix("file://")).read())
+    assert [e["metadata-file"] for e in meta["metadata-log"]] == [first.metadata]
+    assert open(os.path.join(t.uri, "metadata", "version-hint.text")).read() == "2"
+    # nothing new: nothing written; an older version is never added after a newer one
+    again = t.export_iceberg(all_versions=True)
+    assert again.versions == () and again.files_written == 0
+
+
+def test_iceberg_compat_exports_after_every_commit(tmp_path, caplog) -> None:
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, properties={"icebergCompat": "true"})
+    t.append(rows(0, 100))
+    t.delete(pa.compute.field("id") < 10)
+    hint = os.path.join(t.uri, "metadata", "version-hint.text")
+    metadata = f"file://{t.uri}/metadata/v{open(hint).read()}.metadata.json"
+    assert StaticTable.from_metadata(metadata).current_snapshot().summary["mvtable.version"] == str(t.version)
+    assert iceberg_rows(metadata, t.version) == sorted_rows(t.scan().to_arrow())
+    # an export that fails (a file where metadata/ should be) never fails the commit
+    for name in os.listdir(os.path.join(t.uri, "metadata")):
+        os.remove(os.path.join(t.uri, "metadata", name))
+    os.rmdir(os.path.join(t.uri, "metadata"))
+    open(os.path.join(t.uri, "metadata"), "w").close()
+    t.append(rows(100, 5))
+    assert t.scan().count() == 95
+    assert "after-commit hook" in caplog.text
+
+
+def test_without_iceberg_compat_commits_export_nothing(tmp_path) -> None:
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
+    t.append(rows(0, 10))
+    after_commit(t.io, t.snapshot())
+    assert not os.path.exists(os.path.join(t.uri, "metadata"))
+
+
+def test_unwritable_metadata_path_is_typed_and_leaves_the_table_alone(history_table: Table) -> None:
+    t = history_table
+    open(os.path.join(t.uri, "metadata"), "w").close()
+    before = tree(t.uri, "data", "_mvtable")
+    with pytest.raises(ExportPathNotWritableError, match="metadata"):
+        t.export_iceberg(all_versions=True)
+    assert tree(t.uri, "data", "_mvtable") == before
+    assert os.path.getsize(os.path.join(t.uri, "metadata")) == 0
+
+
+def test_type_iceberg_cannot_hold_is_typed(tmp_path) -> None:
+    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64()), ("d", pa.decimal128(5, -2))]))
+    with pytest.raises(UnsupportedExportTypeError, match="'d'.*Iceberg.*decimal\\(5,-2\\)"):
+        export_iceberg(t.io, [t.snapshot()])
+    assert not os.path.exists(os.path.join(t.uri, "metadata"))
