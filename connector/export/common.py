@@ -9,7 +9,7 @@ mvtable table exactly as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from mvtable.lineage.snapshot import Snapshot, replay
 from mvtable.paths import location_uri
 from mvtable.storage import FileIO
 
-__all__ = ["ExportResult", "LiveFile", "MetadataWriter", "live_files", "retained_snapshots", "table_location"]
+__all__ = ["ExportResult", "FileSizes", "LiveFile", "MetadataWriter", "live_files", "newer_versions", "retained_snapshots", "table_location"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,23 @@ def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[Live
             )
         )
     return out
+
+
+def newer_versions(
+    snapshots: Iterable[Snapshot], *, after: int, location: str, sizes: FileSizes, skipped: list[int]
+) -> Iterator[tuple[Snapshot, list[LiveFile]]]:
+    """(snapshot, live files) of each snapshot newer than ``after``, the last version an
+    export already holds (exports only append, so the newest version stays current);
+    versions whose files are gone are appended to ``skipped`` instead."""
+    for snap in snapshots:
+        if snap.version <= after:
+            continue
+        try:
+            files = live_files(snap, location, sizes)
+        except MissingFilesError:
+            skipped.append(snap.version)
+            continue
+        yield snap, files
 
 
 def retained_snapshots(log: CommitLog, *, since: int = 0) -> Iterator[Snapshot]:

@@ -29,7 +29,7 @@ from mvtable.errors import ExportConflictError, ExportError
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
-from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, MissingFilesError, live_files, table_location
+from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location
 from .types import delta_schema
 
 __all__ = ["export_delta", "DELTA_LOG_DIR", "z85"]
@@ -60,14 +60,7 @@ def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     new_versions: list[int] = []
     skipped: list[int] = []
     copied = 0
-    for snap in snapshots:
-        if snap.version <= last_exported:
-            continue
-        try:
-            files = live_files(snap, location, sizes)
-        except MissingFilesError:
-            skipped.append(snap.version)
-            continue
+    for snap, files in newer_versions(snapshots, after=last_exported, location=location, sizes=sizes, skipped=skipped):
         actions, wanted, n = _commit_actions(io, snap, files, state, first=next_version == 0)
         path = f"{DELTA_LOG_DIR}/{next_version:020d}.json"
         body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()

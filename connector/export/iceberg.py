@@ -31,7 +31,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
 from . import avro
-from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, MissingFilesError, live_files, table_location
+from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location
 from .types import iceberg_schema
 
 __all__ = ["export_iceberg", "METADATA_DIR"]
@@ -109,14 +109,7 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
         last = max((int(s["summary"].get("mvtable.version", -1)) for s in (previous or {}).get("snapshots", [])), default=-1)
         meta = previous
         new_versions: list[int] = []
-        for snap in snapshots:
-            if snap.version <= last:
-                continue
-            try:
-                files = live_files(snap, location, sizes)
-            except MissingFilesError:
-                skipped.append(snap.version)
-                continue
+        for snap, files in newer_versions(snapshots, after=last, location=location, sizes=sizes, skipped=skipped):
             meta = _add_snapshot(writer, meta, snap, files, placer, location)
             new_versions.append(snap.version)
         current = f"{location}/{METADATA_DIR}/v{number}.metadata.json" if number else ""
