@@ -20,7 +20,16 @@ from mvtable.lineage.snapshot import Snapshot, replay
 from mvtable.paths import location_uri
 from mvtable.storage import FileIO
 
-__all__ = ["ExportResult", "FileSizes", "LiveFile", "MetadataWriter", "live_files", "newer_versions", "retained_snapshots", "table_location"]
+__all__ = [
+    "ExportResult",
+    "FileSizes",
+    "LiveFile",
+    "MetadataWriter",
+    "live_files",
+    "newer_versions",
+    "retained_snapshots",
+    "table_location",
+]
 
 
 @dataclass(frozen=True)
