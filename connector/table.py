@@ -250,6 +250,16 @@ class Table:
                 out.append(HistoryEntry(item.version, _utc(item.timestamp_ms), item.operation))
         return out
 
+    def changes(self, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
+        """The change feed: the rows each version from ``start_version`` to ``end_version``
+        (the newest when None) inserted and deleted, with ``_change_type`` (``insert``,
+        ``delete``, ``update_preimage``/``update_postimage`` for upserts), ``_commit_version``
+        and ``_commit_timestamp``. Derived from segments and deletion vectors: nothing extra
+        is written at commit time (see ``mvtable.connector.streaming.changes``)."""
+        from .streaming import read_changes
+
+        return read_changes(self.io, start_version, end_version, columns=columns)
+
     def lineage(self) -> list[LineageView]:
         entries = sorted(self.snapshot().lineage.values(), key=lambda e: e.started_version)
         return [

@@ -98,7 +98,10 @@ def begin_write(
     consistent_push: bool = False,
     publish: bool = True,
     properties: Mapping[str, str] | None = None,
+    pin: bool = True,
 ) -> WritePlan:
+    """``pin=False`` plans without pinning the read version: for a streaming writer, which
+    plans again in every process Spark runs it in and commits against the newest snapshot."""
     if mode not in (APPEND, OVERWRITE):
         raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
     if consistent_push and mode != OVERWRITE:
@@ -129,7 +132,7 @@ def begin_write(
         table_schema=table_schema,
         row_group_rows=props.rowGroupRows,
         create=create.model_dump() if create else None,
-        pin_id=pin_version(io, snapshot.version) if snapshot.exists else None,
+        pin_id=pin_version(io, snapshot.version) if snapshot.exists and pin else None,
         read_snapshot=snapshot,
     )
     if consistent_push:

@@ -198,3 +198,33 @@ class ExportPathNotWritableError(ExportError):
 
 class ExportConflictError(ExportError):
     """Another export wrote the same metadata version at the same time; run it again."""
+
+
+# -- streaming ---------------------------------------------------------------------------
+class StreamingError(MvTableError):
+    """Base of the errors a streaming read or write stops with."""
+
+
+class ChangeCommitInStreamError(StreamingError):
+    """A streaming source met a commit that deletes or replaces rows (a delete, overwrite,
+    consistent push, rollback or restore), which a stream of appended rows cannot express.
+    ``version`` is the commit, ``option`` the read option that lets the stream go on."""
+
+    def __init__(self, version: int, operation: str, option: str = "skipChangeCommits") -> None:
+        super().__init__(
+            f"version {version} of the source table ({operation}) deletes or replaces rows, which a stream of "
+            f"appended rows cannot express; restart the query with .option('{option}', 'true') to ignore such "
+            "commits, or with .option('readChangeFeed', 'true') to receive inserts and deletes as changes"
+        )
+        self.version = version
+        self.operation = operation
+        self.option = option
+
+
+class StreamTableReplacedError(StreamingError):
+    """The table a stream's checkpoint follows was deleted and created again at the same
+    location: its versions mean something else now."""
+
+
+class InvalidStreamOffsetError(StreamingError):
+    """A stream offset (from a query's checkpoint) that mvtable did not write."""

@@ -123,8 +123,27 @@ class LineagePurge(_Model):
     entry_id: _Id
 
 
+class SetTransaction(_Model):
+    """A streaming writer's progress, committed atomically with its data (Delta's
+    ``SetTransaction``): application ``app_id`` (a streaming query) has committed every
+    micro-batch up to ``batch_id``. A batch replayed after a restart finds its id here and
+    is skipped, so each batch lands exactly once."""
+
+    kind: Literal["txn"] = "txn"
+    app_id: _Id
+    batch_id: int = Field(ge=0)
+
+
 Action = Annotated[
-    MetadataAction | AddSegment | RemoveSegment | SetDeletionVector | LineageStart | LineageEnd | LineageRevert | LineagePurge,
+    MetadataAction
+    | AddSegment
+    | RemoveSegment
+    | SetDeletionVector
+    | LineageStart
+    | LineageEnd
+    | LineageRevert
+    | LineagePurge
+    | SetTransaction,
     Field(discriminator="kind"),
 ]
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import zlib
 from functools import partial
 from itertools import repeat
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pyarrow as pa
@@ -123,6 +123,7 @@ class _Header(_Model):
     properties: dict[str, str]
     lineage: tuple[_Entry, ...]
     history: _History
+    transactions: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)  # streaming writers' last batch ids
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -171,6 +172,7 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
             timestamp_ms=tuple(h.timestamp_ms for h in s.history),
             operation=tuple(h.operation for h in s.history),
         ),
+        transactions=dict(s.transactions),
     )
     doc = header.model_dump_json().encode()
     table = pa.Table.from_arrays(
@@ -227,6 +229,7 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None) ->
         lineage=lineage,
         dvs=dvs,
         history=_history(h),
+        transactions=dict(header.transactions),
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mvtable.errors import ConcurrentLineageError, ConcurrentMetadataError, ConcurrentReplaceError
+from mvtable.errors import ConcurrentLineageError, ConcurrentMetadataError, ConcurrentReplaceError, NothingToCommit
 
 from .actions import (
     Action,
@@ -28,6 +28,7 @@ from .actions import (
     RemoveSegment,
     SegmentFile,
     SetDeletionVector,
+    SetTransaction,
 )
 from .lineage_retention import keep_two_snapshots
 from .snapshot import IN_PROGRESS, Snapshot
@@ -81,6 +82,38 @@ def push_start(read: Snapshot, current: Snapshot, entry_id: str, *, metadata: Me
         *create_or_check(current, metadata),
         *keep_two_snapshots(current),
         LineageStart(entry_id=entry_id, segments_from=tuple(replaced)),
+    ]
+
+
+def stream_batch(
+    current: Snapshot,
+    segments: Sequence[SegmentFile],
+    *,
+    app_id: str,
+    batch_id: int,
+    complete_entry: str | None = None,
+    metadata: MetadataAction | None = None,
+) -> list[Action]:
+    """One streaming micro-batch: its segments and its ``SetTransaction`` in one commit.
+
+    Checked against the newest snapshot on every attempt, so a batch that already landed
+    (a replay after a restart, or two attempts of one batch racing) raises
+    ``NothingToCommit`` instead of landing twice. With ``complete_entry`` the batch replaces
+    every visible segment as a consistent push made in this one commit (start, segments,
+    end), so the batch can be rolled back like any push."""
+    last = current.transactions.get(app_id)
+    if last is not None and batch_id <= last:
+        raise NothingToCommit(f"batch {batch_id} of application {app_id} is committed already (last: {last})")
+    txn = SetTransaction(app_id=app_id, batch_id=batch_id)
+    if complete_entry is None:
+        return [*create_or_check(current, metadata), *(AddSegment(segment=s) for s in segments), txn]
+    return [
+        *create_or_check(current, metadata),
+        *keep_two_snapshots(current),
+        LineageStart(entry_id=complete_entry, segments_from=tuple(current.visible_segment_ids())),
+        *(AddSegment(segment=s, lineage_entry=complete_entry) for s in segments),
+        LineageEnd(entry_id=complete_entry),
+        txn,
     ]
 
 

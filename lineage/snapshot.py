@@ -26,6 +26,7 @@ from .actions import (
     MetadataAction,
     RemoveSegment,
     SetDeletionVector,
+    SetTransaction,
 )
 from .descriptors import SegmentDescriptor, describe
 
@@ -87,6 +88,8 @@ class Snapshot:
     lineage: dict[str, LineageEntry] = field(default_factory=dict)
     dvs: dict[str, DeletionVectorRef] = field(default_factory=dict)
     history: list[HistoryItem] = field(default_factory=list)
+    # streaming writers: application id -> last micro-batch id committed (SetTransaction)
+    transactions: dict[str, int] = field(default_factory=dict)
 
     @property
     def exists(self) -> bool:
@@ -121,6 +124,7 @@ class Snapshot:
             lineage={k: dataclasses.replace(v) for k, v in self.lineage.items()},
             dvs=dict(self.dvs),
             history=list(self.history),
+            transactions=dict(self.transactions),
         )
 
 
@@ -304,6 +308,15 @@ def _entry(s: Snapshot, entry_id: str) -> LineageEntry:
     return entry
 
 
+def _txn(s: Snapshot, a: SetTransaction, v: int, ts: int) -> None:
+    last = s.transactions.get(a.app_id)
+    if last is not None and a.batch_id <= last:
+        raise InvalidLineageTransitionError(
+            f"application {a.app_id} committed batch {last} already; batch {a.batch_id} cannot follow it"
+        )
+    s.transactions[a.app_id] = a.batch_id
+
+
 _APPLY = {
     MetadataAction: _metadata,
     AddSegment: _add,
@@ -313,4 +326,5 @@ _APPLY = {
     LineageEnd: _end,
     LineageRevert: _revert,
     LineagePurge: _purge,
+    SetTransaction: _txn,
 }

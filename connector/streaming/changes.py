@@ -1,0 +1,213 @@
+"""Reading the change feed: the rows each version inserted and deleted.
+
+Nothing is written for the feed at commit time. A version's changes (``versions.advance``)
+name segments and deletion vectors the table keeps anyway, and the rows are read from the
+segment files:
+
+* a segment that became visible: its live rows, as inserts;
+* a segment that stopped being visible: its rows live just before, as deletes;
+* a DV that changed: the rows at the positions it gained, as deletes (the positions it
+  lost, when a restore undeletes rows, as inserts) — one bitmap difference and a read of
+  only the row groups holding those positions.
+
+For an upsert (``UPSERT`` commits name their key columns) the deleted and inserted rows of
+one version are paired by key: a key on both sides is an ``update_preimage`` /
+``update_postimage`` pair, as in Delta's change data feed.
+
+Each ``ChangeUnit`` carries everything an executor needs, so Spark reads them in tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap64
+
+from mvtable.errors import InvalidOptionError, VersionNotFoundError
+from mvtable.lineage.log import CommitLog
+from mvtable.storage import FileIO
+from mvtable.visibility import deleted_in_range, load_dv, pins, positions_array, process_cache
+
+from ..scan import ScanTask, pin_version, read_task
+from ..schema import project, schema_from_json
+from ..segments import iter_segment
+from .versions import ChangeKind, SegmentChange, VersionDelta
+from .walker import VersionWalker
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+
+INSERT = "insert"
+DELETE = "delete"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+
+# Spark's TimestampType as Arrow (to_arrow_schema(..., timezone="UTC"))
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+
+def change_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` plus the three change-feed columns."""
+    for name in CHANGE_COLUMNS:
+        if name in schema.names:
+            raise ValueError(f"the table has a column named {name}, which the change feed adds itself")
+    return (
+        schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
+        .append(pa.field(COMMIT_VERSION, pa.int64(), nullable=False))
+        .append(pa.field(COMMIT_TIMESTAMP, TIMESTAMP_TYPE, nullable=False))
+    )
+
+
+@dataclass(frozen=True)
+class ChangeUnit:
+    """The smallest piece of a version read at once: one segment's change, or all of an
+    upsert's changes (they are paired by key, so they are read together)."""
+
+    version: int
+    timestamp_ms: int
+    changes: tuple[SegmentChange, ...]
+    primary_key: tuple[str, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return sum(c.rows for c in self.changes)
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.bytes for c in self.changes)
+
+
+def units_of(delta: VersionDelta) -> list[ChangeUnit]:
+    """A version's changes cut into units, in the order the feed emits them."""
+    if not delta.changes:
+        return []
+    if delta.primary_key:
+        return [ChangeUnit(delta.version, delta.timestamp_ms, delta.changes, delta.primary_key)]
+    return [ChangeUnit(delta.version, delta.timestamp_ms, (c,)) for c in delta.changes]
+
+
+def read_unit(io: FileIO, unit: ChangeUnit, *, columns: Sequence[str] | None, with_meta: bool) -> Iterator[pa.Table]:
+    """The rows of ``unit``, projected to ``columns`` (all when None), tagged with the
+    change-feed columns when ``with_meta``."""
+    read_cols = None if columns is None else list(dict.fromkeys([*columns, *unit.primary_key]))
+    tagged: Iterator[tuple[str, pa.Table]] = (pair for c in unit.changes for pair in read_change(io, c, columns=read_cols))
+    if unit.primary_key:
+        tagged = iter(pair_updates(list(tagged), unit.primary_key))
+    for change_type, table in tagged:
+        if columns is not None and table.column_names != list(columns):
+            table = table.select(list(columns))
+        if with_meta:
+            table = tag(table, change_type, unit.version, unit.timestamp_ms)
+        yield table
+
+
+def tag(table: pa.Table, change_type: str, version: int, timestamp_ms: int) -> pa.Table:
+    n = table.num_rows
+    table = table.append_column(pa.field(CHANGE_TYPE, pa.string(), nullable=False), pa.array([change_type] * n, pa.string()))
+    table = table.append_column(pa.field(COMMIT_VERSION, pa.int64(), nullable=False), pa.array(np.full(n, version, np.int64)))
+    stamps = pa.array(np.full(n, timestamp_ms * 1000, np.int64)).cast(TIMESTAMP_TYPE)
+    return table.append_column(pa.field(COMMIT_TIMESTAMP, TIMESTAMP_TYPE, nullable=False), stamps)
+
+
+def read_change(io: FileIO, change: SegmentChange, *, columns: Sequence[str] | None) -> Iterator[tuple[str, pa.Table]]:
+    """``(change type, rows)`` of one segment's change."""
+    seg = change.segment
+    groups = tuple(range(len(seg.row_groups)))
+    if change.kind is ChangeKind.INSERT_LIVE:
+        for t in read_task(io, ScanTask(seg, groups, change.dv_after), columns=columns):
+            yield INSERT, t
+        return
+    if change.kind is ChangeKind.DELETE_LIVE:
+        for t in read_task(io, ScanTask(seg, groups, change.dv_before), columns=columns):
+            yield DELETE, t
+        return
+    before = _bitmap(io, change.dv_before)
+    after = _bitmap(io, change.dv_after)
+    for change_type, positions in ((DELETE, after - before), (INSERT, before - after)):
+        if len(positions):
+            for t in iter_segment(io, seg, groups, columns, masks=OnlyPositions(positions_array(positions))):
+                if t.num_rows:
+                    yield change_type, t
+
+
+def _bitmap(io: FileIO, ref: object | None) -> BitMap64:
+    return BitMap64() if ref is None else load_dv(io, ref, cache=process_cache())
+
+
+class OnlyPositions:
+    """A mask source that keeps exactly ``positions`` (sorted ``uint64``): the reader then
+    decodes only the row groups that hold one of them."""
+
+    def __init__(self, positions: np.ndarray) -> None:
+        self.positions = positions
+
+    def keep_mask(self, start: int, count: int) -> np.ndarray | None:
+        mask = np.zeros(count, dtype=bool)
+        mask[deleted_in_range(self.positions, start, count)] = True
+        return mask
+
+
+def pair_updates(tagged: list[tuple[str, pa.Table]], key: Sequence[str]) -> list[tuple[str, pa.Table]]:
+    """Turn an upsert's deletes and inserts of the same key into pre/post images."""
+    deleted = [t for kind, t in tagged if kind == DELETE]
+    inserted = [t for kind, t in tagged if kind == INSERT]
+    if not deleted or not inserted:
+        return tagged
+    old, new = pa.concat_tables(deleted), pa.concat_tables(inserted)
+    old_hit, new_hit = _member(old, new, key), _member(new, old, key)
+    out = [
+        (DELETE, old.filter(pa.array(~old_hit))),
+        (UPDATE_PREIMAGE, old.filter(pa.array(old_hit))),
+        (UPDATE_POSTIMAGE, new.filter(pa.array(new_hit))),
+        (INSERT, new.filter(pa.array(~new_hit))),
+    ]
+    return [(kind, t) for kind, t in out if t.num_rows]
+
+
+def _member(table: pa.Table, other: pa.Table, key: Sequence[str]) -> np.ndarray:
+    """Which rows of ``table`` have a key that ``other`` has too."""
+    index = "__mvtable_row"
+    left = table.select(list(key)).append_column(index, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    right = other.select(list(key)).group_by(list(key)).aggregate([])
+    hits = left.join(right, keys=list(key), join_type="left semi").column(index).to_numpy()
+    mask = np.zeros(table.num_rows, dtype=bool)
+    mask[hits] = True
+    return mask
+
+
+def read_changes(
+    io: FileIO, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """Every change of versions ``start_version`` to ``end_version`` (the newest when None),
+    inclusive, in version order, with the change-feed columns."""
+    for name, value in (("start_version", start_version), ("end_version", end_version)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise InvalidOptionError(f"{name} must be a version number (an integer >= 0), not {value!r}")
+    clog = CommitLog(io)
+    latest = clog.latest_version()
+    end = latest if end_version is None else end_version
+    if end > latest:
+        raise VersionNotFoundError(f"end_version {end} does not exist; the table's versions end at {latest}")
+    if start_version > end:
+        raise InvalidOptionError(f"start_version {start_version} is after end_version {end}")
+    snapshot = clog.snapshot(end)
+    schema = project(schema_from_json(snapshot.table_schema), columns)
+    names = None if columns is None else schema.names
+    pin_id = pin_version(io, max(start_version - 1, 0))  # the version the first diff starts from
+    try:
+        walker = VersionWalker(clog)
+        tables = [
+            t
+            for version in range(start_version, end + 1)
+            for unit in units_of(walker.delta(version))
+            for t in read_unit(io, unit, columns=names, with_meta=True)
+        ]
+    finally:
+        pins.release(io, pin_id)
+    out_schema = change_schema(schema)
+    return pa.concat_tables([t.cast(out_schema) for t in tables]) if tables else out_schema.empty_table()

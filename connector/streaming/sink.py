@@ -1,0 +1,144 @@
+"""The streaming sink: every micro-batch lands in the table exactly once.
+
+Spark replays a micro-batch after a restart when the driver died between the sink's
+commit and Spark's own record of it in ``<checkpoint>/commits`` — the window in which
+Paimon committed the same batch twice (apache/paimon#9666). Here each batch's commit also
+records ``SetTransaction(app id, batch id)`` (``lineage.operations.stream_batch``), and the
+builder, which runs again against the newest snapshot after every lost race, refuses a batch
+id the application has committed already. A replay (or two attempts of one batch racing)
+therefore commits nothing, and the files the replay wrote are removed.
+
+The application id is the streaming query's id, which Spark keeps in
+``<checkpointLocation>/metadata`` and which survives restarts (the run id does not);
+``txnAppId`` names one explicitly. In complete mode each batch replaces the table as a
+consistent push made in one commit, so a bad batch can be rolled back like any push.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+
+from mvtable.errors import InvalidOptionError, NothingToCommit
+from mvtable.lineage import operations as ops
+from mvtable.lineage.actions import MetadataAction, SegmentFile
+from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
+
+from .. import writes
+
+log = logging.getLogger("mvtable.connector")
+
+STREAM_APPEND = "STREAM_APPEND"
+STREAM_COMPLETE = "STREAM_COMPLETE"
+
+_APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+_HADOOP_S3 = ("s3a", "s3n")  # Spark's names for S3; fsspec knows it as s3
+
+
+def check_app_id(app_id: str) -> str:
+    if not isinstance(app_id, str) or not _APP_ID.match(app_id):
+        raise InvalidOptionError(
+            f"txnAppId {app_id!r} is not a valid application id: use 1 to 200 letters, digits, '.', '_' or '-'"
+        )
+    return app_id
+
+
+def query_app_id(checkpoint_location: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """The id of the streaming query that owns ``checkpoint_location`` (Spark writes
+    ``{"id": …}`` to ``<checkpoint>/metadata`` when the query first starts)."""
+    parsed = urlparse(checkpoint_location)
+    uri = checkpoint_location
+    if parsed.scheme in _HADOOP_S3:
+        uri = "s3" + checkpoint_location[len(parsed.scheme) :]
+    try:
+        raw = open_file_io(uri, storage_options).read("metadata")
+    except FileNotFoundError:
+        raise InvalidOptionError(
+            f"checkpointLocation {checkpoint_location!r} has no 'metadata' file: mvtable reads the streaming "
+            "query's id from it; pass the checkpointLocation the query uses, or name the application with txnAppId"
+        ) from None
+    try:
+        app_id = json.loads(raw).get("id")
+    except (ValueError, AttributeError):
+        app_id = None
+    if not isinstance(app_id, str):
+        raise InvalidOptionError(f"{checkpoint_location}/metadata holds no query id; is it a Spark streaming checkpoint?")
+    return check_app_id(app_id)
+
+
+def plan_batch(
+    uri: str,
+    *,
+    storage_options: Mapping[str, Any] | None,
+    incoming: pa.Schema,
+    complete: bool,
+    properties: Mapping[str, str] | None = None,
+) -> writes.WritePlan:
+    """What executors need to write one batch. No side effects (no pin, no lineage entry):
+    Spark creates the writer anew in each process of each batch. ``properties`` apply when
+    the first batch creates the table and are ignored after."""
+    if properties and CommitLog(open_file_io(uri, storage_options)).exists():
+        properties = None
+    return writes.begin_write(
+        uri,
+        storage_options=storage_options,
+        incoming=incoming,
+        mode=writes.OVERWRITE if complete else writes.APPEND,
+        properties=properties,
+        pin=False,
+    )
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    batch_id: int
+    version: int | None  # the commit holding the batch; None when it had landed before
+    skipped: bool
+    rows: int
+
+
+def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app_id: str, batch_id: int) -> BatchResult:
+    """Commit one micro-batch with its ``SetTransaction``, or recognise it as committed."""
+    clog = plan.commit_log()
+    read = writes.read_snapshot(clog, plan)
+    current = clog.catch_up(read) if read.exists else writes.load_snapshot(clog)
+    create = MetadataAction.model_validate(plan.create) if plan.create else None
+    complete = plan.mode == writes.OVERWRITE
+    entry = writes.new_entry_id() if complete else None
+    rows = sum(s.num_rows for s in segments)
+    try:
+        result = clog.commit(
+            read=read,
+            current=current,
+            operation=STREAM_COMPLETE if complete else STREAM_APPEND,
+            build=lambda cur: ops.stream_batch(
+                cur, segments, app_id=app_id, batch_id=batch_id, complete_entry=entry, metadata=create
+            ),
+            parameters={"appId": app_id, "batchId": batch_id, **({"entry": entry} if entry else {})},
+            metrics={"added_rows": rows, "added_segments": len(segments), "added_bytes": sum(s.size_bytes for s in segments)},
+        )
+    except NothingToCommit as done:
+        log.info("streaming batch skipped: %s", done)
+        discard_unreferenced(clog, segments)
+        return BatchResult(batch_id, None, True, 0)
+    return BatchResult(batch_id, result.commit.version, False, rows)
+
+
+def discard_unreferenced(clog: CommitLog, segments: Sequence[SegmentFile]) -> None:
+    """Remove the files of a replayed batch that no commit names (the batch's first
+    attempt committed files of its own)."""
+    known = clog.snapshot().segments
+    clog.io.delete([s.path for s in segments if s.id not in known])
+
+
+def abort_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile]) -> None:
+    """Tasks failed: remove what they wrote, unless a commit names it after all."""
+    writes.abort_write(plan, segments)
