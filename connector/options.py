@@ -44,6 +44,25 @@ class ReadOptions(_Options):
     max_partition_bytes: int = Field(default_factory=lambda: connector_settings().maxPartitionBytes, ge=1)
     with_row_address: bool = False
     lineage_entry: str | None = None
+    # change feed and streaming reads (see mvtable.connector.streaming)
+    read_change_feed: bool = False
+    starting_version: str | None = None  # a version number, or "latest" (streams only)
+    starting_timestamp: str | None = None
+    ending_version: int | None = Field(default=None, ge=0)
+    max_rows_per_trigger: int | None = Field(default=None, ge=1)
+    max_bytes_per_trigger: int | None = Field(default=None, ge=1)
+    skip_change_commits: bool = False
+
+    @field_validator("starting_version")
+    @classmethod
+    def _start(cls, v: str | None) -> str | None:
+        if v is not None and v.strip().lower() != "latest" and not (v.strip().isdigit() and v.strip().isascii()):
+            raise ValueError(f"{v!r} is neither a version number nor 'latest'")
+        return None if v is None else v.strip().lower()
+
+    @property
+    def starting_version_number(self) -> int | None:
+        return int(self.starting_version) if self.starting_version not in (None, "latest") else None
 
     @field_validator("columns")
     @classmethod
@@ -58,6 +77,37 @@ class ReadOptions(_Options):
             raise ValueError("versionAsOf and timestampAsOf cannot be used together; pick one")
         if self.lineage_entry is not None and (self.version_as_of is not None or self.timestamp_as_of is not None):
             raise ValueError("lineageEntry reads the staged snapshot of the newest version; drop versionAsOf/timestampAsOf")
+        if self.starting_version is not None and self.starting_timestamp is not None:
+            raise ValueError("startingVersion and startingTimestamp cannot be used together; pick one")
+        return self
+
+    def for_batch(self) -> ReadOptions:
+        """Check the options of ``spark.read``: the change feed needs a start; the
+        per-trigger options belong to streams."""
+        stream_only = {"max_rows_per_trigger", "max_bytes_per_trigger", "skip_change_commits"} & self.model_fields_set
+        if stream_only:
+            raise InvalidOptionError(f"{_names(stream_only)} only apply to spark.readStream")
+        if not self.read_change_feed:
+            feed_only = {"starting_version", "starting_timestamp", "ending_version"} & self.model_fields_set
+            if feed_only:
+                raise InvalidOptionError(f"{_names(feed_only)} need readChangeFeed=true in a batch read (or spark.readStream)")
+            return self
+        if self.starting_version is None and self.starting_timestamp is None:
+            raise InvalidOptionError("readChangeFeed in a batch read needs startingVersion or startingTimestamp")
+        if self.starting_version == "latest":
+            raise InvalidOptionError("startingVersion 'latest' only applies to spark.readStream; give a version number")
+        return self._no_snapshot_options("readChangeFeed")
+
+    def for_stream(self) -> ReadOptions:
+        """Check the options of ``spark.readStream``."""
+        if self.ending_version is not None:
+            raise InvalidOptionError("endingVersion does not apply to spark.readStream, which follows the table's new versions")
+        return self._no_snapshot_options("spark.readStream")
+
+    def _no_snapshot_options(self, what: str) -> ReadOptions:
+        fixed = {"version_as_of", "timestamp_as_of", "lineage_entry", "with_row_address"} & self.model_fields_set
+        if fixed:
+            raise InvalidOptionError(f"{_names(fixed)} cannot be used with {what}, which reads versions one after another")
         return self
 
 
@@ -77,6 +127,24 @@ class WriteOptions(_Options):
         return v
 
 
+class StreamWriteOptions(_Options):
+    """``df.writeStream`` options: the query's checkpoint (its id names the application whose
+    batches land exactly once) or an explicit ``txnAppId``."""
+
+    checkpoint_location: str | None = None
+    txn_app_id: str | None = None
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _identity(self) -> StreamWriteOptions:
+        if self.checkpoint_location is None and self.txn_app_id is None:
+            raise ValueError(
+                "a streaming write needs .option('checkpointLocation', …) (its query id makes each batch land "
+                "exactly once) or .option('txnAppId', …)"
+            )
+        return self
+
+
 # option name as users write it -> model field
 _READ_NAMES = {
     "path": "path",
@@ -86,6 +154,13 @@ _READ_NAMES = {
     "maxPartitionBytes": "max_partition_bytes",
     "withRowAddress": "with_row_address",
     "lineageEntry": "lineage_entry",
+    "readChangeFeed": "read_change_feed",
+    "startingVersion": "starting_version",
+    "startingTimestamp": "starting_timestamp",
+    "endingVersion": "ending_version",
+    "maxRowsPerTrigger": "max_rows_per_trigger",
+    "maxBytesPerTrigger": "max_bytes_per_trigger",
+    "skipChangeCommits": "skip_change_commits",
 }
 _WRITE_NAMES = {
     "path": "path",
@@ -95,11 +170,17 @@ _WRITE_NAMES = {
     "readVersion": "read_version",
     "tag": "tag",
 }
+_STREAM_WRITE_NAMES = {"path": "path", "checkpointLocation": "checkpoint_location", "txnAppId": "txn_app_id"}
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
+_STREAM_WRITE_KEYS = {k.lower(): v for k, v in _STREAM_WRITE_NAMES.items()}
 _WRITE_KEYS = {k.lower(): v for k, v in _WRITE_NAMES.items()}
-_DISPLAY = {v: k for k, v in {**_READ_NAMES, **_WRITE_NAMES}.items()}
+_DISPLAY = {v: k for k, v in {**_READ_NAMES, **_WRITE_NAMES, **_STREAM_WRITE_NAMES}.items()}
 _PROPERTY_NAMES = {name.lower(): name for name in TableProperties.model_fields}
-_BOOLS = {"with_row_address", "consistent_push", "publish"}
+_BOOLS = {"with_row_address", "consistent_push", "publish", "read_change_feed", "skip_change_commits"}
+
+
+def _names(fields: set[str]) -> str:
+    return ", ".join(sorted(_DISPLAY[f] for f in fields))
 
 
 def _storage_value(value: Any) -> Any:
@@ -162,3 +243,7 @@ def read_options(options: Mapping[str, Any]) -> ReadOptions:
 
 def write_options(options: Mapping[str, Any]) -> WriteOptions:
     return _validate(WriteOptions, _collect(options, _WRITE_KEYS, allow_properties=True))
+
+
+def stream_write_options(options: Mapping[str, Any]) -> StreamWriteOptions:
+    return _validate(StreamWriteOptions, _collect(options, _STREAM_WRITE_KEYS, allow_properties=True))

@@ -20,6 +20,7 @@ from ..scan import ScanTask, output_schema, pin_version, plan_scan, read_task, s
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
+from ..streaming.changes import change_schema
 from ..timeparse import parse_timestamp_ms
 from .filters import to_predicate
 
@@ -44,6 +45,8 @@ def default_parallelism() -> int:
 def spark_schema_for(opts: ReadOptions) -> StructType:
     snapshot = _snapshot(opts)
     schema = output_schema(schema_from_json(snapshot.table_schema), opts.columns, row_address=opts.with_row_address)
+    if opts.read_change_feed:
+        schema = change_schema(schema)
     return StructType.fromJson(schema_to_json(schema))
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
-from ..options import read_options, write_options
+from ..options import read_options, stream_write_options, write_options
 from .reader import MvTableReader, PushdownReader, spark_schema_for
+from .stream import ChangeFeedReader, MvTableStreamReader, MvTableStreamWriter
 from .writer import make_writer
 
 
@@ -42,9 +43,17 @@ class MvTableDataSource(DataSource):
         return spark_schema_for(read_options(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = read_options(self.options)
+        opts = read_options(self.options).for_batch()
+        if opts.read_change_feed:
+            return ChangeFeedReader(opts, schema)
         cls = PushdownReader if _called_for_pushdown() else MvTableReader
         return cls(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         return make_writer(write_options(self.options), schema, overwrite=overwrite)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MvTableStreamReader(read_options(self.options).for_stream(), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return MvTableStreamWriter(stream_write_options(self.options), schema, complete=overwrite)

@@ -30,13 +30,13 @@ class MvTableWriter(DataSourceArrowWriter):
         return SegmentsWritten(writes.write_data(self.plan, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        writes.finish_write(self.plan, _segments(messages))
+        writes.finish_write(self.plan, written_segments(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        writes.abort_write(self.plan, _segments(messages))
+        writes.abort_write(self.plan, written_segments(messages))
 
 
-def _segments(messages: list[WriterCommitMessage | None]) -> list[SegmentFile]:
+def written_segments(messages: list[WriterCommitMessage | None]) -> list[SegmentFile]:
     return [s for m in messages if isinstance(m, SegmentsWritten) for s in m.segments]
 
 

@@ -180,11 +180,9 @@ def _member(table: pa.Table, other: pa.Table, key: Sequence[str]) -> np.ndarray:
     return mask
 
 
-def read_changes(
-    io: FileIO, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None
-) -> pa.Table:
-    """Every change of versions ``start_version`` to ``end_version`` (the newest when None),
-    inclusive, in version order, with the change-feed columns."""
+def plan_changes(io: FileIO, start_version: int, end_version: int | None = None) -> tuple[pa.Schema, list[ChangeUnit]]:
+    """The table schema and the units of versions ``start_version`` to ``end_version`` (the
+    newest when None), inclusive, in version order."""
     for name, value in (("start_version", start_version), ("end_version", end_version)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise InvalidOptionError(f"{name} must be a version number (an integer >= 0), not {value!r}")
@@ -195,19 +193,24 @@ def read_changes(
         raise VersionNotFoundError(f"end_version {end} does not exist; the table's versions end at {latest}")
     if start_version > end:
         raise InvalidOptionError(f"start_version {start_version} is after end_version {end}")
-    snapshot = clog.snapshot(end)
-    schema = project(schema_from_json(snapshot.table_schema), columns)
-    names = None if columns is None else schema.names
-    pin_id = pin_version(io, max(start_version - 1, 0))  # the version the first diff starts from
+    schema = schema_from_json(clog.snapshot(end).table_schema)
+    walker = VersionWalker(clog)
+    return schema, [unit for version in range(start_version, end + 1) for unit in units_of(walker.delta(version))]
+
+
+def read_changes(
+    io: FileIO, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """Every change of versions ``start_version`` to ``end_version`` (the newest when None),
+    inclusive, in version order, with the change-feed columns."""
+    pin_id = pin_version(io, max(start_version - 1, 0)) if isinstance(start_version, int) else None
     try:
-        walker = VersionWalker(clog)
-        tables = [
-            t
-            for version in range(start_version, end + 1)
-            for unit in units_of(walker.delta(version))
-            for t in read_unit(io, unit, columns=names, with_meta=True)
-        ]
+        schema, units = plan_changes(io, start_version, end_version)
+        schema = project(schema, columns)
+        names = None if columns is None else schema.names
+        tables = [t for unit in units for t in read_unit(io, unit, columns=names, with_meta=True)]
     finally:
-        pins.release(io, pin_id)
+        if pin_id is not None:
+            pins.release(io, pin_id)
     out_schema = change_schema(schema)
     return pa.concat_tables([t.cast(out_schema) for t in tables]) if tables else out_schema.empty_table()

@@ -41,7 +41,7 @@ from mvtable.visibility import pins
 from ..scan import pin_version
 from .changes import ChangeUnit, units_of
 from .versions import ChangeKind, CommitKind, SegmentChange, normalized_dv
-from .walker import VersionWalker
+from .walker import VersionWalker, first_version_since
 
 log = logging.getLogger("mvtable.connector")
 
@@ -122,9 +122,7 @@ class StreamSource:
                 )
             return Position(opts.starting_version)
         if opts.starting_timestamp_ms is not None:
-            history = self.log.snapshot(latest).history
-            later = [h.version for h in history if h.timestamp_ms >= opts.starting_timestamp_ms]
-            return Position(min(later) if later else latest + 1)
+            return Position(first_version_since(self.log, opts.starting_timestamp_ms))
         return Position(latest, phase=0)
 
     def prepare_available_now(self) -> None:

@@ -89,9 +89,16 @@ def normalized_dv(dv: DeletionVectorRef | None) -> DeletionVectorRef | None:
 
 def advance(state: Snapshot, commit: Commit) -> VersionDelta:
     """Apply ``commit`` to ``state`` in place and say what it changed for readers."""
+    if commit.operation in DATA_NEUTRAL_OPERATIONS:  # rows moved, none changed: nothing to emit
+        apply_commit(state, commit)
+        return VersionDelta(commit.version, commit.timestamp_ms, commit.operation, CommitKind.NEUTRAL, ())
     if _plain_append(commit):
         apply_commit(state, commit)
-        added = tuple(SegmentChange(state.segments[a.segment.id].file, ChangeKind.INSERT_LIVE) for a in commit.actions if isinstance(a, AddSegment))
+        added = tuple(
+            SegmentChange(state.segments[a.segment.id].file, ChangeKind.INSERT_LIVE)
+            for a in commit.actions
+            if isinstance(a, AddSegment)
+        )
         kind = CommitKind.APPEND if added else CommitKind.NEUTRAL
         return VersionDelta(commit.version, commit.timestamp_ms, commit.operation, kind, added)
     visible_before = state.visible_segment_ids()
@@ -102,7 +109,9 @@ def advance(state: Snapshot, commit: Commit) -> VersionDelta:
     changes: list[SegmentChange] = []
     for sid in visible_before:
         if sid not in after_set:
-            changes.append(SegmentChange(state.segments[sid].file, ChangeKind.DELETE_LIVE, dv_before=normalized_dv(dvs_before.get(sid))))
+            changes.append(
+                SegmentChange(state.segments[sid].file, ChangeKind.DELETE_LIVE, dv_before=normalized_dv(dvs_before.get(sid)))
+            )
     for sid in visible_after:
         if sid in before_set:
             old, new = normalized_dv(dvs_before.get(sid)), normalized_dv(state.dvs.get(sid))
@@ -110,7 +119,9 @@ def advance(state: Snapshot, commit: Commit) -> VersionDelta:
                 changes.append(SegmentChange(state.segments[sid].file, ChangeKind.DV_DELTA, dv_before=old, dv_after=new))
     for sid in visible_after:
         if sid not in before_set:
-            changes.append(SegmentChange(state.segments[sid].file, ChangeKind.INSERT_LIVE, dv_after=normalized_dv(state.dvs.get(sid))))
+            changes.append(
+                SegmentChange(state.segments[sid].file, ChangeKind.INSERT_LIVE, dv_after=normalized_dv(state.dvs.get(sid)))
+            )
     return VersionDelta(
         commit.version,
         commit.timestamp_ms,
@@ -122,11 +133,9 @@ def advance(state: Snapshot, commit: Commit) -> VersionDelta:
 
 
 def classify(commit: Commit, changes: Sequence[SegmentChange]) -> CommitKind:
-    if commit.operation in DATA_NEUTRAL_OPERATIONS or not changes:
+    if not changes:
         return CommitKind.NEUTRAL
-    fresh = all(
-        c.kind is ChangeKind.INSERT_LIVE and c.dv_after is None and _added_by(commit, c.segment.id) for c in changes
-    )
+    fresh = all(c.kind is ChangeKind.INSERT_LIVE and c.dv_after is None and _added_by(commit, c.segment.id) for c in changes)
     return CommitKind.APPEND if fresh else CommitKind.CHANGE
 
 
@@ -139,7 +148,7 @@ def _plain_append(commit: Commit) -> bool:
     (metadata, a streaming writer's progress): the common case, needing no diff. Any other
     action (including kinds this module does not know) takes the full diff, which is right
     for every commit."""
-    return commit.operation not in DATA_NEUTRAL_OPERATIONS and all(
+    return all(
         (isinstance(a, AddSegment) and a.lineage_entry is None) or isinstance(a, (MetadataAction, SetTransaction))
         for a in commit.actions
     )

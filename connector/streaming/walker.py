@@ -51,3 +51,11 @@ class VersionWalker:
         """Drop cached deltas of versions below ``version`` (a stream has committed them)."""
         for v in [v for v in self._deltas if v < version]:
             del self._deltas[v]
+
+
+def first_version_since(log: CommitLog, timestamp_ms: int) -> int:
+    """The first version committed at or after ``timestamp_ms`` (``startingTimestamp``);
+    one past the newest when every commit is older."""
+    history = log.snapshot().history
+    later = [h.version for h in history if h.timestamp_ms >= timestamp_ms]
+    return min(later) if later else (history[-1].version + 1 if history else 0)

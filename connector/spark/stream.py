@@ -1,0 +1,211 @@
+"""Spark's side of streaming and the change feed: thin classes over ``connector.streaming``.
+
+What Spark 4.3 does with them (checked in pyspark's workers and the JVM classes):
+
+* The stream reader lives in one long-lived driver process per query, which calls
+  ``initialOffset``/``latestOffset``/``partitions``/``commit`` in turn, so the
+  ``StreamSource`` it holds (the walked log, the pin) persists between micro-batches.
+  Another instance is made and pickled for the executors' ``read``: the constructor only
+  keeps options, and the source is built on first use.
+* ``latestOffset(start, limit)`` gets ``ReadAllAvailable`` for ``Trigger.Once`` and our
+  own default limit otherwise; ``ReadMaxRows`` names its field ``max_rows``. The limits
+  are taken from the options, so ``maxRowsPerTrigger`` and ``maxBytesPerTrigger`` apply
+  together.
+* The stream writer is created anew in every process of every batch (planning, then a
+  fresh worker for ``commit(messages, batchId)``): creating one has no side effects, and
+  the query's id is read at commit time from ``<checkpointLocation>/metadata``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
+
+from .. import writes
+from ..options import ReadOptions, StreamWriteOptions
+from ..streaming import (
+    CHANGE_COLUMNS,
+    ChangeUnit,
+    Position,
+    SourceOptions,
+    StreamSource,
+    commit_batch,
+    plan_batch,
+    query_app_id,
+    read_unit,
+)
+from ..streaming.changes import plan_changes
+from ..streaming.sink import abort_batch, check_app_id
+from ..streaming.source import parse_offset
+from ..streaming.walker import first_version_since
+from ..timeparse import parse_timestamp_ms
+from .writer import SegmentsWritten, written_segments
+
+
+@dataclass
+class ChangePartition(InputPartition):
+    units: list[ChangeUnit]
+
+    def __init__(self, units: list[ChangeUnit]) -> None:
+        self.units = units
+
+
+def pack(units: Sequence[ChangeUnit], *, max_bytes: int) -> list[ChangePartition]:
+    """Consecutive units into partitions of at most ``max_bytes`` (one unit alone may be more)."""
+    parts: list[list[ChangeUnit]] = []
+    size = 0
+    for unit in units:
+        if not parts or (parts[-1] and size + unit.bytes > max_bytes):
+            parts.append([])
+            size = 0
+        parts[-1].append(unit)
+        size += unit.bytes
+    return [ChangePartition(p) for p in parts]
+
+
+def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Executor side of every change/stream read: the partition's units as Arrow batches
+    of the Spark schema."""
+    assert isinstance(partition, ChangePartition)
+    target = to_arrow_schema(schema, timezone="UTC")
+    columns = [f.name for f in schema.fields if f.name not in CHANGE_COLUMNS]
+    io = open_file_io(opts.path, opts.storage_options)
+    for unit in partition.units:
+        for table in read_unit(io, unit, columns=columns, with_meta=opts.read_change_feed):
+            for batch in table.to_batches():
+                yield _conform(batch, target)
+
+
+def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    if batch.schema.equals(target):
+        return batch
+    return pa.RecordBatch.from_arrays(
+        [batch.column(i).cast(target.field(i).type) for i in range(batch.num_columns)], schema=target
+    )
+
+
+class ChangeFeedReader(DataSourceReader):
+    """``spark.read.option("readChangeFeed", "true")``: the changes of a range of versions."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        io = open_file_io(self.opts.path, self.opts.storage_options)
+        start = self.opts.starting_version_number
+        if start is None:
+            start = first_version_since(CommitLog(io), parse_timestamp_ms(self.opts.starting_timestamp))
+        _, units = plan_changes(io, start, self.opts.ending_version)
+        return pack(units, max_bytes=self.opts.max_partition_bytes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts, self.schema, partition)
+
+
+class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("mvtable")``: the rows new versions append (or, with
+    ``readChangeFeed``, every change), in version order."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._source: StreamSource | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_source": None}
+
+    @property
+    def source(self) -> StreamSource:
+        if self._source is None:
+            o = self.opts
+            self._source = StreamSource(
+                open_file_io(o.path, o.storage_options),
+                SourceOptions(
+                    starting_version=o.starting_version_number,
+                    starting_latest=o.starting_version == "latest",
+                    starting_timestamp_ms=parse_timestamp_ms(o.starting_timestamp) if o.starting_timestamp else None,
+                    max_rows=o.max_rows_per_trigger,
+                    max_bytes=o.max_bytes_per_trigger,
+                    skip_change_commits=o.skip_change_commits,
+                    change_feed=o.read_change_feed,
+                ),
+            )
+        return self._source
+
+    def _position(self, offset: dict) -> Position:
+        return parse_offset(offset, table_id=self.source.table_id)
+
+    def initialOffset(self) -> dict:
+        return self.source.initial_position().to_offset(self.source.table_id)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_rows_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_rows_per_trigger)
+        if self.opts.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.opts.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        end = self.source.latest_position(self._position(start), limited=not isinstance(limit, ReadAllAvailable))
+        return end.to_offset(self.source.table_id)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.source.prepare_available_now()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        units = self.source.units_between(self._position(start), self._position(end))
+        return pack(units, max_bytes=self.opts.max_partition_bytes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts, self.schema, partition)
+
+    def commit(self, end: dict) -> None:
+        self.source.committed(self._position(end))
+
+
+class MvTableStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("mvtable")``: each micro-batch one commit, exactly once."""
+
+    def __init__(self, opts: StreamWriteOptions, schema: StructType, *, complete: bool) -> None:
+        self.opts = opts
+        incoming = to_arrow_schema(schema, timezone="UTC")
+        self.plan = plan_batch(
+            opts.path, storage_options=opts.storage_options, incoming=incoming, complete=complete, properties=opts.properties
+        )
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
+        return SegmentsWritten(writes.write_data(self.plan, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.txn_app_id is not None:
+            app_id = check_app_id(self.opts.txn_app_id)
+        else:
+            assert self.opts.checkpoint_location is not None
+            app_id = query_app_id(self.opts.checkpoint_location, self.opts.storage_options)
+        commit_batch(self.plan, written_segments(messages), app_id=app_id, batch_id=batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        abort_batch(self.plan, written_segments(messages))

@@ -1,0 +1,120 @@
+"""The change feed: for every version, rows before - deleted + inserted == rows after
+(as multisets), across appends, deletes, overwrites, pushes, rollbacks, restores and a
+data-neutral compaction; upsert pairing; typed errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mvtable.connector import Table
+from mvtable.connector.segments import write_segments
+from mvtable.connector.streaming import CommitKind, advance
+from mvtable.connector.streaming.changes import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, pair_updates
+from mvtable.errors import InvalidOptionError, VersionNotFoundError
+from mvtable.lineage.actions import AddSegment, RemoveSegment
+
+from ..conftest import orders
+
+
+def rows(t: pa.Table) -> Counter:
+    return Counter(zip(t.column("id").to_pylist(), t.column("status").to_pylist(), t.column("price").to_pylist()))
+
+
+def compact(t: Table) -> None:
+    """A compaction as issue 13 commits it: the live rows of every visible segment
+    rewritten into one new segment, inputs removed, operation COMPACT."""
+    snap = t.snapshot()
+    live = t.scan().to_arrow()
+    [out] = write_segments(t.io, live, row_group_rows=100)
+    t.log.commit(
+        read=snap,
+        operation="COMPACT",
+        build=lambda cur: [*(RemoveSegment(segment_id=s) for s in cur.visible_segment_ids()), AddSegment(segment=out)],
+    )
+
+
+def history_of_operations(t: Table) -> None:
+    t.append(orders(2000, 300))  # 3
+    t.delete(pc.field("status") == "cancelled")  # 4: DV on every segment
+    t.delete(pc.field("id") < 50)  # 5: DVs grow
+    t.overwrite(orders(5000, 120), consistent_push=True)  # 6 PUSH_START, 7 CONSISTENT_PUSH
+    entry = t.lineage()[-1].id
+    t.append(orders(9000, 10))  # 8
+    t.rollback(entry=entry)  # 9: the old snapshot comes back with its DVs
+    t.restore(version=3)  # 10: undeletes rows, drops the push output segments
+    compact(t)  # 11: data-neutral
+    t.overwrite(orders(7000, 40))  # 12: plain overwrite
+
+
+def test_every_version_is_the_previous_one_plus_its_changes(small_table):
+    t = small_table
+    history_of_operations(t)
+    feed = t.changes(1)
+    assert feed.column_names == ["id", "status", "price", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert feed.schema.field("_commit_timestamp").type == pa.timestamp("us", tz="UTC")
+    by_version = {v: feed.filter(pc.field("_commit_version") == v) for v in range(1, t.version + 1)}
+    times = {h.version: h.timestamp for h in t.history()}
+    for v in range(1, t.version + 1):
+        changes = by_version[v]
+        deleted = rows(changes.filter(pc.field("_change_type") == DELETE))
+        inserted = rows(changes.filter(pc.field("_change_type") == INSERT))
+        before, after = rows(t.scan(version=v - 1).to_arrow()), rows(t.scan(version=v).to_arrow())
+        assert not deleted - before, f"version {v} deletes rows that were not there"
+        assert before - deleted + inserted == after, f"version {v}"
+        assert set(changes.column("_commit_timestamp").to_pylist()) <= {times[v]}
+    assert by_version[11].num_rows == 0, "compaction is data-neutral"
+    assert by_version[6].num_rows == 0, "a push that only started changes nothing"
+    assert rows(by_version[4].filter(pc.field("_change_type") == DELETE)) == rows(
+        t.scan(version=3).to_arrow().filter(pc.field("status") == "cancelled")
+    )
+
+
+def test_a_range_of_versions_and_a_projection(small_table):
+    t = small_table
+    t.delete(pc.field("id") < 10)  # 3
+    t.append(orders(3000, 5))  # 4
+    feed = t.changes(3, 3, columns=["id"])
+    assert feed.column_names == ["id", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert sorted(feed.column("id").to_pylist()) == list(range(10))
+    assert set(feed.column("_change_type").to_pylist()) == {DELETE}
+    assert t.changes(4).num_rows == 5
+    assert t.changes(5 - 1, None).num_rows == 5
+
+
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((3, 1), InvalidOptionError, "after end_version"),
+        ((0, 99), VersionNotFoundError, "end_version 99"),
+        ((-1,), InvalidOptionError, "start_version"),
+        (("1",), InvalidOptionError, "start_version"),
+    ],
+)
+def test_bad_ranges_are_typed_errors(small_table, args, error, match):
+    with pytest.raises(error, match=match):
+        small_table.changes(*args)
+
+
+def test_commit_kinds(small_table):
+    t = small_table
+    t.append(orders(3000, 5))  # 3
+    t.delete(pc.field("id") == 1)  # 4
+    compact(t)  # 5
+    state = t.snapshot(2)
+    kinds = [advance(state, t.log.read_commit(v)).kind for v in (3, 4, 5)]
+    assert kinds == [CommitKind.APPEND, CommitKind.CHANGE, CommitKind.NEUTRAL]
+    assert state.visible_segment_ids() == t.snapshot().visible_segment_ids()
+
+
+def test_upsert_pairs_deletes_and_inserts_by_key():
+    old = pa.table({"k": [1, 2, 3], "j": ["a", "a", "b"], "v": [10, 20, 30]})
+    new = pa.table({"k": [2, 3, 4], "j": ["a", "x", "a"], "v": [21, 31, 41]})
+    out = dict(pair_updates([(DELETE, old), (INSERT, new)], ["k", "j"]))
+    assert out[DELETE].column("k").to_pylist() == [1, 3]
+    assert out[UPDATE_PREIMAGE].to_pylist() == [{"k": 2, "j": "a", "v": 20}]
+    assert out[UPDATE_POSTIMAGE].to_pylist() == [{"k": 2, "j": "a", "v": 21}]
+    assert out[INSERT].column("k").to_pylist() == [3, 4]
