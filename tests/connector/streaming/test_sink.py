@@ -1,0 +1,116 @@
+"""The streaming sink without Spark: a batch lands exactly once when it is replayed, when
+its writer was killed right after its commit landed (apache/paimon#9666), and when two
+processes commit it at the same time; complete mode is a revertible push."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import pyarrow as pa
+import pytest
+
+from mvtable.connector import Table
+from mvtable.connector import writes
+from mvtable.connector.streaming import commit_batch, plan_batch, query_app_id
+from mvtable.errors import InvalidOptionError
+
+from ..conftest import orders
+
+SCHEMA = orders(0, 1).schema
+
+
+def write_batch(uri: str, data: pa.Table, *, batch_id: int, app_id: str = "query-1", complete: bool = False):
+    """What Spark does per micro-batch: plan (no side effects), executors write, driver commits."""
+    plan = plan_batch(uri, storage_options=None, incoming=data.schema, complete=complete, properties={"rowGroupRows": "50"})
+    segments = writes.write_data(plan, data.to_batches(max_chunksize=40))
+    return commit_batch(plan, segments, app_id=app_id, batch_id=batch_id)
+
+
+def data_files(uri: str) -> set[str]:
+    return set(os.listdir(os.path.join(uri, "data")))
+
+
+def test_a_replayed_batch_is_skipped_and_its_files_removed(table_uri):
+    first = write_batch(table_uri, orders(0, 100), batch_id=0)
+    assert not first.skipped and first.version == 0 and first.rows == 100
+    files = data_files(table_uri)
+    replay = write_batch(table_uri, orders(0, 100), batch_id=0)
+    assert replay.skipped and replay.version is None
+    assert data_files(table_uri) == files
+    write_batch(table_uri, orders(100, 10), batch_id=1)
+    t = Table.open(table_uri)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(110))
+    assert t.snapshot().transactions == {"query-1": 1}
+    assert [(h.operation, h.parameters.get("batchId")) for h in t.history()] == [("STREAM_APPEND", 0), ("STREAM_APPEND", 1)]
+    assert t.snapshot().properties == {"rowGroupRows": "50"}  # set by the first batch, ignored later
+
+
+def test_two_applications_are_independent(table_uri):
+    write_batch(table_uri, orders(0, 5), batch_id=3, app_id="a")
+    assert not write_batch(table_uri, orders(5, 5), batch_id=0, app_id="b").skipped
+    assert write_batch(table_uri, orders(10, 5), batch_id=2, app_id="a").skipped
+    assert Table.open(table_uri).snapshot().transactions == {"a": 3, "b": 0}
+
+
+def test_complete_mode_replaces_the_table_and_can_be_rolled_back(table_uri):
+    write_batch(table_uri, orders(0, 10), batch_id=0, complete=True)
+    write_batch(table_uri, orders(100, 3), batch_id=1, complete=True)
+    t = Table.open(table_uri)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [100, 101, 102]
+    assert write_batch(table_uri, orders(7, 1), batch_id=1, complete=True).skipped
+    bad = t.lineage()[-1]
+    assert bad.state == "COMPLETED" and t.history()[-1].operation == "STREAM_COMPLETE"
+    t.rollback(entry=bad.id)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(10))
+
+
+def _race(uri: str, start: int) -> bool:
+    return write_batch(uri, orders(start, 20), batch_id=7).skipped
+
+
+def test_two_processes_committing_one_batch_land_it_once(table_uri):
+    write_batch(table_uri, orders(0, 1), batch_id=6)
+    with ProcessPoolExecutor(3, mp_context=get_context("spawn")) as pool:
+        skipped = list(pool.map(_race, [table_uri] * 3, [1000, 2000, 3000]))
+    assert sorted(skipped) == [False, True, True]
+    ids = Table.open(table_uri).to_arrow().column("id").to_pylist()
+    assert len(ids) == 21 and len({i // 1000 for i in ids if i}) == 1
+
+
+def test_a_writer_killed_after_its_commit_landed_does_not_commit_the_batch_again(table_uri):
+    """Paimon #9666: the commit lands, the process dies before the engine records the batch
+    as done, the engine replays the batch with the same id after the restart."""
+    write_batch(table_uri, orders(0, 10), batch_id=0)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))!r})
+        from tests.connector.streaming.test_sink import write_batch
+        from tests.connector.conftest import orders
+        write_batch({table_uri!r}, orders(10, 10), batch_id=1)
+        """
+    )
+    env = {**os.environ, "MVTABLE_FAULT": "commit.STREAM_APPEND.after_put"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    assert Table.open(table_uri).snapshot().transactions == {"query-1": 1}  # it had landed
+    assert write_batch(table_uri, orders(10, 10), batch_id=1).skipped
+    assert sorted(Table.open(table_uri).to_arrow().column("id").to_pylist()) == list(range(20))
+
+
+def test_the_application_id_is_the_query_id_in_the_checkpoint(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "metadata").write_text(json.dumps({"id": "5f1c-aa"}) + "\n")
+    assert query_app_id(str(tmp_path / "ckpt")) == "5f1c-aa"
+    assert query_app_id("file://" + str(tmp_path / "ckpt")) == "5f1c-aa"
+    with pytest.raises(InvalidOptionError, match="no 'metadata' file"):
+        query_app_id(str(tmp_path / "missing"))
+    (tmp_path / "ckpt" / "metadata").write_text("[1]")
+    with pytest.raises(InvalidOptionError, match="holds no query id"):
+        query_app_id(str(tmp_path / "ckpt"))
