@@ -15,14 +15,11 @@ from multiprocessing import get_context
 import pyarrow as pa
 import pytest
 
-from mvtable.connector import Table
-from mvtable.connector import writes
+from mvtable.connector import Table, writes
 from mvtable.connector.streaming import commit_batch, plan_batch, query_app_id
 from mvtable.errors import InvalidOptionError
 
 from ..conftest import orders
-
-SCHEMA = orders(0, 1).schema
 
 
 def write_batch(uri: str, data: pa.Table, *, batch_id: int, app_id: str = "query-1", complete: bool = False):

@@ -30,7 +30,9 @@ def drain(src: StreamSource, start: Position, *, limited: bool = True) -> tuple[
         if end == start:
             return batches, start
         units = src.units_between(start, end)
-        batches.append([i for u in units for t in read_unit(src.io, u, columns=["id"], with_meta=False) for i in t.column("id").to_pylist()])
+        batches.append(
+            [i for u in units for t in read_unit(src.io, u, columns=["id"], with_meta=False) for i in t.column("id").to_pylist()]
+        )
         src.committed(end)
         start = end
 
