@@ -95,7 +95,7 @@ class MvTableReader(DataSourceReader):
                 io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address
             ):
                 for batch in table.to_batches():
-                    yield _conform(batch, target)
+                    yield conform_batch(batch, target)
 
 
 class PushdownReader(MvTableReader):
@@ -114,7 +114,7 @@ class PushdownReader(MvTableReader):
                 yield f
 
 
-def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """Spark checks the first batch's Arrow schema for equality, nullability included."""
     if batch.schema.equals(target):
         return batch

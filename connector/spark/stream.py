@@ -61,6 +61,7 @@ from ..streaming.sink import abort_batch, check_app_id
 from ..streaming.source import parse_offset
 from ..streaming.walker import first_version_since
 from ..timeparse import parse_timestamp_ms
+from .reader import conform_batch
 from .writer import SegmentsWritten, written_segments
 
 
@@ -95,15 +96,7 @@ def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartit
     for unit in partition.units:
         for table in read_unit(io, unit, columns=columns, with_meta=opts.read_change_feed):
             for batch in table.to_batches():
-                yield _conform(batch, target)
-
-
-def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    if batch.schema.equals(target):
-        return batch
-    return pa.RecordBatch.from_arrays(
-        [batch.column(i).cast(target.field(i).type) for i in range(batch.num_columns)], schema=target
-    )
+                yield conform_batch(batch, target)
 
 
 class ChangeFeedReader(DataSourceReader):
