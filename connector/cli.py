@@ -449,6 +449,8 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
     out.print(_text(f"table {info['uri']}  version {info['version']}  ({_ts(info['timestamp'])})  id {info['table_id']}"))
     if info["schema"]:
         out.print(_text("columns: " + ", ".join(f"{c['name']} {c['type']}" for c in info["schema"])))
+    if info["primary_key"]:
+        out.print(_text("primary key: " + ", ".join(info["primary_key"])))
     if info["properties"]:
         out.print(_text("properties: " + _compact(info["properties"])))
     out.print()

@@ -112,6 +112,34 @@ def load_deleted(io: FileIO, snapshot: Snapshot, seg_id: str) -> BitMap64:
     return load_dv(io, ref, cache=process_cache()) if ref is not None else BitMap64()
 
 
+def deletion_actions(
+    io: FileIO,
+    current: Snapshot,
+    bitmaps: Mapping[str, BitMap64],
+    *,
+    inline_max_bytes: int,
+    counted: dict[str, int],
+    written: list[str],
+) -> list[SetDeletionVector]:
+    """The DV actions that add ``bitmaps`` to ``current``'s deletion vectors (old ∪ new,
+    one cumulative DV per segment that gains a row). ``counted`` is refilled with the rows
+    each segment gains; the DV files written are appended to ``written`` (the caller
+    removes those of attempts that lost a race)."""
+    merged: dict[str, BitMap64] = {}
+    counted.clear()
+    for sid, bm in bitmaps.items():
+        old = load_deleted(io, current, sid)
+        union = old | bm
+        if len(union) != len(old):
+            merged[sid] = union
+            counted[sid] = len(union) - len(old)
+    data_files = {sid: location_uri(io.uri, current.segments[sid].file.path) for sid in merged}
+    locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files)
+    written.extend({loc.path for loc in locations.values() if loc.path})
+    faults.point("delete.after_dv_files")
+    return [SetDeletionVector(segment_id=sid, dv=ref) for sid, ref in locations.items()]
+
+
 def commit_deletes(
     io: FileIO,
     log: CommitLog,
@@ -133,19 +161,7 @@ def commit_deletes(
 
     def build(current: Snapshot) -> list[SetDeletionVector]:
         ops.require_visible(current, list(bitmaps), what="delete")
-        merged: dict[str, BitMap64] = {}
-        counted.clear()
-        for sid, bm in bitmaps.items():
-            old = load_deleted(io, current, sid)
-            union = old | bm
-            if len(union) != len(old):
-                merged[sid] = union
-                counted[sid] = len(union) - len(old)
-        data_files = {sid: location_uri(io.uri, current.segments[sid].file.path) for sid in merged}
-        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files)
-        written.extend({loc.path for loc in locations.values() if loc.path})
-        faults.point("delete.after_dv_files")
-        return [SetDeletionVector(segment_id=sid, dv=ref) for sid, ref in locations.items()]
+        return deletion_actions(io, current, bitmaps, inline_max_bytes=inline_max_bytes, counted=counted, written=written)
 
     result: CommitResult = log.commit(
         read=read,

@@ -154,7 +154,7 @@ def inspect_table(table: Table, *, version: int | None = None) -> dict[str, Any]
     """Everything ``mvtable inspect`` shows about ``table`` at ``version`` (newest by default).
 
     Keys: ``uri``, ``version``, ``timestamp``, ``table_id``, ``schema`` (``[{name, type}]``),
-    ``properties``, ``segments`` (visible ones first, then staged/replaced/reverted ones
+    ``primary_key`` (the key columns, ``[]`` without a key), ``properties``, ``segments`` (visible ones first, then staged/replaced/reverted ones
     the log still holds; each with ``id, path, status, lineage_entry, added_version,
     num_rows, size_bytes, row_groups [{num_rows, first_row, total_byte_size}],
     deleted_rows, live_rows, delete_density`` (0..1) and ``dv``), ``totals`` (of the
@@ -185,6 +185,7 @@ def inspect_table(table: Table, *, version: int | None = None) -> dict[str, Any]
         "timestamp": _utc(snapshot.timestamp_ms),
         "table_id": snapshot.table_id,
         "schema": schema,
+        "primary_key": list(snapshot.primary_key),
         "properties": dict(snapshot.properties),
         "segments": visible + retained,
         "totals": _totals(visible),

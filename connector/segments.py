@@ -22,6 +22,7 @@ from mvtable.errors import CorruptSegmentError, FilesMissingError
 from mvtable.lineage.actions import RowGroupInfo, SegmentFile
 from mvtable.storage import FileIO
 
+from .keys.index import IndexBuilder, index_path
 from .stats import column_stats
 
 DATA_DIR = "data"
@@ -46,7 +47,15 @@ def parquet_writer_options(*, compression: str = "zstd") -> dict[str, Any]:
 class SegmentWriter:
     """Writes one segment. ``close()`` returns its descriptor, or ``None`` if no rows came."""
 
-    def __init__(self, io: FileIO, schema: pa.Schema, *, row_group_rows: int, compression: str = "zstd") -> None:
+    def __init__(
+        self,
+        io: FileIO,
+        schema: pa.Schema,
+        *,
+        row_group_rows: int,
+        compression: str = "zstd",
+        primary_key: Sequence[str] = (),
+    ) -> None:
         self.io = io
         self.schema = schema
         self.row_group_rows = row_group_rows
@@ -59,6 +68,8 @@ class SegmentWriter:
         self._sink = None
         self._row_groups: list[RowGroupInfo] = []
         self._rows = 0
+        # a keyed table's segments get a key index beside them (``keys.index``)
+        self._index = IndexBuilder(primary_key) if primary_key else None
 
     def write(self, data: pa.RecordBatch | pa.Table) -> None:
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
@@ -87,6 +98,8 @@ class SegmentWriter:
             self._sink = fs.open_output_stream(f"{base}/{self.path}")
             self._writer = pq.ParquetWriter(self._sink, self.schema, **parquet_writer_options(compression=self.compression))
         self._writer.write_table(head, row_group_size=head.num_rows)
+        if self._index is not None:
+            self._index.add(head)
         self._row_groups.append(
             RowGroupInfo(num_rows=head.num_rows, first_row=self._rows, total_byte_size=0, stats=column_stats(head))
         )
@@ -105,6 +118,8 @@ class SegmentWriter:
         ]
         row_groups = tuple(rg.model_copy(update={"total_byte_size": size}) for rg, size in zip(self._row_groups, sizes))
         size_bytes = md.serialized_size + sum(sizes)
+        if self._index is not None:
+            self._index.write(self.io, self.path)
         return SegmentFile(id=self.segment_id, path=self.path, num_rows=self._rows, size_bytes=size_bytes, row_groups=row_groups)
 
     def abort(self) -> None:
@@ -113,17 +128,23 @@ class SegmentWriter:
                 self._writer.close()
                 self._sink.close()
             finally:
-                self.io.delete([self.path])
+                self.io.delete([self.path, *([index_path(self.path)] if self._index is not None else [])])
 
 
 def write_segments(
-    io: FileIO, data: pa.Table, *, row_group_rows: int, max_rows_per_segment: int | None = None
+    io: FileIO,
+    data: pa.Table,
+    *,
+    row_group_rows: int,
+    max_rows_per_segment: int | None = None,
+    primary_key: Sequence[str] = (),
 ) -> list[SegmentFile]:
-    """Write ``data`` as one segment (or several of at most ``max_rows_per_segment``)."""
+    """Write ``data`` as one segment (or several of at most ``max_rows_per_segment``);
+    with a ``primary_key``, each with its key index."""
     out: list[SegmentFile] = []
     step = max_rows_per_segment or max(data.num_rows, 1)
     for start in range(0, data.num_rows, step):
-        writer = SegmentWriter(io, data.schema, row_group_rows=row_group_rows)
+        writer = SegmentWriter(io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key)
         try:
             writer.write(data.slice(start, step))
             seg = writer.close()

@@ -25,7 +25,8 @@ from mvtable.lineage.actions import ColumnStats, RowGroupInfo
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _statable(t: pa.DataType) -> bool:
+def statable(t: pa.DataType) -> bool:
+    """Whether row groups keep exact min/max statistics of a column of type ``t``."""
     return (
         pa.types.is_integer(t)
         or pa.types.is_floating(t)
@@ -53,7 +54,7 @@ def _encode(value: Any, t: pa.DataType) -> Any:
 def column_stats(chunk: pa.Table) -> dict[str, ColumnStats]:
     out: dict[str, ColumnStats] = {}
     for field in chunk.schema:
-        if not _statable(field.type):
+        if not statable(field.type):
             continue
         col = chunk.column(field.name)
         nulls = col.null_count

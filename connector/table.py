@@ -29,6 +29,9 @@ from . import writes
 from .arrow_reader import record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
 from .export import ExportResult, export
+from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
+from .keys.validate import key_data, parse_primary_key
+from .keys.writes import prepare_keyed_write
 from .parallel import default_workers, ordered_map
 from .scan import ScanPlan, ScanTask, pin_version, plan_scan, read_task
 from .schema import schema_from_json
@@ -151,6 +154,14 @@ class TableScan:
         )
 
 
+def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if not isinstance(data, pa.Table):
+        raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
+    return data
+
+
 class Table:
     """One table at ``uri`` (a local path or an fsspec URL such as ``s3://bucket/t``)."""
 
@@ -177,14 +188,23 @@ class Table:
         properties: Mapping[str, str] | None = None,
         storage_options: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
+        primary_key: Sequence[str] | None = None,
     ) -> Table:
+        """A new, empty table. ``primary_key``: one or more non-null columns whose values
+        identify a row (appends then refuse duplicates; ``upsert`` and ``delete(keys=…)``
+        work); fixed for the table's life."""
         table = cls(uri, storage_options=storage_options)
         if table.log.exists():
             if exist_ok:
                 return table
             raise TableAlreadyExistsError(f"a table exists at {uri} already")
         plan = writes.begin_write(
-            uri, storage_options=storage_options, incoming=schema, mode=writes.APPEND, properties=properties
+            uri,
+            storage_options=storage_options,
+            incoming=schema,
+            mode=writes.APPEND,
+            properties=properties,
+            primary_key=parse_primary_key(primary_key),
         )
         writes.finish_write(plan, [])
         return table
@@ -277,10 +297,7 @@ class Table:
     def _write(
         self, data: pa.Table | pa.RecordBatch, *, mode: str, consistent_push: bool = False, publish: bool = True
     ) -> CommitResult:
-        if isinstance(data, pa.RecordBatch):
-            data = pa.Table.from_batches([data])
-        if not isinstance(data, pa.Table):
-            raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
+        data = _as_table(data)
         plan = writes.begin_write(
             self.uri,
             storage_options=self.storage_options,
@@ -291,23 +308,45 @@ class Table:
         )
         segments = []
         try:
-            order = writes.check_write_schema(plan.table_schema, data.schema)
-            aligned = pa.Table.from_arrays([data.column(n) for n in order], schema=plan.arrow_schema) if data.num_rows else data
+            aligned = writes.align(plan, data)
+            rows = None
+            if plan.primary_key:
+                read = writes.read_snapshot(self.log, plan)
+                rows = prepare_keyed_write(
+                    self.io, read, plan.arrow_schema, plan.primary_key, aligned, replace=mode == writes.OVERWRITE
+                )
             segments = (
-                write_segments(self.io, aligned.cast(plan.arrow_schema), row_group_rows=plan.row_group_rows)
+                write_segments(self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
                 if data.num_rows
                 else []
             )
             faults.point("write.after_files")
-            return writes.finish_write(plan, segments)
+            return writes.finish_write(plan, segments, keys=rows)
         except BaseException:
             writes.abort_write(plan, segments)
             raise
 
     # -- deleting ------------------------------------------------------------------------
-    def delete(self, filter: pc.Expression) -> int:
-        """Delete the rows matching ``filter`` (exactly); returns how many were deleted.
-        Writes deletion vectors only: no data file is rewritten."""
+    def upsert(self, data: pa.Table | pa.RecordBatch) -> UpsertResult:
+        """Replace the rows whose primary key ``data`` holds and insert the others, in one
+        commit (old rows deleted by deletion vector, new rows appended); reports how many
+        rows were inserted and updated. Keys may not repeat inside ``data``."""
+        return upsert(self.uri, _as_table(data), storage_options=self.storage_options)
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The key columns (empty when the table has no primary key)."""
+        return self.snapshot().primary_key
+
+    def delete(self, filter: pc.Expression | None = None, *, keys: Any = None) -> int:
+        """Delete the rows matching ``filter`` (exactly), or those whose primary key is one
+        of ``keys`` (a table or dict of the key columns; for a one-column key also a list of
+        values). Returns how many were deleted. Writes deletion vectors only: no data file
+        is rewritten."""
+        if (filter is None) == (keys is None):
+            raise InvalidOptionError("delete takes exactly one of a filter expression and keys=…")
+        if keys is not None:
+            return self._delete_keys(keys)
         if not isinstance(filter, pc.Expression):
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
         snapshot = self.snapshot()
@@ -337,6 +376,16 @@ class Table:
                 parameters={"predicate": text},
             )
             return result.deleted_rows
+        finally:
+            pins.release(self.io, pin_id)
+
+    def _delete_keys(self, keys: Any) -> int:
+        snapshot = self.snapshot()
+        pin_id = pin_version(self.io, snapshot.version)
+        try:
+            data = key_data(keys, require_key(snapshot, uri=self.uri, what="delete by key"))
+            inline = writes.table_properties(snapshot).dvInlineMaxBytes
+            return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline).deleted_rows
         finally:
             pins.release(self.io, pin_id)
 

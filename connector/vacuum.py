@@ -27,6 +27,7 @@ from mvtable.visibility import pins as pinning
 from mvtable.visibility.gc import batches
 
 from .gc import Progress, collect_garbage
+from .keys.index import segment_path_of
 from .segments import DATA_DIR
 from .writes import table_properties
 
@@ -189,9 +190,10 @@ def _plan_data(table: Table, *, now_ms: int, retention_s: float, grace_s: float)
     for info in listing_data:
         path = f"{DATA_DIR}/{info.name}"
         sizes[path] = int(info.size or 0)
-        if path in needed:
+        owner = segment_path_of(path) or path  # a key index lives and dies with its segment
+        if owner in needed:
             continue
-        if path in known:
+        if owner in known:
             doomed.append(path)
         elif info.mtime is not None and (now_ms / 1000 - info.mtime) >= grace_s:
             doomed.append(path)

@@ -31,6 +31,9 @@ from mvtable.lineage.snapshot import IN_PROGRESS, Snapshot
 from mvtable.storage import open_file_io
 from mvtable.visibility import pins
 
+from .keys.index import index_path
+from .keys.validate import check_key_columns, check_key_schema
+from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
 from .scan import pin_version
 from .schema import check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
@@ -53,6 +56,8 @@ class WritePlan:
     row_group_rows: int
     create: dict[str, Any] | None = None  # MetadataAction fields when the table does not exist yet
     entry_id: str | None = None
+    primary_key: tuple[str, ...] = ()  # the table's key: segments get a key index, commits check keys
+    dv_inline_max_bytes: int = 512
     pin_id: str | None = None  # keeps the read version readable until the write ends
     parameters: dict[str, Any] = field(default_factory=dict)
     # The snapshot begin_write read, so that a finish_write in the same process (Table.append,
@@ -99,9 +104,12 @@ def begin_write(
     publish: bool = True,
     properties: Mapping[str, str] | None = None,
     pin: bool = True,
+    primary_key: Sequence[str] | None = None,
 ) -> WritePlan:
     """``pin=False`` plans without pinning the read version: for a streaming writer, which
-    plans again in every process Spark runs it in and commits against the newest snapshot."""
+    plans again in every process Spark runs it in and commits against the newest snapshot.
+    ``primary_key`` sets the key of a table this write creates; on an existing table it may
+    only repeat the table's key."""
     if mode not in (APPEND, OVERWRITE):
         raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
     if consistent_push and mode != OVERWRITE:
@@ -115,13 +123,27 @@ def begin_write(
     if snapshot.exists:
         if properties:
             raise InvalidOptionError(f"table properties {sorted(properties)} can only be set when the table is created")
+        if snapshot.primary_key:
+            check_key_schema(schema_from_json(snapshot.table_schema), snapshot.primary_key, incoming)
         check_write_schema(snapshot.table_schema, incoming)
+        if primary_key and tuple(primary_key) != snapshot.primary_key:
+            have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
+            raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
         table_schema = snapshot.table_schema
         props = table_properties(snapshot)
+        key = snapshot.primary_key
     else:
         table_schema = schema_to_json(incoming)
         props = table_properties(snapshot, properties)
-        create = MetadataAction(table_id=uuid.uuid4().hex, table_schema=table_schema, properties=dict(properties or {}))
+        key = tuple(primary_key or ())
+        if key:
+            check_key_columns(incoming, key)
+        create = MetadataAction(
+            table_id=uuid.uuid4().hex,
+            table_schema=table_schema,
+            properties=dict(properties or {}),
+            primary_key=key or None,
+        )
     plan = WritePlan(
         uri=uri,
         storage_options=dict(storage_options or {}),
@@ -131,6 +153,8 @@ def begin_write(
         read_version=snapshot.version,
         table_schema=table_schema,
         row_group_rows=props.rowGroupRows,
+        primary_key=key,
+        dv_inline_max_bytes=props.dvInlineMaxBytes,
         create=create.model_dump() if create else None,
         pin_id=pin_version(io, snapshot.version) if snapshot.exists and pin else None,
         read_snapshot=snapshot,
@@ -152,7 +176,7 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     """Executor side: one segment per call (per Spark task)."""
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
-    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows)
+    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
     order: list[str] | None = None
     try:
         for batch in batches:
@@ -168,7 +192,19 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     return [segment] if segment is not None else []
 
 
-def finish_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResult:
+def align(plan: WritePlan, data: pa.Table) -> pa.Table:
+    """``data`` with the table's column order and types (``SchemaMismatchError`` if it
+    cannot have them)."""
+    order = check_write_schema(plan.table_schema, data.schema)
+    if not data.num_rows:
+        return plan.arrow_schema.empty_table()
+    return pa.Table.from_arrays([data.column(n) for n in order], schema=data.select(order).schema).cast(plan.arrow_schema)
+
+
+def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:
+    """The one commit of a write. On a keyed table ``keys`` are the keys the segments hold
+    (read back from the segments when not given); the commit records their filter and
+    fails with ``DuplicateKeyError`` if a concurrent commit made one of them visible."""
     clog = plan.commit_log()
     read = read_snapshot(clog, plan)
     current = clog.catch_up(read) if read.exists else load_snapshot(clog)
@@ -189,7 +225,22 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResu
         operation = "APPEND" if read.exists else "CREATE"
         build = lambda cur: ops.append(cur, segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
-    result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+    if plan.primary_key and segments:
+        rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
+        result = commit_keyed(
+            clog,
+            read=read,
+            current=current,
+            operation=operation,
+            build=build,
+            rows=rows,
+            record=True,
+            on_new_rows=lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=ids),
+            parameters=params,
+            metrics=metrics,
+        )
+    else:
+        result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
     release_pin(plan)
     return result
 
@@ -237,5 +288,5 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
                 parameters={"entry": plan.entry_id},
                 build=lambda cur: ops.revert(cur, plan.entry_id),
             )
-    clog.io.delete([s.path for s in segments])
+    clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
     release_pin(plan)

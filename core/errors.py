@@ -64,6 +64,40 @@ class TableAlreadyExistsError(InvalidInputError):
     """Creating a table where one exists already."""
 
 
+# -- primary keys: every one raised before anything is written ------------------------------
+class PrimaryKeyError(InvalidInputError):
+    """Base of the errors about a table's primary key and keyed writes."""
+
+
+class DuplicateKeyError(PrimaryKeyError):
+    """A key repeats inside the data, or is already in the table (visible, or inserted by a
+    commit that won the race). ``keys`` holds up to ten of them, as tuples of key values."""
+
+    def __init__(self, message: str, *, keys: list[tuple[object, ...]] | None = None) -> None:
+        super().__init__(message)
+        self.keys = list(keys or [])
+
+
+class NullKeyError(PrimaryKeyError):
+    """A key column holds nulls; keys may not be null."""
+
+
+class KeyColumnMissingError(PrimaryKeyError, SchemaMismatchError):
+    """A key column is not in the schema of the table (at creation) or of the data."""
+
+
+class KeyTypeMismatchError(PrimaryKeyError, SchemaMismatchError):
+    """A key column of the data has a type that does not fit the table's key column."""
+
+
+class UnsupportedKeyTypeError(PrimaryKeyError, UnsupportedTypeError):
+    """A column type that cannot be part of a key (floats, binary, booleans, nested)."""
+
+
+class NoPrimaryKeyError(PrimaryKeyError):
+    """An upsert or delete by key on a table created without a primary key."""
+
+
 # -- something is not there --------------------------------------------------------------
 class NotFoundError(MvTableError):
     """A table, version, file or pin that does not (or no longer) exist."""
@@ -138,6 +172,10 @@ class CorruptSegmentError(CorruptionError, ValueError):
     was replaced or damaged outside mvtable."""
 
 
+class CorruptKeyIndexError(CorruptionError):
+    """A segment's key index (``*.keys.bloom``) or a commit's key filter is not what we wrote."""
+
+
 class CorruptPinError(PinError, CorruptionError):
     """A pin file that is not what ``pins.pin`` writes."""
 
@@ -161,6 +199,11 @@ class ConcurrentLineageError(CommitConflictError):
 
 class ConcurrentMetadataError(CommitConflictError):
     """The schema or table properties changed concurrently."""
+
+
+class ConcurrentKeyError(CommitConflictError):
+    """Concurrent commits kept inserting keys this write also writes (or replacing the rows
+    that hold them) on every retry; nothing of ours landed. Run the write again."""
 
 
 class TooManyRetriesError(CommitConflictError):

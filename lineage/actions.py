@@ -72,6 +72,9 @@ class MetadataAction(_Model):
     table_id: _Id
     table_schema: dict[str, Any]
     properties: dict[str, str] = Field(default_factory=dict)
+    # The primary key's columns, set when the table is created and never changed; None on a
+    # later metadata action means "unchanged" (and on the first one: no key).
+    primary_key: tuple[Annotated[str, Field(min_length=1)], ...] | None = None
 
 
 class AddSegment(_Model):
@@ -134,6 +137,17 @@ class SetTransaction(_Model):
     batch_id: int = Field(ge=0)
 
 
+class InsertedKeys(_Model):
+    """The keys a commit appends to a keyed table, as a Bloom filter (``key_filters.KeyBloom``,
+    base64): a concurrent writer checks its own keys against it at commit time, so that two
+    writers inserting the same new key cannot both land. Replay ignores it."""
+
+    kind: Literal["inserted_keys"] = "inserted_keys"
+    columns: tuple[Annotated[str, Field(min_length=1)], ...] = Field(min_length=1)
+    count: int = Field(ge=0)
+    bloom: str = Field(min_length=1)
+
+
 Action = Annotated[
     MetadataAction
     | AddSegment
@@ -143,7 +157,8 @@ Action = Annotated[
     | LineageEnd
     | LineageRevert
     | LineagePurge
-    | SetTransaction,
+    | SetTransaction
+    | InsertedKeys,
     Field(discriminator="kind"),
 ]
 

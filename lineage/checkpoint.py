@@ -121,6 +121,7 @@ class _Header(_Model):
     table_id: str
     table_schema: dict[str, Any]
     properties: dict[str, str]
+    primary_key: tuple[str, ...] = ()
     lineage: tuple[_Entry, ...]
     history: _History
     transactions: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)  # streaming writers' last batch ids
@@ -166,6 +167,7 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         table_id=s.table_id,
         table_schema=s.table_schema,
         properties=s.properties,
+        primary_key=s.primary_key,
         lineage=tuple(_Entry(**vars(e)) for e in s.lineage.values()),
         history=_History(
             version=tuple(h.version for h in s.history),
@@ -225,6 +227,7 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None) ->
         table_id=header.table_id,
         table_schema=header.table_schema,
         properties=dict(header.properties),
+        primary_key=tuple(header.primary_key),
         segments=segments,
         lineage=lineage,
         dvs=dvs,

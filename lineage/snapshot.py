@@ -19,6 +19,7 @@ from .actions import (
     AddSegment,
     Commit,
     DeletionVectorRef,
+    InsertedKeys,
     LineageEnd,
     LineagePurge,
     LineageRevert,
@@ -84,6 +85,7 @@ class Snapshot:
     table_id: str = ""
     table_schema: dict[str, Any] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
+    primary_key: tuple[str, ...] = ()
     segments: dict[str, SegmentState] = field(default_factory=dict)
     lineage: dict[str, LineageEntry] = field(default_factory=dict)
     dvs: dict[str, DeletionVectorRef] = field(default_factory=dict)
@@ -118,6 +120,7 @@ class Snapshot:
             table_id=self.table_id,
             table_schema=self.table_schema,
             properties=dict(self.properties),
+            primary_key=self.primary_key,
             segments={
                 k: SegmentState(v.file, v.added_version, v.removed_version, v.lineage_entry) for k, v in self.segments.items()
             },
@@ -160,9 +163,13 @@ def replay(commits: Iterable[Commit], *, base: Snapshot | None = None, in_place:
 def _metadata(s: Snapshot, a: MetadataAction, v: int, ts: int) -> None:
     if s.exists and a.table_id != s.table_id:
         raise InvalidLineageTransitionError(f"table id changed from {s.table_id} to {a.table_id}")
+    if a.primary_key is not None and s.exists and tuple(a.primary_key) != s.primary_key:
+        raise InvalidLineageTransitionError(f"the primary key {list(s.primary_key)} cannot change to {list(a.primary_key)}")
     s.table_id = a.table_id
     s.table_schema = a.table_schema
     s.properties = dict(a.properties)
+    if a.primary_key is not None:
+        s.primary_key = tuple(a.primary_key)
 
 
 def _add(s: Snapshot, a: AddSegment, v: int, ts: int) -> None:
@@ -317,6 +324,10 @@ def _txn(s: Snapshot, a: SetTransaction, v: int, ts: int) -> None:
     s.transactions[a.app_id] = a.batch_id
 
 
+def _inserted_keys(s: Snapshot, a: InsertedKeys, v: int, ts: int) -> None:
+    """Nothing to apply: the filter only matters to writers racing this commit."""
+
+
 _APPLY = {
     MetadataAction: _metadata,
     AddSegment: _add,
@@ -327,4 +338,5 @@ _APPLY = {
     LineageRevert: _revert,
     LineagePurge: _purge,
     SetTransaction: _txn,
+    InsertedKeys: _inserted_keys,
 }

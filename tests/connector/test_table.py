@@ -110,7 +110,7 @@ def test_failed_push_is_reverted_and_files_removed(small_table, monkeypatch):
 
     real_finish = writes.finish_write
 
-    def boom(plan, segments):
+    def boom(plan, segments, **_):
         raise RuntimeError("executor lost")
 
     monkeypatch.setattr(writes, "finish_write", boom)

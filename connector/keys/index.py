@@ -1,0 +1,71 @@
+"""The per-segment key index: a Bloom filter of a segment's key hashes, in a small file
+beside the segment (``data/<segment-id>.keys.bloom``), plus the per-row-group min/max of the
+key columns that every segment descriptor already carries in its statistics.
+
+Written when a segment is written — by ``SegmentWriter`` for every writer, and by anything
+that rewrites segments (compaction) through the same writer or ``build_index`` — so a key
+lookup opens only segments whose filter may hold a key, and reads only the key columns of
+row groups whose range covers it. A table without a primary key writes no index. The file
+lives and dies with its segment: vacuum deletes it with the segment's Parquet file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from mvtable.errors import CorruptKeyIndexError
+from mvtable.lineage.key_filters import KeyBloom, KeyBloomError
+from mvtable.storage import FileIO
+
+from .hashing import hash_keys
+
+__all__ = ["INDEX_SUFFIX", "IndexBuilder", "build_index", "index_path", "read_index", "segment_path_of"]
+
+INDEX_SUFFIX = ".keys.bloom"
+_PARQUET = ".parquet"
+
+
+def index_path(segment_path: str) -> str:
+    """Where the key index of the segment at ``segment_path`` lives."""
+    stem = segment_path[: -len(_PARQUET)] if segment_path.endswith(_PARQUET) else segment_path
+    return stem + INDEX_SUFFIX
+
+
+def segment_path_of(path: str) -> str | None:
+    """The segment file a key index file belongs to, or ``None`` if ``path`` is not one."""
+    return path[: -len(INDEX_SUFFIX)] + _PARQUET if path.endswith(INDEX_SUFFIX) else None
+
+
+def build_index(io: FileIO, segment_path: str, hashes: np.ndarray) -> None:
+    """Write the key index of a segment from the hashes of all its keys (in any order)."""
+    io.write(index_path(segment_path), KeyBloom.build(hashes).to_bytes())
+
+
+def read_index(io: FileIO, segment_path: str) -> KeyBloom | None:
+    """The segment's key filter; ``None`` when it has none (then every key is a candidate)."""
+    path = index_path(segment_path)
+    try:
+        data = io.read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return KeyBloom.from_bytes(data)
+    except KeyBloomError as exc:
+        raise CorruptKeyIndexError(f"{io.uri}/{path}", str(exc)) from None
+
+
+class IndexBuilder:
+    """Collects the key hashes of the rows a segment writer writes, then writes the index."""
+
+    def __init__(self, key: Sequence[str]) -> None:
+        self.key = tuple(key)
+        self._parts: list[np.ndarray] = []
+
+    def add(self, rows: pa.Table) -> None:
+        self._parts.append(hash_keys(rows, self.key))
+
+    def write(self, io: FileIO, segment_path: str) -> None:
+        hashes = np.concatenate(self._parts) if self._parts else np.zeros(0, dtype=np.uint64)
+        build_index(io, segment_path, hashes)

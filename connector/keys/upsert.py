@@ -1,0 +1,181 @@
+"""Upsert and delete by key: rows found by key are deleted by physical address (deletion
+vectors, no data file rewritten), and an upsert appends the new rows in the same commit.
+
+``commit_upsert`` is shared by ``Table.upsert`` and the Spark writer's driver side (whose
+tasks looked the keys up and wrote the segments)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from mvtable.errors import NoPrimaryKeyError, TableNotFoundError
+from mvtable.lineage import operations as ops
+from mvtable.lineage.actions import Action, SegmentFile
+from mvtable.lineage.log import Builder, CommitLog, CommitResult
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import FileIO, open_file_io
+
+from .. import writes
+from ..deletes import DeleteResult
+from ..segments import write_segments
+from .index import index_path
+from .writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
+
+__all__ = ["UpsertResult", "commit_upsert", "delete_by_key", "require_key", "upsert"]
+
+UPSERT = "UPSERT"
+DELETE_BY_KEY = "DELETE_BY_KEY"
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """What an upsert did: rows of the data whose key was new (``inserted_rows``) or
+    replaced a row of the table (``updated_rows``), and the version it committed."""
+
+    inserted_rows: int
+    updated_rows: int
+    version: int
+
+
+def require_key(snapshot: Snapshot, *, uri: str, what: str) -> tuple[str, ...]:
+    """The table's primary key, or a typed error when there is no table or no key."""
+    if not snapshot.exists:
+        raise TableNotFoundError(f"no mvtable table at {uri}; create it with Table.create(uri, schema=…, primary_key=[…])")
+    if not snapshot.primary_key:
+        raise NoPrimaryKeyError(
+            f"{what} needs a primary key, and the table at {uri} has none; create the table with primary_key=[…] "
+            "(or .option('primaryKey', …) on the first Spark write)"
+        )
+    return snapshot.primary_key
+
+
+def upsert(uri: str, data: pa.Table, *, storage_options: Mapping[str, Any] | None = None) -> UpsertResult:
+    """Replace the rows whose keys ``data`` holds and insert the rest, in one commit."""
+    io = open_file_io(uri, storage_options)
+    require_key(writes.load_snapshot(CommitLog(io)), uri=uri, what="upsert")  # before any schema complaint
+    plan = writes.begin_write(uri, storage_options=storage_options, incoming=data.schema, mode=writes.APPEND)
+    segments: list[SegmentFile] = []
+    try:
+        read = writes.read_snapshot(plan.commit_log(), plan)
+        key = require_key(read, uri=uri, what="upsert")
+        aligned = writes.align(plan, data)
+        rows = keyed_rows(plan.arrow_schema, key, aligned)
+        deletes = KeyedDeletes()
+        deletes.add(lookup(io, read, rows))
+        segments = write_segments(io, aligned, row_group_rows=plan.row_group_rows, primary_key=key) if data.num_rows else []
+        return commit_upsert(
+            io,
+            plan.commit_log(),
+            read=read,
+            segments=segments,
+            rows=rows,
+            deletes=deletes,
+            inline_max_bytes=plan.dv_inline_max_bytes,
+        )
+    except BaseException:
+        io.delete([p for s in segments for p in (s.path, index_path(s.path))])
+        raise
+    finally:
+        writes.release_pin(plan)
+
+
+def commit_upsert(
+    io: FileIO,
+    clog: CommitLog,
+    *,
+    read: Snapshot,
+    segments: Sequence[SegmentFile],
+    rows: KeyedRows,
+    deletes: KeyedDeletes,
+    inline_max_bytes: int,
+    parameters: dict[str, Any] | None = None,
+) -> UpsertResult:
+    """One commit: the rows ``deletes`` found (and any that concurrent commits made visible
+    with the same keys) deleted, ``segments`` added, the keys' filter recorded."""
+    added = sum(s.num_rows for s in segments)
+
+    def build(cur: Snapshot) -> list[Action]:
+        return [*deletes.actions(io, cur, inline_max_bytes=inline_max_bytes), *ops.append(cur, segments)]
+
+    def metrics() -> dict[str, float | int]:
+        return {
+            "added_rows": added,
+            "added_segments": len(segments),
+            "added_bytes": sum(s.size_bytes for s in segments),
+            "inserted_rows": added - deletes.deleted,
+            "updated_rows": deletes.deleted,
+            "deleted_rows": deletes.deleted,
+        }
+
+    parameters = {"mode": "upsert", **(parameters or {})}
+    result = _commit_deleting(
+        io, clog, read, rows, deletes, operation=UPSERT, build=build, parameters=parameters, metrics=metrics
+    )
+    return UpsertResult(added - deletes.deleted, deletes.deleted, result.commit.version)
+
+
+def delete_by_key(
+    io: FileIO, clog: CommitLog, read: Snapshot, data: pa.Table, *, uri: str, inline_max_bytes: int
+) -> DeleteResult:
+    """Delete the rows whose key is one of ``data``'s (key columns only are needed; keys
+    that are not in the table are ignored). One commit, or none when nothing matched."""
+    key = require_key(read, uri=uri, what="delete by key")
+    rows = keyed_rows(writes.schema_from_json(read.table_schema), key, data, unique=False)
+    deletes = KeyedDeletes()
+    deletes.add(lookup(io, read, rows))
+    if not deletes.positions:
+        return DeleteResult(0, None, 0)
+
+    result = _commit_deleting(
+        io,
+        clog,
+        read,
+        rows,
+        deletes,
+        operation=DELETE_BY_KEY,
+        build=lambda cur: deletes.actions(io, cur, inline_max_bytes=inline_max_bytes),
+        parameters={"keys": rows.keys.num_rows},
+        metrics=lambda: {"deleted_rows": deletes.deleted, "touched_segments": len(deletes.counted)},
+    )
+    return DeleteResult(deletes.deleted, result.commit.version, len(deletes.counted))
+
+
+def _commit_deleting(
+    io: FileIO,
+    clog: CommitLog,
+    read: Snapshot,
+    rows: KeyedRows,
+    deletes: KeyedDeletes,
+    *,
+    operation: str,
+    build: Builder,
+    parameters: dict[str, Any],
+    metrics: Callable[[], dict[str, float | int]],
+) -> CommitResult:
+    """The commit of an upsert (which records its keys) or a delete by key: rows with the
+    same keys that concurrent commits made visible are found and deleted too."""
+
+    def on_new_rows(newer: Snapshot, segment_ids: list[str]) -> None:
+        deletes.add(lookup(io, newer, rows, segment_ids=segment_ids))
+
+    result: CommitResult | None = None
+    try:
+        result = commit_keyed(
+            clog,
+            read=read,
+            current=clog.catch_up(read),
+            operation=operation,
+            build=build,
+            rows=rows,
+            record=operation == UPSERT,
+            on_new_rows=on_new_rows,
+            parameters=parameters,
+            metrics=metrics,
+        )
+    finally:
+        deletes.cleanup(io, result)
+    return result

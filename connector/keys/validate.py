@@ -1,0 +1,154 @@
+"""Which columns can be a primary key, and whether incoming data fits the table's key.
+
+Every check runs before anything is written, and each failure is its own typed error
+naming the column and what to do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mvtable.errors import (
+    DuplicateKeyError,
+    InvalidOptionError,
+    KeyColumnMissingError,
+    KeyTypeMismatchError,
+    NullKeyError,
+    UnsupportedKeyTypeError,
+)
+
+from ..stats import statable
+
+__all__ = ["KEY_TYPES", "check_key_columns", "check_unique", "key_table", "parse_primary_key", "describe_keys"]
+
+KEY_TYPES = "integers, strings, dates, timestamps and decimals"
+MAX_NAMED = 10
+
+
+def key_type_ok(t: pa.DataType) -> bool:
+    """Types whose equality is exact and whose row groups carry min/max statistics (the
+    lookup prunes by them). Floats (NaN, -0.0), booleans, binary and nested types cannot be
+    keys."""
+    return statable(t) and not pa.types.is_floating(t) and not pa.types.is_boolean(t)
+
+
+def parse_primary_key(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``"a, b"`` or ``["a", "b"]`` → ``("a", "b")``; ``None`` → no key."""
+    if value is None:
+        return ()
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(value)
+    if not names or any(not isinstance(n, str) or not n for n in names):
+        raise InvalidOptionError(f"a primary key is one or more column names, got {value!r}")
+    if len(set(names)) != len(names):
+        raise InvalidOptionError(f"primary key {names} names a column twice")
+    return tuple(names)
+
+
+def key_data(keys: object, key: Sequence[str]) -> pa.Table:
+    """The keys of a delete by key as a table: a ``pyarrow`` table or batch, a dict of
+    column → values, or (one-column keys) a list of values."""
+    if isinstance(keys, pa.RecordBatch):
+        return pa.Table.from_batches([keys])
+    if isinstance(keys, pa.Table):
+        return keys
+    if isinstance(keys, dict):
+        return pa.table(keys)
+    if isinstance(keys, (list, tuple, pa.Array, pa.ChunkedArray, np.ndarray)):
+        if len(key) != 1:
+            raise InvalidOptionError(f"the primary key has columns {list(key)}: give keys as a table or a dict of them")
+        return pa.table({key[0]: keys})
+    raise InvalidOptionError(
+        f"keys must be a pyarrow Table, a dict of key columns or a list of values, not {type(keys).__name__}"
+    )
+
+
+def check_key_columns(schema: pa.Schema, key: Sequence[str]) -> None:
+    """The key of a new table: its columns exist and have a type a key can have."""
+    for name in key:
+        idx = schema.get_field_index(name)
+        if idx < 0:
+            raise KeyColumnMissingError(f"primary key column {name!r} is not in the schema (columns: {schema.names})")
+        t = schema.field(idx).type
+        if not key_type_ok(t):
+            raise UnsupportedKeyTypeError(f"column {name!r} of type {t} cannot be part of a primary key; keys are {KEY_TYPES}")
+
+
+def check_key_schema(table: pa.Schema, key: Sequence[str], incoming: pa.Schema) -> None:
+    """Before a keyed write: the data has every key column, with the table's type. (The
+    rest of the schema is checked by the write itself.)"""
+    names = {n.lower(): n for n in incoming.names}
+    for name in key:
+        if name.lower() not in names:
+            raise KeyColumnMissingError(f"the data has no column {name!r}, which is part of the primary key {list(key)}")
+        have, want = incoming.field(names[name.lower()]).type, table.field(name).type
+        if have != want:
+            raise KeyTypeMismatchError(f"key column {name!r} is {have} in the data but {want} in the table; cast it to {want}")
+
+
+def key_table(data: pa.Table, schema: pa.Schema, key: Sequence[str]) -> pa.Table:
+    """The key columns of ``data`` cast to the table's key types, after checking that they
+    are there, castable without loss, and never null."""
+    columns = []
+    for name in key:
+        if name not in data.column_names:
+            raise KeyColumnMissingError(f"the data has no column {name!r}, which is part of the primary key {list(key)}")
+        target = schema.field(name).type
+        col = data.column(name)
+        if col.type != target:
+            if not _same_kind(col.type, target):
+                raise KeyTypeMismatchError(f"key column {name!r} is {col.type} in the data but {target} in the table")
+            try:
+                col = pc.cast(col, target, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise KeyTypeMismatchError(f"key column {name!r} ({col.type}) does not fit the table's {target}: {exc}") from None
+        if col.null_count:
+            first = pc.index(pc.is_null(col), True).as_py()
+            raise NullKeyError(
+                f"key column {name!r} is null in {col.null_count} row(s) (first at row {first}); keys may not be null"
+            )
+        columns.append(col)
+    return pa.table(columns, names=list(key))
+
+
+def _same_kind(a: pa.DataType, b: pa.DataType) -> bool:
+    kinds = (
+        pa.types.is_integer,
+        lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        pa.types.is_date32,
+        pa.types.is_timestamp,
+        pa.types.is_decimal,
+    )
+    return any(k(a) and k(b) for k in kinds)
+
+
+def check_unique(keys: pa.Table, hashes: np.ndarray) -> None:
+    """``DuplicateKeyError`` when a key repeats inside ``keys`` (hashes narrow it down,
+    the values decide)."""
+    order = np.argsort(hashes, kind="stable")
+    sorted_h = hashes[order]
+    same = sorted_h[1:] == sorted_h[:-1]
+    if not same.any():
+        return
+    suspects = np.unique(np.concatenate([order[1:][same], order[:-1][same]]))
+    sub = keys.take(pa.array(suspects))
+    counts = sub.group_by(list(keys.column_names)).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if dup.num_rows:
+        raise DuplicateKeyError(
+            f"{dup.num_rows} key(s) appear more than once in the data: {describe_keys(dup.select(keys.column_names))}",
+            keys=key_tuples(dup.select(keys.column_names)),
+        )
+
+
+def key_tuples(keys: pa.Table, limit: int = MAX_NAMED) -> list[tuple]:
+    head = keys.slice(0, limit).to_pylist()
+    return [tuple(row.values()) for row in head]
+
+
+def describe_keys(keys: pa.Table, limit: int = MAX_NAMED) -> str:
+    shown = [t[0] if len(t) == 1 else t for t in key_tuples(keys, limit)]
+    more = keys.num_rows - len(shown)
+    return ", ".join(repr(s) for s in shown) + (f" (+{more} more)" if more > 0 else "")

@@ -1,0 +1,227 @@
+"""Keyed writes: duplicate-free appends, upsert and delete by key, each one commit.
+
+Every keyed write looks its keys up in the snapshot it read (``lookup``), then commits
+through ``commit_keyed``: on each attempt the builder checks its key hashes against every
+commit since the snapshot it last looked at (``lineage.key_filters``, pure). A commit that
+may have made one of its keys visible sends it back to look again, at the rows those
+commits made visible only; then an append raises ``DuplicateKeyError`` (or retries, when
+the filter said "maybe" falsely), and an upsert or a delete by key also deletes the rows
+it finds there and retries. So two writers inserting the same new key can never both land.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap64
+
+from mvtable.errors import ConcurrentKeyError, DuplicateKeyError
+from mvtable.lineage.actions import Action, Commit, SegmentFile
+from mvtable.lineage.key_filters import inserted_keys, key_effects, possible_conflicts
+from mvtable.lineage.log import Builder, CommitLog, CommitResult
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import FileIO
+from mvtable.visibility import bitmap_from_array
+
+from ..deletes import deletion_actions
+from ..scan import ScanTask, task_masks
+from ..segments import open_parquet
+from .hashing import hash_keys
+from .lookup import KeyMatches, find_keys
+from .validate import check_unique, describe_keys, key_table, key_tuples
+
+__all__ = ["KeyedRows", "KeyedDeletes", "check_absent", "commit_keyed", "keyed_rows", "lookup"]
+
+# How many times a keyed commit looks again after concurrent commits touched its keys.
+MAX_KEY_RECHECKS = 20
+
+
+@dataclass
+class KeyedRows:
+    """The keys a write carries: their hashes, and their values (cast to the table's key
+    types), which a Spark driver that only got hashes from its tasks loads on demand from
+    the segments the tasks wrote."""
+
+    columns: tuple[str, ...]
+    hashes: np.ndarray
+    values: pa.Table | None = None
+    load: Callable[[], pa.Table] | None = field(default=None, repr=False)
+
+    @property
+    def keys(self) -> pa.Table:
+        if self.values is None:
+            assert self.load is not None, "KeyedRows without values needs a loader"
+            self.values = self.load()
+        return self.values
+
+
+def keyed_rows(schema: pa.Schema, columns: Sequence[str], data: pa.Table, *, unique: bool = True) -> KeyedRows:
+    """Validate and hash the keys of ``data`` (typed errors for missing, mistyped or null
+    key columns; ``DuplicateKeyError`` for a key repeated inside ``data`` when ``unique``)."""
+    keys = key_table(data, schema, columns)
+    hashes = hash_keys(keys, columns)
+    if unique:
+        check_unique(keys, hashes)
+    return KeyedRows(tuple(columns), hashes, keys)
+
+
+def segment_keys(
+    io: FileIO, segments: Sequence[SegmentFile], columns: Sequence[str], *, hashes: np.ndarray | None = None
+) -> KeyedRows:
+    """The keys of segments a write has just written. With ``hashes`` (from the tasks that
+    wrote them) the values are read only if needed: when two hashes collide (then the values
+    decide whether a key repeats) or when a concurrent commit makes the keys worth a look."""
+    columns = tuple(columns)
+
+    def load() -> pa.Table:
+        parts = [open_parquet(io, s.path).read(columns=list(columns)) for s in segments]
+        return pa.concat_tables(parts)
+
+    if hashes is None:
+        values = load()
+        rows = KeyedRows(columns, hash_keys(values, columns), values)
+    else:
+        rows = KeyedRows(columns, hashes, load=load)
+    if len(np.unique(rows.hashes)) != len(rows.hashes):
+        check_unique(rows.keys, rows.hashes)
+    return rows
+
+
+def lookup(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> KeyMatches:
+    """Where ``rows``' keys live in ``snapshot`` (its visible segments, or ``segment_ids``)."""
+
+    def masks_for(sid: str) -> Any:
+        seg = snapshot.segments[sid]
+        return task_masks(io, ScanTask(seg.file, (), snapshot.dvs.get(sid)))
+
+    return find_keys(io, snapshot, rows.keys, rows.hashes, segment_ids=segment_ids, masks_for=masks_for)
+
+
+def check_absent(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> None:
+    """``DuplicateKeyError`` naming up to ten keys of ``rows`` that ``snapshot`` holds."""
+    if not snapshot.exists or not len(rows.hashes):
+        return
+    found = lookup(io, snapshot, rows, segment_ids=segment_ids)
+    if found.matched.any():
+        dup = rows.keys.filter(pa.array(found.matched))
+        raise DuplicateKeyError(
+            f"{dup.num_rows} key(s) already in the table at version {snapshot.version}: {describe_keys(dup)}; "
+            "use upsert to replace those rows",
+            keys=key_tuples(dup),
+        )
+
+
+def prepare_keyed_write(
+    io: FileIO, read: Snapshot, schema: pa.Schema, key: Sequence[str], data: pa.Table, *, replace: bool
+) -> KeyedRows:
+    """The checks of a keyed append (``replace=False``: no key may repeat in ``data`` or be
+    in ``read`` already) or overwrite / consistent push (``replace=True``: ``data`` replaces
+    what was read, so its keys need only be unique among themselves). Raises before anything
+    is written."""
+    rows = keyed_rows(schema, key, data)
+    if not replace:
+        check_absent(io, read, rows)
+    return rows
+
+
+def changed_segments(before: Snapshot, after: Snapshot) -> list[str]:
+    """Segments visible in ``after`` that may show rows ``before`` did not: newly visible
+    ones, and those whose deletion vector changed (a restore can bring rows back)."""
+    seen = set(before.visible_segment_ids()) if before.exists else set()
+    return [sid for sid in after.visible_segment_ids() if sid not in seen or after.dvs.get(sid) != before.dvs.get(sid)]
+
+
+def commit_keyed(
+    clog: CommitLog,
+    *,
+    read: Snapshot,
+    current: Snapshot | None,
+    operation: str,
+    build: Builder,
+    rows: KeyedRows,
+    record: bool,
+    on_new_rows: Callable[[Snapshot, list[str]], None],
+    parameters: dict[str, Any] | None = None,
+    metrics: dict[str, float | int] | Callable[[], dict[str, float | int]] | None = None,
+) -> CommitResult:
+    """Commit ``build``'s actions (plus, when ``record``, the filter of ``rows``' keys) once
+    no commit since the last look may have made one of ``rows``' keys visible.
+
+    ``on_new_rows(snapshot, segment_ids)`` is called when some did: it looks at those
+    segments of the newer snapshot and raises (an append's ``DuplicateKeyError``) or takes
+    the rows it finds into account (upsert, delete by key); the commit is then retried."""
+    checked = read
+    recorded: list[Action] = [inserted_keys(rows.columns, rows.hashes)] if record else []
+    commits: dict[int, Commit] = {}
+    seen: list[Snapshot] = []
+
+    def effects(cur: Snapshot) -> list[tuple[int, Any]]:
+        for v in range(checked.version + 1, cur.version + 1):
+            if v not in commits:
+                commits[v] = clog.read_commit(v)
+        cardinality = {sid: ref.cardinality for sid, ref in checked.dvs.items()}
+        return key_effects([commits[v] for v in range(checked.version + 1, cur.version + 1)], cardinality)
+
+    def checked_build(cur: Snapshot) -> Sequence[Action]:
+        hits = possible_conflicts(rows.hashes, effects(cur))
+        if hits:
+            seen.append(cur)
+            raise ConcurrentKeyError(f"commits {hits[:5]} may have inserted keys this {operation.lower()} writes")
+        return [*build(cur), *recorded]
+
+    for _ in range(MAX_KEY_RECHECKS):
+        try:
+            return clog.commit(
+                read=read,
+                current=current,
+                operation=operation,
+                build=checked_build,
+                parameters={**(parameters or {}), "primary_key": list(rows.columns)},
+                metrics=metrics,
+            )
+        except ConcurrentKeyError:
+            if not seen:
+                raise
+            newer = seen.pop()
+            on_new_rows(newer, changed_segments(checked, newer))
+            checked = current = newer
+    raise ConcurrentKeyError(
+        f"{operation.lower()}: concurrent commits touched its keys {MAX_KEY_RECHECKS} times in a row; run it again"
+    )
+
+
+@dataclass
+class KeyedDeletes:
+    """The rows an upsert or a delete by key removes, per segment, kept current across
+    retries: rows found in segments that became visible are added, rows of segments that
+    were since removed (their rows are gone, or were rewritten into segments that are then
+    looked at) are dropped when the actions are built."""
+
+    positions: dict[str, BitMap64] = field(default_factory=dict)
+    counted: dict[str, int] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+    def add(self, found: KeyMatches) -> None:
+        for sid, pos in found.positions.items():
+            bm = bitmap_from_array(pos.astype(np.uint64))
+            self.positions[sid] = self.positions[sid] | bm if sid in self.positions else bm
+
+    def actions(self, io: FileIO, current: Snapshot, *, inline_max_bytes: int) -> list[Action]:
+        visible = set(current.visible_segment_ids())
+        live: Mapping[str, BitMap64] = {sid: bm for sid, bm in self.positions.items() if sid in visible}
+        return list(
+            deletion_actions(io, current, live, inline_max_bytes=inline_max_bytes, counted=self.counted, written=self.written)
+        )
+
+    @property
+    def deleted(self) -> int:
+        return sum(self.counted.values())
+
+    def cleanup(self, io: FileIO, result: CommitResult | None) -> None:
+        """Remove the DV files of attempts that did not land."""
+        kept = {getattr(getattr(a, "dv", None), "path", None) for a in result.commit.actions} if result else set()
+        io.delete([p for p in set(self.written) - kept])

@@ -1,0 +1,179 @@
+"""Bloom filters of primary-key hashes, and the commit-time duplicate-key rule.
+
+A keyed table writes two kinds of key filter: one per segment (beside its Parquet file, so a
+lookup skips segments that cannot hold a key) and one per commit that appends keyed rows (the
+``InsertedKeys`` action, so a concurrent writer can tell whether a commit it lost the race to may
+have inserted one of its keys — Lance's merge_insert duplicated keys without it). Both are the
+same structure over the same 64-bit key hashes (``mvtable.connector.keys.hashing``).
+
+The filter is a classic Bloom filter: ``k`` bit positions per key from one 64-bit hash by double
+hashing (Kirsch–Mitzenmacher), ~10 bits per key for ~1% false positives. A false positive only
+costs work (the caller checks the real keys); a key that is present always answers "maybe".
+Everything here is pure: numpy in, numpy out, no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import struct
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from mvtable.errors import CorruptKeyIndexError
+
+from .actions import AddSegment, Commit, InsertedKeys, LineageEnd, LineageRevert, SetDeletionVector
+
+__all__ = [
+    "BITS_PER_KEY",
+    "UNKNOWN_KEYS",
+    "KeyBloom",
+    "KeyBloomError",
+    "inserted_keys",
+    "key_effect",
+    "key_effects",
+    "possible_conflicts",
+]
+
+# A restore may give a segment back an older deletion vector: rows deleted since come back.
+RESTORE = "RESTORE"
+
+BITS_PER_KEY = 10
+_MAGIC = b"MVKB"
+_HEADER = struct.Struct("<4sBBxxQQ")  # magic, format, k, pad, bits, keys
+_CRC = struct.Struct("<I")
+_FORMAT = 1
+_LOW = np.uint64(0xFFFFFFFF)
+
+
+class KeyBloomError(ValueError):
+    """A serialized filter that is not one (wrong magic, size or checksum)."""
+
+
+class KeyBloom:
+    """A Bloom filter over 64-bit key hashes (``np.uint64``)."""
+
+    __slots__ = ("bits", "num_bits", "num_hashes", "num_keys")
+
+    def __init__(self, bits: np.ndarray, num_bits: int, num_hashes: int, num_keys: int) -> None:
+        self.bits = bits  # packed little-endian, num_bits / 8 bytes
+        self.num_bits = num_bits
+        self.num_hashes = num_hashes
+        self.num_keys = num_keys
+
+    @classmethod
+    def build(cls, hashes: np.ndarray, *, bits_per_key: int = BITS_PER_KEY) -> KeyBloom:
+        """The filter of ``hashes`` (duplicates are fine)."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        num_bits = max(64, -(-len(hashes) * bits_per_key // 64) * 64)
+        num_hashes = max(1, round(bits_per_key * math.log(2)))
+        flat = np.zeros(num_bits, dtype=bool)
+        flat[_positions(hashes, num_bits, num_hashes).ravel()] = True
+        return cls(np.packbits(flat, bitorder="little"), num_bits, num_hashes, len(hashes))
+
+    def may_contain(self, hashes: np.ndarray) -> np.ndarray:
+        """For each hash: False when the key is certainly absent, True when it may be there."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        if len(hashes) == 0:
+            return np.zeros(0, dtype=bool)
+        pos = _positions(hashes, self.num_bits, self.num_hashes)
+        bytes_ = self.bits[(pos >> np.uint64(3)).astype(np.int64)]
+        hit: np.ndarray = ((bytes_ >> (pos & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+        return np.asarray(hit.all(axis=1))
+
+    def to_bytes(self) -> bytes:
+        body = _HEADER.pack(_MAGIC, _FORMAT, self.num_hashes, self.num_bits, self.num_keys) + self.bits.tobytes()
+        return body + _CRC.pack(zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> KeyBloom:
+        """Parse a serialized filter; ``KeyBloomError`` says what is wrong with a bad one."""
+        if len(data) < _HEADER.size + _CRC.size:
+            raise KeyBloomError(f"{len(data)} bytes is too short for a key filter")
+        magic, fmt, k, num_bits, num_keys = _HEADER.unpack_from(data)
+        if magic != _MAGIC:
+            raise KeyBloomError("not a key filter (bad magic)")
+        if fmt != _FORMAT:
+            raise KeyBloomError(f"key filter format {fmt} is not supported (this mvtable reads {_FORMAT})")
+        if num_bits == 0 or num_bits % 64 or k == 0 or len(data) != _HEADER.size + num_bits // 8 + _CRC.size:
+            raise KeyBloomError(f"key filter of {num_bits} bits and {k} hashes does not match its {len(data)} bytes")
+        (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
+        if zlib.crc32(data[: -_CRC.size]) != crc:
+            raise KeyBloomError("key filter checksum mismatch")
+        bits = np.frombuffer(data, dtype=np.uint8, count=num_bits // 8, offset=_HEADER.size)
+        return cls(bits, num_bits, k, num_keys)
+
+
+def _positions(hashes: np.ndarray, num_bits: int, num_hashes: int) -> np.ndarray:
+    """``(len(hashes), num_hashes)`` bit positions: ``h1 + i * h2 mod m`` (h2 odd, never 0)."""
+    h1 = hashes & _LOW
+    h2 = (hashes >> np.uint64(32)) | np.uint64(1)
+    steps = np.arange(num_hashes, dtype=np.uint64)
+    return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(num_bits)
+
+
+class _Unknown:
+    """A commit that made rows visible without saying which keys they hold."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN_KEYS"
+
+
+UNKNOWN_KEYS = _Unknown()
+
+
+def inserted_keys(columns: tuple[str, ...], hashes: np.ndarray) -> InsertedKeys:
+    """The ``InsertedKeys`` action of a commit that appends rows with these key hashes."""
+    bloom = KeyBloom.build(hashes)
+    return InsertedKeys(columns=columns, count=len(hashes), bloom=base64.b64encode(bloom.to_bytes()).decode())
+
+
+def key_effect(commit: Commit, *, source: str = "") -> KeyBloom | _Unknown | None:
+    """What a commit may have done to the keys a table holds, as seen by a concurrent keyed
+    writer: the filter of the keys it inserted; ``UNKNOWN_KEYS`` when it made rows visible
+    without recording them (a keyless append, a publish, a revert or restore that brings
+    old segments back, a compaction's outputs); ``None`` when it made no row visible."""
+    for action in commit.actions:
+        if isinstance(action, InsertedKeys):
+            try:
+                return KeyBloom.from_bytes(base64.b64decode(action.bloom, validate=True))
+            except (KeyBloomError, binascii.Error) as exc:
+                raise CorruptKeyIndexError(source or f"log version {commit.version}", f"inserted-key filter: {exc}") from None
+    if any(isinstance(a, (AddSegment, LineageEnd, LineageRevert)) for a in commit.actions):
+        return UNKNOWN_KEYS
+    return None
+
+
+def key_effects(commits: Sequence[Commit], dv_cardinality: Mapping[str, int]) -> list[tuple[int, KeyBloom | _Unknown | None]]:
+    """``key_effect`` of consecutive commits, given the cardinality of each segment's
+    deletion vector before the first (absent: none). A commit that sets a DV that does not
+    grow (deletes only ever add rows to a DV) or that restores an old version may bring
+    deleted rows back, so its effect is ``UNKNOWN_KEYS`` too."""
+    card = dict(dv_cardinality)
+    out: list[tuple[int, KeyBloom | _Unknown | None]] = []
+    for commit in commits:
+        effect = key_effect(commit)
+        for action in commit.actions:
+            if isinstance(action, SetDeletionVector):
+                if action.dv.cardinality <= card.get(action.segment_id, 0) or commit.operation == RESTORE:
+                    effect = UNKNOWN_KEYS
+                card[action.segment_id] = action.dv.cardinality
+        out.append((commit.version, effect))
+    return out
+
+
+def possible_conflicts(mine: np.ndarray, winners: Iterable[tuple[int, KeyBloom | _Unknown | None]]) -> list[int]:
+    """The commit-time rule: among the commits since my last check (``(version,
+    key_effect)``), the versions that may have made one of my keys visible. Empty means no
+    concurrent commit can have inserted any of my keys; otherwise the caller looks at the
+    real rows those commits made visible (a Bloom filter may say "maybe" falsely)."""
+    if not len(mine):
+        return []
+    out = []
+    for version, effect in winners:
+        if effect is UNKNOWN_KEYS or (isinstance(effect, KeyBloom) and bool(effect.may_contain(mine).any())):
+            out.append(version)
+    return out

@@ -1,0 +1,170 @@
+"""Primary keys through the Python API: creation, duplicate-free appends, upsert, delete by
+key, bad input, the key index beside each segment, time travel and rollback."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mvtable.connector import Table
+from mvtable.connector.describe import inspect_table
+from mvtable.connector.keys.index import INDEX_SUFFIX
+from mvtable.connector.keys.writes import keyed_rows, lookup
+from mvtable.errors import (
+    DuplicateKeyError,
+    InvalidOptionError,
+    KeyColumnMissingError,
+    KeyTypeMismatchError,
+    NoPrimaryKeyError,
+    NullKeyError,
+    UnsupportedKeyTypeError,
+)
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("price", pa.float64())])
+
+
+def rows(ids, tag: str = "v1") -> pa.Table:
+    ids = list(ids)
+    return pa.table(
+        {"id": pa.array(ids, pa.int64()), "name": [f"{tag}-{i}" for i in ids], "price": [float(i) for i in ids]}, schema=SCHEMA
+    )
+
+
+@pytest.fixture
+def keyed(table_uri) -> Table:
+    t = Table.create(table_uri, schema=SCHEMA, primary_key=["id"], properties={"rowGroupRows": "100"})
+    t.append(rows(range(0, 1000)))
+    t.append(rows(range(1000, 2000)))
+    return t
+
+
+def data_files(t: Table) -> list[str]:
+    return sorted(os.listdir(os.path.join(t.uri, "data")))
+
+
+def by_id(t: Table, **kw) -> dict[int, str]:
+    return {r["id"]: r["name"] for r in t.to_arrow(**kw).to_pylist()}
+
+
+def test_the_key_is_table_metadata(keyed: Table) -> None:
+    assert keyed.primary_key == ("id",)
+    assert Table.open(keyed.uri).snapshot().primary_key == ("id",)
+    assert inspect_table(keyed)["primary_key"] == ["id"]
+
+
+def test_append_refuses_keys_that_exist_or_repeat(keyed: Table) -> None:
+    before = (keyed.version, data_files(keyed))
+    with pytest.raises(DuplicateKeyError, match="already in the table") as exc:
+        keyed.append(rows([5000, *range(10, 30)]))
+    assert len(exc.value.keys) == 10 and set(exc.value.keys) <= {(i,) for i in range(10, 30)}
+    assert "(+10 more)" in str(exc.value)
+    with pytest.raises(DuplicateKeyError, match="more than once") as exc:
+        keyed.append(rows([7000, 7001, 7000]))
+    assert exc.value.keys == [(7000,)]
+    assert (keyed.version, data_files(keyed)) == before  # nothing written, nothing committed
+    keyed.append(rows([7000, 7001]))
+    assert keyed.scan(filter=pc.field("id") >= 7000).count() == 2
+
+
+def test_upsert_replaces_and_inserts_in_one_commit(keyed: Table) -> None:
+    v = keyed.version
+    result = keyed.upsert(rows([5, 1500, 2500, 2501], tag="v2"))
+    assert (result.inserted_rows, result.updated_rows, result.version) == (2, 2, v + 1)
+    now = by_id(keyed)
+    assert now[5] == "v2-5" and now[1500] == "v2-1500" and now[2500] == "v2-2500" and now[6] == "v1-6"
+    assert keyed.to_arrow().num_rows == 2002  # no key twice
+    last = keyed.history()[-1]
+    assert last.operation == "UPSERT" and last.metrics["inserted_rows"] == 2 and last.metrics["updated_rows"] == 2
+    assert last.parameters["primary_key"] == ["id"]
+    assert by_id(keyed, version=v)[5] == "v1-5"  # time travel reads the old row
+    keyed.restore(version=v)
+    assert by_id(keyed) == by_id(keyed, version=v)
+
+
+def test_delete_by_key(keyed: Table) -> None:
+    assert keyed.delete(keys=[3, 4, 1999, 123456]) == 3
+    assert keyed.to_arrow().num_rows == 1997
+    assert not {3, 4, 1999} & set(by_id(keyed))
+    assert keyed.delete(keys=[3]) == 0  # already gone: no commit
+    assert keyed.history()[-1].operation == "DELETE_BY_KEY"
+    with pytest.raises(InvalidOptionError, match="exactly one"):
+        keyed.delete(pc.field("id") == 1, keys=[1])
+
+
+def test_composite_string_keys(table_uri) -> None:
+    schema = pa.schema([("region", pa.string()), ("n", pa.int32()), ("v", pa.int64())])
+    t = Table.create(table_uri, schema=schema, primary_key=["region", "n"])
+    t.append(pa.table({"region": ["eu", "eu", "us"], "n": pa.array([1, 2, 1], pa.int32()), "v": [1, 2, 3]}))
+    t.append(pa.table({"region": ["us"], "n": pa.array([2], pa.int32()), "v": [4]}))  # (us, 2) is new
+    with pytest.raises(DuplicateKeyError) as exc:
+        t.append(pa.table({"region": ["eu"], "n": pa.array([2], pa.int32()), "v": [9]}))
+    assert exc.value.keys == [("eu", 2)]
+    r = t.upsert(pa.table({"region": ["eu", "ap"], "n": pa.array([2, 2], pa.int32()), "v": [20, 30]}))
+    assert (r.inserted_rows, r.updated_rows) == (1, 1)
+    assert t.delete(keys={"region": ["us"], "n": pa.array([1], pa.int32())}) == 1
+    got = sorted((r["region"], r["n"], r["v"]) for r in t.to_arrow().to_pylist())
+    assert got == [("ap", 2, 30), ("eu", 1, 1), ("eu", 2, 20), ("us", 2, 4)]
+
+
+def test_bad_keys_are_typed_errors_before_anything_is_written(keyed: Table, table_uri, tmp_path) -> None:
+    before = (keyed.version, data_files(keyed))
+    with pytest.raises(NullKeyError, match="'id' is null"):
+        keyed.append(pa.table({"id": pa.array([1, None], pa.int64()), "name": ["a", "b"], "price": [1.0, 2.0]}))
+    with pytest.raises(KeyColumnMissingError, match="'id'"):
+        keyed.delete(keys={"name": ["x"]})
+    with pytest.raises(KeyTypeMismatchError, match="'id' is string"):
+        keyed.upsert(pa.table({"id": ["1"], "name": ["a"], "price": [1.0]}))
+    with pytest.raises(KeyTypeMismatchError, match="does not fit"):
+        keyed.delete(keys=pa.table({"id": pa.array([2**64 - 1], pa.uint64())}))  # no int64 holds it
+    assert (keyed.version, data_files(keyed)) == before
+    with pytest.raises(UnsupportedKeyTypeError, match="'price' of type double"):
+        Table.create(str(tmp_path / "f"), schema=SCHEMA, primary_key=["price"])
+    with pytest.raises(KeyColumnMissingError, match="'nope'"):
+        Table.create(str(tmp_path / "g"), schema=SCHEMA, primary_key=["nope"])
+    assert not os.path.exists(tmp_path / "f") or not os.listdir(tmp_path / "f")
+
+
+def test_keyless_tables_refuse_upsert_and_delete_by_key_and_pay_nothing(small_table: Table) -> None:
+    with pytest.raises(NoPrimaryKeyError, match="has none"):
+        small_table.upsert(rows([1]).select(["id"]))
+    with pytest.raises(NoPrimaryKeyError):
+        small_table.delete(keys=[1])
+    assert not any(f.endswith(INDEX_SUFFIX) for f in data_files(small_table))
+    assert not any(
+        a.kind == "inserted_keys" for v in range(small_table.version + 1) for a in small_table.log.read_commit(v).actions
+    )
+    with pytest.raises(InvalidOptionError, match="only be set when the table is created"):
+        from mvtable.connector import writes
+
+        writes.begin_write(small_table.uri, storage_options=None, incoming=small_table.schema, mode="append", primary_key=["id"])
+
+
+def test_each_segment_has_an_index_and_lookups_read_candidate_row_groups_only(keyed: Table) -> None:
+    files = data_files(keyed)
+    segments = [f for f in files if f.endswith(".parquet")]
+    assert sorted(f.replace(".parquet", INDEX_SUFFIX) for f in segments) == sorted(f for f in files if f.endswith(INDEX_SUFFIX))
+    snap = keyed.snapshot()
+    schema = keyed.schema
+    one = lookup(keyed.io, snap, keyed_rows(schema, ("id",), rows([1234])))
+    assert one.rows == 1 and one.row_groups_read == 1  # 20 row groups of 100 rows; min/max picks one
+    absent = lookup(keyed.io, snap, keyed_rows(schema, ("id",), rows([99_999, -5])))
+    assert absent.rows == 0 and absent.row_groups_read == 0
+
+
+def test_the_index_of_a_segment_goes_with_it(keyed: Table) -> None:
+    keyed.overwrite(rows(range(5)))
+    keyed.vacuum(retention="0s", force=True)
+    files = data_files(keyed)
+    assert len(files) == 2 and {f.split(".", 1)[1] for f in files} == {"parquet", INDEX_SUFFIX[1:]}
+    assert keyed.upsert(rows([4, 5], tag="v3")).updated_rows == 1
+
+
+def test_overwrite_checks_only_the_pushed_data(keyed: Table) -> None:
+    with pytest.raises(DuplicateKeyError, match="more than once"):
+        keyed.overwrite(rows([1, 1]), consistent_push=True)
+    assert keyed.lineage()[-1].state == "REVERTED"  # the failed push was rolled back
+    keyed.overwrite(rows([1, 2, 3]), consistent_push=True)  # keys the old snapshot had are fine
+    assert sorted(by_id(keyed)) == [1, 2, 3]
