@@ -13,11 +13,22 @@ import time
 import traceback
 from pathlib import Path
 
-from . import cases_local, cases_meta, cases_spark, data, report
+from . import cases_interop, cases_local, cases_meta, cases_spark, data, report
 from .common import DEFAULTS, CaseResult, log, machine_info
 
 HERE = Path(__file__).resolve().parent
-GROUPS = ["table_scan", "delete", "consistent_push", "append", "dv_bytes", "planning", "gc", "spark_scans", "spark_delete"]
+GROUPS = [
+    "table_scan",
+    "delete",
+    "consistent_push",
+    "append",
+    "dv_bytes",
+    "planning",
+    "gc",
+    "interop",
+    "spark_scans",
+    "spark_delete",
+]
 PEER_GROUPS = {"table_scan", "delete", "consistent_push", "append"}
 PEERS = ["deltalake", "pyiceberg", "lance"]
 
@@ -149,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 ),
             )
+        if "interop" in a.groups:
+            section("interop", lambda: results.extend(cases_interop.run(built, repeat=a.repeat)))
         if a.groups & {"spark_scans", "spark_delete"}:
 
             def spark_cases() -> None:

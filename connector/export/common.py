@@ -21,6 +21,7 @@ from mvtable.paths import location_uri
 from mvtable.storage import FileIO
 
 __all__ = [
+    "METADATA_DIR",
     "ExportResult",
     "FileSizes",
     "LiveFile",
@@ -30,6 +31,9 @@ __all__ = [
     "retained_snapshots",
     "table_location",
 ]
+
+
+METADATA_DIR = "metadata"  # Iceberg's folder beside _mvtable/ (Delta's is _delta_log/)
 
 
 @dataclass(frozen=True)

@@ -5,23 +5,18 @@ delete manifest naming each segment's deletion vector as a Puffin ``deletion-vec
 blob (``referenced_data_file``, ``content_offset``, ``content_size_in_bytes``), a manifest
 list, and then a new ``metadata/vN.metadata.json`` holding every snapshot exported so far
 plus ``version-hint.text``. The Iceberg snapshot id of mvtable version ``v`` is ``v + 1``
-(Iceberg reserves nothing there, but tools treat 0 as "no snapshot"), its sequence number
-too; the snapshot summary carries ``mvtable.version``.
+(ids and sequence numbers start at 1), its sequence number too; the snapshot summary
+carries ``mvtable.version``. Where each DV's bytes are is ``deletion_vectors``' business.
 
-mvtable's DV files are Puffin files whose footer names, for each blob, the data file it
-applies to; pyiceberg (0.12) reads the whole file and applies each blob to the file its
-footer names, so a blob is referenced in place only when its footer names exactly the
-location this export writes. Inline DVs (small ones that live in mvtable's log) and blobs
-of DV files written before footers named locations are written once more, into one
-Puffin file of this export under ``metadata/`` (``ExportResult.copied_dv_bytes``).
+Manifests are Avro files written by ``avro`` (pyiceberg 0.12 writes at most format v2).
+Unpartitioned, no column statistics: readers plan by file, which is what mvtable's own
+segments are.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import re
-import struct
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -31,16 +26,14 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
 from . import avro
-from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location
+from .common import METADATA_DIR, ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location
+from .deletion_vectors import DVPlacer
 from .types import iceberg_schema
 
 __all__ = ["export_iceberg", "METADATA_DIR"]
 
-METADATA_DIR = "metadata"
 _HINT = f"{METADATA_DIR}/version-hint.text"
 _METADATA_NAME = re.compile(r"v(\d+)\.metadata\.json")
-_PUFFIN_MAGIC = b"PFA1"
-_PATH_FIELD_ID = 2147483546  # the position-delete ``file_path`` column: bounds say which data file a DV targets
 
 _DATA_FILE = avro.record(
     "r2",
@@ -102,7 +95,7 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     location = table_location(io)
     writer = MetadataWriter(io, location)
     sizes = FileSizes(io)
-    placer = _DVPlacer(writer, sizes, location)
+    placer = DVPlacer(writer, sizes, location)
     skipped: list[int] = []
     try:
         number, previous = _read_current(writer)
@@ -157,7 +150,7 @@ def _read_current(writer: MetadataWriter) -> tuple[int, dict[str, Any] | None]:
 
 
 def _add_snapshot(
-    writer: MetadataWriter, meta: dict[str, Any] | None, snap: Snapshot, files: list[LiveFile], placer: _DVPlacer, location: str
+    writer: MetadataWriter, meta: dict[str, Any] | None, snap: Snapshot, files: list[LiveFile], placer: DVPlacer, location: str
 ) -> dict[str, Any]:
     schema, mapping, last_id = iceberg_schema(snap.table_schema)
     sid, seq = snapshot_id(snap.version), snap.version + 1
@@ -279,78 +272,6 @@ def _data_entry(f: LiveFile, version: int) -> dict[str, Any]:
     }
 
 
-class _DVPlacer:
-    """Where each deletion vector is, as an Iceberg delete-file entry: in place in mvtable's
-    DV file when its Puffin footer names the data file's location, otherwise a copy in a
-    Puffin file of this export, made once per export run however many versions use it."""
-
-    def __init__(self, writer: MetadataWriter, sizes: FileSizes, location: str) -> None:
-        self.writer = writer
-        self.sizes = sizes
-        self.location = location
-        self.footers: dict[str, tuple[int, dict[tuple[int, int], str]]] = {}
-        self.copies: dict[tuple[str, str], tuple[str, int, int, int]] = {}  # -> (puffin, file size, offset, size)
-        self.copied_bytes = 0
-
-    def entries(self, files: list[LiveFile], tag: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        pending: list[tuple[LiveFile, tuple[str, str], bytes]] = []
-        for f in files:
-            dv = f.dv
-            if dv is None:
-                continue
-            if dv.path is not None:
-                if dv.path not in self.footers:
-                    self.footers[dv.path] = _puffin_footer(self.writer.io, dv.path, self.sizes.get(dv.path))
-                size, blobs = self.footers[dv.path]
-                if blobs.get((dv.offset, dv.size)) == f.location:
-                    out.append(_dv_entry(f, f"{self.location}/{dv.path}", size, dv.offset, dv.size, dv.cardinality))
-                    continue
-            key = (dv.inline or f"{dv.path}@{dv.offset}+{dv.size}", f.location)
-            if key in self.copies:
-                puffin, file_size, offset, size = self.copies[key]
-                out.append(_dv_entry(f, puffin, file_size, offset, size, dv.cardinality))
-                continue
-            blob = (
-                base64.b64decode(dv.inline)
-                if dv.inline is not None
-                else self.writer.io.read_range(dv.path or "", dv.offset, dv.size)
-            )
-            pending.append((f, key, blob))
-        if pending:
-            path = f"{METADATA_DIR}/{tag}-dv.puffin"
-            data, offsets = _puffin([(f.location, blob, f.dv.cardinality if f.dv else 0) for f, _, blob in pending])
-            self.writer.write(path, data)
-            for (f, key, blob), offset in zip(pending, offsets):
-                self.copies[key] = (f"{self.location}/{path}", len(data), offset, len(blob))
-                out.append(_dv_entry(f, f"{self.location}/{path}", len(data), offset, len(blob), f.dv.cardinality if f.dv else 0))
-                self.copied_bytes += len(blob)
-        return out
-
-
-def _dv_entry(f: LiveFile, dv_location: str, file_size: int, offset: int, size: int, cardinality: int) -> dict[str, Any]:
-    bound = [{"key": _PATH_FIELD_ID, "value": f.location.encode()}]
-    return {
-        "status": _ADDED,
-        "snapshot_id": None,
-        "sequence_number": None,
-        "file_sequence_number": None,
-        "data_file": {
-            "content": 1,
-            "file_path": dv_location,
-            "file_format": "PUFFIN",
-            "partition": {},
-            "record_count": cardinality,
-            "file_size_in_bytes": file_size,
-            "lower_bounds": bound,
-            "upper_bounds": bound,
-            "referenced_data_file": f.location,
-            "content_offset": offset,
-            "content_size_in_bytes": size,
-        },
-    }
-
-
 def _write_manifest(
     writer: MetadataWriter,
     path: str,
@@ -398,45 +319,3 @@ def _write_manifest(
         "deleted_rows_count": 0,
         "first_row_id": first_row_id,
     }
-
-
-def _puffin_footer(io: FileIO, path: str, size: int | None) -> tuple[int, dict[tuple[int, int], str]]:
-    """(file size, {(offset, length): referenced-data-file}) of a DV file's Puffin footer;
-    an empty map for a file without a readable footer (its blobs are then copied)."""
-    if size is None or size < 16:
-        return size or 0, {}
-    tail = io.read_range(path, size - 12, 12)
-    (payload,) = struct.unpack("<i", tail[:4])
-    if tail[-4:] != _PUFFIN_MAGIC or not 0 < payload <= size - 16:
-        return size, {}
-    try:
-        footer = json.loads(io.read_range(path, size - 12 - payload, payload))
-        return size, {
-            (int(b["offset"]), int(b["length"])): str(b.get("properties", {}).get("referenced-data-file"))
-            for b in footer.get("blobs", [])
-        }
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return size, {}
-
-
-def _puffin(blobs: list[tuple[str, bytes, int]]) -> tuple[bytes, list[int]]:
-    parts, offsets, meta = [_PUFFIN_MAGIC], [], []
-    offset = len(_PUFFIN_MAGIC)
-    for ref, blob, cardinality in blobs:
-        offsets.append(offset)
-        meta.append(
-            {
-                "type": "deletion-vector-v1",
-                "fields": [],
-                "snapshot-id": -1,
-                "sequence-number": -1,
-                "offset": offset,
-                "length": len(blob),
-                "properties": {"referenced-data-file": ref, "cardinality": str(cardinality)},
-            }
-        )
-        parts.append(blob)
-        offset += len(blob)
-    payload = json.dumps({"blobs": meta, "properties": {"created-by": "mvtable export"}}).encode()
-    parts.append(_PUFFIN_MAGIC + payload + struct.pack("<i", len(payload)) + bytes(4) + _PUFFIN_MAGIC)
-    return b"".join(parts), offsets

@@ -38,6 +38,10 @@ EXPECTED = {
     "spark_filter_del10",
     "spark_filter_no_pushdown",
     "spark_delete_1pct",
+    "duckdb_to_reader_del10",
+    "export_bytes_iceberg",
+    "export_bytes_delta",
+    "pyiceberg_export_del10",
 }
 PEER_CASES = {
     f"{case}_vs_{peer}"
