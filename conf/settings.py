@@ -20,6 +20,8 @@ from mvtable.errors import SettingsError
 
 _PERIOD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_UNIT_B = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def parse_period(text: str | int | float, *, name: str = "period") -> float:
@@ -32,6 +34,22 @@ def parse_period(text: str | int | float, *, name: str = "period") -> float:
     if not match:
         raise SettingsError(f"{name}: {text!r} is not a period; use a number and a unit, e.g. 30m, 4h, 7d, 0s")
     return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def parse_size(text: str | int, *, name: str = "size") -> int:
+    """Bytes in a size such as ``128MiB``, ``1g``, ``512k`` or a plain number of bytes
+    (binary units: ``MB`` and ``MiB`` both mean 2**20, as in Spark's settings)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = _SIZE.match(str(text))
+        if not match:
+            raise SettingsError(f"{name}: {text!r} is not a size; use bytes or a number and a unit, e.g. 134217728, 128MiB, 1g")
+        unit = (match.group(2) or "b")[0].lower()
+        value = int(float(match.group(1)) * _UNIT_B.get(unit, 1))
+    if value < 1:
+        raise SettingsError(f"{name}: a size must be at least one byte, not {text!r}")
+    return value
 
 
 class _Settings(BaseModel):
@@ -47,6 +65,16 @@ class TableProperties(_Settings):
     rowGroupRows: int = Field(ge=1)
     dvInlineMaxBytes: int = Field(ge=0)
     icebergCompat: bool
+    compactTargetFileSize: int = Field(ge=1)
+    compactMinInputFiles: int = Field(ge=1)
+    compactDeleteRatio: float = Field(gt=0, le=1)
+    compactMaxBytesPerCommit: int = Field(ge=1)
+    autoCompact: bool
+
+    @field_validator("compactTargetFileSize", "compactMaxBytesPerCommit", mode="before")
+    @classmethod
+    def _size(cls, v: Any, info: Any) -> int:
+        return parse_size(v, name=info.field_name)
 
     @field_validator(
         "replacedSegmentsRetentionPeriod", "lineageEntryCleanupRetentionPeriod", "versionRetentionPeriod", "orphanGracePeriod"

@@ -7,7 +7,9 @@ and ``operation=delete`` writes all end there. It checks addresses against the s
 they were read from (unknown segments or positions are an error, nothing is committed),
 and on every retry re-merges with the DVs that concurrent deletes committed, so deletes
 on the same segment never lose each other's rows (MatrixOne's conflict
-check at commit)."""
+check at commit). Rows of a segment that a compaction rewrote after the read are deleted
+in its output, through the compaction's row map (``compaction.rowmap``); a segment a push
+or overwrite replaced is a conflict."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pyarrow.compute as pc
 from pyarrow import acero
 from pyroaring import BitMap64
 
-from mvtable.errors import InvalidOptionError, InvalidRowAddressError
+from mvtable.errors import InvalidOptionError, InvalidRowAddressError, NothingToCommit
 from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import SetDeletionVector
@@ -30,6 +32,8 @@ from mvtable.paths import location_uri
 from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
 
+from .compaction.auto import after_commit
+from .compaction.rowmap import CompactionMoves, relocate
 from .scan import ScanTask, task_masks
 from .segments import (
     DEFAULT_READ_ROWS,
@@ -42,11 +46,14 @@ from .segments import (
 
 @dataclass(frozen=True)
 class DeleteResult:
-    """``version`` is None when nothing changed (every addressed row was deleted already)."""
+    """``version`` is None when nothing changed (every addressed row was deleted already).
+    ``remapped_rows``: rows addressed in segments that a compaction rewrote after the read,
+    deleted in its outputs instead."""
 
     deleted_rows: int
     version: int | None
     segments: int
+    remapped_rows: int = 0
 
 
 def matching_positions(
@@ -158,19 +165,35 @@ def commit_deletes(
 
     written: list[str] = []  # DV files of attempts that lost a race: orphans to remove
     counted: dict[str, int] = {}
+    moves = CompactionMoves(log, read.version)  # compactions since the read: their row maps
+    remapped = [0]
 
     def build(current: Snapshot) -> list[SetDeletionVector]:
-        ops.require_visible(current, list(bitmaps), what="delete")
-        return deletion_actions(io, current, bitmaps, inline_max_bytes=inline_max_bytes, counted=counted, written=written)
+        # rows of segments compacted since the read are deleted where they are now
+        targets, remapped[0] = relocate(io, moves, current, bitmaps)
+        ops.require_visible(current, list(targets), what="delete")
+        actions = deletion_actions(io, current, targets, inline_max_bytes=inline_max_bytes, counted=counted, written=written)
+        if not actions:  # concurrent deletes (or a compaction) got every row first
+            raise NothingToCommit("every addressed row is deleted already")
+        return actions
 
-    result: CommitResult = log.commit(
-        read=read,
-        current=log.catch_up(read),
-        operation=operation,
-        build=build,
-        parameters=parameters or {},
-        metrics=lambda: {"deleted_rows": sum(counted.values()), "touched_segments": len(counted)},
-    )
+    try:
+        result: CommitResult = log.commit(
+            read=read,
+            current=log.catch_up(read),
+            operation=operation,
+            build=build,
+            parameters=parameters or {},
+            metrics=lambda: {
+                "deleted_rows": sum(counted.values()),
+                "touched_segments": len(counted),
+                "remapped_rows": remapped[0],
+            },
+        )
+    except NothingToCommit:
+        io.delete(sorted(set(written)))
+        return DeleteResult(0, None, 0, remapped[0])
     kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
     io.delete([p for p in set(written) - kept])
-    return DeleteResult(sum(counted.values()), result.commit.version, len(counted))
+    after_commit(io, log, result.snapshot, list(counted))
+    return DeleteResult(sum(counted.values()), result.commit.version, len(counted), remapped[0])

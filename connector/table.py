@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ from .timeparse import parse_timestamp_ms
 READER_CHUNK_ROWS = 1 << 18
 
 if TYPE_CHECKING:
+    from .compaction import CompactionReport
     from .gc import GCReport
     from .lifecycle import ActionResult
     from .vacuum import VacuumReport
@@ -459,6 +460,35 @@ class Table:
         """Append Delta commits (``_delta_log/``) naming this table's own files for the
         newest version, or every version the log can still rebuild. Metadata only."""
         return export(self.io, self.log, format="delta", all_versions=all_versions)
+
+    # -- compaction ----------------------------------------------------------------------
+    def compact(
+        self,
+        *,
+        target_file_size: int | str | None = None,
+        min_input_files: int | None = None,
+        delete_ratio: float | None = None,
+        max_bytes_per_commit: int | str | None = None,
+        dry_run: bool = False,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> CompactionReport:
+        """Merge small segments and rewrite segments worn by deletes, beside concurrent
+        appends and deletes (neither ever fails because of it). Defaults come from the
+        table properties ``compactTargetFileSize`` (sizes take ``128MiB``-style units),
+        ``compactMinInputFiles``, ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``
+        (see ``mvtable.connector.compaction``)."""
+        from .compaction import compact
+
+        return compact(
+            self.io,
+            self.log,
+            target_file_size=target_file_size,
+            min_input_files=min_input_files,
+            delete_ratio=delete_ratio,
+            max_bytes_per_commit=max_bytes_per_commit,
+            dry_run=dry_run,
+            progress=progress,
+        )
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"

@@ -242,6 +242,9 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
     else:
         result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
     release_pin(plan)
+    from .compaction.auto import after_commit
+
+    after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
     return result
 
 

@@ -148,6 +148,36 @@ class InsertedKeys(_Model):
     bloom: str = Field(min_length=1)
 
 
+class CompactedInput(_Model):
+    """One input of a compaction and where its rows went (the row map): row ``p`` of the
+    input, unless ``dv`` deletes it, is row ``first_row + p - rank(dv, p)`` of ``output``.
+    ``dv`` is the input's deletion vector at the compaction's read version, i.e. exactly the
+    rows the output left out. ``output`` is None only when ``dv`` deletes every row."""
+
+    segment_id: _Id
+    output: _Id | None = None
+    first_row: int = Field(default=0, ge=0)
+    dv: DeletionVectorRef | None = None
+
+
+class CompactSegments(_Model):
+    """Compaction: the inputs leave the table and their live rows live on, in order, in
+    outputs that ``AddSegment`` actions earlier in the same commit added. Lineage entries
+    that named an input name its output instead."""
+
+    kind: Literal["compact"] = "compact"
+    inputs: tuple[CompactedInput, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> CompactSegments:
+        ids = [i.segment_id for i in self.inputs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a compaction names an input twice")
+        if {i.output for i in self.inputs if i.output is not None} & set(ids):
+            raise ValueError("a compaction output cannot be one of its inputs")
+        return self
+
+
 Action = Annotated[
     MetadataAction
     | AddSegment
@@ -158,7 +188,8 @@ Action = Annotated[
     | LineageRevert
     | LineagePurge
     | SetTransaction
-    | InsertedKeys,
+    | InsertedKeys
+    | CompactSegments,
     Field(discriminator="kind"),
 ]
 

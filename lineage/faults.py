@@ -6,7 +6,9 @@ Points: ``commit.<OPERATION>.before_put`` / ``.after_put`` for every commit (APP
 OVERWRITE, PUSH_START, CONSISTENT_PUSH, DELETE, ROLLBACK, RESTORE, RETENTION, …),
 ``checkpoint.before_write`` / ``.after_write``, ``write.after_files`` (segments written,
 nothing committed), ``delete.after_dv_files``, ``vacuum.after_retention_commit``,
-``vacuum.after_data_batch``, and ``gc.after_batch:N`` (see connector.maintenance)."""
+``vacuum.after_data_batch``, ``compact.after_outputs`` (a batch's outputs written, not
+committed), ``compact.after_batch`` (a batch committed, the next not started), and
+``gc.after_batch:N`` (see connector.gc)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ commit or raises a typed conflict. The rules:
 * a replace (overwrite, consistent push) is all-or-nothing: it conflicts when a segment it
   replaces was removed or replaced since it read;
 * a table's schema is fixed by its first commit; a concurrent creator with another schema
-  is a conflict.
+  is a conflict;
+* a compaction never fails anyone: appends pass it by, and a bin whose inputs a concurrent
+  commit replaced is dropped from it (``compaction_blocker``), not the other commit.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import ConcurrentLineageError, ConcurrentMetadataError, ConcurrentReplaceError, NothingToCommit
 
 from .actions import (
     Action,
     AddSegment,
+    CompactedInput,
+    CompactSegments,
     LineageEnd,
     LineageRevert,
     LineageStart,
@@ -31,7 +36,7 @@ from .actions import (
     SetTransaction,
 )
 from .lineage_retention import keep_two_snapshots
-from .snapshot import IN_PROGRESS, Snapshot
+from .snapshot import IN_PROGRESS, Snapshot, held_segments, origins
 
 
 def create_or_check(current: Snapshot, metadata: MetadataAction | None) -> list[Action]:
@@ -178,3 +183,40 @@ def same_view(a: Snapshot, b: Snapshot) -> bool:
         return out
 
     return view(a) == view(b)
+
+
+def compaction_candidates(current: Snapshot) -> dict[str, str | None]:
+    """The visible segments a compaction may take, in the order they were added, each with
+    its origin (the COMPLETED entry whose ``segments_to`` holds it, else None). Segments an
+    IN_PROGRESS entry holds (a running or staged push) are left out."""
+    held, origin_of = held_segments(current), origins(current)
+    return {sid: origin_of.get(sid) for sid in current.visible_segment_ids() if sid not in held}
+
+
+def compaction_blocker(current: Snapshot, segment_ids: Sequence[str]) -> str | None:
+    """Why a bin of ``segment_ids`` (one origin when planned) can no longer be compacted
+    at ``current``, or None. A push or overwrite that replaced an input wins."""
+    candidates = compaction_candidates(current)
+    for sid in segment_ids:
+        if sid not in candidates:
+            seg = current.segments.get(sid)
+            if seg is None or seg.removed_version is not None:
+                return f"segment {sid} was removed or compacted by a concurrent commit"
+            if sid in held_segments(current):
+                return f"segment {sid} is held by a consistent push in progress"
+            return f"segment {sid} was replaced by a consistent push or rolled back"
+    if len({candidates[sid] for sid in segment_ids}) > 1:
+        return "the segments no longer share one lineage origin"
+    return None
+
+
+def compact(
+    current: Snapshot, bins: Sequence[tuple[Sequence[CompactedInput], SegmentFile | None]], dvs: dict[str, DeletionVectorRef]
+) -> list[Action]:
+    """One commit for rewritten bins (``(row map, output)``) that ``compaction_blocker``
+    let through: the outputs, the deletes carried onto them (``dvs``, output id → DV), and
+    the row map."""
+    actions: list[Action] = [AddSegment(segment=out) for _, out in bins if out is not None]
+    actions += [SetDeletionVector(segment_id=sid, dv=dv) for sid, dv in dvs.items()]
+    actions.append(CompactSegments(inputs=tuple(i for inputs, _ in bins for i in inputs)))
+    return actions

@@ -18,6 +18,7 @@ from mvtable.errors import CorruptMetadataError, InvalidLineageTransitionError, 
 from .actions import (
     AddSegment,
     Commit,
+    CompactSegments,
     DeletionVectorRef,
     InsertedKeys,
     LineageEnd,
@@ -328,6 +329,70 @@ def _inserted_keys(s: Snapshot, a: InsertedKeys, v: int, ts: int) -> None:
     """Nothing to apply: the filter only matters to writers racing this commit."""
 
 
+def held_segments(s: Snapshot) -> set[str]:
+    """Segments an IN_PROGRESS entry (a running or staged push) holds: only that push may
+    remove them."""
+    return {sid for e in s.lineage.values() if e.state == IN_PROGRESS for sid in (*e.segments_from, *e.segments_to)}
+
+
+def origins(s: Snapshot) -> dict[str, str]:
+    """Segment id → the COMPLETED entry whose ``segments_to`` holds it. Segments without
+    one are plain appends. A compaction never mixes origins in one output."""
+    return {sid: e.id for e in s.lineage.values() if e.state == COMPLETED for sid in e.segments_to}
+
+
+def _compact(s: Snapshot, a: CompactSegments, v: int, ts: int) -> None:
+    """Inputs visible and not held; per output, its inputs' live rows laid end to end in
+    the order listed and of one origin. Then inputs leave and entries name the outputs."""
+    visible, held, origin_of = set(s.visible_segment_ids()), held_segments(s), origins(s)
+    spans: dict[str, int] = {}
+    output_origin: dict[str, str | None] = {}
+    for inp in a.inputs:
+        sid, seg = inp.segment_id, s.segments.get(inp.segment_id)
+        if seg is None or seg.removed_version is not None or sid not in visible:
+            raise InvalidLineageTransitionError(f"compaction input {sid} is not a visible segment")
+        if sid in held:
+            raise SegmentInUseError(f"segment {sid} is held by an IN_PROGRESS lineage entry; it cannot be compacted")
+        live = seg.file.num_rows - (inp.dv.cardinality if inp.dv is not None else 0)
+        if live < 0 or (inp.output is None) != (live == 0):
+            raise InvalidLineageTransitionError(f"compaction input {sid}: {live} live rows and output {inp.output}")
+        if inp.output is None:
+            continue
+        out = s.segments.get(inp.output)
+        if out is None or out.added_version != v:
+            raise InvalidLineageTransitionError(f"compaction output {inp.output} is not added by the same commit")
+        if output_origin.setdefault(inp.output, origin_of.get(sid)) != origin_of.get(sid):
+            raise InvalidLineageTransitionError(f"compaction output {inp.output} mixes segments of different lineage origins")
+        if inp.first_row != spans.get(inp.output, 0):
+            raise InvalidLineageTransitionError(f"compaction output {inp.output}: input {sid} starts at row {inp.first_row}")
+        spans[inp.output] = inp.first_row + live
+    for out_id, rows in spans.items():
+        if rows != s.segments[out_id].file.num_rows:
+            raise InvalidLineageTransitionError(
+                f"compaction output {out_id} has {s.segments[out_id].file.num_rows} rows, its inputs {rows}"
+            )
+    moved = {inp.segment_id: inp.output for inp in a.inputs}
+    for sid in moved:
+        s.segments[sid].removed_version = v
+        s.dvs.pop(sid, None)
+    for out_id, origin in output_origin.items():
+        s.segments[out_id].lineage_entry = origin
+    for entry in s.lineage.values():
+        entry.segments_from = _substitute(entry.segments_from, moved)
+        entry.segments_to = _substitute(entry.segments_to, moved)
+
+
+def _substitute(ids: tuple[str, ...], moved: dict[str, str | None]) -> tuple[str, ...]:
+    if moved.keys().isdisjoint(ids):
+        return ids
+    out: dict[str, None] = {}
+    for sid in ids:
+        new = moved.get(sid, sid)
+        if new is not None:
+            out[new] = None
+    return tuple(out)
+
+
 _APPLY = {
     MetadataAction: _metadata,
     AddSegment: _add,
@@ -339,4 +404,5 @@ _APPLY = {
     LineagePurge: _purge,
     SetTransaction: _txn,
     InsertedKeys: _inserted_keys,
+    CompactSegments: _compact,
 }

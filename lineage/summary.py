@@ -39,11 +39,14 @@ class CommitSummary:
     operation: str
     properties: dict[str, str] | None  # set by a metadata action
     set_dvs: tuple[tuple[str, str | None], ...]  # (segment id, DV file path or None when inline)
-    removed: tuple[str, ...]  # segments whose DV stops applying (RemoveSegment)
+    removed: tuple[str, ...]  # segments whose DV stops applying (RemoveSegment, compacted inputs)
+    # DV files a compaction's row map names: a delete that read before the compaction and
+    # commits after it maps its rows through them, so they live as long as the commit does
+    row_map_dvs: tuple[str, ...] = ()
 
     @property
     def dv_paths(self) -> set[str]:
-        return {path for _, path in self.set_dvs if path}
+        return {path for _, path in self.set_dvs if path} | set(self.row_map_dvs)
 
 
 @dataclass
@@ -112,15 +115,12 @@ def parse_commit_summary(data: bytes, *, source: str, expected_version: int | No
     properties: dict[str, str] | None = None
     set_dvs: list[tuple[str, str | None]] = []
     removed: list[str] = []
+    row_map_dvs: list[str] = []
     for i, action in enumerate(actions):
         kind = action.get("kind") if isinstance(action, dict) else None
         if kind == "dv":
             sid = _id(action, "segment_id", source, i)
-            try:
-                ref = DeletionVectorRef.model_validate(action.get("dv"), strict=True)
-            except ValidationError as exc:
-                raise validation_error(source, exc) from None
-            set_dvs.append((sid, ref.path))
+            set_dvs.append((sid, _dv_path(action.get("dv"), source)))
         elif kind == "add":
             # GC never opens segment files, but a log naming a path outside the table is
             # hostile: refuse it here as every other reader of the log does.
@@ -131,6 +131,11 @@ def parse_commit_summary(data: bytes, *, source: str, expected_version: int | No
             check_relative_path(path, source=source)
         elif kind == "remove":
             removed.append(_id(action, "segment_id", source, i))
+        elif kind == "compact":
+            for inp in _list(action, "inputs", source, i):
+                removed.append(_id(inp, "segment_id", source, i))
+                if inp.get("dv") is not None:
+                    row_map_dvs.extend(p for p in [_dv_path(inp.get("dv"), source)] if p)
         elif kind == "metadata":
             props = action.get("properties", {})
             if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
@@ -138,7 +143,7 @@ def parse_commit_summary(data: bytes, *, source: str, expected_version: int | No
             properties = props
         elif not isinstance(kind, str):
             raise CorruptMetadataError(source, f"invalid content: actions.{i} has no 'kind'")
-    return CommitSummary(version, timestamp_ms, operation, properties, tuple(set_dvs), tuple(removed))
+    return CommitSummary(version, timestamp_ms, operation, properties, tuple(set_dvs), tuple(removed), tuple(row_map_dvs))
 
 
 def _int(doc: dict[str, Any], key: str, source: str) -> int:
@@ -152,4 +157,18 @@ def _id(action: dict[str, Any], key: str, source: str, i: int) -> str:
     value = action.get(key)
     if not isinstance(value, str) or not _ID.fullmatch(value):
         raise CorruptMetadataError(source, f"invalid content: actions.{i}.{key} is not a valid id")
+    return value
+
+
+def _dv_path(raw: Any, source: str) -> str | None:
+    try:
+        return DeletionVectorRef.model_validate(raw, strict=True).path
+    except ValidationError as exc:
+        raise validation_error(source, exc) from None
+
+
+def _list(action: dict[str, Any], key: str, source: str, i: int) -> list[dict[str, Any]]:
+    value = action.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise CorruptMetadataError(source, f"invalid content: actions.{i}.{key} must be a list of objects")
     return value

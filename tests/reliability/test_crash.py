@@ -41,6 +41,8 @@ OPERATIONS = {
     "restore": "t.restore(version=arg)",
     "gc": "t.collect_garbage(batch_bytes=40)",
     "vacuum": "t.vacuum(batch_bytes=40)",
+    # two bins (the push's worn segment, three plain appends), one commit each
+    "compact": "t.compact(min_input_files=2, delete_ratio=0.01, max_bytes_per_commit=1)",
 }
 
 # (kill point, operation, which snapshot the table must show afterwards)
@@ -68,6 +70,11 @@ KILL_POINTS = [
     ("gc.after_batch:2", "gc", "before"),
     ("vacuum.after_retention_commit", "vacuum", "before"),
     ("vacuum.after_data_batch", "vacuum", "before"),
+    # a compaction changes no row: "before" is also "after"
+    ("compact.after_outputs", "compact", "before"),
+    ("commit.COMPACT.before_put", "compact", "before"),
+    ("commit.COMPACT.after_put", "compact", "before"),
+    ("compact.after_batch", "compact", "before"),
 ]
 TRIALS = 2
 
@@ -135,6 +142,10 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
         while (t.version + 1) % 4:  # land the append on a checkpoint version
             t.append(pa.table({"id": pa.array([5000 + t.version], pa.int64())}))
             versions[t.version] = ids(t)
+    if op == "compact":
+        for k in range(3):  # small plain segments beside the push's
+            t.append(pa.table({"id": pa.array(range(3000 + 10 * k, 3005 + 10 * k), pa.int64())}))
+            versions[t.version] = ids(t)
     before_version = t.version
     before = ids(t)
     arg = arg_for(op, rng, entry, t)
@@ -152,6 +163,12 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
     t = Table.open(t.uri)
     now = ids(t)
     assert now == (before if state == "before" else after)
+    if op == "compact":  # the next run picks up what is left, and then there is nothing left
+        landed = point in ("commit.COMPACT.after_put", "compact.after_batch")  # the first batch committed
+        assert t.compact(min_input_files=2, delete_ratio=0.01).committed_bins == (1 if landed else 2)
+        assert t.compact(min_input_files=2, delete_ratio=0.01).bins == 0
+        assert len(t.snapshot().visible_segment_ids()) == 2
+        assert ids(t) == now
     # nothing committed is lost (GC/vacuum may only drop versions outside retention, typed)
     for v, content in versions.items():
         if v > before_version:
@@ -172,5 +189,5 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
 
 def test_every_kill_point_is_distinct_and_counted():
     points = {(p, o) for p, o, _ in KILL_POINTS}
-    assert len(points) == len(KILL_POINTS) == 23
+    assert len(points) == len(KILL_POINTS) == 27
     assert {o for _, o in points} == set(OPERATIONS)

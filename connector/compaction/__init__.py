@@ -1,0 +1,123 @@
+"""Compaction: merge small segments and rewrite segments worn by deletes, beside ingestion
+and deletes, without ever failing either of them.
+
+* ``plan`` — which segments, in which bins (pure);
+* ``rewrite`` — executor work: one bin → one new segment and its row map;
+* ``rowmap`` — where a compacted row went (rank over the input's deletion vector);
+* ``driver`` — batches, the ``compact`` commit, deletes carried onto outputs;
+* ``auto`` — the bounded compaction a write runs when the table asks for it.
+
+``compact`` is the entry point for one table (``Table.compact`` and the CLI call it; the
+Spark version, ``mvtable.connector.spark.compaction.compact``, passes a rewriter that runs
+one Spark task per bin)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from mvtable.conf import TableProperties, parse_size
+from mvtable.errors import InvalidOptionError, SettingsError
+from mvtable.lineage.log import CommitLog
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import FileIO
+
+from ..parallel import default_workers, ordered_map
+from ..schema import schema_from_json
+from .driver import CompactionReport, DroppedBin, Progress, run
+from .plan import Bin, CompactionOptions, plan_bins
+from .rewrite import RewrittenBin, rewrite_bin
+
+__all__ = ["Bin", "CompactionOptions", "CompactionReport", "DroppedBin", "compact", "compaction_options", "plan_bins"]
+
+# (bins, table schema, rows per row group) -> rewritten bins, in the order given
+Rewriter = Callable[..., list[RewrittenBin]]
+
+
+def compaction_options(
+    props: TableProperties,
+    *,
+    target_file_size: int | str | None = None,
+    min_input_files: int | None = None,
+    delete_ratio: float | None = None,
+    max_bytes_per_commit: int | str | None = None,
+) -> CompactionOptions:
+    """The table's compaction properties with the caller's overrides, checked."""
+    try:
+        target = (
+            parse_size(target_file_size, name="target_file_size") if target_file_size is not None else props.compactTargetFileSize
+        )
+        per_commit = (
+            parse_size(max_bytes_per_commit, name="max_bytes_per_commit")
+            if max_bytes_per_commit is not None
+            else props.compactMaxBytesPerCommit
+        )
+    except SettingsError as exc:
+        raise InvalidOptionError(str(exc)) from None
+    files = props.compactMinInputFiles if min_input_files is None else min_input_files
+    if not isinstance(files, int) or isinstance(files, bool) or files < 1:
+        raise InvalidOptionError(f"min_input_files must be a positive integer, not {min_input_files!r}")
+    ratio = props.compactDeleteRatio if delete_ratio is None else delete_ratio
+    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:
+        raise InvalidOptionError(f"delete_ratio must be a fraction in (0, 1], not {delete_ratio!r}")
+    return CompactionOptions(target, files, float(ratio), per_commit)
+
+
+def local_rewriter(io: FileIO) -> Rewriter:
+    """Rewrite bins on this machine, one thread per core."""
+
+    def rewrite(bins: Sequence[Bin], *, schema, row_group_rows: int) -> list[RewrittenBin]:  # type: ignore[no-untyped-def]
+        workers = max(1, min(default_workers(), len(bins)))
+        return list(
+            ordered_map(lambda b: rewrite_bin(io, b, schema=schema, row_group_rows=row_group_rows), bins, workers=workers)
+        )
+
+    return rewrite
+
+
+def compact(
+    io: FileIO,
+    clog: CommitLog,
+    *,
+    snapshot: Snapshot | None = None,
+    target_file_size: int | str | None = None,
+    min_input_files: int | None = None,
+    delete_ratio: float | None = None,
+    max_bytes_per_commit: int | str | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    rewriter: Rewriter | None = None,
+    only: set[str] | None = None,
+    max_batches: int | None = None,
+) -> CompactionReport:
+    """Compact the table ``clog`` reads (see ``driver`` for how it stays out of everyone's
+    way). Options default to the table properties ``compactTargetFileSize``,
+    ``compactMinInputFiles``, ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
+    from ..writes import table_properties
+
+    snapshot = snapshot if snapshot is not None else clog.snapshot()
+    props = table_properties(snapshot)
+    options = compaction_options(
+        props,
+        target_file_size=target_file_size,
+        min_input_files=min_input_files,
+        delete_ratio=delete_ratio,
+        max_bytes_per_commit=max_bytes_per_commit,
+    )
+    rewrite = rewriter or local_rewriter(io)
+    schema = schema_from_json(snapshot.table_schema)
+
+    def rewrite_bins(bins: Sequence[Bin]) -> list[RewrittenBin]:
+        return rewrite(bins, schema=schema, row_group_rows=props.rowGroupRows)
+
+    return run(
+        io,
+        clog,
+        snapshot,
+        options,
+        rewrite=rewrite_bins,
+        inline_max_bytes=props.dvInlineMaxBytes,
+        dry_run=dry_run,
+        progress=progress,
+        only=only,
+        max_batches=max_batches,
+    )

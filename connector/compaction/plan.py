@@ -1,0 +1,126 @@
+"""Which segments a compaction rewrites, and in which groups (bins). Pure: a snapshot in,
+bins out; no I/O (deleted fractions come from the DV descriptors' cardinalities).
+
+Inputs are the visible segments that are either *small* (below 3/4 of the target file
+size, as Iceberg's default ``min-file-size-bytes``: a segment nearly at the target is not
+worth rewriting to gain a few rows) or *worn* (a deleted fraction at or above
+``delete_ratio``). Segments an IN_PROGRESS lineage
+entry holds (a running or staged consistent push) are never inputs. A bin never mixes
+origins: the ``segments_to`` of one COMPLETED push, or plain appends; so rolling that push
+back after compaction still hides exactly its rows. Within an origin, segments are packed
+next-fit in the order they were added, by the bytes their live rows are expected to take,
+up to the target; a bin is worth rewriting when it merges at least ``min_input_files``
+segments (and at least two: rewriting one segment that is not worn changes nothing) or
+holds a worn one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from mvtable.dvref import DeletionVectorRef
+from mvtable.lineage.descriptors import SegmentDescriptor
+from mvtable.lineage.operations import compaction_candidates
+from mvtable.lineage.snapshot import Snapshot
+
+__all__ = ["Bin", "BinInput", "CompactionOptions", "plan_bins", "commit_batches"]
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    target_file_size: int
+    min_input_files: int
+    delete_ratio: float
+    max_bytes_per_commit: int
+
+
+@dataclass(frozen=True)
+class BinInput:
+    segment: SegmentDescriptor
+    dv: DeletionVectorRef | None  # at the read version the bin was planned (or refreshed) at
+
+    @property
+    def deleted(self) -> int:
+        return self.dv.cardinality if self.dv is not None else 0
+
+    @property
+    def live_rows(self) -> int:
+        return self.segment.num_rows - self.deleted
+
+    @property
+    def live_bytes(self) -> int:
+        n = self.segment.num_rows
+        return self.segment.size_bytes if n == 0 else self.segment.size_bytes * self.live_rows // n
+
+
+@dataclass(frozen=True)
+class Bin:
+    inputs: tuple[BinInput, ...]
+    origin: str | None  # the COMPLETED lineage entry whose segments these are, or None
+    worn: tuple[str, ...] = field(default=())  # inputs rewritten for their deletes
+
+    @property
+    def segment_ids(self) -> tuple[str, ...]:
+        return tuple(i.segment.id for i in self.inputs)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(i.segment.size_bytes for i in self.inputs)
+
+    @property
+    def rows_dropped(self) -> int:
+        return sum(i.deleted for i in self.inputs)
+
+
+def plan_bins(snapshot: Snapshot, options: CompactionOptions, *, only: set[str] | None = None) -> list[Bin]:
+    """The bins worth rewriting at ``snapshot``, in the order their segments were added.
+    ``only`` restricts planning to bins holding at least one of these segments (auto
+    compaction after a write looks only at what that write made worse)."""
+    small = options.target_file_size * 3 // 4
+    by_origin: dict[str | None, list[BinInput]] = {}
+    for sid, origin in compaction_candidates(snapshot).items():
+        inp = BinInput(snapshot.segments[sid].file, snapshot.dvs.get(sid))
+        if inp.segment.size_bytes < small or _worn(inp, options):
+            by_origin.setdefault(origin, []).append(inp)
+    bins: list[Bin] = []
+    for origin, inputs in by_origin.items():
+        for group in _next_fit(inputs, options.target_file_size):
+            worn = tuple(i.segment.id for i in group if _worn(i, options))
+            if len(group) >= max(2, options.min_input_files) or worn:
+                b = Bin(tuple(group), origin, worn)
+                if only is None or only.intersection(b.segment_ids):
+                    bins.append(b)
+    return bins
+
+
+def _worn(inp: BinInput, options: CompactionOptions) -> bool:
+    return inp.segment.num_rows > 0 and inp.deleted > 0 and inp.deleted / inp.segment.num_rows >= options.delete_ratio
+
+
+def _next_fit(inputs: Sequence[BinInput], target: int) -> Iterator[list[BinInput]]:
+    group: list[BinInput] = []
+    size = 0
+    for inp in inputs:
+        if group and size + inp.live_bytes > target:
+            yield group
+            group, size = [], 0
+        group.append(inp)
+        size += inp.live_bytes
+    if group:
+        yield group
+
+
+def commit_batches(bins: Sequence[Bin], max_bytes: int) -> list[list[Bin]]:
+    """Bins cut into commits of at most ``max_bytes`` of input each (a larger bin alone)."""
+    out: list[list[Bin]] = []
+    current: list[Bin] = []
+    size = 0
+    for b in bins:
+        if current and size + b.input_bytes > max_bytes:
+            out.append(current)
+            current, size = [], 0
+        current.append(b)
+        size += b.input_bytes
+    if current:
+        out.append(current)
+    return out
