@@ -293,7 +293,9 @@ class CommitLog:
                 for v in range(before + 1, current.version + 1):
                     winner = self.read_commit(v)
                     if winner.parameters.get("txn") == txn:
-                        return CommitResult(winner, self.snapshot(v), attempt)
+                        landed = self.snapshot(v)
+                        _run_commit_hooks(self.io, landed)
+                        return CommitResult(winner, landed, attempt)
         raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
 
     def _put(self, commit: Commit, txn: str) -> tuple[Commit | None, bool]:

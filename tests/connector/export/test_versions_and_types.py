@@ -1,0 +1,88 @@
+"""Which versions an export covers, and how column types map to Iceberg and Delta."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from pyiceberg.table import StaticTable
+
+from mvtable.connector import Table
+from mvtable.connector.export.common import oldest_rebuildable
+from mvtable.connector.export.types import delta_schema, iceberg_schema
+from mvtable.connector.schema import schema_to_json
+from mvtable.errors import UnsupportedExportTypeError
+
+from .conftest import sorted_rows
+
+
+def ints(start: int, n: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(start, start + n), pa.int64())})
+
+
+def test_oldest_rebuildable_version() -> None:
+    assert oldest_rebuildable([0, 1, 2, 3], [], 3) == 0
+    assert oldest_rebuildable([5, 6], [4], 6) == 4  # from the checkpoint on
+    assert oldest_rebuildable([0, 1, 2, 3, 5, 6], [5], 6) == 5  # a hole in the commits, then a checkpoint
+    assert oldest_rebuildable([], [7], 7) == 7
+
+
+def test_all_versions_start_where_the_log_does(tmp_path) -> None:
+    props = {"checkpointInterval": "2", "versionRetentionPeriod": "0s"}
+    t = Table.create(str(tmp_path / "t"), schema=ints(0, 1).schema, properties=props)
+    for i in range(5):
+        t.append(ints(i * 10, 10))
+    t.collect_garbage()
+    oldest = min(t.log.listing().checkpoints)
+    assert oldest > 0
+    result = t.export_iceberg(all_versions=True)
+    assert result.versions == tuple(range(oldest, t.version + 1))
+    table = StaticTable.from_metadata(result.metadata)
+    assert sorted_rows(table.scan(snapshot_id=oldest + 1).to_arrow()) == sorted_rows(t.scan(version=oldest).to_arrow())
+
+
+def test_versions_whose_files_were_vacuumed_are_skipped(tmp_path) -> None:
+    props = {"replacedSegmentsRetentionPeriod": "0s", "orphanGracePeriod": "0s"}
+    t = Table.create(str(tmp_path / "t"), schema=ints(0, 1).schema, properties=props)
+    t.append(ints(0, 10))
+    t.overwrite(ints(100, 5))
+    t.vacuum(retention="0s", force=True)
+    result = t.export_delta(all_versions=True)
+    assert result.skipped == (1,) and result.versions == (0, 2)
+
+
+def test_iceberg_ids_and_name_mapping_cover_nested_fields() -> None:
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            ("m", pa.map_(pa.string(), pa.list_(pa.int32()))),
+            ("s", pa.struct([("a", pa.decimal128(10, 2)), ("t", pa.timestamp("us"))])),
+        ]
+    )
+    doc, mapping, last_id = iceberg_schema(schema_to_json(schema))
+    assert last_id == 8
+    id_, m, s = doc["fields"]
+    assert (id_["id"], id_["required"], id_["type"]) == (1, True, "long")
+    assert (m["id"], m["type"]["key-id"], m["type"]["value-id"], m["type"]["value"]["element-id"]) == (2, 4, 5, 6)
+    assert [(f["id"], f["name"], f["type"]) for f in s["type"]["fields"]] == [(7, "a", "decimal(10, 2)"), (8, "t", "timestamp")]
+    names = json.loads(json.dumps(mapping))
+    assert names[1] == {
+        "field-id": 2,
+        "names": ["m"],
+        "fields": [
+            {"field-id": 4, "names": ["key"]},
+            {"field-id": 5, "names": ["value"], "fields": [{"field-id": 6, "names": ["element"]}]},
+        ],
+    }
+
+
+def test_delta_schema_features_and_refusals() -> None:
+    ntz = schema_to_json(pa.schema([("t", pa.list_(pa.timestamp("us")))]))
+    assert delta_schema(ntz)[1] == ["deletionVectors", "timestampNtz"]
+    plain, features = delta_schema(schema_to_json(pa.schema([("s", pa.struct([("a", pa.int8())]))])))
+    assert features == ["deletionVectors"] and plain["fields"][0]["metadata"] == {}
+    with pytest.raises(UnsupportedExportTypeError, match="'s.a=b'"):
+        delta_schema(schema_to_json(pa.schema([("s", pa.struct([("a=b", pa.int8())]))])))
+    with pytest.raises(UnsupportedExportTypeError, match="Iceberg cannot hold decimal\\(4,5\\)"):
+        iceberg_schema({"type": "struct", "fields": [{"name": "d", "type": "decimal(4,5)", "nullable": True}]})
