@@ -83,6 +83,21 @@ def generate(sf: float, out_dir: Path) -> Path:
     return target
 
 
+def generate_tables(sf: float, out_dir: Path, names: list[str]) -> dict[str, Path]:
+    """Other TPC-H tables (``orders``, ``customer``, ``part``…) beside lineitem, cached."""
+    missing = [n for n in names if not (out_dir / f"{n}.parquet").exists()]
+    if missing:
+        tmp = out_dir / "tmp-tables"
+        shutil.rmtree(tmp, ignore_errors=True)
+        cmd = [tpcgen_cli(), "tpch", "parquet", "-s", f"{sf:g}", f"--tables={','.join(missing)}", f"--output-dir={tmp}", "-q"]
+        log(f"  generating: {' '.join(cmd)}")
+        subprocess.run(cmd, check=True)
+        for n in missing:
+            (tmp / f"{n}.parquet").rename(out_dir / f"{n}.parquet")
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {n: out_dir / f"{n}.parquet" for n in names}
+
+
 def normalise(raw: pa.Table) -> pa.Table:
     """Plain types every system reads alike: ``string_view`` → ``string``, no field-id
     metadata, nullable columns (as Spark writes them). Sorted by ``l_shipdate`` so that a

@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import cases_interop, cases_local, cases_meta, cases_spark, data, report
+from . import cases_interop, cases_local, cases_meta, cases_spark, cases_tpch, data, report
 from .common import DEFAULTS, CaseResult, log, machine_info
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +28,7 @@ GROUPS = [
     "interop",
     "spark_scans",
     "spark_delete",
+    "tpch",
 ]
 PEER_GROUPS = {"table_scan", "delete", "consistent_push", "append"}
 PEERS = ["deltalake", "pyiceberg", "lance"]
@@ -160,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 ),
             )
-        if "interop" in a.groups:
-            section("interop", lambda: results.extend(cases_interop.run(built, repeat=a.repeat)))
-        if a.groups & {"spark_scans", "spark_delete"}:
+    "interop",
+    "spark_scans",
+    "spark_delete",
+    "tpch",
 
             def spark_cases() -> None:
                 nonlocal spark
@@ -172,9 +174,12 @@ def main(argv: list[str] | None = None) -> int:
                 spark = start_spark(work / "spark", smoke=a.smoke)
                 meta["spark_start_s"] = time.perf_counter() - t
                 log(f"  Spark {spark.version} up in {meta['spark_start_s']:.1f} s")
-                results.extend(cases_spark.run(spark, built, repeat=a.repeat, groups=a.groups))
+                if a.groups & {"spark_scans", "spark_delete"}:
+                    results.extend(cases_spark.run(spark, built, repeat=a.repeat, groups=a.groups))
 
             section("spark", spark_cases)
+            if "tpch" in a.groups and spark is not None:
+                section("tpch", lambda: results.extend(cases_tpch.run(spark, built, root / "tpch", repeat=a.repeat)))
     except Exception as exc:
         errors.append(f"setup: {type(exc).__name__}: {exc}")
         log(traceback.format_exc())

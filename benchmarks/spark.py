@@ -79,5 +79,5 @@ def start_spark(base: Path, *, smoke: bool, driver_memory: str = "2g"):
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    register(spark)
+    register(spark, filter_pushdown=False)  # cases set the pushdown flag themselves
     return spark

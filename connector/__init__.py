@@ -21,10 +21,25 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
     return _delete(spark, path, condition, storage_options=storage_options)
 
 
-def register(spark: Any) -> None:
-    """Register the ``mvtable`` data source and the SQL procedures with ``spark``."""
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: Any, *, filter_pushdown: bool = True) -> None:
+    """Register the ``mvtable`` data source and the SQL procedures with ``spark``.
+
+    Also turns on Spark's filter pushdown for Python data sources (``PUSHDOWN_CONF``, off by
+    default in Spark 4.3) for this session, and logs that it did: without it the reader
+    cannot skip row groups by the log's statistics, nor claim the filters it applies
+    exactly. ``filter_pushdown=False`` leaves the setting alone."""
+    import logging
+
     from .spark import ensure_registered
     from .spark.procedures import register_procedures
 
     ensure_registered(spark)
     register_procedures(spark)
+    if filter_pushdown and str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() != "true":
+        spark.conf.set(PUSHDOWN_CONF, "true")
+        logging.getLogger("mvtable.connector").info(
+            "mvtable.register: set %s=true for this session (filter pushdown into mvtable scans)", PUSHDOWN_CONF
+        )

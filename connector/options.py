@@ -42,6 +42,7 @@ class ReadOptions(_Options):
     timestamp_as_of: str | None = None
     columns: tuple[str, ...] | None = None
     max_partition_bytes: int = Field(default_factory=lambda: connector_settings().maxPartitionBytes, ge=1)
+    min_partitions: int | None = Field(default=None, ge=1)
     with_row_address: bool = False
     lineage_entry: str | None = None
     # change feed and streaming reads (see mvtable.connector.streaming)
@@ -152,6 +153,7 @@ _READ_NAMES = {
     "timestampAsOf": "timestamp_as_of",
     "columns": "columns",
     "maxPartitionBytes": "max_partition_bytes",
+    "minPartitions": "min_partitions",
     "withRowAddress": "with_row_address",
     "lineageEntry": "lineage_entry",
     "readChangeFeed": "read_change_feed",

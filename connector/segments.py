@@ -23,6 +23,7 @@ from mvtable.lineage.actions import RowGroupInfo, SegmentFile
 from mvtable.storage import FileIO
 
 from .keys.index import IndexBuilder, index_path
+from .parallel import default_workers, ordered_map
 from .stats import column_stats
 
 DATA_DIR = "data"
@@ -131,29 +132,52 @@ class SegmentWriter:
                 self.io.delete([self.path, *([index_path(self.path)] if self._index is not None else [])])
 
 
+PARALLEL_MIN_ROWS = 500_000  # below this a second file costs more (open, footer, plan) than it saves
+
+
 def write_segments(
     io: FileIO,
     data: pa.Table,
     *,
     row_group_rows: int,
+    workers: int | None = None,
+    min_rows_per_segment: int | None = None,
     max_rows_per_segment: int | None = None,
     primary_key: Sequence[str] = (),
 ) -> list[SegmentFile]:
-    """Write ``data`` as one segment (or several of at most ``max_rows_per_segment``);
-    with a ``primary_key``, each with its key index."""
-    out: list[SegmentFile] = []
-    step = max_rows_per_segment or max(data.num_rows, 1)
-    for start in range(0, data.num_rows, step):
-        writer = SegmentWriter(io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key)
-        try:
-            writer.write(data.slice(start, step))
-            seg = writer.close()
-        except BaseException:
-            writer.abort()
-            raise
-        if seg is not None:
-            out.append(seg)
-    return out
+    """Write ``data`` as one segment per worker, encoded in parallel; with a
+    ``primary_key``, each segment with its key index.
+
+    Parquet encoding and compression run in pyarrow with the GIL released, so ``workers``
+    threads (default: one per core) each writing their own segment use every core; data is
+    split only into parts of at least two row groups and ``min_rows_per_segment`` rows
+    (default ``PARALLEL_MIN_ROWS``; small appends stay one segment, and one file). Rows
+    keep their order: segment ``i`` holds slice ``i``. If any writer fails, every file
+    written so far is removed before the error propagates."""
+    n = data.num_rows
+    if n == 0:
+        return []
+    min_rows = PARALLEL_MIN_ROWS if min_rows_per_segment is None else min_rows_per_segment
+    parts = max(1, min(workers or default_workers(), n // max(2 * row_group_rows, min_rows, 1)))
+    if max_rows_per_segment:
+        parts = max(parts, -(-n // max_rows_per_segment))
+    step = -(-n // parts)
+    # Row-group aligned slices, so that a split adds no short row group.
+    step = -(-step // row_group_rows) * row_group_rows if n > row_group_rows else step
+    slices = [data.slice(start, step) for start in range(0, n, step)]
+    writers = [SegmentWriter(io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key) for _ in slices]
+
+    def write_one(i: int) -> SegmentFile | None:
+        writers[i].write(slices[i])
+        return writers[i].close()
+
+    try:
+        done = list(ordered_map(write_one, range(len(slices)), workers=min(parts, len(slices))))
+    except BaseException:
+        for w in writers:
+            w.abort()
+        raise
+    return [seg for seg in done if seg is not None]
 
 
 def open_parquet(

@@ -88,8 +88,8 @@ def decode(value: Any, t: pa.DataType) -> Any:
 class Predicate:
     """One conjunct a reader can evaluate exactly: ``column op value``.
 
-    ``op`` is one of ``== != < <= > >= in is_null not_null``; ``value`` holds a tuple for
-    ``in``. Used for pruning by statistics and as an exact Arrow filter."""
+    ``op`` is one of ``== != < <= > >= in is_null not_null starts_with ends_with contains``;
+    ``value`` holds a tuple for ``in``. Used for pruning by statistics and as an exact Arrow filter."""
 
     column: str
     op: str
@@ -103,6 +103,10 @@ class Predicate:
             return f.is_valid()
         if self.op == "in":
             return f.isin(list(self.value))
+        if self.op in ("starts_with", "ends_with", "contains"):
+            # Spark's StringStartsWith/EndsWith/Contains: case-sensitive, null stays null
+            fn = {"starts_with": "starts_with", "ends_with": "ends_with", "contains": "match_substring"}[self.op]
+            return pc.Expression._call(fn, [f], pc.MatchSubstringOptions(self.value))
         return {
             "==": f == self.value,
             "!=": f != self.value,
@@ -152,6 +156,9 @@ def _may_match_one(p: Predicate, lo: Any, hi: Any, nulls: int | None, rows: int)
         return hi >= p.value
     if p.op == "!=":
         return not (lo == hi == p.value)  # nulls never satisfy != either
+    if p.op == "starts_with" and isinstance(lo, str) and isinstance(hi, str):
+        # every matching value lies in [prefix, prefix + U+10FFFF…); code-point order as stored
+        return hi >= p.value and lo[: len(p.value)] <= p.value
     return True
 
 

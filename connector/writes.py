@@ -105,11 +105,13 @@ def begin_write(
     properties: Mapping[str, str] | None = None,
     pin: bool = True,
     primary_key: Sequence[str] | None = None,
+    snapshot: Snapshot | None = None,
 ) -> WritePlan:
     """``pin=False`` plans without pinning the read version: for a streaming writer, which
     plans again in every process Spark runs it in and commits against the newest snapshot.
     ``primary_key`` sets the key of a table this write creates; on an existing table it may
-    only repeat the table's key."""
+    only repeat the table's key. ``snapshot`` is the newest snapshot when the caller holds
+    one (a ``Table`` passes its own, caught up); else it is read from the log."""
     if mode not in (APPEND, OVERWRITE):
         raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
     if consistent_push and mode != OVERWRITE:
@@ -118,7 +120,8 @@ def begin_write(
         raise InvalidOptionError("publish=false stages a consistent push: it needs consistentPush=true")
     io = open_file_io(uri, storage_options)
     clog = CommitLog(io)
-    snapshot = load_snapshot(clog)
+    if snapshot is None:
+        snapshot = load_snapshot(clog)
     create: MetadataAction | None = None
     if snapshot.exists:
         if properties:

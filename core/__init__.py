@@ -37,15 +37,31 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "register": ("mvtable.connector", "register"),
     "delete": ("mvtable.connector", "delete"),
     "read_native": ("mvtable.connector.spark.native", "read_native"),
+    "create_view": ("mvtable.connector.spark.views", "create_view"),
+    "refresh_view": ("mvtable.connector.spark.views", "refresh_view"),
+    "drop_view": ("mvtable.connector.spark.views", "drop_view"),
 }
 
-__all__ = ["Table", "__version__", "delete", "errors", "read_native", "register"]
+__all__ = [
+    "Table",
+    "__version__",
+    "create_view",
+    "delete",
+    "drop_view",
+    "errors",
+    "read_native",
+    "refresh_view",
+    "register",
+]
 
 if TYPE_CHECKING:
     from mvtable import errors as errors
     from mvtable.connector import delete as delete
     from mvtable.connector import register as register
     from mvtable.connector.spark.native import read_native as read_native
+    from mvtable.connector.spark.views import create_view as create_view
+    from mvtable.connector.spark.views import drop_view as drop_view
+    from mvtable.connector.spark.views import refresh_view as refresh_view
     from mvtable.connector.table import Table as Table
 
 

@@ -9,6 +9,7 @@ put-if-absent. Losing the race means catching up with the winners and trying aga
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -111,8 +112,13 @@ def _run_commit_hooks(io: FileIO, snapshot: Snapshot) -> None:
             log.warning("after-commit hook %s failed for version %s; the commit stands", hook, snapshot.version, exc_info=True)
 
 
+@functools.lru_cache(maxsize=1)
+def _hostname() -> str:
+    return socket.gethostname()  # ~1 ms on some hosts: once per process, not per commit
+
+
 def writer_identity() -> str:
-    return f"mvtable {socket.gethostname()} pid {os.getpid()}"
+    return f"mvtable {_hostname()} pid {os.getpid()}"
 
 
 class CommitLog:

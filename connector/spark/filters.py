@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
+    EqualNullSafe,
     EqualTo,
     Filter,
     GreaterThan,
@@ -24,11 +25,15 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
     Not,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
 )
 
 from ..stats import Predicate
 
 _OPS = {EqualTo: "==", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+_STRING_OPS = {StringStartsWith: "starts_with", StringEndsWith: "ends_with", StringContains: "contains"}
 
 
 def _literal_fits(t: pa.DataType, value: Any) -> bool:
@@ -71,6 +76,14 @@ def to_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
         if values and all(_literal_fits(t, v) for v in values):
             return Predicate(column, "in", values), claim
         return None, False
+    if isinstance(f, EqualNullSafe):  # `a <=> v`: like == for a value, IS NULL for null
+        if f.value is None:
+            return Predicate(column, "is_null"), claim
+        return (Predicate(column, "==", f.value), claim) if _literal_fits(t, f.value) else (None, False)
+    string_op = _STRING_OPS.get(type(f))
+    if string_op is not None:
+        is_string = pa.types.is_string(t) or pa.types.is_large_string(t)
+        return (Predicate(column, string_op, f.value), True) if is_string and isinstance(f.value, str) else (None, False)
     op = _OPS.get(type(f))
     if op is not None and _literal_fits(t, f.value):
         return Predicate(column, op, f.value), claim

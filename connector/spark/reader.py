@@ -37,8 +37,8 @@ def default_parallelism() -> int:
     """The cores to spread a scan over. ``partitions()`` runs in a Python worker that is not
     told the session's ``defaultParallelism`` (Spark sends planner workers a hand-picked
     few confs), so this takes the cores this process may run on: exact for ``local[*]``
-    on a dedicated machine, a lower bound on a cluster (where more, smaller partitions
-    would only matter for tables much smaller than ``maxPartitionBytes`` per core)."""
+    on a dedicated machine, a lower bound on a cluster: there the ``minPartitions`` read
+    option (like Spark's ``spark.sql.files.minPartitionNum``) says how many to aim for."""
     return default_workers()
 
 
@@ -83,7 +83,8 @@ class MvTableReader(DataSourceReader):
             row_address=self.opts.with_row_address,
             lineage_entry=self.opts.lineage_entry,
         )
-        parts = split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes, parallelism=default_parallelism())
+        parallelism = max(default_parallelism(), self.opts.min_partitions or 1)
+        parts = split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes, parallelism=parallelism)
         return [MvTablePartition(tasks) for tasks in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

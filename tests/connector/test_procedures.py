@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def sql(spark):
-    register(spark)
+    register(spark, filter_pushdown=False)
     return lambda text: spark.sql(text).collect()
 
 

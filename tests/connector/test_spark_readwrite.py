@@ -4,6 +4,7 @@ types, partitioning, option errors and filter pushdown."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -168,7 +169,7 @@ def test_staged_push_and_bad_combinations(spark, tmp_path):
     assert sorted(r.id for r in read(spark, path, lineageEntry=entry.id).collect()) == [100, 101, 102]
     from mvtable.connector import register
 
-    register(spark)
+    register(spark, filter_pushdown=False)
     [row] = spark.sql(f"SELECT * FROM mvtable_publish(table => '{path}', entry => '{entry.id}')").collect()
     assert row.changed
     assert sorted(r.id for r in read(spark, path).collect()) == [100, 101, 102]
@@ -207,6 +208,11 @@ class TestPushdown:
         "f > 0.4 AND id < 10",  # NaN row (id = 5) is greater than everything in Spark
         "d >= date'2026-04-01' AND d < date'2026-05-01'",
         "s LIKE '4%' AND id < 100",
+        "s LIKE '%2'",
+        "s LIKE '%4%' AND id > 9000",
+        "s <=> '42'",
+        "s <=> NULL AND id < 100",
+        "s >= '9' AND s LIKE '99%'",
     ]
 
     @pytest.mark.parametrize("where", QUERIES)
@@ -223,4 +229,21 @@ class TestPushdown:
         assert df.count() == 1000
 
     def test_defaults_do_not_push(self, spark, table):
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
         assert read(spark, table, maxPartitionBytes=1).where("id >= 9000").rdd.getNumPartitions() == 20
+
+
+@pytest.mark.parametrize("where", ["id = 42", "s LIKE '4%'", "s LIKE '%2' AND s <=> '42'", "id IN (1, 2) AND NOT (id = 2)"])
+def test_filters_applied_exactly_are_claimed(spark, tmp_path, where):
+    """Claimed filters are not evaluated again by Spark: no Filter node above the scan."""
+    path = str(tmp_path / "t")
+    write(spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s"), path)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = read(spark, path).where(where)
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert not re.search(r"\bFilter\b", plan), plan
+        expected = spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s").where(where)
+        assert sorted(df.collect()) == sorted(expected.collect())
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")

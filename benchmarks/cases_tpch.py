@@ -1,0 +1,121 @@
+"""TPC-H Q1, Q3, Q6 and Q14 as a SQL user runs them, lineitem with 10% deleted.
+
+Three ways to name lineitem in SQL, same query text:
+
+* ``native``: a Parquet copy of lineitem's *visible* rows (``spark.read.parquet``) — the
+  baseline, and the reference answer;
+* ``using_view``: ``CREATE TEMPORARY VIEW … USING mvtable OPTIONS (path …)`` after
+  ``mvtable.register(spark)`` (which turns on Python filter pushdown): the Python data
+  source, no column pruning;
+* ``native_view``: ``mvtable.create_view`` (Spark's Parquet reader + deletion bitmaps).
+
+orders, customer and part are plain Parquet views shared by all three. Every answer is
+checked equal to the native one (decimal arithmetic: exact).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .common import CaseResult, System, log, measure
+from .data import Built, generate_tables
+
+QUERIES = {
+    "q1": """
+        SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
+               sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price,
+               sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge,
+               avg(l_quantity) AS avg_qty, avg(l_extendedprice) AS avg_price, avg(l_discount) AS avg_disc,
+               count(*) AS count_order
+        FROM {lineitem}
+        WHERE l_shipdate <= date '1998-12-01' - INTERVAL 90 DAYS
+        GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus""",
+    "q3": """
+        SELECT l_orderkey, sum(l_extendedprice * (1 - l_discount)) AS revenue, o_orderdate, o_shippriority
+        FROM customer, orders, {lineitem}
+        WHERE c_mktsegment = 'BUILDING' AND c_custkey = o_custkey AND l_orderkey = o_orderkey
+          AND o_orderdate < date '1995-03-15' AND l_shipdate > date '1995-03-15'
+        GROUP BY l_orderkey, o_orderdate, o_shippriority ORDER BY revenue DESC, o_orderdate, l_orderkey LIMIT 10""",
+    "q6": """
+        SELECT sum(l_extendedprice * l_discount) AS revenue FROM {lineitem}
+        WHERE l_shipdate >= date '1994-01-01' AND l_shipdate < date '1995-01-01'
+          AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24""",
+    "q14": """
+        SELECT 100.00 * sum(CASE WHEN p_type LIKE 'PROMO%' THEN l_extendedprice * (1 - l_discount) ELSE 0 END)
+               / sum(l_extendedprice * (1 - l_discount)) AS promo_revenue
+        FROM {lineitem}, part
+        WHERE l_partkey = p_partkey AND l_shipdate >= date '1995-09-01' AND l_shipdate < date '1995-10-01'""",
+}
+TARGET = 1.1  # native-speed view vs native Parquet
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """string_view → string and no field ids, as the lineitem loader does."""
+    schema = pa.schema(
+        [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type, nullable=True) for f in table.schema]
+    )
+    return table.cast(schema).replace_schema_metadata(None)
+
+
+def prepare(spark: Any, built: Built, tpch_dir: Path) -> dict[str, str]:
+    """Parquet views for the dimension tables and the visible-rows copy of lineitem; returns
+    the lineitem view name of each contender."""
+    import mvtable
+    from mvtable.connector import Table
+
+    for name, path in generate_tables(built.sf, tpch_dir, ["orders", "customer", "part"]).items():
+        plain = path.with_name(f"{name}.plain.parquet")
+        if not plain.exists():
+            pq.write_table(_plain(pq.read_table(path)), plain)
+        spark.read.parquet(str(plain)).createOrReplaceTempView(name)
+    visible = built.root / "lineitem_visible.parquet"
+    if not visible.exists():
+        rows = Table.open(str(built.mv_del10)).to_arrow()
+        pq.write_table(rows, visible, row_group_size=built.row_group_rows, compression="zstd")
+    spark.read.parquet(str(visible)).createOrReplaceTempView("lineitem_native")
+    mvtable.register(spark)  # as a SQL user would: turns on Python filter pushdown
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW lineitem_using USING mvtable OPTIONS (path '{built.mv_del10}')")
+    mvtable.create_view(spark, "lineitem_fast", str(built.mv_del10))
+    return {"native": "lineitem_native", "using_view": "lineitem_using", "native_view": "lineitem_fast"}
+
+
+def run(spark: Any, built: Built, tpch_dir: Path, *, repeat: int) -> list[CaseResult]:
+    views = prepare(spark, built, tpch_dir)
+    out: list[CaseResult] = []
+    try:
+        for q, text in QUERIES.items():
+            log(f"  tpch {q}")
+
+            def query(view: str, text: str = text) -> list[tuple]:
+                return [tuple(r) for r in spark.sql(text.format(lineitem=view)).collect()]
+
+            systems = {name: System(lambda v=view: query(v)) for name, view in views.items()}
+            timings = measure(systems, repeat=repeat)
+            expected = timings["native"].result
+            wrong = [n for n, t in timings.items() if t.result != expected]
+            check = "ok" if not wrong else f"{', '.join(wrong)} differ from native Parquet"
+            js = {n: t.to_json() for n, t in timings.items()}
+            for contender, target in (("native_view", TARGET), ("using_view", None)):
+                out.append(
+                    CaseResult(
+                        name=f"tpch_{q}_{contender}",
+                        group="tpch",
+                        description=f"TPC-H {q.upper()} through {contender.replace('_', ' ')}, 10% of lineitem deleted",
+                        mvtable=timings[contender].median,
+                        baseline_name="native Parquet (visible rows)",
+                        baseline=timings["native"].median,
+                        target=target,
+                        target_text=f"≤ {target}×" if target else "",
+                        systems=js,
+                        check=check,
+                    )
+                )
+    finally:
+        import mvtable
+
+        mvtable.drop_view(spark, "lineitem_fast")
+    return out

@@ -1,0 +1,131 @@
+"""``create_view``: SQL over a pinned snapshot on Spark's native Parquet reader; and
+``read_native(filters=…)`` pruning segments (files and deletion bitmaps) by statistics."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import mvtable
+from mvtable.connector import Table
+from mvtable.connector.spark.native import _FRAMES
+from mvtable.errors import InvalidOptionError
+from mvtable.visibility import pins
+
+pytestmark = pytest.mark.spark
+
+
+def days(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "day": pa.array([dt.date(2026, 1, 1) + dt.timedelta(days=i // 100) for i in ids], pa.date32()),
+            "status": pa.array(["cancelled" if i % 10 == 0 else "ok" for i in ids]),
+        }
+    )
+
+
+@pytest.fixture
+def table(tmp_path) -> Table:
+    """Three segments (days 0-9, 10-19, 20-29), 10% of the first two deleted."""
+    t = Table.create(str(tmp_path / "t"), schema=days(0, 1).schema, properties={"rowGroupRows": "250"})
+    for start in (0, 1000, 2000):
+        t.append(days(start, 1000))
+    assert t.delete((pc.field("id") < 2000) & (pc.field("status") == "cancelled")) == 200
+    return t
+
+
+def live_ids(t: Table, version: int | None = None) -> list[int]:
+    return sorted(t.scan(version=version, columns=["id"]).to_arrow().column("id").to_pylist())
+
+
+def test_sql_through_a_view_sees_the_snapshot_with_deletes(spark, table):
+    view = mvtable.create_view(spark, "mv_days", table.uri)
+    try:
+        assert view.version == table.version
+        got = sorted(r.id for r in spark.sql("SELECT id FROM mv_days").collect())
+        assert got == live_ids(table) and len(got) == 2800
+        [row] = spark.sql("SELECT count(*) AS n, max(day) AS d FROM mv_days WHERE status = 'cancelled'").collect()
+        assert (row.n, row.d) == (100, dt.date(2026, 1, 30))  # only the third segment's survive
+        # Spark's own Parquet scan: the plan prunes columns (no Python data source in it)
+        plan = spark.sql("SELECT id FROM mv_days WHERE day >= date'2026-01-25'")._jdf.queryExecution().executedPlan().toString()
+        assert "FileScan parquet" in plan and "PythonDataSource" not in plan
+    finally:
+        mvtable.drop_view(spark, "mv_days")
+
+
+def test_a_view_is_pinned_until_dropped_and_refresh_moves_it(spark, table):
+    view = mvtable.create_view(spark, "mv_pinned", table.uri)
+    first = view.version
+    live = [p for p in pins.live_pins(table.io) if p.id == view.pin_id]
+    assert live and live[0].version == first
+    table.append(days(5000, 10))
+    table.delete(pc.field("id") == 2001)
+    assert spark.sql("SELECT count(*) AS n FROM mv_pinned").collect()[0].n == 2800  # still the old version
+    moved = mvtable.refresh_view(spark, "mv_pinned")
+    assert moved.version == table.version > first
+    assert spark.sql("SELECT count(*) AS n FROM mv_pinned").collect()[0].n == 2809
+    assert view.pin_id is None and moved.pin_id in {p.id for p in pins.live_pins(table.io)}
+    mvtable.drop_view(spark, "mv_pinned")
+    assert moved.pin_id is None
+    assert not spark.catalog.tableExists("mv_pinned")
+
+
+def test_a_view_of_an_old_version_stays_there(spark, table):
+    old = table.version - 1  # before the delete
+    mvtable.create_view(spark, "mv_old", table.uri, version=old)
+    table.append(days(7000, 5))
+    view = mvtable.refresh_view(spark, "mv_old")
+    assert view.version == old
+    assert spark.sql("SELECT count(*) AS n FROM mv_old").collect()[0].n == 3000
+    mvtable.drop_view(spark, "mv_old")
+
+
+def test_bad_view_input_is_typed(spark, table):
+    with pytest.raises(InvalidOptionError, match="view name"):
+        mvtable.create_view(spark, "bad name;", table.uri)
+    with pytest.raises(InvalidOptionError, match="no mvtable view"):
+        mvtable.refresh_view(spark, "never_made")
+    with pytest.raises(InvalidOptionError, match="not both"):
+        mvtable.create_view(spark, "v", table.uri, version=1, timestamp="2026-01-01")
+
+
+def test_filters_prune_files_and_bitmaps(spark, table):
+    _FRAMES.clear()
+    df = mvtable.read_native(spark, table.uri, filters=[("day", ">=", dt.date(2026, 1, 21))])
+    assert len(df.inputFiles()) == 1  # only the third segment can match
+    got = sorted(r.id for r in df.select("id").collect())
+    assert got == [i for i in live_ids(table) if i >= 2000]
+    assert all(len(key[2]) == 1 for key in _FRAMES) or not _FRAMES  # no bitmaps for pruned segments
+    # a filter reaching into a segment with deletes still masks them
+    df = mvtable.read_native(spark, table.uri, filters=[("day", "<", dt.date(2026, 1, 2)), ("status", "in", ["ok", "cancelled"])])
+    assert sorted(r.id for r in df.collect()) == [i for i in range(100) if i % 10]
+    with pytest.raises(InvalidOptionError, match="not in the table"):
+        mvtable.read_native(spark, table.uri, filters=[("nope", "==", 1)])
+    with pytest.raises(InvalidOptionError, match="unknown filter operator"):
+        mvtable.read_native(spark, table.uri, filters=[("id", "~", 1)])
+
+
+def test_the_masked_plan_is_reused_for_the_same_version(spark, table):
+    _FRAMES.clear()
+    a = mvtable.read_native(spark, table.uri)
+    b = mvtable.read_native(spark, table.uri)
+    assert len(_FRAMES) == 1 and a.count() == b.count() == 2800
+    table.delete(pc.field("id") == 2500)
+    assert mvtable.read_native(spark, table.uri).count() == 2799 and len(_FRAMES) == 2
+
+
+def test_register_turns_on_filter_pushdown(spark):
+    key = "spark.sql.python.filterPushdown.enabled"
+    spark.conf.unset(key)
+    try:
+        mvtable.register(spark, filter_pushdown=False)
+        assert spark.conf.get(key) == "false"
+        mvtable.register(spark)
+        assert spark.conf.get(key) == "true"
+    finally:
+        spark.conf.unset(key)
