@@ -161,10 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 ),
             )
-    "interop",
-    "spark_scans",
-    "spark_delete",
-    "tpch",
+        if "interop" in a.groups:
+            section("interop", lambda: results.extend(cases_interop.run(built, repeat=a.repeat)))
+        if a.groups & {"spark_scans", "spark_delete", "tpch"}:
 
             def spark_cases() -> None:
                 nonlocal spark
