@@ -118,14 +118,21 @@ class WriteOptions(_Options):
     operation: str = "write"
     read_version: int | None = Field(default=None, ge=0)
     tag: str | None = Field(default=None, max_length=200)
+    primary_key: str | None = Field(default=None, min_length=1)  # comma-separated key columns of a new table
     properties: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("operation")
     @classmethod
     def _op(cls, v: str) -> str:
-        if v not in ("write", "delete"):
-            raise ValueError(f"unknown operation {v!r}; use 'write' (default) or 'delete'")
+        if v not in ("write", "delete", "upsert"):
+            raise ValueError(f"unknown operation {v!r}; use 'write' (default), 'upsert' or 'delete'")
         return v
+
+    @model_validator(mode="after")
+    def _upsert_alone(self) -> WriteOptions:
+        if self.operation == "upsert" and self.consistent_push:
+            raise ValueError("operation=upsert changes rows in place of the table: it cannot be a consistentPush")
+        return self
 
 
 class StreamWriteOptions(_Options):
@@ -171,6 +178,7 @@ _WRITE_NAMES = {
     "operation": "operation",
     "readVersion": "read_version",
     "tag": "tag",
+    "primaryKey": "primary_key",
 }
 _STREAM_WRITE_NAMES = {"path": "path", "checkpointLocation": "checkpoint_location", "txnAppId": "txn_app_id"}
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}

@@ -335,13 +335,13 @@ class Table:
         )
         segments = []
         try:
-            aligned = writes.align(plan, data)
             rows = None
-            if plan.primary_key:
+            if plan.primary_key:  # key errors (nulls …) before the schema cast complains
                 read = writes.read_snapshot(self.log, plan)
                 rows = prepare_keyed_write(
-                    self.io, read, plan.arrow_schema, plan.primary_key, aligned, replace=mode == writes.OVERWRITE
+                    self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE
                 )
+            aligned = writes.align(plan, data)
             segments = (
                 write_segments(self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
                 if data.num_rows

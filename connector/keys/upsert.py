@@ -62,8 +62,8 @@ def upsert(uri: str, data: pa.Table, *, storage_options: Mapping[str, Any] | Non
     try:
         read = writes.read_snapshot(plan.commit_log(), plan)
         key = require_key(read, uri=uri, what="upsert")
+        rows = keyed_rows(plan.arrow_schema, key, data)
         aligned = writes.align(plan, data)
-        rows = keyed_rows(plan.arrow_schema, key, aligned)
         deletes = KeyedDeletes()
         deletes.add(lookup(io, read, rows))
         segments = write_segments(io, aligned, row_group_rows=plan.row_group_rows, primary_key=key) if data.num_rows else []

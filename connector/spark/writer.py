@@ -10,11 +10,17 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from mvtable.errors import InvalidOptionError
 from mvtable.lineage.actions import SegmentFile
+from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
 
 from .. import writes
+from ..keys.upsert import require_key
+from ..keys.validate import parse_primary_key
 from ..options import WriteOptions
 from .delete_writer import make_delete_writer
+from .keyed_writer import KeyedWriter
 
 
 @dataclass
@@ -43,7 +49,11 @@ def written_segments(messages: list[WriterCommitMessage | None]) -> list[Segment
 def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> DataSourceArrowWriter:
     if opts.operation == "delete":
         return make_delete_writer(opts, schema, overwrite=overwrite)
+    if opts.operation == "upsert" and overwrite:
+        raise InvalidOptionError("operation=upsert changes rows of the table: use mode('append')")
     incoming = to_arrow_schema(schema, timezone="UTC")
+    if opts.operation == "upsert":
+        require_key(writes.load_snapshot(CommitLog(open_file_io(opts.path, opts.storage_options))), uri=opts.path, what="upsert")
     plan = writes.begin_write(
         opts.path,
         storage_options=opts.storage_options,
@@ -52,5 +62,8 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         consistent_push=opts.consistent_push,
         publish=opts.publish,
         properties=opts.properties,
+        primary_key=parse_primary_key(opts.primary_key),
     )
+    if plan.primary_key:
+        return KeyedWriter(plan, upsert=opts.operation == "upsert")
     return MvTableWriter(plan)

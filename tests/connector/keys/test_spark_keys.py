@@ -1,0 +1,67 @@
+"""Primary keys through Spark: .option("primaryKey") on the first write, keyed appends
+checked in the tasks, distributed operation=upsert, and validated pushes."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvtable.connector import Table
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def path(spark, tmp_path):
+    p = str(tmp_path / "t")
+    (
+        spark.range(0, 3000, numPartitions=3)
+        .selectExpr("id", "concat('v1-', id) AS name")
+        .write.format("mvtable")
+        .mode("append")
+        .option("primaryKey", "id")
+        .option("property.rowGroupRows", "250")
+        .save(p)
+    )
+    return p
+
+
+def test_distributed_upsert(spark, path):
+    t = Table.open(path)
+    assert t.primary_key == ("id",)
+    version = t.version
+    changes = spark.range(2900, 3100, numPartitions=4).selectExpr("id", "concat('v2-', id) AS name")
+    changes.write.format("mvtable").mode("append").option("operation", "upsert").save(path)
+    live = spark.read.format("mvtable").load(path)
+    assert live.count() == 3100
+    assert live.select("id").distinct().count() == 3100
+    assert live.where("name LIKE 'v2-%'").count() == 200 and live.where("id = 2950").first().name == "v2-2950"
+    last = Table.open(path).history()[-1]
+    assert (last.operation, last.metrics["updated_rows"], last.metrics["inserted_rows"]) == ("UPSERT", 100, 100)
+    assert spark.read.format("mvtable").option("versionAsOf", version).load(path).where("id = 2950").first().name == "v1-2950"
+
+
+def test_keyed_appends_and_pushes_refuse_duplicates(spark, path):
+    version = Table.open(path).version
+    dup = spark.range(2990, 3010, numPartitions=2).selectExpr("id", "'x' AS name")
+    with pytest.raises(Exception, match="DuplicateKeyError"):
+        dup.write.format("mvtable").mode("append").save(path)
+    across_tasks = spark.createDataFrame([(5000, "a"), (5000, "b")], "id long, name string").repartition(2)
+    with pytest.raises(Exception, match="DuplicateKeyError"):
+        across_tasks.write.format("mvtable").mode("append").save(path)
+    with pytest.raises(Exception, match="DuplicateKeyError"):
+        across_tasks.write.format("mvtable").mode("overwrite").option("consistentPush", "true").save(path)
+    with pytest.raises(Exception, match="NullKeyError"):
+        spark.createDataFrame([(None, "n")], "id long, name string").write.format("mvtable").mode("append").save(path)
+    t = Table.open(path)
+    assert t.to_arrow().num_rows == 3000 and len(t.lineage()) == 1 and t.lineage()[0].state == "REVERTED"
+    assert [h.operation for h in t.history()[version + 1 :]] == ["PUSH_START", "PUSH_ABORT"]
+    fresh = spark.range(3000, 3010).selectExpr("id", "'new' AS name")
+    fresh.write.format("mvtable").mode("append").save(path)
+    assert spark.read.format("mvtable").load(path).count() == 3010
+
+
+def test_upsert_needs_a_key(spark, tmp_path):
+    p = str(tmp_path / "plain")
+    spark.range(3).write.format("mvtable").mode("append").save(p)
+    with pytest.raises(Exception, match="NoPrimaryKeyError"):
+        spark.range(3).write.format("mvtable").mode("append").option("operation", "upsert").save(p)
