@@ -68,6 +68,7 @@ def build_log_table(
 
     from mvtable.lineage.actions import AddSegment, Commit, MetadataAction, SetDeletionVector
     from mvtable.lineage.checkpoint import checkpoint_bytes
+    from mvtable.lineage.enums import Operation
     from mvtable.lineage.log import checkpoint_path, commit_path
     from mvtable.lineage.snapshot import Snapshot, apply_commit
     from mvtable.storage import open_file_io
@@ -83,7 +84,7 @@ def build_log_table(
     started = time.perf_counter()
     written_checkpoints = []
 
-    def put(actions, operation: str) -> None:
+    def put(actions, operation: Operation) -> None:
         v = state.version + 1
         commit = Commit(
             version=v,
@@ -108,7 +109,7 @@ def build_log_table(
                 properties={"checkpointInterval": str(checkpoint_interval), "rowGroupRows": str(template.num_rows)},
             )
         ],
-        "CREATE",
+        Operation.CREATE,
     )
     ids: list[str] = []
     per = [segments // commits + (1 if i < segments % commits else 0) for i in range(commits)]
@@ -118,7 +119,7 @@ def build_log_table(
             sid = f"{len(ids):08d}{os.urandom(12).hex()}"
             ids.append(sid)
             adds.append(AddSegment(segment=template.model_copy(update={"id": sid, "path": f"data/{sid}.parquet"})))
-        put(adds, "APPEND")
+        put(adds, Operation.APPEND)
     window = ids[: max(1, int(len(ids) * dv_fraction))]
     rng = np.random.default_rng(7)
     deleted = {sid: BitMap64() for sid in window} if dv_rounds else {}
@@ -126,7 +127,7 @@ def build_log_table(
         for sid in window:
             deleted[sid].update(rng.integers(0, template.num_rows, size=3, dtype=np.uint64).tolist())
         locs = write_dvs(io, deleted, inline_max_bytes=0)
-        put([SetDeletionVector(segment_id=sid, dv=ref) for sid, ref in locs.items()], "DELETE")
+        put([SetDeletionVector(segment_id=sid, dv=ref) for sid, ref in locs.items()], Operation.DELETE)
     # a few reader pins that expired long ago (GC removes them)
     from mvtable.visibility import pins
 

@@ -26,6 +26,7 @@ from mvtable.errors import InvalidOptionError, InvalidRowAddressError, NothingTo
 from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import SetDeletionVector
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.paths import location_uri
@@ -154,7 +155,7 @@ def commit_deletes(
     positions: Mapping[str, BitMap64 | np.ndarray],
     *,
     inline_max_bytes: int,
-    operation: str = "DELETE",
+    operation: Operation = Operation.DELETE,
     parameters: dict | None = None,
 ) -> DeleteResult:
     bitmaps = {sid: p if isinstance(p, BitMap64) else bitmap_from_array(np.asarray(p)) for sid, p in positions.items() if len(p)}

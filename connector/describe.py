@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.actions import LineageEnd, LineagePurge, LineageRevert, LineageStart
-from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot
+from mvtable.lineage.enums import LineageState
+from mvtable.lineage.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from .table import Table
@@ -25,7 +26,14 @@ REPLACED = "replaced"  # segments_from of a COMPLETED entry: kept so the push ca
 REVERTED_SEGMENT = "reverted"  # segments_to of a REVERTED entry: kept until retention removes them
 HIDDEN = "hidden"
 
-_TRANSITION = {LineageStart: IN_PROGRESS, LineageEnd: COMPLETED, LineageRevert: REVERTED, LineagePurge: "PURGED"}
+# A lineage entry's steps: its states, and the purge that drops it from the lineage.
+PURGED = "PURGED"
+_TRANSITION: dict[type, str] = {
+    LineageStart: LineageState.IN_PROGRESS,
+    LineageEnd: LineageState.COMPLETED,
+    LineageRevert: LineageState.REVERTED,
+    LineagePurge: PURGED,
+}
 
 
 def _utc(ms: int) -> dt.datetime:
@@ -40,13 +48,13 @@ def _segment_status(snapshot: Snapshot, visible: set[str]) -> dict[str, tuple[st
     """segment id -> (status, lineage entry that explains it)."""
     out: dict[str, tuple[str, str | None]] = {}
     for entry in snapshot.lineage.values():
-        if entry.state == COMPLETED:
+        if entry.state == LineageState.COMPLETED:
             for sid in entry.segments_from:
                 out.setdefault(sid, (REPLACED, entry.id))
-        elif entry.state == IN_PROGRESS:
+        elif entry.state == LineageState.IN_PROGRESS:
             for sid in entry.segments_to:
                 out.setdefault(sid, (STAGED, entry.id))
-        elif entry.state == REVERTED:
+        elif entry.state == LineageState.REVERTED:
             for sid in entry.segments_to:
                 out.setdefault(sid, (REVERTED_SEGMENT, entry.id))
     for sid in visible:
@@ -132,7 +140,9 @@ def _timeline(table: Table, snapshot: Snapshot) -> list[dict[str, Any]]:
         # Log files that are gone leave gaps: the snapshot still knows the start and the
         # current state (without the operation, and the start without its time).
         if not steps or steps[0]["version"] != e.started_version:
-            steps.insert(0, {"version": e.started_version, "state": IN_PROGRESS, "timestamp": None, "operation": None})
+            steps.insert(
+                0, {"version": e.started_version, "state": LineageState.IN_PROGRESS, "timestamp": None, "operation": None}
+            )
         if (steps[-1]["version"], steps[-1]["state"]) != (e.state_version, e.state):
             steps.append({"version": e.state_version, "state": e.state, "timestamp": _utc(e.timestamp_ms), "operation": None})
         out.append(

@@ -15,7 +15,7 @@ from pyroaring import BitMap64
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, InvalidOptionError, NothingToCommit
 from mvtable.lineage import operations as ops
-from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED
+from mvtable.lineage.enums import LineageState, Operation
 from mvtable.visibility import encode_dv
 
 from .segments import new_segment_id
@@ -29,7 +29,7 @@ class ActionResult:
     """What a lifecycle call did. ``changed`` is False when the table already was as asked
     (``version`` is then the version that made it so, or the current one)."""
 
-    operation: str
+    operation: Operation
     version: int
     changed: bool
     message: str
@@ -45,7 +45,13 @@ def _entry(table: Table, entry_id: str):
 
 
 def _transition(
-    table: Table, entry_id: str, *, operation: str, target: str, allowed: tuple[str, ...], build_actions
+    table: Table,
+    entry_id: str,
+    *,
+    operation: Operation,
+    target: LineageState,
+    allowed: tuple[LineageState, ...],
+    build_actions,
 ) -> ActionResult:
     """Move one lineage entry to ``target`` in one commit, or report that it is there
     already — also when a concurrent or retried call got there first."""
@@ -74,13 +80,25 @@ def rollback_entry(table: Table, entry_id: str) -> ActionResult:
     """Pinot's ``revertReplaceSegments``: the entry becomes REVERTED and readers flip back
     to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile)."""
     return _transition(
-        table, entry_id, operation="ROLLBACK", target=REVERTED, allowed=(IN_PROGRESS, COMPLETED), build_actions=ops.revert
+        table,
+        entry_id,
+        operation=Operation.ROLLBACK,
+        target=LineageState.REVERTED,
+        allowed=(LineageState.IN_PROGRESS, LineageState.COMPLETED),
+        build_actions=ops.revert,
     )
 
 
 def publish_entry(table: Table, entry_id: str) -> ActionResult:
     """Complete a staged (``publish=false``) consistent push."""
-    return _transition(table, entry_id, operation="PUBLISH", target=COMPLETED, allowed=(IN_PROGRESS,), build_actions=ops.publish)
+    return _transition(
+        table,
+        entry_id,
+        operation=Operation.PUBLISH,
+        target=LineageState.COMPLETED,
+        allowed=(LineageState.IN_PROGRESS,),
+        build_actions=ops.publish,
+    )
 
 
 def _empty_dv() -> DeletionVectorRef:
@@ -96,7 +114,7 @@ def restore_version(table: Table, version: int) -> ActionResult:
     target = table.log.snapshot(version)
     current = table.snapshot()
     if ops.same_view(current, target):
-        return ActionResult("RESTORE", current.version, False, f"the table already shows version {version}")
+        return ActionResult(Operation.RESTORE, current.version, False, f"the table already shows version {version}")
     needed = {seg.file.path for seg in target.visible_segments()}
     needed |= {ref.path for sid, ref in target.dvs.items() if ref.path and sid in set(target.visible_segment_ids())}
     missing = sorted(p for p in needed if not table.io.exists(p))
@@ -114,7 +132,7 @@ def restore_version(table: Table, version: int) -> ActionResult:
         return ops.restore(cur, target, new_ids=new_ids, empty_dv=empty)
 
     try:
-        result = table.log.commit(read=current, operation="RESTORE", parameters={"version": version}, build=build)
+        result = table.log.commit(read=current, operation=Operation.RESTORE, parameters={"version": version}, build=build)
     except NothingToCommit as done:
-        return ActionResult("RESTORE", table.version, False, str(done))
-    return ActionResult("RESTORE", result.commit.version, True, f"restored the table as of version {version}")
+        return ActionResult(Operation.RESTORE, table.version, False, str(done))
+    return ActionResult(Operation.RESTORE, result.commit.version, True, f"restored the table as of version {version}")

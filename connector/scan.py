@@ -16,7 +16,8 @@ from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import InvalidOptionError
 from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.descriptors import SegmentDescriptor, paused_gc
-from mvtable.lineage.snapshot import COMPLETED, REVERTED, SegmentState, Snapshot
+from mvtable.lineage.enums import LineageState
+from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
 from mvtable.visibility import keep_mask, load_dv_positions, pins, process_cache
 
@@ -108,9 +109,9 @@ def staged_segments(snapshot: Snapshot, entry_id: str) -> list[SegmentState]:
     entry = snapshot.lineage.get(entry_id)
     if entry is None:
         raise InvalidOptionError(f"lineageEntry: no lineage entry {entry_id!r} in this table")
-    if entry.state == REVERTED:
+    if entry.state == LineageState.REVERTED:
         raise InvalidOptionError(f"lineageEntry: entry {entry_id} is REVERTED; its snapshot is gone")
-    if entry.state == COMPLETED:
+    if entry.state == LineageState.COMPLETED:
         return snapshot.visible_segments()
     replaced = set(entry.segments_from)
     ids = [sid for sid in snapshot.visible_segment_ids() if sid not in replaced]

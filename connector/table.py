@@ -20,6 +20,7 @@ from mvtable.errors import (
     VersionNotFoundError,
 )
 from mvtable.lineage import faults
+from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 class HistoryEntry:
     version: int
     timestamp: dt.datetime
-    operation: str
+    operation: Operation
     parameters: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     writer: str = ""
@@ -64,7 +65,7 @@ class LineageView:
     id: str
     segments_from: tuple[str, ...]
     segments_to: tuple[str, ...]
-    state: str
+    state: LineageState
     timestamp: dt.datetime
     started_version: int
     state_version: int

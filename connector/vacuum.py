@@ -19,6 +19,7 @@ from mvtable.conf import connector_settings, parse_period
 from mvtable.errors import CorruptMetadataError, InvalidOptionError, RetentionTooShortError, SettingsError, VersionNotFoundError
 from mvtable.lineage import faults
 from mvtable.lineage.actions import AddSegment
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR
 from mvtable.lineage.log_retention import safe_version
@@ -167,7 +168,7 @@ def _commit_cleanup(table: Table, chunk: list[EntryCleanup], *, now_ms: int, pro
     current = table.snapshot()
     if not build(current):
         return None
-    result = table.log.commit(read=current, operation="RETENTION", parameters={"entries": sorted(ids)}, build=build)
+    result = table.log.commit(read=current, operation=Operation.RETENTION, parameters={"entries": sorted(ids)}, build=build)
     return result.commit.version
 
 

@@ -26,8 +26,9 @@ from mvtable.conf import TableProperties
 from mvtable.errors import InvalidOptionError, SettingsError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
+from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
-from mvtable.lineage.snapshot import IN_PROGRESS, Snapshot
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 from mvtable.visibility import pins
 
@@ -166,7 +167,7 @@ def begin_write(
         entry_id = new_entry_id()
         result = clog.commit(
             read=snapshot,
-            operation="PUSH_START",
+            operation=Operation.PUSH_START,
             parameters={"entry": entry_id},
             build=lambda cur: ops.push_start(snapshot, cur, entry_id, metadata=create),
         )
@@ -219,13 +220,13 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
     }
     if plan.consistent_push:
         assert plan.entry_id is not None
-        operation = "CONSISTENT_PUSH" if plan.publish else "PUSH_STAGE"
+        operation = Operation.CONSISTENT_PUSH if plan.publish else Operation.PUSH_STAGE
         build = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)
     elif plan.mode == OVERWRITE:
-        operation = "OVERWRITE"
+        operation = Operation.OVERWRITE
         build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
     else:
-        operation = "APPEND" if read.exists else "CREATE"
+        operation = Operation.APPEND if read.exists else Operation.CREATE
         build = lambda cur: ops.append(cur, segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
     if plan.primary_key and segments:
@@ -287,10 +288,10 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
     if plan.entry_id is not None:
         current = load_snapshot(clog)
         entry = current.lineage.get(plan.entry_id)
-        if entry is not None and entry.state == IN_PROGRESS:
+        if entry is not None and entry.state == LineageState.IN_PROGRESS:
             clog.commit(
                 read=current,
-                operation="PUSH_ABORT",
+                operation=Operation.PUSH_ABORT,
                 parameters={"entry": plan.entry_id},
                 build=lambda cur: ops.revert(cur, plan.entry_id),
             )

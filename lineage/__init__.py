@@ -14,23 +14,23 @@ from .actions import (
     SetDeletionVector,
 )
 from .descriptors import RowGroupDescriptor, SegmentDescriptor
+from .enums import LineageState, Operation
 from .log import CommitLog, CommitResult
-from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, LineageEntry, Snapshot, replay
+from .snapshot import LineageEntry, Snapshot, replay
 
 __all__ = [
     "AddSegment",
     "Commit",
     "CommitLog",
     "CommitResult",
-    "COMPLETED",
-    "IN_PROGRESS",
     "LineageEnd",
     "LineageEntry",
     "LineagePurge",
     "LineageRevert",
     "LineageStart",
+    "LineageState",
     "MetadataAction",
-    "REVERTED",
+    "Operation",
     "RemoveSegment",
     "RowGroupDescriptor",
     "RowGroupInfo",

@@ -18,6 +18,8 @@ from mvtable.errors import CorruptMetadataError, UnsafePathError, UnsupportedFor
 from mvtable.ids import Id as _Id
 from mvtable.paths import safe_path_value as _safe_path
 
+from .enums import Operation
+
 FORMAT_VERSION = 1
 
 
@@ -201,7 +203,7 @@ class Commit(_Model):
     version: int = Field(ge=0)
     read_version: int = Field(ge=-1)
     timestamp_ms: int = Field(ge=0)
-    operation: str
+    operation: Operation
     parameters: dict[str, Any] = Field(default_factory=dict)
     writer: str = ""
     metrics: dict[str, float | int] = Field(default_factory=dict)

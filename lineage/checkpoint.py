@@ -41,7 +41,8 @@ from mvtable.paths import check_relative_path
 
 from .actions import check_envelope, validation_error
 from .descriptors import RowGroupDescriptor, SegmentDescriptor, paused_gc, stats_json
-from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, HistoryItem, LineageEntry, SegmentState, Snapshot
+from .enums import LineageState, Operation
+from .snapshot import HistoryItem, LineageEntry, SegmentState, Snapshot
 from .summary import TableSummary
 
 __all__ = [
@@ -100,7 +101,7 @@ class _Entry(_Model):
     id: str
     segments_from: tuple[str, ...]
     segments_to: tuple[str, ...]
-    state: str = Field(pattern=f"^({IN_PROGRESS}|{COMPLETED}|{REVERTED})$")
+    state: LineageState
     timestamp_ms: int
     started_version: int
     state_version: int
@@ -109,7 +110,7 @@ class _Entry(_Model):
 class _History(_Model):
     version: tuple[int, ...]
     timestamp_ms: tuple[int, ...]
-    operation: tuple[str, ...]
+    operation: tuple[Operation, ...]
 
 
 class _Header(_Model):
@@ -427,7 +428,7 @@ def _check_dvs(b: pa.RecordBatch, source: str) -> None:
 def _check_lineage(lineage: dict[str, LineageEntry], segments: Any, source: str) -> None:
     for e in lineage.values():
         # A push may declare segments_to that it uploads later; only a COMPLETED entry must have them all.
-        named = (*e.segments_from, *e.segments_to) if e.state == COMPLETED else e.segments_from
+        named = (*e.segments_from, *e.segments_to) if e.state == LineageState.COMPLETED else e.segments_from
         unknown = [sid for sid in named if sid not in segments]
         if unknown:
             raise CorruptMetadataError(source, f"lineage entry {e.id} names unknown segments {unknown[:3]}")

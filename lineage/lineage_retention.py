@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .actions import Action, LineagePurge, LineageRevert, RemoveSegment
-from .snapshot import COMPLETED, IN_PROGRESS, REVERTED, LineageEntry, Snapshot
+from .enums import LineageState
+from .snapshot import LineageEntry, Snapshot
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def plan_entry_cleanup(s: Snapshot, *, now_ms: int, replaced_retention_s: float,
     out: list[EntryCleanup] = []
     for entry in sorted(s.lineage.values(), key=lambda e: e.state_version):
         age_s = (now_ms - entry.timestamp_ms) / 1000
-        if entry.state == COMPLETED and age_s >= replaced_retention_s:
+        if entry.state == LineageState.COMPLETED and age_s >= replaced_retention_s:
             out.append(
                 EntryCleanup(
                     entry.id,
@@ -56,13 +57,13 @@ def plan_entry_cleanup(s: Snapshot, *, now_ms: int, replaced_retention_s: float,
                     tuple(_remove_then_purge(s, entry, entry.segments_from)),
                 )
             )
-        elif entry.state == REVERTED and age_s >= entry_retention_s:
+        elif entry.state == LineageState.REVERTED and age_s >= entry_retention_s:
             out.append(
                 EntryCleanup(
                     entry.id, entry.state, "reverted entry past retention", tuple(_remove_then_purge(s, entry, entry.segments_to))
                 )
             )
-        elif entry.state == IN_PROGRESS and age_s >= entry_retention_s:
+        elif entry.state == LineageState.IN_PROGRESS and age_s >= entry_retention_s:
             actions = [LineageRevert(entry_id=entry.id), *_remove_then_purge(s, entry, entry.segments_to)]
             out.append(EntryCleanup(entry.id, entry.state, "stale IN_PROGRESS push", tuple(actions)))
     return out
@@ -71,7 +72,7 @@ def plan_entry_cleanup(s: Snapshot, *, now_ms: int, replaced_retention_s: float,
 def keep_two_snapshots(s: Snapshot) -> list[Action]:
     """Actions for the start of a new push: drop every COMPLETED entry but the newest,
     with the segments it replaced (the snapshot before the previous one)."""
-    completed = sorted((e for e in s.lineage.values() if e.state == COMPLETED), key=lambda e: e.state_version)
+    completed = sorted((e for e in s.lineage.values() if e.state == LineageState.COMPLETED), key=lambda e: e.state_version)
     actions: list[Action] = []
     for entry in completed[:-1]:
         actions.extend(_remove_then_purge(s, entry, entry.segments_from))

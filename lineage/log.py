@@ -35,6 +35,7 @@ from mvtable.storage import FileIO
 from . import faults
 from .actions import Action, Commit, parse_commit
 from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
+from .enums import Operation
 from .snapshot import Snapshot, apply_commit, replay
 from .summary import CommitSummary, TableSummary, parse_commit_summary
 
@@ -243,7 +244,7 @@ class CommitLog:
         self,
         *,
         read: Snapshot,
-        operation: str,
+        operation: Operation,
         build: Builder,
         parameters: dict[str, Any] | None = None,
         metrics: dict[str, float | int] | Callable[[], dict[str, float | int]] | None = None,

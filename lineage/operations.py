@@ -35,8 +35,9 @@ from .actions import (
     SetDeletionVector,
     SetTransaction,
 )
+from .enums import LineageState
 from .lineage_retention import keep_two_snapshots
-from .snapshot import IN_PROGRESS, Snapshot, held_segments, origins
+from .snapshot import Snapshot, held_segments, origins
 
 
 def create_or_check(current: Snapshot, metadata: MetadataAction | None) -> list[Action]:
@@ -125,7 +126,7 @@ def stream_batch(
 def push_segments(current: Snapshot, entry_id: str, segments: Sequence[SegmentFile], *, publish: bool) -> list[Action]:
     """Add the pushed segments to the entry and, when publishing, complete it."""
     entry = current.lineage.get(entry_id)
-    if entry is None or entry.state != IN_PROGRESS:
+    if entry is None or entry.state != LineageState.IN_PROGRESS:
         state = "gone" if entry is None else entry.state
         raise ConcurrentLineageError(f"lineage entry {entry_id} is {state}; the push can no longer complete")
     require_visible(current, entry.segments_from, what=f"consistent push {entry_id}")

@@ -31,10 +31,7 @@ from .actions import (
     SetTransaction,
 )
 from .descriptors import SegmentDescriptor, describe
-
-IN_PROGRESS = "IN_PROGRESS"
-COMPLETED = "COMPLETED"
-REVERTED = "REVERTED"
+from .enums import LineageState, Operation
 
 
 @dataclass(slots=True)
@@ -60,14 +57,14 @@ class LineageEntry:
     id: str
     segments_from: tuple[str, ...]
     segments_to: tuple[str, ...]
-    state: str
+    state: LineageState
     timestamp_ms: int
     started_version: int
     state_version: int
 
     @property
     def live(self) -> bool:
-        return self.state in (IN_PROGRESS, COMPLETED)
+        return self.state in (LineageState.IN_PROGRESS, LineageState.COMPLETED)
 
 
 class HistoryItem(NamedTuple):
@@ -76,7 +73,7 @@ class HistoryItem(NamedTuple):
 
     version: int
     timestamp_ms: int
-    operation: str
+    operation: Operation
 
 
 @dataclass
@@ -103,7 +100,7 @@ class Snapshot:
         IN_PROGRESS and REVERTED entries, minus removed. Ordered by when they were added."""
         hidden: set[str] = set()
         for entry in self.lineage.values():
-            hidden.update(entry.segments_from if entry.state == COMPLETED else entry.segments_to)
+            hidden.update(entry.segments_from if entry.state == LineageState.COMPLETED else entry.segments_to)
         return [sid for sid, seg in self.segments.items() if seg.removed_version is None and sid not in hidden]
 
     def visible_segments(self) -> list[SegmentState]:
@@ -179,7 +176,7 @@ def _add(s: Snapshot, a: AddSegment, v: int, ts: int) -> None:
         raise InvalidLineageTransitionError(f"segment {sid} was added before")
     if a.lineage_entry is not None:
         entry = _entry(s, a.lineage_entry)
-        if entry.state != IN_PROGRESS:
+        if entry.state != LineageState.IN_PROGRESS:
             raise InvalidLineageTransitionError(
                 f"cannot add segment {sid} to lineage entry {entry.id}: it is {entry.state}, not IN_PROGRESS"
             )
@@ -196,7 +193,7 @@ def _remove(s: Snapshot, a: RemoveSegment, v: int, ts: int) -> None:
     if seg is None or seg.removed_version is not None:
         raise InvalidLineageTransitionError(f"segment {a.segment_id} is not in the table")
     for entry in s.lineage.values():
-        if entry.state == IN_PROGRESS and (a.segment_id in entry.segments_from or a.segment_id in entry.segments_to):
+        if entry.state == LineageState.IN_PROGRESS and (a.segment_id in entry.segments_from or a.segment_id in entry.segments_to):
             raise SegmentInUseError(
                 f"segment {a.segment_id} is held by IN_PROGRESS lineage entry {entry.id}; end or revert that push first"
             )
@@ -224,7 +221,7 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
         raise InvalidLineageTransitionError(f"segments_from are not visible: {', '.join(missing[:5])}")
     for entry in s.lineage.values():
         overlap = set(a.segments_from) & set(entry.segments_from)
-        if entry.state == IN_PROGRESS and overlap:
+        if entry.state == LineageState.IN_PROGRESS and overlap:
             raise InvalidLineageTransitionError(
                 f"lineage entry {entry.id} is IN_PROGRESS on the same segments; end or revert it first"
             )
@@ -236,7 +233,7 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
         id=a.entry_id,
         segments_from=tuple(a.segments_from),
         segments_to=tuple(a.segments_to),
-        state=IN_PROGRESS,
+        state=LineageState.IN_PROGRESS,
         timestamp_ms=ts,
         started_version=v,
         state_version=v,
@@ -245,7 +242,7 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
 
 def _end(s: Snapshot, a: LineageEnd, v: int, ts: int) -> None:
     entry = _entry(s, a.entry_id)
-    if entry.state != IN_PROGRESS:
+    if entry.state != LineageState.IN_PROGRESS:
         raise InvalidLineageTransitionError(f"lineage entry {entry.id} is {entry.state}; only IN_PROGRESS can end")
     visible = set(s.visible_segment_ids())
     gone = [sid for sid in entry.segments_from if sid not in visible]
@@ -258,22 +255,22 @@ def _end(s: Snapshot, a: LineageEnd, v: int, ts: int) -> None:
         raise InvalidLineageTransitionError(
             f"lineage entry {entry.id} cannot end: segments_to missing ({', '.join(missing[:5])})"
         )
-    entry.state = COMPLETED
+    entry.state = LineageState.COMPLETED
     entry.timestamp_ms = ts
     entry.state_version = v
 
 
 def _revert(s: Snapshot, a: LineageRevert, v: int, ts: int) -> None:
     entry = _entry(s, a.entry_id)
-    if entry.state not in (IN_PROGRESS, COMPLETED):
+    if entry.state not in (LineageState.IN_PROGRESS, LineageState.COMPLETED):
         raise InvalidLineageTransitionError(
             f"lineage entry {entry.id} is {entry.state}; only IN_PROGRESS or COMPLETED can be reverted"
         )
-    if entry.state == COMPLETED:
+    if entry.state == LineageState.COMPLETED:
         blocker = revert_blocker(s, entry)
         if blocker:
             raise InvalidLineageTransitionError(f"cannot revert lineage entry {entry.id}: {blocker}")
-    entry.state = REVERTED
+    entry.state = LineageState.REVERTED
     entry.timestamp_ms = ts
     entry.state_version = v
 
@@ -298,9 +295,9 @@ def revert_blocker(s: Snapshot, entry: LineageEntry) -> str | None:
 
 def _purge(s: Snapshot, a: LineagePurge, v: int, ts: int) -> None:
     entry = _entry(s, a.entry_id)
-    if entry.state == IN_PROGRESS:
+    if entry.state == LineageState.IN_PROGRESS:
         raise InvalidLineageTransitionError(f"lineage entry {entry.id} is IN_PROGRESS and cannot be purged")
-    hidden = entry.segments_from if entry.state == COMPLETED else entry.segments_to
+    hidden = entry.segments_from if entry.state == LineageState.COMPLETED else entry.segments_to
     kept = [sid for sid in hidden if sid in s.segments and s.segments[sid].removed_version is None]
     if kept:
         raise InvalidLineageTransitionError(
@@ -332,13 +329,13 @@ def _inserted_keys(s: Snapshot, a: InsertedKeys, v: int, ts: int) -> None:
 def held_segments(s: Snapshot) -> set[str]:
     """Segments an IN_PROGRESS entry (a running or staged push) holds: only that push may
     remove them."""
-    return {sid for e in s.lineage.values() if e.state == IN_PROGRESS for sid in (*e.segments_from, *e.segments_to)}
+    return {sid for e in s.lineage.values() if e.state == LineageState.IN_PROGRESS for sid in (*e.segments_from, *e.segments_to)}
 
 
 def origins(s: Snapshot) -> dict[str, str]:
     """Segment id → the COMPLETED entry whose ``segments_to`` holds it. Segments without
     one are plain appends. A compaction never mixes origins in one output."""
-    return {sid: e.id for e in s.lineage.values() if e.state == COMPLETED for sid in e.segments_to}
+    return {sid: e.id for e in s.lineage.values() if e.state == LineageState.COMPLETED for sid in e.segments_to}
 
 
 def _compact(s: Snapshot, a: CompactSegments, v: int, ts: int) -> None:

@@ -27,6 +27,7 @@ from mvtable.ids import ID_RE as _ID
 from mvtable.paths import check_relative_path
 
 from .actions import FORMAT_VERSION, validation_error
+from .enums import Operation
 from .snapshot import HistoryItem, Snapshot
 
 __all__ = ["CommitSummary", "TableSummary", "apply_summary", "parse_commit_summary", "summarize"]
@@ -36,7 +37,7 @@ __all__ = ["CommitSummary", "TableSummary", "apply_summary", "parse_commit_summa
 class CommitSummary:
     version: int
     timestamp_ms: int
-    operation: str
+    operation: Operation
     properties: dict[str, str] | None  # set by a metadata action
     set_dvs: tuple[tuple[str, str | None], ...]  # (segment id, DV file path or None when inline)
     removed: tuple[str, ...]  # segments whose DV stops applying (RemoveSegment, compacted inputs)
@@ -108,10 +109,16 @@ def parse_commit_summary(data: bytes, *, source: str, expected_version: int | No
     if expected_version is not None and version != expected_version:
         raise CorruptMetadataError(source, f"file holds version {version}, expected {expected_version}")
     timestamp_ms = _int(doc, "timestamp_ms", source)
-    operation = doc.get("operation")
+    raw_operation = doc.get("operation")
     actions = doc.get("actions", [])
-    if not isinstance(operation, str) or not isinstance(actions, list):
+    if not isinstance(raw_operation, str) or not isinstance(actions, list):
         raise CorruptMetadataError(source, "invalid content: 'operation' must be a string and 'actions' a list")
+    try:
+        operation = Operation(raw_operation)
+    except ValueError:
+        raise CorruptMetadataError(
+            source, f"invalid content: operation {raw_operation!r} is not one of {[o.value for o in Operation]}"
+        ) from None
     properties: dict[str, str] | None = None
     set_dvs: list[tuple[str, str | None]] = []
     removed: list[str] = []

@@ -177,18 +177,20 @@ def _json(obj: Mapping[str, Any]) -> str:
 
 
 # -- rows (shared with tests and other callers) -----------------------------------------
+# States and operations are str enums; rows carry their plain values (``.value``) so Spark's
+# serializers see ``str``.
 def lineage_rows(table) -> Iterator[tuple]:
     for e in table.lineage():
-        yield (e.id, list(e.segments_from), list(e.segments_to), e.state, e.timestamp, e.started_version, e.state_version)
+        yield (e.id, list(e.segments_from), list(e.segments_to), e.state.value, e.timestamp, e.started_version, e.state_version)
 
 
 def history_rows(table) -> Iterator[tuple]:
     for h in table.history():
-        yield (h.version, h.timestamp, h.operation, _json(h.parameters), _json(h.metrics), h.writer)
+        yield (h.version, h.timestamp, h.operation.value, _json(h.parameters), _json(h.metrics), h.writer)
 
 
 def action_row(result) -> tuple:
-    return (result.operation, result.version, result.changed, result.message)
+    return (result.operation.value, result.version, result.changed, result.message)
 
 
 def vacuum_row(report) -> tuple:

@@ -17,7 +17,7 @@ from mvtable.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from mvtable.lineage import COMPLETED, IN_PROGRESS, REVERTED
+from mvtable.lineage import LineageState
 
 from .conftest import orders
 
@@ -90,7 +90,7 @@ def test_consistent_push_records_completed_entry(small_table):
     before = set(small_table.snapshot().visible_segment_ids())
     small_table.overwrite(orders(7000, 5), consistent_push=True)
     [entry] = small_table.lineage()
-    assert entry.state == COMPLETED
+    assert entry.state == LineageState.COMPLETED
     assert set(entry.segments_from) == before
     assert len(entry.segments_to) == 1
     assert ids(small_table.to_arrow()) == list(range(7000, 7005))
@@ -101,7 +101,7 @@ def test_consistent_push_records_completed_entry(small_table):
 def test_staged_push_stays_invisible(small_table):
     small_table.overwrite(orders(7000, 5), consistent_push=True, publish=False)
     [entry] = small_table.lineage()
-    assert entry.state == IN_PROGRESS
+    assert entry.state == LineageState.IN_PROGRESS
     assert small_table.scan().count() == 2000
 
 
@@ -120,7 +120,7 @@ def test_failed_push_is_reverted_and_files_removed(small_table, monkeypatch):
         small_table.overwrite(orders(7000, 5), consistent_push=True)
     monkeypatch.setattr(writes, "finish_write", real_finish)
     [entry] = small_table.lineage()
-    assert entry.state == REVERTED
+    assert entry.state == LineageState.REVERTED
     assert set(os.listdir(data_dir)) == files_before
     assert ids(small_table.to_arrow()) == list(range(2000))
 

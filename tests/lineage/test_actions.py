@@ -22,6 +22,7 @@ from mvtable.lineage.actions import (
     SetDeletionVector,
     parse_commit,
 )
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog, commit_path
 from mvtable.paths import check_relative_path
 from mvtable.storage import LocalFileIO
@@ -49,7 +50,7 @@ def full_commit(version: int = 3) -> Commit:
         version=version,
         read_version=version - 1,
         timestamp_ms=1_700_000_000_000,
-        operation="WRITE",
+        operation=Operation.APPEND,
         parameters={"mode": "append", "txn": "abc", "nested": {"x": [1, 2, None]}},
         writer="mvtable test",
         metrics={"rows": 10, "seconds": 0.5},

@@ -27,8 +27,9 @@ from mvtable.lineage.actions import (
 )
 from mvtable.lineage.checkpoint import HEADER_CRC_KEY, HEADER_KEY, checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
 from mvtable.lineage.descriptors import SegmentDescriptor
+from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, checkpoint_path, commit_path
-from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import LocalFileIO
 
 SOURCE = "/t/_mvtable/log/00000000000000000009.checkpoint.parquet"
@@ -49,7 +50,7 @@ def seg(sid: str) -> SegmentFile:
 
 def commit(log: CommitLog, *actions, **kw):
     read = log.snapshot() if log.exists() else Snapshot()
-    return log.commit(read=read, operation="TEST", build=lambda s: list(actions), **kw).snapshot
+    return log.commit(read=read, operation=Operation.APPEND, build=lambda s: list(actions), **kw).snapshot
 
 
 def rich_table(root, interval: int = 100) -> CommitLog:
@@ -80,7 +81,7 @@ def rich_table(root, interval: int = 100) -> CommitLog:
 
 def test_round_trip_is_exact(tmp_path) -> None:
     s = rich_table(tmp_path).snapshot()
-    assert {e.state for e in s.lineage.values()} == {COMPLETED, REVERTED, IN_PROGRESS}
+    assert {e.state for e in s.lineage.values()} == {LineageState.COMPLETED, LineageState.REVERTED, LineageState.IN_PROGRESS}
     back = parse_checkpoint(checkpoint_bytes(s), source=SOURCE, expected_version=s.version)
     assert back == s
     assert back.visible_segment_ids() == s.visible_segment_ids() == ["b", "c", "a2", "e"]

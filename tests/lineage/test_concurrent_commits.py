@@ -19,8 +19,9 @@ from mvtable.errors import (
     ConcurrentReplaceError,
 )
 from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
+from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, RetryPolicy
-from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, Snapshot
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import LocalFileIO
 
 # One worker program for every scenario: it imports only mvtable.lineage, prepares (reads its
@@ -31,6 +32,7 @@ from mvtable.lineage.actions import AddSegment, LineageEnd, LineageStart, Remove
 from mvtable.errors import ConcurrentReplaceError
 from mvtable.storage import LocalFileIO
 from mvtable.lineage.log import CommitLog
+from mvtable.lineage.enums import Operation
 
 args = json.loads(sys.argv[1])
 log = CommitLog(LocalFileIO(args["root"]))
@@ -64,7 +66,7 @@ if mode == "append":
     watch = args.get("until_completed")  # keep appending until that push has ended
     for i in range(args["count"] if watch is None else 400):
         sid = f"{args['name']}-{i}"
-        r = log.commit(read=read, operation="APPEND", build=lambda s, sid=sid: [AddSegment(segment=seg(sid))])
+        r = log.commit(read=read, operation=Operation.APPEND, build=lambda s, sid=sid: [AddSegment(segment=seg(sid))])
         out["versions"].append(r.commit.version)
         out["attempts"].append(r.attempts)
         if args.get("fresh"):
@@ -80,7 +82,7 @@ elif mode == "overwrite":
     actions = [RemoveSegment(segment_id=x) for x in read_ids] + [AddSegment(segment=seg(new))]
     ready_then_wait()
     try:
-        r = log.commit(read=read, operation="OVERWRITE", build=replace_build(read_ids, actions))
+        r = log.commit(read=read, operation=Operation.OVERWRITE, build=replace_build(read_ids, actions))
         out["versions"].append(r.commit.version)
     except Exception as exc:
         out["error"] = type(exc).__name__
@@ -92,7 +94,7 @@ elif mode == "push":
     ready_then_wait()
     r = log.commit(
         read=read,
-        operation="PUSH_START",
+        operation=Operation.PUSH_START,
         build=replace_build(read_ids, [LineageStart(entry_id=entry, segments_from=tuple(read_ids)),
                                        AddSegment(segment=seg(f"{entry}-0"), lineage_entry=entry)]),
     )
@@ -101,10 +103,10 @@ elif mode == "push":
     deadline = time.time() + 30
     while log.latest_version() < r.commit.version + 3 and time.time() < deadline:
         time.sleep(0.002)
-    r = log.commit(read=r.snapshot, operation="PUSH_UPLOAD",
+    r = log.commit(read=r.snapshot, operation=Operation.PUSH_STAGE,
                    build=lambda s: [AddSegment(segment=seg(f"{entry}-1"), lineage_entry=entry)])
     out["versions"].append(r.commit.version)
-    r = log.commit(read=r.snapshot, operation="PUSH_END", build=lambda s: [LineageEnd(entry_id=entry)])
+    r = log.commit(read=r.snapshot, operation=Operation.PUBLISH, build=lambda s: [LineageEnd(entry_id=entry)])
     out["versions"].append(r.commit.version)
 
 print(json.dumps(out))
@@ -119,11 +121,11 @@ def create(root: Path, *sids: str, **properties: str) -> CommitLog:
     log = CommitLog(LocalFileIO(str(root)))
     log.commit(
         read=Snapshot(),
-        operation="CREATE",
+        operation=Operation.CREATE,
         build=lambda s: [MetadataAction(table_id="t", table_schema={}, properties=properties)],
     )
     if sids:
-        log.commit(read=log.snapshot(), operation="APPEND", build=lambda s: [AddSegment(segment=seg(x)) for x in sids])
+        log.commit(read=log.snapshot(), operation=Operation.APPEND, build=lambda s: [AddSegment(segment=seg(x)) for x in sids])
     return log
 
 
@@ -237,14 +239,14 @@ def test_consistent_push_racing_with_appends(tmp_path) -> None:
     assert min(counts.values()) >= 10
     appended = {f"{w}-{j}" for w, n in counts.items() for j in range(n)}
     assert s.version == 1 + 3 + sum(counts.values())
-    assert s.lineage["push"].state == COMPLETED
+    assert s.lineage["push"].state == LineageState.COMPLETED
     assert s.lineage["push"].segments_from == ("b1", "b2", "b3")
     assert set(s.visible_segment_ids()) == appended | {"push-0", "push-1"}  # appends never conflict with a push
 
     started, uploaded, ended = reports["push"]["versions"]
     assert started < uploaded < ended
     during = log.snapshot(ended - 1)  # the push is IN_PROGRESS: readers still see the old data
-    assert during.lineage["push"].state == IN_PROGRESS
+    assert during.lineage["push"].state == LineageState.IN_PROGRESS
     landed_during = [v for r in (reports["w0"], reports["w1"]) for v in r["versions"] if started < v < ended]
     assert landed_during, "no append landed while the push was running"
     assert {"b1", "b2", "b3"} <= set(during.visible_segment_ids())
@@ -285,7 +287,7 @@ class FlakyIO:
             self.pending.append((path, data))
         elif self.mode == "foreign":
             other = CommitLog(self.inner)
-            other.commit(read=other.snapshot(), operation="APPEND", build=lambda s: [AddSegment(segment=seg("foreign"))])
+            other.commit(read=other.snapshot(), operation=Operation.APPEND, build=lambda s: [AddSegment(segment=seg("foreign"))])
         raise CommitStateUnknownError(f"simulated: the store did not answer for {path}")
 
 
@@ -296,7 +298,7 @@ def flaky_log(tmp_path: Path, mode: str, failures: int = 1) -> tuple[CommitLog, 
 
 
 def append_c(log: CommitLog):
-    return log.commit(read=log.snapshot(), operation="APPEND", build=lambda s: [AddSegment(segment=seg("c"))])
+    return log.commit(read=log.snapshot(), operation=Operation.APPEND, build=lambda s: [AddSegment(segment=seg("c"))])
 
 
 def test_unknown_state_but_the_write_landed(tmp_path) -> None:
@@ -348,7 +350,7 @@ def test_unknown_state_when_the_store_cannot_even_be_read(tmp_path) -> None:
 
     io.read = broken_read  # an instance attribute wins over __getattr__
     with pytest.raises(CommitStateUnknownError):
-        log.commit(read=read, operation="APPEND", build=lambda s: [AddSegment(segment=seg("d"))])
+        log.commit(read=read, operation=Operation.APPEND, build=lambda s: [AddSegment(segment=seg("d"))])
     assert CommitLog(LocalFileIO(str(tmp_path))).snapshot().version == 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mvtable.lineage.actions import AddSegment, Commit, LineageEnd, LineageStart, MetadataAction, SegmentFile
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.lineage_retention import keep_two_snapshots, plan_entry_cleanup
 from mvtable.lineage.snapshot import Snapshot, apply_commit
 
@@ -22,7 +23,13 @@ class Builder:
         self.ts = at_ms if at_ms is not None else self.ts + 1
         apply_commit(
             self.s,
-            Commit(version=self.s.version + 1, read_version=self.s.version, timestamp_ms=self.ts, operation="T", actions=actions),
+            Commit(
+                version=self.s.version + 1,
+                read_version=self.s.version,
+                timestamp_ms=self.ts,
+                operation=Operation.APPEND,
+                actions=actions,
+            ),
         )
 
     def push(self, name: str, new: str, *, end: bool = True, at_ms: int | None = None) -> None:

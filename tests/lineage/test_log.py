@@ -18,6 +18,7 @@ from mvtable.errors import (
     VersionNotFoundError,
 )
 from mvtable.lineage.actions import AddSegment, LineageStart, MetadataAction, RemoveSegment, SegmentFile
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import LOG_DIR, CommitLog, checkpoint_path, commit_path
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import LocalFileIO
@@ -31,14 +32,16 @@ def new_log(root, **properties: str) -> CommitLog:
     log = CommitLog(LocalFileIO(str(root)))
     log.commit(
         read=Snapshot(),
-        operation="CREATE",
+        operation=Operation.CREATE,
         build=lambda s: [MetadataAction(table_id="t", table_schema={}, properties=properties)],
     )
     return log
 
 
 def append(log: CommitLog, *sids: str, **kw):
-    return log.commit(read=log.snapshot(), operation="APPEND", build=lambda s: [AddSegment(segment=seg(x)) for x in sids], **kw)
+    return log.commit(
+        read=log.snapshot(), operation=Operation.APPEND, build=lambda s: [AddSegment(segment=seg(x)) for x in sids], **kw
+    )
 
 
 def log_files(log: CommitLog) -> list[str]:
@@ -77,7 +80,7 @@ def test_snapshot_at_every_version(tmp_path) -> None:
     append(log, "b", "c")
     log.commit(
         read=log.snapshot(),
-        operation="OVERWRITE",
+        operation=Operation.OVERWRITE,
         build=lambda s: [RemoveSegment(segment_id="a"), RemoveSegment(segment_id="b"), AddSegment(segment=seg("d"))],
     )
     expected = {0: [], 1: ["a"], 2: ["a", "b", "c"], 3: ["c", "d"]}
@@ -273,10 +276,16 @@ def test_refused_transition_writes_nothing(tmp_path) -> None:
     append(log, "a")
     before = log_files(log)
     with pytest.raises(InvalidLineageTransitionError):
-        log.commit(read=log.snapshot(), operation="START", build=lambda s: [LineageStart(entry_id="e", segments_from=("nope",))])
-    log.commit(read=log.snapshot(), operation="START", build=lambda s: [LineageStart(entry_id="e", segments_from=("a",))])
+        log.commit(
+            read=log.snapshot(),
+            operation=Operation.PUSH_START,
+            build=lambda s: [LineageStart(entry_id="e", segments_from=("nope",))],
+        )
+    log.commit(
+        read=log.snapshot(), operation=Operation.PUSH_START, build=lambda s: [LineageStart(entry_id="e", segments_from=("a",))]
+    )
     with pytest.raises(SegmentInUseError):
-        log.commit(read=log.snapshot(), operation="DELETE", build=lambda s: [RemoveSegment(segment_id="a")])
+        log.commit(read=log.snapshot(), operation=Operation.DELETE, build=lambda s: [RemoveSegment(segment_id="a")])
     assert len(log_files(log)) == len(before) + 1
 
 
@@ -285,7 +294,7 @@ def test_stale_blind_append_retries_and_lands(tmp_path) -> None:
     stale = log.snapshot()
     append(log, "a")
     append(log, "b")
-    result = log.commit(read=stale, operation="APPEND", build=lambda s: [AddSegment(segment=seg("c"))])
+    result = log.commit(read=stale, operation=Operation.APPEND, build=lambda s: [AddSegment(segment=seg("c"))])
     assert result.commit.version == 3 and result.commit.read_version == 0 and result.attempts == 2
     assert result.snapshot.visible_segment_ids() == ["a", "b", "c"]
     assert result.snapshot == log.snapshot()
@@ -295,9 +304,9 @@ def test_validation_that_fails_only_on_a_newer_snapshot_is_a_conflict(tmp_path) 
     log = new_log(tmp_path)
     append(log, "a")
     stale = log.snapshot()
-    log.commit(read=log.snapshot(), operation="DELETE", build=lambda s: [RemoveSegment(segment_id="a")])
+    log.commit(read=log.snapshot(), operation=Operation.DELETE, build=lambda s: [RemoveSegment(segment_id="a")])
     with pytest.raises(ConcurrentLineageError) as info:
-        log.commit(read=stale, operation="DELETE", build=lambda s: [RemoveSegment(segment_id="a")])
+        log.commit(read=stale, operation=Operation.DELETE, build=lambda s: [RemoveSegment(segment_id="a")])
     assert isinstance(info.value, CommitConflictError)
     assert log.latest_version() == 2
 
@@ -316,7 +325,7 @@ def test_build_raising_a_conflict_writes_nothing(tmp_path) -> None:
         return [AddSegment(segment=seg("c"))]
 
     with pytest.raises(ConcurrentReplaceError):
-        log.commit(read=stale, operation="OVERWRITE", build=build)
+        log.commit(read=stale, operation=Operation.OVERWRITE, build=build)
     assert calls == [1, 2] and log.latest_version() == 2
 
 

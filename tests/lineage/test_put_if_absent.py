@@ -40,6 +40,7 @@ from support.s3servers import (  # noqa: E402  (fixtures are imported to be used
 )  # the S3 fixtures themselves come from tests/conftest.py
 
 from mvtable.errors import CommitError, CommitStateUnknownError  # noqa: E402
+from mvtable.lineage.enums import Operation  # noqa: E402
 from mvtable.lineage.log import CommitLog, commit_path  # noqa: E402
 from mvtable.storage import FsspecFileIO, LocalFileIO, open_file_io  # noqa: E402
 from mvtable.storage.s3 import looks_like_precondition as _looks_like_precondition  # noqa: E402
@@ -367,7 +368,9 @@ def test_commit_log_recovers_a_commit_whose_answer_was_lost(seaweedfs_s3: S3Endp
     io = _private_io(seaweedfs_s3)
     _Faults(io, monkeypatch, ["land+timeout"])
     log = CommitLog(io)
-    result = log.commit(read=Snapshot(), operation="CREATE", build=lambda s: [MetadataAction(table_id="t", table_schema={})])
+    result = log.commit(
+        read=Snapshot(), operation=Operation.CREATE, build=lambda s: [MetadataAction(table_id="t", table_schema={})]
+    )
     assert result.commit.version == 0 and result.attempts == 1
     assert log.listing().commits == [0]
     assert log.read_commit(0).parameters["txn"] == result.commit.parameters["txn"]

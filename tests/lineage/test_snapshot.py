@@ -20,7 +20,8 @@ from mvtable.lineage.actions import (
     SetDeletionVector,
 )
 from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
-from mvtable.lineage.snapshot import COMPLETED, IN_PROGRESS, REVERTED, Snapshot, apply_commit, replay
+from mvtable.lineage.enums import LineageState, Operation
+from mvtable.lineage.snapshot import Snapshot, apply_commit, replay
 
 
 def seg(sid: str, rows: int = 10) -> SegmentFile:
@@ -55,7 +56,7 @@ class Table:
             version=self.snap.version + 1,
             read_version=self.snap.version,
             timestamp_ms=ts if ts is not None else 1000 + self.snap.version + 1,
-            operation="TEST",
+            operation=Operation.APPEND,
             actions=tuple(flat),
         )
 
@@ -88,7 +89,7 @@ class Table:
 
 # -- basics --------------------------------------------------------------------------------
 def test_first_commit_must_carry_metadata() -> None:
-    c = Commit(version=0, read_version=-1, timestamp_ms=1, operation="APPEND", actions=tuple(add("a")))
+    c = Commit(version=0, read_version=-1, timestamp_ms=1, operation=Operation.APPEND, actions=tuple(add("a")))
     with pytest.raises(InvalidLineageTransitionError):
         apply_commit(Snapshot(), c)
 
@@ -132,7 +133,7 @@ def test_copy_is_independent() -> None:
         copy,
         t.commit(LineageEnd(entry_id="e"), SetDeletionVector(segment_id="b", dv=DeletionVectorRef(cardinality=1, inline="AA"))),
     )
-    assert t.state("e") == IN_PROGRESS and copy.lineage["e"].state == COMPLETED
+    assert t.state("e") == LineageState.IN_PROGRESS and copy.lineage["e"].state == LineageState.COMPLETED
     assert "b" not in t.snap.dvs and t.visible == ["a", "b"]
     assert t.snap.version + 1 == copy.version and len(t.snap.history) + 1 == len(copy.history)
 
@@ -178,14 +179,14 @@ def test_consistent_push_then_revert_brings_the_old_snapshot_back() -> None:
     t = Table()
     t.do(add("a", "b"))
     t.do(start("e1", ["a", "b"]), add("x", entry="e1"))
-    assert t.visible == ["a", "b"] and t.state("e1") == IN_PROGRESS  # the push is invisible
+    assert t.visible == ["a", "b"] and t.state("e1") == LineageState.IN_PROGRESS  # the push is invisible
     t.do(add("y", entry="e1"))
     assert t.snap.lineage["e1"].segments_to == ("x", "y")
     assert t.visible == ["a", "b"]
     t.do(LineageEnd(entry_id="e1"))
-    assert t.visible == ["x", "y"] and t.state("e1") == COMPLETED  # one atomic swap
+    assert t.visible == ["x", "y"] and t.state("e1") == LineageState.COMPLETED  # one atomic swap
     t.do(LineageRevert(entry_id="e1"))
-    assert t.visible == ["a", "b"] and t.state("e1") == REVERTED
+    assert t.visible == ["a", "b"] and t.state("e1") == LineageState.REVERTED
     t.refused(LineageRevert(entry_id="e1"))
     t.refused(LineageEnd(entry_id="e1"))
     t.refused(add("z", entry="e1"))
@@ -206,7 +207,7 @@ def test_revert_of_an_in_progress_push() -> None:
     t.do(add("a"))
     t.do(start("e", ["a"]), add("x", entry="e"))
     t.do(LineageRevert(entry_id="e"))
-    assert t.visible == ["a"] and t.state("e") == REVERTED
+    assert t.visible == ["a"] and t.state("e") == LineageState.REVERTED
     t.refused(LineageEnd(entry_id="e"))
     t.do(start("e2", ["a"]))  # what a reverted push read may be pushed over again
     t.durable_forms_agree()

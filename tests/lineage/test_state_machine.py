@@ -39,6 +39,7 @@ from mvtable.lineage.actions import (
     SegmentFile,
 )
 from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot, apply_commit, replay
 from mvtable.storage import LocalFileIO
@@ -181,7 +182,9 @@ class LineageMachine(RuleBasedStateMachine):
         self.views: dict[int, tuple] = {}
         self.steps = {"ok": 0, "refused": 0}
         self.setup_store()
-        self.submit([MetadataAction(table_id="t", table_schema={"a": "long"}, properties=self.properties)], Model(), "CREATE")
+        self.submit(
+            [MetadataAction(table_id="t", table_schema={"a": "long"}, properties=self.properties)], Model(), Operation.CREATE
+        )
 
     # -- plumbing -------------------------------------------------------------------------
     def setup_store(self) -> None:
@@ -193,7 +196,7 @@ class LineageMachine(RuleBasedStateMachine):
     def seg(self, sid: str) -> SegmentFile:
         return SegmentFile(id=sid, path=f"data/{sid}.parquet", num_rows=10, size_bytes=100)
 
-    def make_commit(self, actions, op: str) -> Commit:
+    def make_commit(self, actions, op: Operation) -> Commit:
         self.ts += 1
         return Commit(
             version=self.snap.version + 1,
@@ -203,7 +206,7 @@ class LineageMachine(RuleBasedStateMachine):
             actions=tuple(actions),
         )
 
-    def do_commit(self, actions, op: str) -> tuple[Snapshot, Commit]:
+    def do_commit(self, actions, op: Operation) -> tuple[Snapshot, Commit]:
         """Apply; return the new snapshot and commit, or raise the refusal."""
         commit = self.make_commit(actions, op)
         trial = self.snap.copy()
@@ -213,14 +216,24 @@ class LineageMachine(RuleBasedStateMachine):
     def after_refusal(self) -> None:
         pass
 
-    def submit(self, actions, expected: Model | None, op: str, error: type[Exception] = InvalidLineageTransitionError) -> None:
-        """``expected`` is the model after the commit, or ``None`` if the model refuses it."""
+    def submit(
+        self,
+        actions,
+        expected: Model | None,
+        op: Operation,
+        error: type[Exception] = InvalidLineageTransitionError,
+        *,
+        label: str | None = None,
+    ) -> None:
+        """``expected`` is the model after the commit, or ``None`` if the model refuses it.
+        ``label`` names the attempt in failure messages (default: the operation)."""
         before = fingerprint(self.snap)
+        label = label or op.value
         if expected is None:
             with pytest.raises(InvalidLineageTransitionError) as info:
                 self.do_commit(actions, op)
-            assert isinstance(info.value, error), f"{op}: expected {error.__name__}, got {info.value!r}"
-            assert fingerprint(self.snap) == before, f"refused {op} changed the state"
+            assert isinstance(info.value, error), f"{label}: expected {error.__name__}, got {info.value!r}"
+            assert fingerprint(self.snap) == before, f"refused {label} changed the state"
             self.after_refusal()
             self.steps["refused"] += 1
             return
@@ -268,7 +281,7 @@ class LineageMachine(RuleBasedStateMachine):
         m = self.model.clone()
         for sid in new:
             m.removed[sid] = False
-        self.submit([AddSegment(segment=self.seg(sid)) for sid in new], m, "APPEND")
+        self.submit([AddSegment(segment=self.seg(sid)) for sid in new], m, Operation.APPEND)
 
     @rule(n=st.integers(0, 2))
     def overwrite(self, n: int) -> None:
@@ -276,14 +289,14 @@ class LineageMachine(RuleBasedStateMachine):
         new = [self.new_id() for _ in range(n)]
         actions = [RemoveSegment(segment_id=sid) for sid in old] + [AddSegment(segment=self.seg(sid)) for sid in new]
         if set(old) & self.model.held():
-            self.submit(actions, None, "OVERWRITE", SegmentInUseError)
+            self.submit(actions, None, Operation.OVERWRITE, SegmentInUseError)
             return
         m = self.model.clone()
         for sid in old:
             m.removed[sid] = True
         for sid in new:
             m.removed[sid] = False
-        self.submit(actions, m, "OVERWRITE")
+        self.submit(actions, m, Operation.OVERWRITE)
 
     # -- consistent push --------------------------------------------------------------------
     @rule(data=st.data())
@@ -299,13 +312,13 @@ class LineageMachine(RuleBasedStateMachine):
         actions = [LineageStart(entry_id=eid, segments_from=tuple(sorted(frm)), segments_to=tuple(declared))]
         actions += [AddSegment(segment=self.seg(sid), lineage_entry=eid) for sid in uploaded]
         if not self.model.can_start(frm, set(declared) | set(uploaded)):
-            self.submit(actions, None, "START")
+            self.submit(actions, None, Operation.PUSH_START)
             return
         m = self.model.clone()
         m.entries[eid] = {"from": set(frm), "to": set(declared) | set(uploaded), "state": IN_PROGRESS}
         for sid in uploaded:
             m.removed[sid] = False
-        self.submit(actions, m, "START")
+        self.submit(actions, m, Operation.PUSH_START)
 
     def completed_outputs(self) -> list[str]:
         taken = self.model.in_progress_from()
@@ -332,10 +345,10 @@ class LineageMachine(RuleBasedStateMachine):
         m = self.model.clone()
         m.entries[new] = {"from": set(frm), "to": {sid}, "state": IN_PROGRESS}
         m.removed[sid] = False
-        self.submit(actions, m, "START")
+        self.submit(actions, m, Operation.PUSH_START)
         # ... and reverting the earlier push alone is now refused.
         assert not self.model.can_revert(eid)
-        self.submit([LineageRevert(entry_id=eid)], None, "REVERT REPLACED PUSH")
+        self.submit([LineageRevert(entry_id=eid)], None, Operation.ROLLBACK, label="revert replaced push")
 
     @precondition(lambda self: self.model.entries)
     @rule(data=st.data(), n=st.integers(1, 2))
@@ -344,13 +357,13 @@ class LineageMachine(RuleBasedStateMachine):
         new = [self.new_id() for _ in range(n)]
         actions = [AddSegment(segment=self.seg(sid), lineage_entry=eid) for sid in new]
         if self.model.entries[eid]["state"] != IN_PROGRESS:
-            self.submit(actions, None, "ADD_TO_PUSH")
+            self.submit(actions, None, Operation.PUSH_STAGE)
             return
         m = self.model.clone()
         m.entries[eid]["to"] |= set(new)
         for sid in new:
             m.removed[sid] = False
-        self.submit(actions, m, "ADD_TO_PUSH")
+        self.submit(actions, m, Operation.PUSH_STAGE)
 
     @precondition(lambda self: self.model.declared_not_uploaded())
     @rule(data=st.data())
@@ -362,11 +375,11 @@ class LineageMachine(RuleBasedStateMachine):
         target = data.draw(st.sampled_from([None, *self.entry_ids()]), label="lineage_entry")
         actions = [AddSegment(segment=self.seg(sid), lineage_entry=target)]
         if target is not None and (target != owner or self.model.entries[target]["state"] != IN_PROGRESS):
-            self.submit(actions, None, "UPLOAD")
+            self.submit(actions, None, Operation.PUSH_STAGE)
             return
         m = self.model.clone()
         m.removed[sid] = False
-        self.submit(actions, m, "UPLOAD")
+        self.submit(actions, m, Operation.PUSH_STAGE)
 
     @precondition(lambda self: self.model.entries)
     @rule(data=st.data())
@@ -380,25 +393,25 @@ class LineageMachine(RuleBasedStateMachine):
             for sid in pending:
                 m.removed[sid] = False
             if m.entries[eid]["state"] != IN_PROGRESS:
-                self.submit(actions + [LineageEnd(entry_id=eid)], None, "END")
+                self.submit(actions + [LineageEnd(entry_id=eid)], None, Operation.PUBLISH)
                 return
         actions.append(LineageEnd(entry_id=eid))
         if not m.can_end(eid):
-            self.submit(actions, None, "END")
+            self.submit(actions, None, Operation.PUBLISH)
             return
         m.entries[eid]["state"] = COMPLETED
-        self.submit(actions, m, "END")
+        self.submit(actions, m, Operation.PUBLISH)
 
     @precondition(lambda self: self.model.entries)
     @rule(data=st.data())
     def revert(self, data) -> None:
         eid = self.pick_entry(data, IN_PROGRESS, COMPLETED)
         if not self.model.can_revert(eid):
-            self.submit([LineageRevert(entry_id=eid)], None, "REVERT")
+            self.submit([LineageRevert(entry_id=eid)], None, Operation.ROLLBACK)
             return
         m = self.model.clone()
         m.entries[eid]["state"] = REVERTED
-        self.submit([LineageRevert(entry_id=eid)], m, "REVERT")
+        self.submit([LineageRevert(entry_id=eid)], m, Operation.ROLLBACK)
 
     # -- operations that are always refused (one rule, so they do not crowd out the rest) --
     @rule(data=st.data())
@@ -451,7 +464,7 @@ class LineageMachine(RuleBasedStateMachine):
         else:
             gone = sorted(s for s, removed in self.model.removed.items() if removed)
             actions = [RemoveSegment(segment_id=data.draw(st.sampled_from(gone), label="removed segment"))]
-        self.submit(actions, None, kind.upper(), error)
+        self.submit(actions, None, Operation.APPEND, error, label=kind)
 
     # -- deletes and retention ------------------------------------------------------------
     @precondition(lambda self: self.model.entries)
@@ -473,10 +486,10 @@ class LineageMachine(RuleBasedStateMachine):
             m.removed[sid] = True
         if purge:
             if not m.can_purge(eid):
-                self.submit(actions, None, "RETENTION")
+                self.submit(actions, None, Operation.RETENTION)
                 return
             del m.entries[eid]
-        self.submit(actions, m, "RETENTION")
+        self.submit(actions, m, Operation.RETENTION)
 
     # -- invariants -------------------------------------------------------------------------
     @invariant()
@@ -498,7 +511,7 @@ class LoggedLineageMachine(LineageMachine):
         self.tmp = tempfile.mkdtemp(prefix="mvtable-sm-")
         self.log = CommitLog(LocalFileIO(self.tmp))
 
-    def do_commit(self, actions, op: str) -> tuple[Snapshot, Commit]:
+    def do_commit(self, actions, op: Operation) -> tuple[Snapshot, Commit]:
         result = self.log.commit(read=self.snap, operation=op, build=lambda current: list(actions))
         assert result.attempts == 1
         return result.snapshot, result.commit

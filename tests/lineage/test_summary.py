@@ -18,19 +18,31 @@ from mvtable.lineage.actions import (
     SegmentFile,
     SetDeletionVector,
 )
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.snapshot import Snapshot, apply_commit
 from mvtable.lineage.summary import TableSummary, apply_summary, parse_commit_summary, summarize
 
 
-def _commit(version: int, actions: list, *, operation: str = "TEST") -> Commit:
+def _commit(version: int, actions: list, *, operation: Operation = Operation.APPEND) -> Commit:
     return Commit(
         version=version, read_version=version - 1, timestamp_ms=1000 + version, operation=operation, actions=tuple(actions)
     )
 
 
+# a distinct operation per kind of commit, so a summary that mixed up commits would show
+_OPERATION_OF = {
+    AddSegment: Operation.APPEND,
+    SetDeletionVector: Operation.DELETE,
+    RemoveSegment: Operation.OVERWRITE,
+    MetadataAction: Operation.RESTORE,
+}
+
+
 def _random_log(seed: int, n: int = 60) -> list[Commit]:
     rng = random.Random(seed)
-    commits = [_commit(0, [MetadataAction(table_id="t", table_schema={"a": "long"}, properties={"k": "0"})], operation="CREATE")]
+    commits = [
+        _commit(0, [MetadataAction(table_id="t", table_schema={"a": "long"}, properties={"k": "0"})], operation=Operation.CREATE)
+    ]
     live: list[str] = []
     for v in range(1, n):
         roll = rng.random()
@@ -57,7 +69,7 @@ def _random_log(seed: int, n: int = 60) -> list[Commit]:
             acts = [RemoveSegment(segment_id=gone)]
         else:
             acts = [MetadataAction(table_id="t", table_schema={"a": "long"}, properties={"k": str(v)})]
-        commits.append(_commit(v, acts, operation=type(acts[0]).__name__))
+        commits.append(_commit(v, acts, operation=_OPERATION_OF[type(acts[0])]))
     return commits
 
 

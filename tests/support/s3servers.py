@@ -688,6 +688,7 @@ def commit_appends_worker(index: int, barrier, uri: str, options: dict, appends:
     """``appends`` blind appends through ``CommitLog.commit``; whoever finds no table creates
     it (``MetadataAction`` in the same commit). Returns ``[(version, segment_id, attempts)]``."""
     from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
+    from mvtable.lineage.enums import Operation
     from mvtable.lineage.log import CommitLog
     from mvtable.lineage.snapshot import Snapshot
     from mvtable.storage import open_file_io
@@ -708,7 +709,7 @@ def commit_appends_worker(index: int, barrier, uri: str, options: dict, appends:
         # every process starts each append together from its own, by now stale, snapshot:
         # all but one lose the race for the next version and must catch up and retry
         barrier.wait(timeout=60)
-        result = log.commit(read=read, operation="APPEND", build=build)
+        result = log.commit(read=read, operation=Operation.APPEND, build=build)
         done.append((result.commit.version, seg_id, result.attempts))
         read = result.snapshot
     return done
