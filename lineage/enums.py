@@ -51,3 +51,8 @@ class Operation(_Name):
     RESTORE = "RESTORE"  # the table was set back to the content of an older version
     DELETE = "DELETE"  # rows deleted through deletion vectors
     RETENTION = "RETENTION"  # lineage retention removed replaced segments and purged entries
+    UPSERT = "UPSERT"  # keyed rows inserted, the rows they replace deleted (names its key columns)
+    DELETE_BY_KEY = "DELETE_BY_KEY"  # rows deleted by primary key
+    STREAM_APPEND = "STREAM_APPEND"  # a streaming micro-batch appended (once per batch id)
+    STREAM_COMPLETE = "STREAM_COMPLETE"  # a streaming micro-batch replaced the table (complete mode)
+    COMPACT = "COMPACT"  # segments rewritten: rows moved, none changed

@@ -26,6 +26,7 @@ import numpy as np
 from mvtable.errors import CorruptKeyIndexError
 
 from .actions import AddSegment, Commit, InsertedKeys, LineageEnd, LineageRevert, SetDeletionVector
+from .enums import Operation
 
 __all__ = [
     "BITS_PER_KEY",
@@ -37,9 +38,6 @@ __all__ = [
     "key_effects",
     "possible_conflicts",
 ]
-
-# A restore may give a segment back an older deletion vector: rows deleted since come back.
-RESTORE = "RESTORE"
 
 BITS_PER_KEY = 10
 _MAGIC = b"MVKB"
@@ -158,7 +156,8 @@ def key_effects(commits: Sequence[Commit], dv_cardinality: Mapping[str, int]) ->
         effect = key_effect(commit)
         for action in commit.actions:
             if isinstance(action, SetDeletionVector):
-                if action.dv.cardinality <= card.get(action.segment_id, 0) or commit.operation == RESTORE:
+                # a restore may give a segment back an older deletion vector: rows deleted since come back
+                if action.dv.cardinality <= card.get(action.segment_id, 0) or commit.operation == Operation.RESTORE:
                     effect = UNKNOWN_KEYS
                 card[action.segment_id] = action.dv.cardinality
         out.append((commit.version, effect))

@@ -15,6 +15,7 @@ import pyarrow as pa
 from mvtable.errors import NoPrimaryKeyError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, SegmentFile
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
@@ -26,9 +27,6 @@ from .index import index_path
 from .writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
 
 __all__ = ["UpsertResult", "commit_upsert", "delete_by_key", "require_key", "upsert"]
-
-UPSERT = "UPSERT"
-DELETE_BY_KEY = "DELETE_BY_KEY"
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,7 @@ def commit_upsert(
 
     parameters = {"mode": "upsert", **(parameters or {})}
     result = _commit_deleting(
-        io, clog, read, rows, deletes, operation=UPSERT, build=build, parameters=parameters, metrics=metrics
+        io, clog, read, rows, deletes, operation=Operation.UPSERT, build=build, parameters=parameters, metrics=metrics
     )
     return UpsertResult(added - deletes.deleted, deletes.deleted, result.commit.version)
 
@@ -136,7 +134,7 @@ def delete_by_key(
         read,
         rows,
         deletes,
-        operation=DELETE_BY_KEY,
+        operation=Operation.DELETE_BY_KEY,
         build=lambda cur: deletes.actions(io, cur, inline_max_bytes=inline_max_bytes),
         parameters={"keys": rows.keys.num_rows},
         metrics=lambda: {"deleted_rows": deletes.deleted, "touched_segments": len(deletes.counted)},
@@ -151,7 +149,7 @@ def _commit_deleting(
     rows: KeyedRows,
     deletes: KeyedDeletes,
     *,
-    operation: str,
+    operation: Operation,
     build: Builder,
     parameters: dict[str, Any],
     metrics: Callable[[], dict[str, float | int]],
@@ -171,7 +169,7 @@ def _commit_deleting(
             operation=operation,
             build=build,
             rows=rows,
-            record=operation == UPSERT,
+            record=operation == Operation.UPSERT,
             on_new_rows=on_new_rows,
             parameters=parameters,
             metrics=metrics,

@@ -21,6 +21,7 @@ from pyroaring import BitMap64
 
 from mvtable.errors import ConcurrentKeyError, DuplicateKeyError
 from mvtable.lineage.actions import Action, Commit, SegmentFile
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.key_filters import inserted_keys, key_effects, possible_conflicts
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
@@ -140,7 +141,7 @@ def commit_keyed(
     *,
     read: Snapshot,
     current: Snapshot | None,
-    operation: str,
+    operation: Operation,
     build: Builder,
     rows: KeyedRows,
     record: bool,

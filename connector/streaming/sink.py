@@ -29,15 +29,13 @@ import pyarrow as pa
 from mvtable.errors import InvalidOptionError, NothingToCommit
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import MetadataAction, SegmentFile
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
 from .. import writes
 
 log = logging.getLogger("mvtable.connector")
-
-STREAM_APPEND = "STREAM_APPEND"
-STREAM_COMPLETE = "STREAM_COMPLETE"
 
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _HADOOP_S3 = ("s3a", "s3n")  # Spark's names for S3; fsspec knows it as s3
@@ -118,7 +116,7 @@ def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app
         result = clog.commit(
             read=read,
             current=current,
-            operation=STREAM_COMPLETE if complete else STREAM_APPEND,
+            operation=Operation.STREAM_COMPLETE if complete else Operation.STREAM_APPEND,
             build=lambda cur: ops.stream_batch(
                 cur, segments, app_id=app_id, batch_id=batch_id, complete_entry=entry, metadata=create
             ),

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from mvtable.dvref import DeletionVectorRef
 from mvtable.lineage.actions import AddSegment, Commit, MetadataAction, SetTransaction
 from mvtable.lineage.descriptors import SegmentDescriptor
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.snapshot import Snapshot, apply_commit
 
 # Operations that move rows without changing them. Compaction (issue 13) names its commits so.
-DATA_NEUTRAL_OPERATIONS = frozenset({"COMPACT"})
-UPSERT_OPERATION = "UPSERT"
+DATA_NEUTRAL_OPERATIONS = frozenset({Operation.COMPACT})
 
 
 class CommitKind(str, enum.Enum):
@@ -72,7 +72,7 @@ class SegmentChange:
 class VersionDelta:
     version: int
     timestamp_ms: int
-    operation: str
+    operation: Operation
     kind: CommitKind
     changes: tuple[SegmentChange, ...]
     primary_key: tuple[str, ...] = ()  # set on upserts: pair deletes and inserts by these columns
@@ -155,7 +155,7 @@ def _plain_append(commit: Commit) -> bool:
 
 
 def _primary_key(commit: Commit) -> tuple[str, ...]:
-    if commit.operation != UPSERT_OPERATION:
+    if commit.operation != Operation.UPSERT:
         return ()
     key = commit.parameters.get("primary_key")
     return tuple(str(c) for c in key) if isinstance(key, (list, tuple)) else ()

@@ -41,7 +41,7 @@ def test_values_are_the_stored_strings() -> None:
 @pytest.mark.parametrize("member", [Operation.PUSH_START, LineageState.COMPLETED])
 def test_members_print_and_compare_as_their_value(member: Operation | LineageState) -> None:
     assert member == member.value and isinstance(member, str)
-    assert f"{member}" == str(member) == "%s" % member == member.value
+    assert f"{member}" == str(member) == "%s" % member == member.value  # noqa: UP031  (%-format is what logging uses)
     assert f"{member:>20}" == f"{member.value:>20}"
     assert json.dumps({"x": member}) == json.dumps({"x": member.value})
 

@@ -14,6 +14,7 @@ from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CorruptKeyIndexError, CorruptMetadataError
 from mvtable.lineage.actions import AddSegment, Commit, InsertedKeys, MetadataAction, SegmentFile, SetDeletionVector
 from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.key_filters import (
     UNKNOWN_KEYS,
     KeyBloom,
@@ -61,7 +62,7 @@ def test_a_damaged_filter_is_refused(damage, message) -> None:
 
 
 def _commit(version: int, *actions) -> Commit:
-    return Commit(version=version, read_version=version - 1, timestamp_ms=1, operation="X", actions=actions)
+    return Commit(version=version, read_version=version - 1, timestamp_ms=1, operation=Operation.APPEND, actions=actions)
 
 
 def _segment(sid: str) -> SegmentFile:
@@ -108,7 +109,11 @@ def test_deletion_vectors_that_bring_rows_back_count_as_unknown_keys() -> None:
     grow = _commit(1, SetDeletionVector(segment_id="a", dv=dv(3)))
     shrink = _commit(2, SetDeletionVector(segment_id="a", dv=dv(1)))
     restore = Commit(
-        version=3, read_version=2, timestamp_ms=1, operation="RESTORE", actions=(SetDeletionVector(segment_id="b", dv=dv(9)),)
+        version=3,
+        read_version=2,
+        timestamp_ms=1,
+        operation=Operation.RESTORE,
+        actions=(SetDeletionVector(segment_id="b", dv=dv(9)),),
     )
     effects = key_effects([grow, shrink, restore], {"a": 2, "b": 5})
     assert [e for _, e in effects] == [None, UNKNOWN_KEYS, UNKNOWN_KEYS]

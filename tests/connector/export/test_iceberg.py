@@ -13,6 +13,7 @@ from mvtable.connector import Table
 from mvtable.connector.export import after_commit, export_iceberg
 from mvtable.errors import ExportPathNotWritableError, UnsupportedExportTypeError
 from mvtable.lineage.actions import SetDeletionVector
+from mvtable.lineage.enums import Operation
 from mvtable.visibility import write_dvs
 
 from .conftest import SCHEMA, rows, sorted_rows, tree
@@ -66,7 +67,7 @@ def test_dv_files_from_before_location_footers_are_copied_once(tmp_path) -> None
     snap = t.snapshot()
     (sid,) = snap.visible_segment_ids()
     refs = write_dvs(t.io, {sid: list(range(0, 2000, 3))}, inline_max_bytes=0)  # no data_files: old footer
-    t.log.commit(read=snap, operation="DELETE", build=lambda _: [SetDeletionVector(segment_id=sid, dv=refs[sid])])
+    t.log.commit(read=snap, operation=Operation.DELETE, build=lambda _: [SetDeletionVector(segment_id=sid, dv=refs[sid])])
     result = t.export_iceberg()
     assert result.copied_dv_bytes == refs[sid].size
     assert iceberg_rows(result.metadata, t.version) == sorted_rows(t.scan().to_arrow())

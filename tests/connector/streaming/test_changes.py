@@ -16,6 +16,7 @@ from mvtable.connector.streaming import CommitKind, advance
 from mvtable.connector.streaming.changes import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, pair_updates
 from mvtable.errors import InvalidOptionError, VersionNotFoundError
 from mvtable.lineage.actions import AddSegment, RemoveSegment
+from mvtable.lineage.enums import Operation
 
 from ..conftest import orders
 
@@ -32,7 +33,7 @@ def compact(t: Table) -> None:
     [out] = write_segments(t.io, live, row_group_rows=100)
     t.log.commit(
         read=snap,
-        operation="COMPACT",
+        operation=Operation.COMPACT,
         build=lambda cur: [*(RemoveSegment(segment_id=s) for s in cur.visible_segment_ids()), AddSegment(segment=out)],
     )
 
