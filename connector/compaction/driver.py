@@ -24,6 +24,7 @@ from mvtable.errors import NothingToCommit
 from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action
+from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.paths import location_uri
@@ -167,7 +168,7 @@ def _commit_batch(
         result = clog.commit(
             read=read,
             current=clog.catch_up(read),
-            operation="COMPACT",
+            operation=Operation.COMPACT,
             build=build,
             metrics=lambda: _metrics(state),
         )

@@ -9,7 +9,8 @@ from mvtable.errors import CorruptMetadataError, InvalidLineageTransitionError, 
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, Commit, MetadataAction, SegmentFile, SetTransaction, parse_commit
 from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
-from mvtable.lineage.snapshot import COMPLETED, Snapshot, apply_commit, replay
+from mvtable.lineage.enums import LineageState, Operation
+from mvtable.lineage.snapshot import Snapshot, apply_commit, replay
 
 
 def seg(sid: str) -> SegmentFile:
@@ -17,7 +18,9 @@ def seg(sid: str) -> SegmentFile:
 
 
 def commit(version: int, *actions) -> Commit:
-    return Commit(version=version, read_version=version - 1, timestamp_ms=1000 + version, operation="TEST", actions=actions)
+    return Commit(
+        version=version, read_version=version - 1, timestamp_ms=1000 + version, operation=Operation.APPEND, actions=actions
+    )
 
 
 def base() -> Snapshot:
@@ -82,7 +85,7 @@ def test_complete_mode_batch_is_a_revertible_push_in_one_commit():
     actions = ops.stream_batch(s, [seg("new")], app_id="q", batch_id=0, complete_entry="push-1")
     apply_commit(s, commit(2, *actions))
     assert s.visible_segment_ids() == ["new"]
-    assert s.lineage["push-1"].state == COMPLETED and s.lineage["push-1"].segments_from == ("old",)
+    assert s.lineage["push-1"].state == LineageState.COMPLETED and s.lineage["push-1"].segments_from == ("old",)
     apply_commit(s, commit(3, *ops.revert(s, "push-1")))
     assert s.visible_segment_ids() == ["old"]
     assert s.transactions == {"q": 0}
