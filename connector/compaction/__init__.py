@@ -25,12 +25,21 @@ from ..parallel import default_workers, ordered_map
 from ..schema import schema_from_json
 from .driver import CompactionReport, DroppedBin, Progress, run
 from .plan import Bin, CompactionOptions, plan_bins
-from .rewrite import RewrittenBin, rewrite_bin
+from .rewrite import OutputSpec, RewrittenBin, rewrite_bin
 
-__all__ = ["Bin", "CompactionOptions", "CompactionReport", "DroppedBin", "compact", "compaction_options", "plan_bins"]
+__all__ = [
+    "Bin",
+    "CompactionOptions",
+    "OutputSpec",
+    "CompactionReport",
+    "DroppedBin",
+    "compact",
+    "compaction_options",
+    "plan_bins",
+]
 
-# (bins, table schema, rows per row group) -> rewritten bins, in the order given
-Rewriter = Callable[..., list[RewrittenBin]]
+# (bins, how to write outputs) -> rewritten bins, in the order given
+Rewriter = Callable[[Sequence[Bin], OutputSpec], list[RewrittenBin]]
 
 
 def compaction_options(
@@ -65,11 +74,9 @@ def compaction_options(
 def local_rewriter(io: FileIO) -> Rewriter:
     """Rewrite bins on this machine, one thread per core."""
 
-    def rewrite(bins: Sequence[Bin], *, schema, row_group_rows: int) -> list[RewrittenBin]:  # type: ignore[no-untyped-def]
+    def rewrite(bins: Sequence[Bin], spec: OutputSpec) -> list[RewrittenBin]:
         workers = max(1, min(default_workers(), len(bins)))
-        return list(
-            ordered_map(lambda b: rewrite_bin(io, b, schema=schema, row_group_rows=row_group_rows), bins, workers=workers)
-        )
+        return list(ordered_map(lambda b: rewrite_bin(io, b, spec), bins, workers=workers))
 
     return rewrite
 
@@ -104,10 +111,10 @@ def compact(
         max_bytes_per_commit=max_bytes_per_commit,
     )
     rewrite = rewriter or local_rewriter(io)
-    schema = schema_from_json(snapshot.table_schema)
+    spec = OutputSpec(schema_from_json(snapshot.table_schema), props.rowGroupRows, tuple(snapshot.primary_key or ()))
 
     def rewrite_bins(bins: Sequence[Bin]) -> list[RewrittenBin]:
-        return rewrite(bins, schema=schema, row_group_rows=props.rowGroupRows)
+        return rewrite(bins, spec)
 
     return run(
         io,

@@ -20,7 +20,17 @@ from ..scan import ScanTask, task_masks
 from ..segments import DEFAULT_READ_ROWS, SegmentWriter, iter_segment
 from .plan import Bin
 
-__all__ = ["RewrittenBin", "rewrite_bin"]
+__all__ = ["OutputSpec", "RewrittenBin", "rewrite_bin"]
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """How outputs are written: the table's schema, rows per row group, and its primary key
+    (a keyed table's segments carry a key index, written by the same ``SegmentWriter``)."""
+
+    schema: pa.Schema
+    row_group_rows: int
+    primary_key: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -34,8 +44,8 @@ class RewrittenBin:
         return self.output.size_bytes if self.output is not None else 0
 
 
-def rewrite_bin(io: FileIO, bin: Bin, *, schema: pa.Schema, row_group_rows: int) -> RewrittenBin:
-    out = SegmentWriter(io, schema, row_group_rows=row_group_rows)
+def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec) -> RewrittenBin:
+    out = SegmentWriter(io, spec.schema, row_group_rows=spec.row_group_rows, primary_key=spec.primary_key)
     inputs: list[CompactedInput] = []
     written = 0
     try:

@@ -49,8 +49,8 @@ def during(t: Table, action):
     """A rewriter that runs ``action()`` (a concurrent commit) after writing the outputs."""
     inner = local(t.io)
 
-    def rewrite(bins, **kw):
-        done = inner(bins, **kw)
+    def rewrite(bins, spec):
+        done = inner(bins, spec)
         action()
         return done
 
@@ -181,8 +181,8 @@ def test_a_push_that_replaces_inputs_wins(many):
     written: list[str] = []
     inner = during(many, push)
 
-    def rewrite(bins, **kw):
-        done = inner(bins, **kw)
+    def rewrite(bins, spec):
+        done = inner(bins, spec)
         written.extend(rb.output.path for rb in done if rb.output is not None)
         return done
 
@@ -260,3 +260,25 @@ def test_auto_compaction_after_deletes_rewrites_worn_segments(table_uri):
     t.delete(pc.field("id") < 60)
     assert t.history()[-1].operation == "COMPACT"
     assert t.snapshot().dvs == {} and ids(t) == list(range(60, 100))
+
+
+def test_keyed_tables_keep_their_key_index_through_compaction(table_uri):
+    from mvtable.connector.keys.index import index_path
+    from mvtable.errors import DuplicateKeyError
+
+    t = Table.create(table_uri, schema=orders(0, 1).schema, properties=PROPS, primary_key=["id"])
+    for i in range(4):
+        t.append(orders(i * 10, 10))
+
+    def upsert():  # lands while the compaction rewrites: its deletes are carried onto the output
+        t.upsert(orders(5, 10).set_column(2, "price", pa.array([-1.0] * 10)))
+
+    report = compact(t.io, t.log, rewriter=during(t, upsert))
+    assert report.committed_bins == 1 and report.deletes_remapped == 10
+    (output,) = [s for s in t.snapshot().visible_segments() if s.file.num_rows == 40]
+    assert t.io.exists(index_path(output.file.path))
+    rows = t.to_arrow().sort_by("id")
+    assert rows["id"].to_pylist() == list(range(40))  # each key once
+    assert [p for i, p in zip(rows["id"].to_pylist(), rows["price"].to_pylist()) if 5 <= i < 15] == [-1.0] * 10
+    with pytest.raises(DuplicateKeyError):
+        t.append(orders(20, 1))  # found through the output's index
