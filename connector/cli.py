@@ -9,6 +9,7 @@
     mvtable publish  URI --entry ID
     mvtable vacuum   URI [--dry-run] [--retention 7d] [--force] [--time-budget S]
     mvtable gc       URI [--dry-run] [--time-budget S]
+    mvtable compact  URI [--dry-run] [--target-size 128MiB] [--min-input-files N] [--delete-ratio F]
     mvtable inspect  URI [--version N] [--row-groups]
     mvtable export   (iceberg | delta) URI [--all-versions]
 
@@ -139,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gc", parents=[common, progress], help="visibility GC: old deletion-vector files, log files, expired pins")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
     p.add_argument("--time-budget", type=_seconds, metavar="SECONDS", help="stop after this long (run again to resume)")
+
+    p = sub.add_parser("compact", parents=[common, progress], help="merge small segments, rewrite segments worn by deletes")
+    p.add_argument("--dry-run", action="store_true", help="report the bins, rewrite nothing")
+    p.add_argument("--target-size", metavar="SIZE", help="output segment size, e.g. 128MiB (default: the table's)")
+    p.add_argument("--min-input-files", type=_positive_int, metavar="N", help="merge at least N small segments per bin")
+    p.add_argument("--delete-ratio", type=float, metavar="F", help="rewrite segments with at least this fraction deleted")
+    p.add_argument("--max-bytes-per-commit", metavar="SIZE", help="commit after this many input bytes, e.g. 512MiB")
 
     p = sub.add_parser("inspect", parents=[common], help="segments, row groups, delete density, lineage timeline")
     p.add_argument("--version", type=_version, metavar="N", help="inspect version N instead of the newest")
@@ -372,6 +380,27 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    t = _open(args)
+    with _progress(args) as progress:
+        report = t.compact(
+            target_file_size=args.target_size,
+            min_input_files=args.min_input_files,
+            delete_ratio=args.delete_ratio,
+            max_bytes_per_commit=args.max_bytes_per_commit,
+            dry_run=args.dry_run,
+            progress=progress,
+        )
+    if args.json:
+        _print_json([report.as_dict()])
+        return EXIT_OK
+    out = _stdout_console()
+    out.print(_text(report.summary()))
+    for dropped in report.dropped:
+        out.print(_text(f"  dropped: {dropped.reason}"))
+    return EXIT_OK
+
+
 def cmd_gc(args: argparse.Namespace) -> int:
     from .describe import gc_summary
 
@@ -520,6 +549,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "publish": cmd_publish,
     "vacuum": cmd_vacuum,
     "gc": cmd_gc,
+    "compact": cmd_compact,
     "inspect": cmd_inspect,
     "export": cmd_export,
 }

@@ -7,6 +7,7 @@ The front door::
     t = mvtable.Table.create("/data/t", schema=…)     # the Python API, no Spark needed
     mvtable.register(spark)                            # data source + SQL procedures
     mvtable.delete(spark, "/data/t", "id < 10")        # distributed delete
+    mvtable.compact(spark, "/data/t")                  # distributed compaction (one task per bin)
     except mvtable.errors.MvTableError: …              # one root for every error
 
 The package is four layers (each a folder of the source tree):
@@ -36,6 +37,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Table": ("mvtable.connector.table", "Table"),
     "register": ("mvtable.connector", "register"),
     "delete": ("mvtable.connector", "delete"),
+    "compact": ("mvtable.connector.spark.compaction", "compact"),
     "read_native": ("mvtable.connector.spark.native", "read_native"),
     "create_view": ("mvtable.connector.spark.views", "create_view"),
     "refresh_view": ("mvtable.connector.spark.views", "refresh_view"),
@@ -45,6 +47,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 __all__ = [
     "Table",
     "__version__",
+    "compact",
     "create_view",
     "delete",
     "drop_view",
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from mvtable import errors as errors
     from mvtable.connector import delete as delete
     from mvtable.connector import register as register
+    from mvtable.connector.spark.compaction import compact as compact
     from mvtable.connector.spark.native import read_native as read_native
     from mvtable.connector.spark.views import create_view as create_view
     from mvtable.connector.spark.views import drop_view as drop_view

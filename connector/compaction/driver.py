@@ -13,9 +13,11 @@ what is left."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyroaring import BitMap64
 
@@ -72,6 +74,27 @@ class CompactionReport:
     @property
     def changed(self) -> bool:
         return bool(self.commits)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field, plus ``complete`` and ``changed`` (for JSON output)."""
+        return {**dataclasses.asdict(self), "complete": self.complete, "changed": self.changed}
+
+    def summary(self) -> str:
+        """One line for people."""
+        if not self.bins:
+            return "nothing to compact"
+        verb = "would rewrite" if self.dry_run else "rewrote"
+        bins = self.bins if self.dry_run else self.committed_bins
+        text = (
+            f"{verb} {self.input_segments} segment(s) in {bins} bin(s)"
+            + ("" if self.dry_run else f" into {self.output_segments}, {len(self.commits)} commit(s)")
+            + f"; {self.rows_dropped} deleted row(s) purged"
+        )
+        if self.deletes_remapped:
+            text += f", {self.deletes_remapped} concurrent delete(s) carried over"
+        if self.dropped:
+            text += f"; {len(self.dropped)} bin(s) dropped (a concurrent push replaced them): run again later"
+        return text
 
 
 def refresh(bins: Sequence[Bin], snapshot: Snapshot) -> tuple[list[Bin], list[DroppedBin]]:

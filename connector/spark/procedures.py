@@ -11,6 +11,7 @@ arguments::
     SELECT * FROM mvtable_publish(table => '/data/t', entry => '<entry id>')
     SELECT * FROM mvtable_vacuum(table => '/data/t', dry_run => true, retention => '7d', force => false)
     SELECT * FROM mvtable_gc(table => '/data/t', dry_run => true)
+    SELECT * FROM mvtable_compact(table => '/data/t', dry_run => false, target_size => '128MiB')
 
 Every procedure also takes ``options => '{"key": "…", "endpoint_url": "…"}'``: storage
 options (fsspec / s3fs) as a JSON object.
@@ -19,7 +20,7 @@ Like any query, a procedure runs when the result is collected (``.collect()``,
 ``.show()``), and again each time it is collected: Spark may also run a UDTF more than
 once (task retries). Every procedure is therefore idempotent: the action procedures
 (rollback, restore, publish) report ``changed = false`` when the table already was as
-asked, and vacuum/GC find nothing left to delete. Failures raise the typed mvtable error
+asked, and vacuum/GC/compaction find nothing left to do. Failures raise the typed mvtable error
 (``InvalidLineageTransitionError: …``), which Spark surfaces as a ``PythonException``
 whose message ends with the error's class and message.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from typing import Any
 
 from pyspark.sql.types import (
@@ -102,6 +104,23 @@ GC_SCHEMA = _schema(
     ("complete", BooleanType()),
     ("batches", LongType()),
     ("paths", ArrayType(StringType())),  # dry runs only: the files that would be deleted
+    ("message", StringType()),
+)
+
+COMPACT_SCHEMA = _schema(
+    ("dry_run", BooleanType()),
+    ("changed", BooleanType()),
+    ("bins", LongType()),
+    ("committed_bins", LongType()),
+    ("dropped_bins", LongType()),  # replaced by a concurrent push: run again later
+    ("input_segments", LongType()),
+    ("output_segments", LongType()),
+    ("input_bytes", LongType()),
+    ("output_bytes", LongType()),
+    ("rows_dropped", LongType()),
+    ("deletes_remapped", LongType()),
+    ("commits", ArrayType(LongType())),
+    ("complete", BooleanType()),
     ("message", StringType()),
 )
 
@@ -232,6 +251,25 @@ def gc_row(report) -> tuple:
     )
 
 
+def compact_row(report) -> tuple:
+    return (
+        bool(report.dry_run),
+        report.changed,
+        report.bins,
+        report.committed_bins,
+        len(report.dropped),
+        report.input_segments,
+        report.output_segments,
+        report.input_bytes,
+        report.output_bytes,
+        report.rows_dropped,
+        report.deletes_remapped,
+        list(report.commits),
+        report.complete,
+        report.summary(),
+    )
+
+
 # -- the UDTFs --------------------------------------------------------------------------
 class LineageProcedure:
     """``mvtable_lineage(table [, options])``: one row per lineage entry, oldest first."""
@@ -307,6 +345,33 @@ class GCProcedure:
         yield gc_row(_open(table, options, name).collect_garbage(dry_run=dry))
 
 
+class CompactProcedure:
+    """``mvtable_compact(table [, dry_run, target_size, min_input_files, delete_ratio,
+    max_bytes_per_commit, options])``: compaction, run inside this one task (for one Spark
+    task per bin, call ``mvtable.compact(spark, path)`` from the driver)."""
+
+    def eval(  # type: ignore[assignment]
+        self,
+        table: str,
+        dry_run: bool = False,
+        target_size: str = None,
+        min_input_files: int = None,
+        delete_ratio: float = None,
+        max_bytes_per_commit: str = None,
+        options: str = None,
+    ) -> Iterator[tuple]:
+        name = "mvtable_compact"
+        t = _open(table, options, name)
+        report = t.compact(
+            target_file_size=_str_arg(target_size, "target_size", name),
+            min_input_files=min_input_files,
+            delete_ratio=float(delete_ratio) if isinstance(delete_ratio, (int, float, Decimal)) else delete_ratio,
+            max_bytes_per_commit=_str_arg(max_bytes_per_commit, "max_bytes_per_commit", name),
+            dry_run=_bool_arg(dry_run, "dry_run", name),
+        )
+        yield compact_row(report)
+
+
 PROCEDURES: dict[str, tuple[type, StructType]] = {
     "mvtable_lineage": (LineageProcedure, LINEAGE_SCHEMA),
     "mvtable_history": (HistoryProcedure, HISTORY_SCHEMA),
@@ -315,6 +380,7 @@ PROCEDURES: dict[str, tuple[type, StructType]] = {
     "mvtable_publish": (PublishProcedure, ACTION_SCHEMA),
     "mvtable_vacuum": (VacuumProcedure, VACUUM_SCHEMA),
     "mvtable_gc": (GCProcedure, GC_SCHEMA),
+    "mvtable_compact": (CompactProcedure, COMPACT_SCHEMA),
 }
 
 
