@@ -115,6 +115,8 @@ def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[Live
         if size is None:
             raise MissingFilesError(f"version {snapshot.version} names {f.path}, which is gone (vacuumed)")
         dv = snapshot.dvs.get(seg.id)
+        if dv is not None and dv.path is not None and sizes.get(dv.path) is None:
+            raise MissingFilesError(f"version {snapshot.version} names {dv.path}, which is gone (collected)")
         out.append(
             LiveFile(
                 seg.id,

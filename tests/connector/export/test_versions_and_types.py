@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow as pa
 import pytest
 from pyiceberg.table import StaticTable
 
 from mvtable.connector import Table
+from mvtable.connector.export import export_iceberg
 from mvtable.connector.export.common import oldest_rebuildable
 from mvtable.connector.export.types import delta_schema, iceberg_schema
 from mvtable.connector.schema import schema_to_json
-from mvtable.errors import UnsupportedExportTypeError
+from mvtable.errors import ExportConflictError, UnsupportedExportTypeError
 
 from .conftest import sorted_rows
 
@@ -86,3 +88,39 @@ def test_delta_schema_features_and_refusals() -> None:
         delta_schema(schema_to_json(pa.schema([("s", pa.struct([("a=b", pa.int8())]))])))
     with pytest.raises(UnsupportedExportTypeError, match="Iceberg cannot hold decimal\\(4,5\\)"):
         iceberg_schema({"type": "struct", "fields": [{"name": "d", "type": "decimal(4,5)", "nullable": True}]})
+
+
+def test_versions_whose_dv_files_were_vacuumed_are_skipped(tmp_path) -> None:
+    t = Table.create(
+        str(tmp_path / "t"), schema=ints(0, 1).schema, properties={"dvInlineMaxBytes": "0", "orphanGracePeriod": "0s"}
+    )
+    t.append(ints(0, 1000))
+    t.delete(pa.compute.field("id") < 10)
+    t.delete(pa.compute.field("id") < 20)  # supersedes the first DV file, which vacuum then removes
+    t.vacuum(retention="0s", force=True)
+    result = t.export_iceberg(all_versions=True)
+    assert result.skipped == (2,) and result.versions == (0, 1, 3)
+    table = StaticTable.from_metadata(result.metadata)
+    assert sorted_rows(table.scan(snapshot_id=4).to_arrow()) == sorted_rows(t.scan().to_arrow())
+
+
+def test_a_racing_export_wins_and_ours_leaves_nothing_behind(tmp_path) -> None:
+    """Two exporters adding the same Iceberg metadata version: one wins, the other raises
+    ``ExportConflictError`` (the CLI exits 3) and removes the manifests it wrote."""
+    t = Table.create(str(tmp_path / "t"), schema=ints(0, 1).schema)
+    t.append(ints(0, 10))
+    t.export_iceberg()
+    t.append(ints(10, 10))
+    metadata = os.path.join(t.uri, "metadata")
+
+    def snapshots_while_another_export_lands():
+        yield t.snapshot()
+        t.export_iceberg()  # the other exporter, between our manifests and our metadata file
+
+    before_ours = set(os.listdir(metadata))
+    with pytest.raises(ExportConflictError):
+        export_iceberg(t.io, snapshots_while_another_export_lands())
+    theirs = set(os.listdir(metadata)) - before_ours
+    assert "v2.metadata.json" in theirs and len(theirs) == 3  # their manifest, list and metadata; nothing of ours
+    assert open(os.path.join(metadata, "version-hint.text")).read() == "2"
+    assert StaticTable.from_metadata(f"file://{metadata}/v2.metadata.json").current_snapshot().snapshot_id == t.version + 1
