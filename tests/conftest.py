@@ -1,14 +1,15 @@
 """Shared pytest configuration.
 
-Spark: the ``spark`` (local[2]), ``spark_cluster`` (standalone, 127.0.0.1) and
-``mvtable_wheel_site`` fixtures live in ``tests/support/spark.py``.  All are
-session-scoped and created on first use only, so a run of pure tests never imports
-pyspark or starts a JVM.  Tests that use them are marked ``spark`` / ``cluster``
-automatically, so ``-m "not spark"`` runs without Java.
+The fixtures (``spark``, ``spark_cluster``, ``mvtable_wheel_site``, the S3 servers and
+buckets) live in ``tests/support/fixtures.py``; see ``tests/support/__init__.py`` for
+what each support module starts.  All are created on first use only, so a run of pure
+tests never imports pyspark or starts a JVM.  Tests that use them are marked ``spark`` /
+``cluster`` / ``s3`` automatically, so ``-m "not spark"`` runs without Java.
 
-One exception to "on first use": when a selected test uses ``spark_cluster``, the cluster
-(master + workers, no driver) boots in a background thread right after collection, so that
-it is up by the time its tests run (``MVTABLE_TEST_PRESTART=0`` turns that off).
+One exception to "on first use": when a selected test uses ``spark_cluster`` or
+``mvtable_wheel_site``, the cluster boots and the wheel builds in background threads
+right after collection, so that they are ready by the time their tests run
+(``MVTABLE_TEST_PRESTART=0`` turns that off).
 """
 
 from __future__ import annotations
@@ -22,10 +23,18 @@ _TESTS_DIR = Path(__file__).resolve().parent
 if str(_TESTS_DIR) not in sys.path:  # `support` is importable however pytest was started
     sys.path.insert(0, str(_TESTS_DIR))
 
-# Importing support.spark does not import pyspark: it is imported inside the fixtures.
-from support import spark as _spark_support  # noqa: E402
-from support.s3servers import moto_s3, moto_server, seaweedfs_s3, seaweedfs_server  # noqa: E402,F401
-from support.spark import mvtable_wheel_site, spark, spark_cluster  # noqa: E402,F401
+# Importing the fixtures imports neither pyspark nor a server client: they do, when used.
+from support import fixtures as _fixtures  # noqa: E402
+from support import prestart as _prestart  # noqa: E402
+from support.fixtures import (  # noqa: E402,F401
+    moto_s3,
+    moto_server,
+    mvtable_wheel_site,
+    seaweedfs_s3,
+    seaweedfs_server,
+    spark,
+    spark_cluster,
+)
 
 _SPARK_FIXTURES = {"spark", "spark_cluster", "mvtable_wheel_site"}
 _S3_FIXTURES = {"moto_s3", "moto_server", "seaweedfs_s3", "seaweedfs_server"}
@@ -45,9 +54,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
-    if any("spark_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
-        _spark_support.prestart_cluster()
+    used = set().union(*(getattr(item, "fixturenames", ()) for item in session.items))
+    if "spark_cluster" in used:
+        _fixtures.prestart_cluster()
+    if "mvtable_wheel_site" in used:
+        _fixtures.prestart_wheel()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _spark_support.stop_prestarted()
+    _prestart.stop_all()

@@ -1,8 +1,14 @@
-"""mvtable on a real standalone cluster (master + 2 workers on 127.0.0.1, started with
-``spark-class``): executors are separate JVMs with their own Python workers, so every
-piece of state must travel in the pickled plan, partitions and commit messages."""
+"""mvtable as a user deploys it: installed from its wheel (no editable install, no
+``register()`` call: Spark finds ``format("mvtable")`` through the top-level
+``pyspark_mvtable`` module) and run on a real standalone cluster (master + 2 workers on
+127.0.0.1, started with ``spark-class``).  Executors are separate JVMs with their own
+Python workers, so every piece of state must travel in the pickled plan, partitions and
+commit messages.  One driver run checks both, because each Spark driver costs ~20 CPU
+seconds on a small machine."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -11,36 +17,45 @@ from mvtable.connector import Table
 pytestmark = pytest.mark.cluster
 
 SCRIPT = r"""
-import os
-from mvtable.connector import delete, register
-register(spark)
+import os, pkgutil
+import mvtable, pyspark_mvtable
+from mvtable.connector.spark import source
 wait_for_executors(2)
 path = os.environ["TABLE"]
 df = spark.range(0, 4000, numPartitions=4).selectExpr("id", "id % 10 AS k", "cast(id AS string) AS s")
 df.write.format("mvtable").mode("append").option("property.rowGroupRows", "250").save(path)
 spark.range(4000, 5000, numPartitions=2).selectExpr("id", "id % 10 AS k", "cast(id AS string) AS s") \
     .write.format("mvtable").mode("append").save(path)
-deleted = delete(spark, path, "k = 3")
+deleted = mvtable.delete(spark, path, "k = 3")
 pushed = spark.range(0, 600, numPartitions=3).selectExpr("id * 7 AS id", "id % 10 AS k", "cast(id AS string) AS s")
 pushed.write.format("mvtable").mode("overwrite").option("consistentPush", "true").save(path)
 now = spark.read.format("mvtable").load(path)
 before = spark.read.format("mvtable").option("versionAsOf", 2).load(path)
-pids = spark.read.format("mvtable").option("maxPartitionBytes", "1").load(path) \
-    .rdd.mapPartitions(lambda it: [os.getpid()]).collect()
+tasks = spark.read.format("mvtable").option("maxPartitionBytes", "1").load(path) \
+    .rdd.mapPartitions(lambda it: [(os.getpid(), __import__("mvtable").__file__)]).collect()
 emit({
     "deleted": deleted,
     "now": now.selectExpr("count(*) AS n", "sum(id) AS s").first().asDict(),
     "before": before.selectExpr("count(*) AS n", "sum(id) AS s").first().asDict(),
     "driver_pid": os.getpid(),
-    "partition_pids": sorted(set(pids)),
+    "partition_pids": sorted({pid for pid, _ in tasks}),
+    "executor_mvtable": sorted({file for _, file in tasks}),
+    "driver_mvtable": [mvtable.__file__, source.__file__, pyspark_mvtable.__file__],
+    "scan_sees_shim": any(m.name == "pyspark_mvtable" for m in pkgutil.iter_modules()),
     "partitions": now.rdd.getNumPartitions(),
 })
 """
 
 
-def test_write_push_delete_and_read_on_a_cluster(spark_cluster, tmp_path):
+def test_wheel_install_writes_pushes_deletes_and_reads_on_a_cluster(spark_cluster, mvtable_wheel_site, tmp_path):
     path = str(tmp_path / "t")
-    result = spark_cluster.run(SCRIPT, env={"TABLE": path}).result[0]
+    run = spark_cluster.run(SCRIPT, env={"TABLE": path}, pythonpath=[mvtable_wheel_site], work_dir=tmp_path / "driver")
+    result = run.result[0]
+    # driver and executors import the wheel's copy; Spark's module scan found the shim
+    assert (mvtable_wheel_site / "pyspark_mvtable.py").is_file()
+    assert result["scan_sees_shim"] is True
+    assert all(Path(f).is_relative_to(mvtable_wheel_site) for f in result["driver_mvtable"]), result
+    assert result["executor_mvtable"] and all(Path(f).is_relative_to(mvtable_wheel_site) for f in result["executor_mvtable"])
     assert result["deleted"] == 500
     assert result["now"] == {"n": 600, "s": sum(i * 7 for i in range(600))}
     kept = [i for i in range(5000) if i % 10 != 3]

@@ -27,23 +27,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.process_gang import ProcessGang
+from support.s3_server import S3Endpoint  # the S3 fixtures themselves come from tests/conftest.py
 
-_TESTS_DIR = Path(__file__).resolve().parents[1]
-if str(_TESTS_DIR) not in sys.path:  # as tests/conftest.py does: `support` is tests/support
-    sys.path.insert(0, str(_TESTS_DIR))
+from mvtable.errors import CommitError, CommitStateUnknownError
+from mvtable.lineage.enums import Operation
+from mvtable.lineage.log import CommitLog, commit_path
+from mvtable.storage import FsspecFileIO, LocalFileIO, open_file_io
+from mvtable.storage.s3 import looks_like_precondition as _looks_like_precondition
 
-from support.s3servers import (  # noqa: E402  (fixtures are imported to be used here)
-    ProcessGang,
-    S3Endpoint,
-    commit_appends_worker,
-    race_put_if_absent_worker,
-)  # the S3 fixtures themselves come from tests/conftest.py
-
-from mvtable.errors import CommitError, CommitStateUnknownError  # noqa: E402
-from mvtable.lineage.enums import Operation  # noqa: E402
-from mvtable.lineage.log import CommitLog, commit_path  # noqa: E402
-from mvtable.storage import FsspecFileIO, LocalFileIO, open_file_io  # noqa: E402
-from mvtable.storage.s3 import looks_like_precondition as _looks_like_precondition  # noqa: E402
+from .race_workers import commit_appends_worker, race_put_if_absent_worker
 
 RACERS = 4  # separate OS processes
 # Versions raced for, per store (MVTABLE_RACE_ROUNDS=200 for a soak run). SeaweedFS makes a
