@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-_GANG_BARRIER = None
+_GANG_BARRIER: Any = None  # this child's multiprocessing.Barrier, set by the initializer
 
 
-def _gang_init(barrier) -> None:
+def _gang_init(barrier: Any) -> None:
     global _GANG_BARRIER
     _GANG_BARRIER = barrier
     import mvtable.lineage.log  # noqa: F401  (pay the imports once, not inside a race)
@@ -26,7 +26,7 @@ def _gang_init(barrier) -> None:
         pass
 
 
-def _gang_call(fn: Callable, index: int, args: tuple) -> Any:
+def _gang_call(fn: Callable[..., Any], index: int, args: tuple[Any, ...]) -> Any:
     barrier = _GANG_BARRIER
     try:
         return fn(index, barrier, *args)
@@ -35,7 +35,7 @@ def _gang_call(fn: Callable, index: int, args: tuple) -> Any:
         raise
 
 
-def _gang_hello(index: int, barrier) -> int:
+def _gang_hello(index: int, barrier: Any) -> int:
     barrier.wait(timeout=120)
     return os.getpid()
 
@@ -76,7 +76,7 @@ class ProcessGang:
         if pending:
             self.close()
             raise TimeoutError(f"{len(pending)} of {self.n} processes did not finish {fn.__name__} within {timeout}s")
-        errors = [f.exception() for f in futures if f.exception() is not None]
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
         # a broken barrier is the echo of the real failure elsewhere
         errors.sort(key=lambda e: type(e).__name__ == "BrokenBarrierError")
         if errors:
