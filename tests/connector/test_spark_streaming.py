@@ -1,0 +1,148 @@
+"""Structured Streaming on the local[2] session: the mvtable source feeding the mvtable sink
+exactly once (also when Spark replays a batch whose commit it did not record, as after a
+driver crash: apache/paimon#9666), complete mode as a revertible push, commits that stop a
+stream or are skipped, and the change feed in batch and streaming reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mvtable.connector import Table
+
+from .conftest import orders
+from .streaming.test_changes import compact
+
+pytestmark = pytest.mark.spark
+
+
+def stream(spark, src: str, **options):
+    r = spark.readStream.format("mvtable")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load(src)
+
+
+def run_available_now(df, dst: str, checkpoint: str, *, mode: str = "append") -> list[int]:
+    q = (
+        df.writeStream.format("mvtable")
+        .outputMode(mode)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start(dst)
+    )
+    q.awaitTermination(180)
+    if q.exception() is not None:
+        raise q.exception()
+    return [p["numInputRows"] for p in q.recentProgress]
+
+
+def ids(path: str) -> list[int]:
+    return sorted(Table.open(path).to_arrow().column("id").to_pylist())
+
+
+def test_source_to_sink_exactly_once_across_restarts_and_a_replayed_batch(spark, tmp_path):
+    src, dst, ck = str(tmp_path / "src"), str(tmp_path / "dst"), str(tmp_path / "ck")
+    t = Table.create(src, schema=orders(0, 1).schema)
+    for i in range(3):
+        t.append(orders(i * 100, 40))
+    rows = run_available_now(stream(spark, src, maxRowsPerTrigger=50), dst, ck)
+    assert sum(rows) == 120 and len(rows) >= 3  # one segment per batch under the limit
+    assert ids(dst) == ids(src)
+    t.append(orders(1000, 5))
+    compact(t)  # data-neutral: skipped silently
+    t.append(orders(2000, 5))
+    assert sum(run_available_now(stream(spark, src, maxRowsPerTrigger=50), dst, ck)) == 10
+    assert ids(dst) == ids(src)
+    out = Table.open(dst)
+    history = [(h.operation, h.parameters.get("batchId")) for h in out.history()]
+    assert {op for op, _ in history} == {"STREAM_APPEND"}
+    app_id = out.history()[0].parameters["appId"]
+    assert out.snapshot().transactions == {app_id: history[-1][1]}
+    # The driver died after the sink's commit, before Spark recorded the batch: Spark's
+    # checkpoint then lacks commits/<last>, and the restarted query replays that batch.
+    last = history[-1][1]
+    for name in (str(last), f".{last}.crc"):
+        Path(ck, "commits", name).unlink(missing_ok=True)
+    run_available_now(stream(spark, src, maxRowsPerTrigger=50), dst, ck)
+    assert ids(dst) == ids(src), "the replayed batch landed twice"
+    assert Table.open(dst).version == out.version
+
+
+def test_complete_mode_replaces_the_table_as_a_push(spark, tmp_path):
+    src, dst, ck = str(tmp_path / "src"), str(tmp_path / "dst"), str(tmp_path / "ck")
+    t = Table.create(src, schema=orders(0, 1).schema)
+    t.append(orders(0, 30))
+    counts = stream(spark, src).groupBy("status").count()
+    run_available_now(counts, dst, ck, mode="complete")
+    t.append(orders(30, 20))
+    run_available_now(counts, dst, ck, mode="complete")
+    out = Table.open(dst)
+    assert dict(zip(*out.to_arrow().to_pydict().values())) == {"ok": 45, "cancelled": 5}
+    assert [h.operation for h in out.history()] == ["STREAM_COMPLETE", "STREAM_COMPLETE"]
+    out.rollback(entry=out.lineage()[-1].id)  # a bad batch rolls back like any push
+    assert dict(zip(*out.to_arrow().to_pydict().values())) == {"ok": 27, "cancelled": 3}
+
+
+def test_a_delete_stops_the_stream_unless_skipped_and_the_change_feed_follows_it(spark, tmp_path):
+    src, ck = str(tmp_path / "src"), tmp_path / "ck"
+    t = Table.create(src, schema=orders(0, 1).schema)
+    t.append(orders(0, 10))
+    t.delete(pc.field("id") < 3)  # version 2
+    t.append(orders(100, 2))
+    with pytest.raises(Exception, match=r"version 2 of the source table \(DELETE\).*skipChangeCommits"):
+        run_available_now(stream(spark, src, startingVersion=1), str(tmp_path / "a"), str(ck / "a"))
+    assert ids(str(tmp_path / "a")) == list(range(10))  # the rows before the delete were emitted
+    run_available_now(stream(spark, src, startingVersion=1, skipChangeCommits="true"), str(tmp_path / "b"), str(ck / "b"))
+    assert ids(str(tmp_path / "b")) == [*range(10), 100, 101]
+    run_available_now(stream(spark, src, startingVersion=1, readChangeFeed="true"), str(tmp_path / "c"), str(ck / "c"))
+    feed = Table.open(str(tmp_path / "c")).to_arrow().sort_by([("_commit_version", "ascending"), ("id", "ascending")])
+    assert list(zip(feed["id"].to_pylist(), feed["_change_type"].to_pylist(), feed["_commit_version"].to_pylist())) == [
+        *((i, "insert", 1) for i in range(10)),
+        *((i, "delete", 2) for i in range(3)),
+        (100, "insert", 3),
+        (101, "insert", 3),
+    ]
+
+
+def test_change_feed_batch_read_matches_the_python_api(spark, tmp_path):
+    src = str(tmp_path / "src")
+    t = Table.create(src, schema=orders(0, 1).schema)
+    t.append(orders(0, 50))
+    t.delete(pc.field("status") == "cancelled")
+    t.overwrite(orders(500, 3), consistent_push=True)
+    df = (
+        spark.read.format("mvtable")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", "2")
+        .option("endingVersion", "4")
+        .option("columns", "id")
+        .load(src)
+    )
+    assert df.columns == ["id", "_change_type", "_commit_version", "_commit_timestamp"]
+    got = sorted((r.id, r._change_type, r._commit_version) for r in df.collect())
+    want = t.changes(2, 4, columns=["id"])
+    assert got == sorted(zip(want["id"].to_pylist(), want["_change_type"].to_pylist(), want["_commit_version"].to_pylist()))
+    stamps = {r._commit_timestamp for r in df.collect()}
+    assert len(stamps) == 2  # versions 2 and 4 (3 only starts the push)
+    with pytest.raises(Exception, match="needs startingVersion or startingTimestamp"):
+        spark.read.format("mvtable").option("readChangeFeed", "true").load(src).collect()
+    with pytest.raises(Exception, match="only apply to spark.readStream"):
+        spark.read.format("mvtable").option("maxRowsPerTrigger", "5").load(src).collect()
+
+
+def test_a_sink_without_a_checkpoint_location_option_is_a_typed_error(spark, tmp_path):
+    src = str(tmp_path / "src")
+    Table.create(src, schema=orders(0, 1).schema).append(pa.Table.from_batches(orders(0, 3).to_batches()))
+    spark.conf.set("spark.sql.streaming.checkpointLocation", str(tmp_path / "ckroot"))
+    try:
+        q = stream(spark, src).writeStream.format("mvtable").trigger(availableNow=True).start(str(tmp_path / "dst"))
+        with pytest.raises(Exception, match=r"InvalidOptionError.*needs .option\('checkpointLocation', …\).*txnAppId"):
+            q.awaitTermination(120)
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointLocation")
+    assert not os.path.exists(tmp_path / "dst" / "_mvtable")
