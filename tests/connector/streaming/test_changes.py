@@ -11,12 +11,9 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
-from mvtable.connector.segments import write_segments
 from mvtable.connector.streaming import CommitKind, advance
 from mvtable.connector.streaming.changes import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, pair_updates
 from mvtable.errors import InvalidOptionError, VersionNotFoundError
-from mvtable.lineage.actions import AddSegment, RemoveSegment
-from mvtable.lineage.enums import Operation
 
 from ..conftest import orders
 
@@ -26,16 +23,8 @@ def rows(t: pa.Table) -> Counter:
 
 
 def compact(t: Table) -> None:
-    """A compaction as issue 13 commits it: the live rows of every visible segment
-    rewritten into one new segment, inputs removed, operation COMPACT."""
-    snap = t.snapshot()
-    live = t.scan().to_arrow()
-    [out] = write_segments(t.io, live, row_group_rows=100)
-    t.log.commit(
-        read=snap,
-        operation=Operation.COMPACT,
-        build=lambda cur: [*(RemoveSegment(segment_id=s) for s in cur.visible_segment_ids()), AddSegment(segment=out)],
-    )
+    """Merge every segment (the default thresholds leave a small test table alone)."""
+    assert t.compact(min_input_files=2, delete_ratio=0.01).commits, "nothing was compacted"
 
 
 def history_of_operations(t: Table) -> None:
@@ -109,6 +98,25 @@ def test_commit_kinds(small_table):
     kinds = [advance(state, t.log.read_commit(v)).kind for v in (3, 4, 5)]
     assert kinds == [CommitKind.APPEND, CommitKind.CHANGE, CommitKind.NEUTRAL]
     assert state.visible_segment_ids() == t.snapshot().visible_segment_ids()
+
+
+def test_an_upsert_is_update_images_and_inserts(table_uri):
+    t = Table.create(table_uri, schema=orders(0, 1).schema, primary_key=["id"])
+    t.append(orders(0, 10))  # 1
+    new = orders(8, 4)
+    t.upsert(new.set_column(1, "status", pa.array(["upd"] * 4)))  # 2: 8, 9 updated; 10, 11 new
+    feed = t.changes(2, columns=["id", "status"])
+    got = sorted(zip(feed["_change_type"].to_pylist(), feed["id"].to_pylist(), feed["status"].to_pylist()))
+    assert got == [
+        (INSERT, 10, "upd"),
+        (INSERT, 11, "upd"),
+        (UPDATE_POSTIMAGE, 8, "upd"),
+        (UPDATE_POSTIMAGE, 9, "upd"),
+        (UPDATE_PREIMAGE, 8, "ok"),
+        (UPDATE_PREIMAGE, 9, "ok"),
+    ]
+    t.delete(keys=pa.table({"id": [3]}))  # 3: a delete by key is a plain delete
+    assert t.changes(3)["_change_type"].to_pylist() == [DELETE]
 
 
 def test_upsert_pairs_deletes_and_inserts_by_key():

@@ -114,15 +114,18 @@ def test_skip_change_commits_ignores_them_and_compaction_is_skipped_silently(sma
     t = small_table
     t.delete(pc.field("id") == 5)  # 3
     t.overwrite(orders(8000, 3), consistent_push=True)  # 4, 5
-    compact(t)  # 6
-    t.append(orders(4000, 2))  # 7
+    t.append(orders(4100, 1))  # 6
+    t.append(orders(4200, 1))  # 7
+    compact(t)  # 8: merges 6 and 7 (never with the push's segment)
+    t.append(orders(4000, 2))  # 9
     batches, _ = drain(source(t, starting_version=3, skip_change_commits=True), Position(3))
-    assert batches == [[4000, 4001]]
+    assert batches == [[4100, 4200, 4000, 4001]]
     t2 = Table.create(t.uri + "-2", schema=orders(0, 1).schema)
     t2.append(orders(0, 3))
-    compact(t2)
     t2.append(orders(3, 2))
-    assert sorted(i for b in drain(source(t2, starting_version=1), Position(1))[0] for i in b) == [0, 1, 2, 3, 4]
+    compact(t2)
+    t2.append(orders(5, 2))
+    assert sorted(i for b in drain(source(t2, starting_version=1), Position(1))[0] for i in b) == list(range(7))
 
 
 def test_read_change_feed_streams_deletes(small_table):
