@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import polars as pl
 import pyarrow as pa
 import pytest
 from pyiceberg.table import StaticTable
@@ -124,3 +125,22 @@ def test_a_racing_export_wins_and_ours_leaves_nothing_behind(tmp_path) -> None:
     assert "v2.metadata.json" in theirs and len(theirs) == 3  # their manifest, list and metadata; nothing of ours
     assert open(os.path.join(metadata, "version-hint.text")).read() == "2"
     assert StaticTable.from_metadata(f"file://{metadata}/v2.metadata.json").current_snapshot().snapshot_id == t.version + 1
+
+
+def test_exports_follow_compaction_and_later_deletes(tmp_path) -> None:
+    """Compaction rewrites segments (deleted rows dropped) and later deletes land on its
+    output: both formats still read exactly mvtable's rows at every version."""
+    t = Table.create(str(tmp_path / "t"), schema=ints(0, 1).schema, properties={"dvInlineMaxBytes": "0"})
+    for i in range(4):
+        t.append(ints(i * 1000, 1000))
+    t.delete(pa.compute.equal(pa.compute.bit_wise_and(pa.compute.field("id"), 3), 0))
+    assert t.compact().output_segments == 1
+    t.delete(pa.compute.field("id") < 100)
+    iceberg = t.export_iceberg(all_versions=True)
+    delta = t.export_delta(all_versions=True)
+    assert iceberg.versions == delta.versions == tuple(range(t.version + 1)) and iceberg.copied_dv_bytes == 0
+    table = StaticTable.from_metadata(iceberg.metadata)
+    for v in range(1, t.version + 1):
+        expected = sorted_rows(t.scan(version=v).to_arrow())
+        assert sorted_rows(table.scan(snapshot_id=v + 1).to_arrow()) == expected, f"iceberg, version {v}"
+        assert sorted_rows(pl.read_delta(t.uri, version=v).to_arrow()) == expected, f"delta, version {v}"
