@@ -65,6 +65,7 @@ class TableProperties(_Settings):
     rowGroupRows: int = Field(ge=1)
     dvInlineMaxBytes: int = Field(ge=0)
     icebergCompat: bool
+    pushLeasePeriod: str
     compactTargetFileSize: int = Field(ge=1)
     compactMinInputFiles: int = Field(ge=1)
     compactDeleteRatio: float = Field(gt=0, le=1)
@@ -77,7 +78,11 @@ class TableProperties(_Settings):
         return parse_size(v, name=info.field_name)
 
     @field_validator(
-        "replacedSegmentsRetentionPeriod", "lineageEntryCleanupRetentionPeriod", "versionRetentionPeriod", "orphanGracePeriod"
+        "replacedSegmentsRetentionPeriod",
+        "lineageEntryCleanupRetentionPeriod",
+        "versionRetentionPeriod",
+        "orphanGracePeriod",
+        "pushLeasePeriod",
     )
     @classmethod
     def _period(cls, v: str, info: Any) -> str:

@@ -284,7 +284,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         out.print(f"no lineage entries in {args.table} (only consistent pushes create them)")
         return EXIT_OK
     grid = Grid(title=f"lineage of {args.table}", title_justify="left")
-    for name in ("id", "state", "segments_from", "segments_to", "started", "changed", "timestamp"):
+    for name in ("id", "state", "segments_from", "segments_to", "started", "changed", "timestamp", "owner / lease"):
         grid.add_column(name, no_wrap=name in ("id", "state", "segments_from", "segments_to"))
     for e in entries:
         grid.add_row(
@@ -295,9 +295,23 @@ def cmd_lineage(args: argparse.Namespace) -> int:
             _text(f"v{e.started_version}"),
             _text(f"v{e.state_version}"),
             _text(_ts(e.timestamp)),
+            _text(_owner_cell(e)),
         )
     out.print(grid)
     return EXIT_OK
+
+
+def _owner_cell(e: Any) -> str:
+    """Who owns an entry, until when its lease runs and what the next push would do with
+    it (IN_PROGRESS), or why mvtable reverted it by itself."""
+    lines = [e.owner or "-"]
+    if e.lease_expires is not None:
+        lines.append(f"lease until {_ts(e.lease_expires)}")
+    if e.status:
+        lines.append(e.status)
+    if e.revert_reason:
+        lines.append(e.revert_reason)
+    return "\n".join(lines)
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
 from mvtable.visibility import bitmap_from_array, pins
 
-from . import writes
+from . import recovery, writes
 from .arrow_reader import record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
 from .export import ExportResult, export
@@ -69,6 +69,10 @@ class LineageView:
     timestamp: dt.datetime
     started_version: int
     state_version: int
+    owner: str | None = None  # who runs (or ran) the push, e.g. "pid 4242 on host-a"
+    lease_expires: dt.datetime | None = None  # IN_PROGRESS only: when its lease ends (renewals included)
+    status: str | None = None  # IN_PROGRESS only: alive / dead / expired / staged, and why
+    revert_reason: str | None = None  # why mvtable reverted it by itself, if it did
 
 
 def _utc(ms: int) -> dt.datetime:
@@ -308,11 +312,30 @@ class Table:
         return read_changes(self.io, start_version, end_version, columns=columns)
 
     def lineage(self) -> list[LineageView]:
-        entries = sorted(self.snapshot().lineage.values(), key=lambda e: e.started_version)
-        return [
-            LineageView(e.id, e.segments_from, e.segments_to, e.state, _utc(e.timestamp_ms), e.started_version, e.state_version)
-            for e in entries
-        ]
+        """Lineage entries, oldest first. IN_PROGRESS ones say who owns them, when their
+        lease ends and whether the next push may clean them up (``status``)."""
+        snapshot = self.snapshot()
+        lease_ms = int(writes.table_properties(snapshot).seconds("pushLeasePeriod") * 1000)
+        verdicts = recovery.entry_verdicts(self.io, snapshot, default_lease_ms=lease_ms)
+        out = []
+        for e in sorted(snapshot.lineage.values(), key=lambda e: e.started_version):
+            v = verdicts.get(e.id)
+            out.append(
+                LineageView(
+                    e.id,
+                    e.segments_from,
+                    e.segments_to,
+                    e.state,
+                    _utc(e.timestamp_ms),
+                    e.started_version,
+                    e.state_version,
+                    owner=e.owner.describe() if e.owner is not None else None,
+                    lease_expires=_utc(v.lease_expires_ms) if v is not None and v.lease_expires_ms is not None else None,
+                    status=f"{v.kind}: {v.reason}" if v is not None else None,
+                    revert_reason=e.revert_reason,
+                )
+            )
+        return out
 
     # -- writing -------------------------------------------------------------------------
     def append(self, data: pa.Table | pa.RecordBatch) -> CommitResult:
@@ -336,19 +359,20 @@ class Table:
         )
         segments = []
         try:
-            rows = None
-            if plan.primary_key:  # key errors (nulls …) before the schema cast complains
-                read = writes.read_snapshot(self.log, plan)
-                rows = prepare_keyed_write(
-                    self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE
+            with recovery.keep_lease(self.io, plan.entry_id, lease_ms=plan.lease_ms):  # a push renews its lease
+                rows = None
+                if plan.primary_key:  # key errors (nulls …) before the schema cast complains
+                    read = writes.read_snapshot(self.log, plan)
+                    rows = prepare_keyed_write(
+                        self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE
+                    )
+                aligned = writes.align(plan, data)
+                segments = (
+                    write_segments(self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+                    if data.num_rows
+                    else []
                 )
-            aligned = writes.align(plan, data)
-            segments = (
-                write_segments(self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
-                if data.num_rows
-                else []
-            )
-            faults.point("write.after_files")
+                faults.point("write.after_files")
             result = writes.finish_write(plan, segments, keys=rows)
             self._seen = result.snapshot
             return result

@@ -12,6 +12,7 @@ bounded by ``gcBatchBytes`` of paths and stops (resumably) at the time budget.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,10 +24,12 @@ from mvtable.lineage.enums import Operation
 from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR
 from mvtable.lineage.log_retention import safe_version
+from mvtable.lineage.ownership import Verdict
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import pins as pinning
 from mvtable.visibility.gc import batches
 
+from . import recovery
 from .gc import Progress, collect_garbage
 from .keys.index import segment_path_of
 from .segments import DATA_DIR
@@ -85,11 +88,15 @@ def vacuum(
     report = VacuumReport(dry_run=dry_run, retention_s=retention_s, safe_version=snapshot.version)
 
     # 1. lineage retention (commits; bounded number of entries per commit)
+    verdicts = recovery.entry_verdicts(
+        table.io, snapshot, default_lease_ms=int(props.seconds("pushLeasePeriod") * 1000), at_ms=now
+    )
     cleanups = plan_entry_cleanup(
         snapshot,
         now_ms=now,
         replaced_retention_s=props.seconds("replacedSegmentsRetentionPeriod"),
         entry_retention_s=props.seconds("lineageEntryCleanupRetentionPeriod"),
+        verdicts=verdicts,
     )
     report.entries_purged = len(cleanups)
     report.segments_expired = sum(c.removed_segments for c in cleanups)
@@ -98,7 +105,7 @@ def vacuum(
     if not dry_run:
         for start in range(0, len(cleanups), ENTRIES_PER_COMMIT):
             chunk = cleanups[start : start + ENTRIES_PER_COMMIT]
-            version = _commit_cleanup(table, chunk, now_ms=now, props=props)
+            version = _commit_cleanup(table, chunk, now_ms=now, props=props, verdicts=verdicts)
             if version is not None:
                 report.retention_commits.append(version)
             faults.point("vacuum.after_retention_commit")
@@ -152,7 +159,9 @@ def vacuum(
     return report
 
 
-def _commit_cleanup(table: Table, chunk: list[EntryCleanup], *, now_ms: int, props) -> int | None:
+def _commit_cleanup(
+    table: Table, chunk: list[EntryCleanup], *, now_ms: int, props, verdicts: Mapping[str, Verdict]
+) -> int | None:
     ids = {c.entry_id for c in chunk}
 
     def build(current: Snapshot):
@@ -162,6 +171,7 @@ def _commit_cleanup(table: Table, chunk: list[EntryCleanup], *, now_ms: int, pro
             now_ms=now_ms,
             replaced_retention_s=props.seconds("replacedSegmentsRetentionPeriod"),
             entry_retention_s=props.seconds("lineageEntryCleanupRetentionPeriod"),
+            verdicts=verdicts,
         )
         return [a for c in fresh if c.entry_id in ids for a in c.actions]
 

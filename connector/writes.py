@@ -25,13 +25,14 @@ import pyarrow as pa
 from mvtable.conf import TableProperties
 from mvtable.errors import InvalidOptionError, SettingsError, TableNotFoundError
 from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
+from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 from mvtable.visibility import pins
 
+from . import recovery
 from .keys.index import index_path
 from .keys.validate import check_key_columns, check_key_schema
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
@@ -59,6 +60,7 @@ class WritePlan:
     entry_id: str | None = None
     primary_key: tuple[str, ...] = ()  # the table's key: segments get a key index, commits check keys
     dv_inline_max_bytes: int = 512
+    lease_ms: int = 0  # a consistent push renews its lease this long ahead (pushLeasePeriod)
     pin_id: str | None = None  # keeps the read version readable until the write ends
     parameters: dict[str, Any] = field(default_factory=dict)
     # The snapshot begin_write read, so that a finish_write in the same process (Table.append,
@@ -107,12 +109,15 @@ def begin_write(
     pin: bool = True,
     primary_key: Sequence[str] | None = None,
     snapshot: Snapshot | None = None,
+    owner: PushOwner | None = None,
 ) -> WritePlan:
     """``pin=False`` plans without pinning the read version: for a streaming writer, which
     plans again in every process Spark runs it in and commits against the newest snapshot.
     ``primary_key`` sets the key of a table this write creates; on an existing table it may
     only repeat the table's key. ``snapshot`` is the newest snapshot when the caller holds
-    one (a ``Table`` passes its own, caught up); else it is read from the log."""
+    one (a ``Table`` passes its own, caught up); else it is read from the log. A consistent push starts here
+    (``recovery.start_push``): ``owner`` is who runs it, this process by default (a Spark
+    planner passes the driver JVM)."""
     if mode not in (APPEND, OVERWRITE):
         raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
     if consistent_push and mode != OVERWRITE:
@@ -165,31 +170,31 @@ def begin_write(
     )
     if consistent_push:
         entry_id = new_entry_id()
-        result = clog.commit(
-            read=snapshot,
-            operation=Operation.PUSH_START,
-            parameters={"entry": entry_id},
-            build=lambda cur: ops.push_start(snapshot, cur, entry_id, metadata=create),
+        lease_ms = int(props.seconds("pushLeasePeriod") * 1000)
+        result = recovery.start_push(
+            clog, snapshot, entry_id=entry_id, owner=owner or recovery.process_owner(), lease_ms=lease_ms, metadata=create
         )
         log.info("consistent push %s started at version %s", entry_id, result.commit.version)
-        plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None})
+        plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None, "lease_ms": lease_ms})
     return plan
 
 
 def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[SegmentFile]:
-    """Executor side: one segment per call (per Spark task)."""
+    """Executor side: one segment per call (per Spark task). A consistent push's lease is
+    renewed while the task writes: the planner that started the push is long gone."""
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
     writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
     order: list[str] | None = None
     try:
-        for batch in batches:
-            if order is None:
-                order = check_write_schema(plan.table_schema, batch.schema)
-            if batch.schema.names != order or batch.schema != schema:
-                batch = pa.RecordBatch.from_arrays([batch.column(n) for n in order], names=schema.names).cast(schema)
-            writer.write(batch)
-        segment = writer.close()
+        with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):
+            for batch in batches:
+                if order is None:
+                    order = check_write_schema(plan.table_schema, batch.schema)
+                if batch.schema.names != order or batch.schema != schema:
+                    batch = pa.RecordBatch.from_arrays([batch.column(n) for n in order], names=schema.names).cast(schema)
+                writer.write(batch)
+            segment = writer.close()
     except BaseException:
         writer.abort()
         raise
@@ -245,6 +250,8 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         )
     else:
         result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+    if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
+        recovery.drop(clog.io, plan.entry_id)
     release_pin(plan)
     from .compaction.auto import after_commit
 
@@ -295,5 +302,6 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
                 parameters={"entry": plan.entry_id},
                 build=lambda cur: ops.revert(cur, plan.entry_id),
             )
+        recovery.drop(clog.io, plan.entry_id)
     clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
     release_pin(plan)

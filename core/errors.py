@@ -60,6 +60,32 @@ class SegmentInUseError(InvalidLineageTransitionError):
     """A segment is held by a live lineage entry and may not be removed another way."""
 
 
+class PushBlockedError(InvalidLineageTransitionError):
+    """A consistent push cannot start: another IN_PROGRESS push over the same segments may
+    not be cleaned up automatically. ``entry_id`` names it."""
+
+    def __init__(self, message: str, *, entry_id: str) -> None:
+        super().__init__(message)
+        self.entry_id = entry_id
+
+
+class PushInProgressError(PushBlockedError):
+    """Another push over the same segments is alive: its owner still runs (or cannot be
+    checked) and its lease holds. Carries the owner and the end of the lease
+    (``lease_expires_ms``, epoch milliseconds): retry after it, or roll the entry back if you
+    know its writer is gone."""
+
+    def __init__(self, message: str, *, entry_id: str, owner: str, lease_expires_ms: int | None) -> None:
+        super().__init__(message, entry_id=entry_id)
+        self.owner = owner
+        self.lease_expires_ms = lease_expires_ms
+
+
+class StagedPushError(PushBlockedError):
+    """A staged push (``publish=False``) holds the same segments. It finished writing and
+    waits for a person, so it is never reverted automatically: publish or roll it back."""
+
+
 class TableAlreadyExistsError(InvalidInputError):
     """Creating a table where one exists already."""
 

@@ -104,11 +104,34 @@ class SetDeletionVector(_Model):
     dv: DeletionVectorRef
 
 
+class PushOwner(_Model):
+    """Who runs a consistent push: enough to prove, from the same machine, that it died.
+
+    ``machine`` identifies the kernel boot and pid namespace (not just the hostname), and
+    ``start_ticks`` the process start time, so neither a reused pid nor another container
+    with the same hostname passes for the owner. ``None`` fields: nothing can be proved,
+    the lease decides."""
+
+    host: str = Field(max_length=255)
+    machine: str | None = Field(default=None, max_length=64)
+    pid: int | None = Field(default=None, ge=0)
+    start_ticks: int | None = Field(default=None, ge=0)
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}" if self.pid is not None else f"a writer on {self.host}"
+
+
 class LineageStart(_Model):
+    """A consistent push begins. ``owner`` and ``lease_expires_ms`` (the first lease; the
+    writer renews it in a lease file, not in the log) are absent in logs written before
+    mvtable recorded owners."""
+
     kind: Literal["lineage_start"] = "lineage_start"
     entry_id: _Id
     segments_from: tuple[_Id, ...] = ()
     segments_to: tuple[_Id, ...] = ()
+    owner: PushOwner | None = None
+    lease_expires_ms: int | None = Field(default=None, ge=0)
 
 
 class LineageEnd(_Model):
@@ -116,9 +139,33 @@ class LineageEnd(_Model):
     entry_id: _Id
 
 
+class LineageStage(_Model):
+    """A ``publish=False`` push has written all its data: the entry stays IN_PROGRESS and
+    waits for a person to publish or roll it back; it is never reverted automatically."""
+
+    kind: Literal["lineage_stage"] = "lineage_stage"
+    entry_id: _Id
+
+
 class LineageRevert(_Model):
+    """IN_PROGRESS or COMPLETED → REVERTED. ``reason`` says why when mvtable reverted it by
+    itself (a dead push cleaned up by the next push or by vacuum)."""
+
     kind: Literal["lineage_revert"] = "lineage_revert"
     entry_id: _Id
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class PruneState(_Model):
+    """Vacuum forgets what no retained version needs, so the newest snapshot (and its
+    checkpoint) stays the size of the live table however long the table lives: the listed
+    segments (removed, named by no lineage entry, their files deleted by the same vacuum)
+    leave the snapshot, and so do history items older than ``history_before`` (versions
+    whose log files GC removes)."""
+
+    kind: Literal["prune"] = "prune"
+    segment_ids: tuple[_Id, ...] = ()
+    history_before: int | None = Field(default=None, ge=0)
 
 
 class LineagePurge(_Model):
@@ -186,12 +233,14 @@ Action = Annotated[
     | RemoveSegment
     | SetDeletionVector
     | LineageStart
+    | LineageStage
     | LineageEnd
     | LineageRevert
     | LineagePurge
     | SetTransaction
     | InsertedKeys
-    | CompactSegments,
+    | CompactSegments
+    | PruneState,
     Field(discriminator="kind"),
 ]
 

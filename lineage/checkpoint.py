@@ -39,7 +39,7 @@ from mvtable.errors import CorruptMetadataError, UnsupportedFormatError
 from mvtable.ids import ID_PATTERN
 from mvtable.paths import check_relative_path
 
-from .actions import check_envelope, validation_error
+from .actions import PushOwner, check_envelope, validation_error
 from .descriptors import RowGroupDescriptor, SegmentDescriptor, paused_gc, stats_json
 from .enums import LineageState, Operation
 from .snapshot import HistoryItem, LineageEntry, SegmentState, Snapshot
@@ -105,6 +105,10 @@ class _Entry(_Model):
     timestamp_ms: int
     started_version: int
     state_version: int
+    owner: PushOwner | None = None
+    lease_expires_ms: int | None = None
+    staged: bool = False
+    revert_reason: str | None = None
 
 
 class _History(_Model):
@@ -219,7 +223,7 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None) ->
         _build(batch, source, segments, dvs)
     if len(segments) != table.num_rows:
         raise CorruptMetadataError(source, "segment ids are not unique")
-    lineage = {e.id: LineageEntry(**e.model_dump()) for e in header.lineage}
+    lineage = {e.id: LineageEntry(**{**e.model_dump(), "owner": e.owner}) for e in header.lineage}
     _check_lineage(lineage, segments, source)
     h = header.history
     return Snapshot(
@@ -274,7 +278,7 @@ def read_checkpoint_summary(
     if len(ids) != rows:
         raise CorruptMetadataError(source, "segment ids are not unique")
     if full_check:
-        _check_lineage({e.id: LineageEntry(**e.model_dump()) for e in header.lineage}, ids, source)
+        _check_lineage({e.id: LineageEntry(**{**e.model_dump(), "owner": e.owner}) for e in header.lineage}, ids, source)
     h = header.history
     return TableSummary(header.version, header.timestamp_ms, dict(header.properties), _history(h), dvs)
 

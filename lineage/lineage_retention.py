@@ -3,9 +3,10 @@
 * Segments a COMPLETED entry replaced are kept ``replacedSegmentsRetentionPeriod`` after
   the entry completed, so the push can be rolled back; then they are removed and the entry
   is purged (it can no longer be reverted).
-* Stale IN_PROGRESS entries (a push that never finished) and REVERTED entries are cleaned
-  up ``lineageEntryCleanupRetentionPeriod`` after their last change: the segments they
-  hide are removed and the entry purged.
+* REVERTED entries are cleaned up ``lineageEntryCleanupRetentionPeriod`` after their last
+  change: the segments they hide are removed and the entry purged. IN_PROGRESS entries of
+  a dead writer (``ownership``: its process is gone or its lease ran out) are reverted,
+  and cleaned up the same way once that old; staged ones are left to a person.
 * Starting a push removes the snapshots older than the previous one, so storage holds at
   most two snapshots besides the one being pushed.
 
@@ -16,10 +17,12 @@ once no retained version needs them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .actions import Action, LineagePurge, LineageRevert, RemoveSegment
 from .enums import LineageState
+from .ownership import Verdict
 from .snapshot import LineageEntry, Snapshot
 
 
@@ -43,8 +46,21 @@ def _remove_then_purge(s: Snapshot, entry: LineageEntry, hidden: tuple[str, ...]
     return actions
 
 
-def plan_entry_cleanup(s: Snapshot, *, now_ms: int, replaced_retention_s: float, entry_retention_s: float) -> list[EntryCleanup]:
-    """Entries due for cleanup, oldest first, each with the actions that clean it up."""
+def plan_entry_cleanup(
+    s: Snapshot,
+    *,
+    now_ms: int,
+    replaced_retention_s: float,
+    entry_retention_s: float,
+    verdicts: Mapping[str, Verdict] | None = None,
+) -> list[EntryCleanup]:
+    """Entries due for cleanup, oldest first, each with the actions that clean it up.
+
+    IN_PROGRESS entries: a staged one is never touched (it waits for a person); otherwise
+    ``verdicts`` (``ownership.verdict`` of each, gathered by the connector) decide: a dead
+    or expired push is reverted with its reason, and once it is also older than the entry
+    retention its segments go and the entry is purged in the same commit. Without
+    verdicts, age alone decides (an entry older than the entry retention is stale)."""
     out: list[EntryCleanup] = []
     for entry in sorted(s.lineage.values(), key=lambda e: e.state_version):
         age_s = (now_ms - entry.timestamp_ms) / 1000
@@ -63,9 +79,17 @@ def plan_entry_cleanup(s: Snapshot, *, now_ms: int, replaced_retention_s: float,
                     entry.id, entry.state, "reverted entry past retention", tuple(_remove_then_purge(s, entry, entry.segments_to))
                 )
             )
-        elif entry.state == LineageState.IN_PROGRESS and age_s >= entry_retention_s:
-            actions = [LineageRevert(entry_id=entry.id), *_remove_then_purge(s, entry, entry.segments_to)]
-            out.append(EntryCleanup(entry.id, entry.state, "stale IN_PROGRESS push", tuple(actions)))
+        elif entry.state == LineageState.IN_PROGRESS and not entry.staged:
+            verdict = verdicts.get(entry.id) if verdicts is not None else None
+            if verdict is not None and not verdict.recoverable:
+                continue
+            if verdict is None and (verdicts is not None or age_s < entry_retention_s):
+                continue
+            reason = f"cleaned up by vacuum: {verdict.reason}" if verdict is not None else "cleaned up by vacuum: stale push"
+            actions: list[Action] = [LineageRevert(entry_id=entry.id, reason=reason)]
+            if age_s >= entry_retention_s:
+                actions += _remove_then_purge(s, entry, entry.segments_to)
+            out.append(EntryCleanup(entry.id, entry.state, reason, tuple(actions)))
     return out
 
 

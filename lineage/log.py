@@ -246,7 +246,7 @@ class CommitLog:
         read: Snapshot,
         operation: Operation,
         build: Builder,
-        parameters: dict[str, Any] | None = None,
+        parameters: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
         metrics: dict[str, float | int] | Callable[[], dict[str, float | int]] | None = None,
         checkpoint_interval: int | None = None,
         current: Snapshot | None = None,
@@ -255,8 +255,8 @@ class CommitLog:
         snapshot. ``build`` raises a ``CommitConflictError`` when what was read no longer
         holds; validation failures that only appear on a newer snapshot are conflicts too.
         ``current`` (a newer snapshot than ``read``, if the caller has one) saves a lost race.
-        ``metrics`` may be a function, called after ``build`` so it can report what the
-        final attempt did."""
+        ``metrics`` and ``parameters`` may be functions, called after ``build`` so they can
+        report what the final attempt did (e.g. which dead push it cleaned up)."""
         txn = uuid.uuid4().hex
         current = current if current is not None else read
         uncertain = False  # a put of ours may have landed although the store said it failed
@@ -267,7 +267,7 @@ class CommitLog:
                 read_version=read.version,
                 timestamp_ms=max(int(time.time() * 1000), current.timestamp_ms + 1),
                 operation=operation,
-                parameters={**(parameters or {}), "txn": txn},
+                parameters={**((parameters() if callable(parameters) else parameters) or {}), "txn": txn},
                 writer=writer_identity(),
                 metrics=(metrics() if callable(metrics) else metrics) or {},
                 actions=actions,

@@ -28,6 +28,7 @@ from .actions import (
     CompactSegments,
     LineageEnd,
     LineageRevert,
+    LineageStage,
     LineageStart,
     MetadataAction,
     RemoveSegment,
@@ -37,6 +38,7 @@ from .actions import (
 )
 from .enums import LineageState
 from .lineage_retention import keep_two_snapshots
+from .ownership import PushClaim, recover_blocked
 from .snapshot import Snapshot, held_segments, origins
 
 
@@ -79,15 +81,35 @@ def overwrite(
     ]
 
 
-def push_start(read: Snapshot, current: Snapshot, entry_id: str, *, metadata: MetadataAction | None = None) -> list[Action]:
+def push_start(
+    read: Snapshot,
+    current: Snapshot,
+    entry_id: str,
+    *,
+    claim: PushClaim | None = None,
+    metadata: MetadataAction | None = None,
+) -> list[Action]:
     """Open an IN_PROGRESS entry replacing everything the writer read, and drop the
-    snapshots older than the previous one (``cleanup.keep_two_snapshots``)."""
+    snapshots older than the previous one (``lineage_retention.keep_two_snapshots``).
+
+    An IN_PROGRESS push over the same segments is reverted in this same commit when the
+    ``claim``'s facts show its owner died or its lease ran out (``ownership``): a crash can
+    never leave the revert without the new start or the other way round. A live or staged
+    one raises ``PushInProgressError`` / ``StagedPushError``."""
     replaced = read.visible_segment_ids() if read.exists else []
     require_visible(current, replaced, what="consistent push")
+    # without a claim the clock stands at the epoch: no lease has ended, nothing is recovered
+    claim = claim or PushClaim(owner=None, lease_ms=0, now_ms=0)
     return [
         *create_or_check(current, metadata),
+        *recover_blocked(current, replaced, claim),
         *keep_two_snapshots(current),
-        LineageStart(entry_id=entry_id, segments_from=tuple(replaced)),
+        LineageStart(
+            entry_id=entry_id,
+            segments_from=tuple(replaced),
+            owner=claim.owner,
+            lease_expires_ms=claim.lease_expires_ms if claim.owner is not None else None,
+        ),
     ]
 
 
@@ -131,8 +153,7 @@ def push_segments(current: Snapshot, entry_id: str, segments: Sequence[SegmentFi
         raise ConcurrentLineageError(f"lineage entry {entry_id} is {state}; the push can no longer complete")
     require_visible(current, entry.segments_from, what=f"consistent push {entry_id}")
     actions: list[Action] = [AddSegment(segment=s, lineage_entry=entry_id) for s in segments]
-    if publish:
-        actions.append(LineageEnd(entry_id=entry_id))
+    actions.append(LineageEnd(entry_id=entry_id) if publish else LineageStage(entry_id=entry_id))
     return actions
 
 

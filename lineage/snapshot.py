@@ -2,12 +2,14 @@
 
 A ``Snapshot`` is the whole state of a table at one version: schema and properties, every
 segment the log has named (visible or not, because lineage can make hidden segments visible
-again), the lineage entries, and the newest deletion vector of each segment. What a reader
+again) until vacuum prunes removed ones (``PruneState``), the lineage entries, the newest
+deletion vector of each segment, and the history of the versions the log still holds. What a reader
 sees is derived from it by ``visible_segment_ids``.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,8 +26,11 @@ from .actions import (
     LineageEnd,
     LineagePurge,
     LineageRevert,
+    LineageStage,
     LineageStart,
     MetadataAction,
+    PruneState,
+    PushOwner,
     RemoveSegment,
     SetDeletionVector,
     SetTransaction,
@@ -61,6 +66,10 @@ class LineageEntry:
     timestamp_ms: int
     started_version: int
     state_version: int
+    owner: PushOwner | None = None  # who runs the push (None in logs from before owners)
+    lease_expires_ms: int | None = None  # the first lease, from the start; renewals live in a lease file
+    staged: bool = False  # a publish=False push whose data landed: waits for a person
+    revert_reason: str | None = None  # why mvtable reverted it by itself, if it did
 
     @property
     def live(self) -> bool:
@@ -237,6 +246,8 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
         timestamp_ms=ts,
         started_version=v,
         state_version=v,
+        owner=a.owner,
+        lease_expires_ms=a.lease_expires_ms,
     )
 
 
@@ -273,6 +284,29 @@ def _revert(s: Snapshot, a: LineageRevert, v: int, ts: int) -> None:
     entry.state = LineageState.REVERTED
     entry.timestamp_ms = ts
     entry.state_version = v
+    entry.revert_reason = a.reason
+
+
+def _stage(s: Snapshot, a: LineageStage, v: int, ts: int) -> None:
+    entry = _entry(s, a.entry_id)
+    if entry.state != LineageState.IN_PROGRESS:
+        raise InvalidLineageTransitionError(f"lineage entry {entry.id} is {entry.state}; only IN_PROGRESS can be staged")
+    entry.staged = True
+
+
+def _prune(s: Snapshot, a: PruneState, v: int, ts: int) -> None:
+    named = {sid for e in s.lineage.values() for sid in (*e.segments_from, *e.segments_to)}
+    for sid in a.segment_ids:
+        seg = s.segments.get(sid)
+        if seg is None or seg.removed_version is None:
+            raise InvalidLineageTransitionError(f"cannot prune segment {sid}: it is not a removed segment of the table")
+        if sid in named:
+            raise InvalidLineageTransitionError(f"cannot prune segment {sid}: a lineage entry still names it")
+        del s.segments[sid]
+    if a.history_before is not None:
+        if a.history_before > v:
+            raise InvalidLineageTransitionError(f"cannot prune history before version {a.history_before}: it is in the future")
+        s.history = s.history[bisect.bisect_left(s.history, a.history_before, key=lambda h: h.version) :]
 
 
 def revert_blocker(s: Snapshot, entry: LineageEntry) -> str | None:
@@ -397,7 +431,9 @@ _APPLY = {
     SetDeletionVector: _dv,
     LineageStart: _start,
     LineageEnd: _end,
+    LineageStage: _stage,
     LineageRevert: _revert,
+    PruneState: _prune,
     LineagePurge: _purge,
     SetTransaction: _txn,
     InsertedKeys: _inserted_keys,

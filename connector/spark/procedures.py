@@ -59,6 +59,10 @@ LINEAGE_SCHEMA = _schema(
     ("timestamp", TimestampType()),
     ("started_version", LongType()),
     ("state_version", LongType()),
+    ("owner", StringType()),
+    ("lease_expires", TimestampType()),
+    ("status", StringType()),
+    ("revert_reason", StringType()),
 )
 
 HISTORY_SCHEMA = _schema(
@@ -200,7 +204,19 @@ def _json(obj: Mapping[str, Any]) -> str:
 # serializers see ``str``.
 def lineage_rows(table) -> Iterator[tuple]:
     for e in table.lineage():
-        yield (e.id, list(e.segments_from), list(e.segments_to), e.state.value, e.timestamp, e.started_version, e.state_version)
+        yield (
+            e.id,
+            list(e.segments_from),
+            list(e.segments_to),
+            e.state.value,
+            e.timestamp,
+            e.started_version,
+            e.state_version,
+            e.owner,
+            e.lease_expires,
+            e.status,
+            e.revert_reason,
+        )
 
 
 def history_rows(table) -> Iterator[tuple]:

@@ -15,7 +15,7 @@ from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
-from .. import writes
+from .. import recovery, writes
 from ..keys.upsert import require_key
 from ..keys.validate import parse_primary_key
 from ..options import WriteOptions
@@ -63,6 +63,8 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         publish=opts.publish,
         properties=opts.properties,
         primary_key=parse_primary_key(opts.primary_key),
+        # this planner worker exits once the plan is made: the push belongs to the driver JVM
+        owner=recovery.spark_driver_owner() if opts.consistent_push else None,
     )
     if plan.primary_key:
         return KeyedWriter(plan, upsert=opts.operation == "upsert")

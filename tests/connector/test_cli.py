@@ -84,7 +84,11 @@ def test_lineage_for_people_and_scripts(pushed):
     assert [e["id"] for e in data] == [a, b]
     views = t.lineage()
     for item, view in zip(data, views):
-        assert set(item) == {"id", "segments_from", "segments_to", "state", "timestamp", "started_version", "state_version"}
+        assert set(item) == {
+            *("id", "segments_from", "segments_to", "state", "timestamp", "started_version", "state_version"),
+            *("owner", "lease_expires", "status", "revert_reason"),
+        }
+        assert item["owner"] == view.owner and item["status"] == view.status
         assert item["segments_from"] == list(view.segments_from)
         assert item["segments_to"] == list(view.segments_to)
         assert item["state"] == view.state

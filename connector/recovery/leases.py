@@ -1,0 +1,106 @@
+"""Push leases: ``_mvtable/leases/<entry>.json``, renewed while a consistent push runs.
+
+The start of a push records its first lease in the log; renewals go to this small file
+instead, so a push that runs for hours adds no commits (the log does not grow with time).
+A lease's end is the later of the two. The file is overwritten in place with ``FileIO``;
+a torn or foreign file is ignored (with a warning): it can only fail to *extend* a lease,
+never shorten one, because the log's lease stays the floor.
+
+``LeaseKeeper`` renews from a daemon thread every third of the lease; the Spark writer
+renews at the start and end of each write task instead (executors come and go).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from types import TracebackType
+
+from mvtable.storage import FileIO
+
+log = logging.getLogger("mvtable.connector")
+
+LEASE_DIR = "_mvtable/leases"
+LEASE_FORMAT = 1
+
+
+def lease_path(entry_id: str) -> str:
+    return f"{LEASE_DIR}/{entry_id}.json"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def renew(io: FileIO, entry_id: str, *, lease_ms: int, owner: str = "") -> int:
+    """Extend the lease of ``entry_id`` to ``lease_ms`` from now; returns its new end."""
+    expires = now_ms() + lease_ms
+    doc = {"format": LEASE_FORMAT, "entry_id": entry_id, "expires_ms": expires, "owner": owner}
+    io.write(lease_path(entry_id), json.dumps(doc).encode())
+    return expires
+
+
+def read_lease(io: FileIO, entry_id: str) -> int | None:
+    """The lease end the file records, or ``None`` (no file, or one that is not ours)."""
+    path = lease_path(entry_id)
+    try:
+        raw = io.read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(raw)
+        ok = (
+            isinstance(doc, dict)
+            and doc.get("format") == LEASE_FORMAT
+            and doc.get("entry_id") == entry_id
+            and type(doc.get("expires_ms")) is int
+            and doc["expires_ms"] >= 0
+        )
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        ok = False
+    if not ok:
+        log.warning("ignoring lease file %s/%s: not a lease of entry %s", io.uri, path, entry_id)
+        return None
+    return int(doc["expires_ms"])
+
+
+def drop(io: FileIO, entry_id: str) -> None:
+    """Remove the lease file of a push that ended (best effort: vacuum removes leftovers)."""
+    try:
+        io.delete([lease_path(entry_id)])
+    except Exception as exc:  # the push itself is done; a leftover file is harmless
+        log.warning("could not remove lease file of %s: %s", entry_id, exc)
+
+
+class LeaseKeeper:
+    """``with LeaseKeeper(io, entry_id, lease_ms=…):`` renews the lease until the block ends."""
+
+    def __init__(self, io: FileIO, entry_id: str, *, lease_ms: int, owner: str = "") -> None:
+        self.io = io
+        self.entry_id = entry_id
+        self.lease_ms = lease_ms
+        self.owner = owner
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"mvtable-lease-{entry_id}", daemon=True)
+
+    def _renew(self) -> None:
+        try:
+            renew(self.io, self.entry_id, lease_ms=self.lease_ms, owner=self.owner)
+        except Exception as exc:  # keep trying: a failed renewal only lets the lease run out
+            log.warning("could not renew the lease of push %s: %s", self.entry_id, exc)
+
+    def _run(self) -> None:
+        interval = max(0.05, self.lease_ms / 3000)
+        while not self._stop.wait(interval):
+            self._renew()
+
+    def __enter__(self) -> LeaseKeeper:
+        self._renew()
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()

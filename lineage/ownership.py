@@ -1,0 +1,136 @@
+"""Who owns a consistent push, and whether a push that blocks a new one may be cleaned up.
+
+Pure: the connector gathers the facts with I/O (``mvtable.connector.recovery``: the lease
+file, whether the owner's process still runs) and hands them in as ``Liveness`` values;
+this module only decides. The rules (Pinot's ``forceCleanup``, made safe):
+
+* a **staged** entry (a ``publish=False`` push whose data has landed) waits for a person:
+  never reverted automatically (``StagedPushError``);
+* an entry whose owner **provably died** (same machine, and its process is gone or is
+  another process with the same pid) or whose **lease expired** is reverted, in the same
+  commit that starts the new push, with the reason recorded in the revert;
+* otherwise the owner is alive: ``PushInProgressError`` names the entry, its owner and the
+  end of its lease. Never a silent wait, never two live pushes over one base.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mvtable.errors import PushInProgressError, StagedPushError
+
+from .actions import LineageRevert, PushOwner
+from .enums import LineageState
+from .snapshot import LineageEntry, Snapshot
+
+__all__ = ["Liveness", "Verdict", "PushClaim", "verdict", "blocking_entries", "recover_blocked"]
+
+DEAD = "dead"
+EXPIRED = "expired"
+ALIVE = "alive"
+STAGED = "staged"
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What the connector found out about one IN_PROGRESS entry's owner."""
+
+    process_gone: bool  # same machine, and the owner's process no longer runs
+    detail: str  # for people: what was checked
+    lease_expires_ms: int | None  # the newest lease known (start action or lease file)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # DEAD, EXPIRED, ALIVE or STAGED
+    reason: str
+    lease_expires_ms: int | None
+
+    @property
+    def recoverable(self) -> bool:
+        return self.kind in (DEAD, EXPIRED)
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def lease_end(entry: LineageEntry, facts: Liveness | None, *, default_lease_ms: int) -> int:
+    """When the entry's lease ends: the newest lease the facts know, else the one its start
+    recorded, else (entries written before leases existed) its start plus the default."""
+    if facts is not None and facts.lease_expires_ms is not None:
+        return facts.lease_expires_ms
+    if entry.lease_expires_ms is not None:
+        return entry.lease_expires_ms
+    return entry.timestamp_ms + default_lease_ms
+
+
+def verdict(entry: LineageEntry, facts: Liveness | None, *, now_ms: int, default_lease_ms: int) -> Verdict:
+    if entry.staged:
+        return Verdict(STAGED, "staged (publish=False): waiting to be published or rolled back", None)
+    expires = lease_end(entry, facts, default_lease_ms=default_lease_ms)
+    if facts is not None and facts.process_gone:
+        return Verdict(DEAD, f"owner died: {facts.detail}", expires)
+    if expires <= now_ms:
+        return Verdict(EXPIRED, f"lease expired at {_iso(expires)}", expires)
+    return Verdict(ALIVE, f"owner alive: {facts.detail}" if facts else "owner not checked", expires)
+
+
+def blocking_entries(current: Snapshot, replaced: Sequence[str]) -> list[LineageEntry]:
+    """IN_PROGRESS entries over the same base as a push replacing ``replaced``: they share a
+    replaced segment, or both replace nothing (two pushes into an empty table)."""
+    ours = set(replaced)
+    out = []
+    for entry in sorted(current.lineage.values(), key=lambda e: e.started_version):
+        if entry.state != LineageState.IN_PROGRESS:
+            continue
+        theirs = set(entry.segments_from)
+        if (ours & theirs) or (not ours and not theirs):
+            out.append(entry)
+    return out
+
+
+@dataclass(frozen=True)
+class PushClaim:
+    """What a new push brings to its start: its owner and lease period, the liveness facts
+    the connector gathered before committing (an entry they do not cover appeared since,
+    and counts as alive), and the clock those facts were read at."""
+
+    owner: PushOwner | None
+    lease_ms: int
+    now_ms: int
+    liveness: Mapping[str, Liveness] = field(default_factory=dict)
+
+    @property
+    def lease_expires_ms(self) -> int:
+        return self.now_ms + self.lease_ms
+
+
+def recover_blocked(current: Snapshot, replaced: Sequence[str], claim: PushClaim) -> list[LineageRevert]:
+    """The reverts that clear the way for a push replacing ``replaced``, or the typed error
+    that says why the way cannot be cleared."""
+    reverts: list[LineageRevert] = []
+    for entry in blocking_entries(current, replaced):
+        facts = claim.liveness.get(entry.id)
+        v = verdict(entry, facts, now_ms=claim.now_ms, default_lease_ms=claim.lease_ms)
+        if facts is None and v.kind != STAGED:  # it appeared after the facts were read: alive
+            v = Verdict(ALIVE, "started after this push looked", v.lease_expires_ms)
+        if v.kind == STAGED:
+            raise StagedPushError(
+                f"lineage entry {entry.id} is a staged push over the same segments; publish or rollback it first "
+                f"(mvtable publish … --entry {entry.id} / mvtable rollback … --entry {entry.id})",
+                entry_id=entry.id,
+            )
+        if v.kind == ALIVE:
+            owner = entry.owner.describe() if entry.owner is not None else "an unknown writer"
+            raise PushInProgressError(
+                f"lineage entry {entry.id} is a consistent push in progress over the same segments, owned by {owner}; "
+                f"its lease ends at {_iso(v.lease_expires_ms or 0)}. Wait for it, or roll it back if you know it is dead",
+                entry_id=entry.id,
+                owner=owner,
+                lease_expires_ms=v.lease_expires_ms,
+            )
+        reverts.append(LineageRevert(entry_id=entry.id, reason=f"cleaned up by a new push: {v.reason}"))
+    return reverts
