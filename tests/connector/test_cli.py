@@ -1,4 +1,9 @@
-"""The ``mvtable`` command line, run as a subprocess the way scripts and people run it.
+"""The ``mvtable`` command line: its output for people and scripts, and its exit codes.
+
+Most commands run in this process through ``main(argv)``, exactly what the console
+script calls, with stdout and stderr captured (a subprocess per command cost ~1 s of
+imports each).  Where the process boundary is the point, a subprocess runs: the
+installed console script, a reader that closes the pipe, and the racing writer below.
 
 Exit-code contract: 0 ok (idempotent no-ops too), 1 mvtable error, 2 usage error,
 3 retryable conflict. Exit code 3 is produced by a real race: a second writer reverts the
@@ -7,7 +12,9 @@ whose ``CommitLog._put`` first lets the other writer commit)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import json
 import os
 import shutil
@@ -18,16 +25,29 @@ import textwrap
 import pyarrow.compute as pc
 import pytest
 
-from mvtable.connector import Table
+from mvtable.connector import Table, cli
 
 from .conftest import orders
 
 CLI = [sys.executable, "-m", "mvtable.connector.cli"]
 
 
+_UNSET_ENV = ("COLUMNS", "MVTABLE_FAULT")
+
+
 def run(*args: str, cmd: list[str] | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "MVTABLE_FAULT")}
-    return subprocess.run([*(cmd or CLI), *args], capture_output=True, text=True, timeout=120, env=env)
+    """``mvtable ARGS`` in this process (piped: no terminal), or ``cmd ARGS`` in a subprocess."""
+    if cmd is not None:
+        env = {k: v for k, v in os.environ.items() if k not in _UNSET_ENV}
+        return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120, env=env)
+    saved = {k: os.environ.pop(k) for k in _UNSET_ENV if k in os.environ}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(list(args))
+    finally:
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["mvtable", *args], code, out.getvalue(), err.getvalue())
 
 
 def run_json(*args: str) -> list[dict]:
