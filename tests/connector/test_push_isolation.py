@@ -27,16 +27,20 @@ def expected(k: int) -> tuple[int, int]:
 
 PUSHER = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     import pyarrow as pa
     from mvtable.connector import Table
-    t = Table.open(sys.argv[1])
-    for k in range(1, int(sys.argv[2]) + 1):
+    path, most, pause, stop = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    t = Table.open(path)
+    k = 0
+    while k < most and not (stop and os.path.exists(stop)):
+        k += 1
         start, n = k * 1000, 100 + 7 * k
         # several segments per push, so a torn read would show up as a mix
         data = pa.table({"id": pa.array(range(start, start + n), pa.int64())})
         t.overwrite(data, consistent_push=True)
-        time.sleep(float(sys.argv[3]))
+        time.sleep(pause)
+    print(k)
     """
 )
 
@@ -50,8 +54,10 @@ def pushed_table(tmp_path):
     return path
 
 
-def run_pusher(path: str, *, pause_s: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PUSHER, path, str(PUSHES), str(pause_s)])
+def run_pusher(path: str, *, pause_s: float, most: int = PUSHES, stop_file: str = "") -> subprocess.Popen:
+    """Push ``most`` times, or until ``stop_file`` exists; prints how many pushes landed."""
+    args = [sys.executable, "-c", PUSHER, path, str(most), str(pause_s), stop_file]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
 
 
 def test_table_reader_sees_whole_snapshots(pushed_table):
@@ -75,21 +81,29 @@ def test_table_reader_sees_whole_snapshots(pushed_table):
 
 
 @pytest.mark.spark
-def test_spark_reader_sees_whole_snapshots(spark, pushed_table):
-    valid = {expected(k) for k in range(PUSHES + 1)}
-    pusher = run_pusher(pushed_table, pause_s=1.0)  # a Spark read takes ~1 s here
+def test_spark_reader_sees_whole_snapshots(spark, pushed_table, tmp_path):
+    """Spark reads while pushes land back to back: each read spans several pushes (a read
+    takes ~1 s here, a push ~0.1 s), so a torn read would show; the pusher stops when the
+    reads are done instead of pacing itself to an estimate of the read time."""
+    most = 400
+    valid = {expected(k) for k in range(most + 1)}
+    stop = tmp_path / "stop"
+    pusher = run_pusher(pushed_table, pause_s=0.02, most=most, stop_file=str(stop))
     seen = set()
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        row = spark.read.format("mvtable").load(pushed_table).selectExpr("count(*) AS n", "sum(id) AS s").first()
-        got = (row.n, row.s)
-        assert got in valid, f"torn read: {got}"
-        seen.add(got)
-        if pusher.poll() is not None:
-            break
-    assert pusher.wait(timeout=120) == 0
+    try:
+        for _ in range(4):
+            row = spark.read.format("mvtable").load(pushed_table).selectExpr("count(*) AS n", "sum(id) AS s").first()
+            got = (row.n, row.s)
+            assert got in valid, f"torn read: {got}"
+            seen.add(got)
+    finally:
+        stop.touch()
+        out, _ = pusher.communicate(timeout=120)
+    assert pusher.returncode == 0
+    pushes = int(out)
+    assert pushes < most, "the pusher ran out of pushes before the reads were done"
     assert len(seen) >= 2
     t = Table.open(pushed_table)
-    assert [h.operation for h in t.history()].count("CONSISTENT_PUSH") == PUSHES
+    assert [h.operation for h in t.history()].count("CONSISTENT_PUSH") == pushes
     # starting each push dropped the snapshots older than the previous one
     assert [e.state for e in t.lineage()] == ["COMPLETED", "COMPLETED"]
