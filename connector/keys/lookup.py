@@ -22,7 +22,6 @@ from mvtable.storage import FileIO
 from ..parallel import default_workers, ordered_map
 from ..segments import DEFAULT_READ_ROWS, open_parquet, positions_at, read_row_groups, read_runs
 from ..stats import decode
-from .hashing import hash_keys
 from .index import read_index
 
 __all__ = ["KeyMatches", "find_keys"]
@@ -92,9 +91,9 @@ def _find_in_segment(
             return empty
     wanted = keys.take(pa.array(candidates))
     to_read = [i for i, rg in enumerate(row_groups) if _in_range(wanted, [rg]).any()]
+    wanted = wanted.append_column(_IDX, pa.array(candidates))
     if not to_read:
         return empty
-    wanted_hashes = hashes[candidates]
     columns = list(keys.column_names)
     pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns)
     found_pos: list[np.ndarray] = []
@@ -104,11 +103,8 @@ def _find_in_segment(
         offsets = np.arange(table.num_rows, dtype=np.int64) if keep is None else np.flatnonzero(keep).astype(np.int64)
         if keep is not None:
             table = table.filter(pa.array(keep, type=pa.bool_()))
-        hit = np.isin(hash_keys(table, columns), wanted_hashes)
-        if not hit.any():
-            continue
-        rows = table.filter(pa.array(hit)).append_column(_POS, pa.array(positions_at(seg.file, run, offsets[hit])))
-        joined = rows.join(wanted.append_column(_IDX, pa.array(candidates)), columns, join_type="inner")
+        rows = table.append_column(_POS, pa.array(positions_at(seg.file, run, offsets)))
+        joined = rows.join(wanted, columns, join_type="inner")  # Arrow's hash join: faster than hashing here
         if joined.num_rows:
             found_pos.append(joined.column(_POS).to_numpy())
             found_idx.append(joined.column(_IDX).to_numpy())
