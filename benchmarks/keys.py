@@ -43,6 +43,7 @@ from .common import hardlink_copy, log
 HERE = Path(__file__).resolve().parent
 KEY = ["l_orderkey", "l_linenumber"]
 SYSTEMS = ["mvtable", "deltalake", "pyiceberg", "lance"]
+SLOW_S = 60.0  # a peer slower than this is timed once
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -218,8 +219,8 @@ def upsert_case(lineitem: pa.Table, root: Path, *, repeat: int, peers: list[str]
     for i in range(repeat):
         k = i % len(systems)
         for system in systems[k:] + systems[:k]:
-            if system in errors:
-                continue
+            if system in errors or (system != "mvtable" and runs[system] and runs[system][0]["seconds"] > SLOW_S):
+                continue  # a peer that took minutes once is not run again (pyiceberg at SF 0.1)
             n += 1
             spec = {"system": system, "changes": str(changes_path), **copy_of(system, bases[system], root, n)}
             try:
@@ -243,6 +244,7 @@ def upsert_case(lineitem: pa.Table, root: Path, *, repeat: int, peers: list[str]
                 "peak_mib": statistics.median(r["peak_bytes"] for r in rs) / 2**20,
                 "floor_mib": statistics.median(r["floor_bytes"] for r in rs) / 2**20,
                 "ok": all(r["ok"] for r in rs),
+                "runs": len(rs),
                 "inserted": rs[-1].get("inserted"),
                 "updated": rs[-1].get("updated"),
                 "load1": statistics.median(r["load1"] for r in rs),

@@ -31,6 +31,12 @@ pushed = spark.range(0, 600, numPartitions=3).selectExpr("id * 7 AS id", "id % 1
 pushed.write.format("mvtable").mode("overwrite").option("consistentPush", "true").save(path)
 now = spark.read.format("mvtable").load(path)
 before = spark.read.format("mvtable").option("versionAsOf", 2).load(path)
+kpath = os.environ["KEYED"]  # primary keys: looked up in executor tasks, one upsert commit
+spark.range(0, 2000, numPartitions=2).selectExpr("id", "cast(id AS string) AS s") \
+    .write.format("mvtable").mode("append").option("primaryKey", "id").save(kpath)
+spark.range(1500, 2500, numPartitions=3).selectExpr("id", "'new' AS s") \
+    .write.format("mvtable").mode("append").option("operation", "upsert").save(kpath)
+keyed = spark.read.format("mvtable").load(kpath)
 tasks = spark.read.format("mvtable").option("maxPartitionBytes", "1").load(path) \
     .rdd.mapPartitions(lambda it: [(os.getpid(), __import__("mvtable").__file__)]).collect()
 emit({
@@ -43,13 +49,19 @@ emit({
     "driver_mvtable": [mvtable.__file__, source.__file__, pyspark_mvtable.__file__],
     "scan_sees_shim": any(m.name == "pyspark_mvtable" for m in pkgutil.iter_modules()),
     "partitions": now.rdd.getNumPartitions(),
+    "upsert": keyed.selectExpr("count(*) AS n", "count(distinct id) AS d", "sum(if(s = 'new', 1, 0)) AS new").first().asDict(),
 })
 """
 
 
 def test_wheel_install_writes_pushes_deletes_and_reads_on_a_cluster(spark_cluster, mvtable_wheel_site, tmp_path):
     path = str(tmp_path / "t")
-    run = spark_cluster.run(SCRIPT, env={"TABLE": path}, pythonpath=[mvtable_wheel_site], work_dir=tmp_path / "driver")
+    run = spark_cluster.run(
+        SCRIPT,
+        env={"TABLE": path, "KEYED": str(tmp_path / "keyed")},
+        pythonpath=[mvtable_wheel_site],
+        work_dir=tmp_path / "driver",
+    )
     result = run.result[0]
     # driver and executors import the wheel's copy; Spark's module scan found the shim
     assert (mvtable_wheel_site / "pyspark_mvtable.py").is_file()
@@ -57,6 +69,8 @@ def test_wheel_install_writes_pushes_deletes_and_reads_on_a_cluster(spark_cluste
     assert all(Path(f).is_relative_to(mvtable_wheel_site) for f in result["driver_mvtable"]), result
     assert result["executor_mvtable"] and all(Path(f).is_relative_to(mvtable_wheel_site) for f in result["executor_mvtable"])
     assert result["deleted"] == 500
+    assert result["upsert"] == {"n": 2500, "d": 2500, "new": 1000}
+    assert Table.open(str(tmp_path / "keyed")).history()[-1].metrics["updated_rows"] == 500
     assert result["now"] == {"n": 600, "s": sum(i * 7 for i in range(600))}
     kept = [i for i in range(5000) if i % 10 != 3]
     assert result["before"] == {"n": len(kept), "s": sum(kept)}
