@@ -13,6 +13,7 @@ or overwrite replaced is a conflict."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ import pyarrow.compute as pc
 from pyarrow import acero
 from pyroaring import BitMap64
 
+from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import InvalidOptionError, InvalidRowAddressError, NothingToCommit
 from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
@@ -58,11 +60,11 @@ class DeleteResult:
 
 
 def matching_positions(
-    io: FileIO, task: ScanTask, filter: pc.Expression, columns: Sequence[str], *, use_threads: bool = False
+    io: FileIO, task: ScanTask, filter: pc.Expression, columns: Sequence[str] | None, *, use_threads: bool = False
 ) -> np.ndarray:
     """File positions (sorted ``int64``) of the live rows of ``task`` that match ``filter``.
 
-    Reads only ``columns`` (those the filter names), evaluates the filter to a boolean
+    Reads only ``columns`` (those the filter names; None = all), evaluates the filter to a boolean
     column and takes the indices of its true values: no row-address columns, no string
     column built per row, no per-row index array (allocating and filtering one cost more
     than the read itself). Rows the task's deletion vector already deletes are not matches;
@@ -120,6 +122,18 @@ def load_deleted(io: FileIO, snapshot: Snapshot, seg_id: str) -> BitMap64:
     return load_dv(io, ref, cache=process_cache()) if ref is not None else BitMap64()
 
 
+@dataclass(frozen=True)
+class BuiltDV:
+    """What one attempt of a delete commit built for a segment: the DV it merged with
+    (``base``), the rows it added, the DV it wrote (None: no row was new) and how many
+    rows that DV gained."""
+
+    base: DeletionVectorRef | None
+    rows: BitMap64
+    dv: DeletionVectorRef | None
+    added: int
+
+
 def deletion_actions(
     io: FileIO,
     current: Snapshot,
@@ -128,24 +142,44 @@ def deletion_actions(
     inline_max_bytes: int,
     counted: dict[str, int],
     written: list[str],
+    built: dict[str, BuiltDV] | None = None,
 ) -> list[SetDeletionVector]:
     """The DV actions that add ``bitmaps`` to ``current``'s deletion vectors (old ∪ new,
     one cumulative DV per segment that gains a row). ``counted`` is refilled with the rows
     each segment gains; the DV files written are appended to ``written`` (the caller
-    removes those of attempts that lost a race)."""
+    removes those the commit does not name).
+
+    ``built`` (one dict per commit, kept across its retries) makes a retry after a lost
+    race rewrite only the segments whose DV a concurrent commit changed (or whose rows
+    moved): for the others the merged bitmap is the same, so the DV, and the DV file,
+    already written is named again."""
+    built = {} if built is None else built
     merged: dict[str, BitMap64] = {}
-    counted.clear()
     for sid, bm in bitmaps.items():
+        base = current.dvs.get(sid)
+        before = built.get(sid)
+        if before is not None and before.base == base and (before.rows is bm or before.rows == bm):
+            continue
         old = load_deleted(io, current, sid)
         union = old | bm
+        built[sid] = BuiltDV(base, bm, None, len(union) - len(old))
         if len(union) != len(old):
             merged[sid] = union
-            counted[sid] = len(union) - len(old)
-    data_files = {sid: location_uri(io.uri, current.segments[sid].file.path) for sid in merged}
-    locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files)
-    written.extend({loc.path for loc in locations.values() if loc.path})
+    if merged:
+        data_files = {sid: location_uri(io.uri, current.segments[sid].file.path) for sid in merged}
+        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files)
+        written.extend({loc.path for loc in locations.values() if loc.path})
+        for sid, location in locations.items():
+            built[sid] = dataclasses.replace(built[sid], dv=location)
     faults.point("delete.after_dv_files")
-    return [SetDeletionVector(segment_id=sid, dv=ref) for sid, ref in locations.items()]
+    counted.clear()
+    actions = []
+    for sid in bitmaps:
+        done = built[sid]
+        if done.dv is not None:
+            counted[sid] = done.added
+            actions.append(SetDeletionVector(segment_id=sid, dv=done.dv))
+    return actions
 
 
 def commit_deletes(
@@ -164,8 +198,9 @@ def commit_deletes(
     if not any(len(bm) for bm in new_rows.values()):
         return DeleteResult(0, None, 0)
 
-    written: list[str] = []  # DV files of attempts that lost a race: orphans to remove
+    written: list[str] = []  # DV files of every attempt; those the commit does not name are removed
     counted: dict[str, int] = {}
+    built: dict[str, BuiltDV] = {}  # per segment, what the last attempt wrote (see deletion_actions)
     moves = CompactionMoves(log, read.version)  # compactions since the read: their row maps
     remapped = [0]
 
@@ -173,7 +208,9 @@ def commit_deletes(
         # rows of segments compacted since the read are deleted where they are now
         targets, remapped[0] = relocate(io, moves, current, bitmaps)
         ops.require_visible(current, list(targets), what="delete")
-        actions = deletion_actions(io, current, targets, inline_max_bytes=inline_max_bytes, counted=counted, written=written)
+        actions = deletion_actions(
+            io, current, targets, inline_max_bytes=inline_max_bytes, counted=counted, written=written, built=built
+        )
         if not actions:  # concurrent deletes (or a compaction) got every row first
             raise NothingToCommit("every addressed row is deleted already")
         return actions

@@ -1,4 +1,4 @@
-"""Visibility GC and reader pins for a ``Table`` (CockroachDB's GC queue: bounded, resumable batches).
+"""Visibility GC for a ``Table`` (CockroachDB's GC queue: bounded, resumable batches).
 
 ``collect_garbage`` removes what no retained or pinned version needs:
 
@@ -32,21 +32,21 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mvtable.conf import connector_settings, parse_period
-from mvtable.errors import CorruptMetadataError, DeletionVectorNotFoundError, VersionNotFoundError
+from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
 from mvtable.lineage.log_retention import LogRetentionPlan, plan_log_retention
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary
-from mvtable.visibility import pins as pinning
 from mvtable.visibility.files import DV_DIR
 from mvtable.visibility.gc import DVGCPlan, batches, plan_dv_gc
+from mvtable.visibility.pins import PIN_DIR
 
+from .pinning import pin_scan
 from .writes import table_properties
 
 if TYPE_CHECKING:
@@ -117,14 +117,13 @@ def collect_garbage(
     max_bytes = int(batch_bytes) if batch_bytes is not None else settings.gcBatchBytes
     if max_bytes < 1:
         raise ValueError(f"batch_bytes must be at least 1, not {batch_bytes}")
-    pin_ttl_s = parse_period(settings.pinTtl, name="pinTtl")
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     deadline = time.monotonic() + max(0.0, budget_s)
     fault_after = _fault_after_batch()
 
     report: GCReport | None = None
     for attempt in range(MAX_REPLANS + 1):
-        plan = _plan(table, now_ms=now, pin_ttl_s=pin_ttl_s, retention_s=retention_s)
+        plan = _plan(table, now_ms=now, retention_s=retention_s)
         if report is None:
             report = GCReport(safe_version=plan.safe, dry_run=dry_run)
         _describe(report, plan)
@@ -143,7 +142,6 @@ def collect_garbage(
             max_bytes=max_bytes,
             deadline=deadline,
             now_ms=now,
-            pin_ttl_s=pin_ttl_s,
             progress=progress,
             fault_after=fault_after,
         )
@@ -163,7 +161,6 @@ def _execute(
     max_bytes: int,
     deadline: float,
     now_ms: int,
-    pin_ttl_s: float,
     progress: Progress | None,
     fault_after: int | None,
 ) -> str:
@@ -175,7 +172,7 @@ def _execute(
         if progress:
             progress(0, len(paths), what)
         for batch in phase_batches:
-            if what != "pins" and _pinned_below(io, plan.safe, now_ms=now_ms, pin_ttl_s=pin_ttl_s):
+            if what != "pins" and _pinned_below(io, plan.safe, now_ms=now_ms):
                 return "replan"
             io.delete(batch)
             _count(report, what, batch, plan.sizes)
@@ -213,19 +210,19 @@ def _describe(report: GCReport, plan: _Plan) -> None:
 
 
 # -- planning (reads only) --------------------------------------------------------------
-def _plan(table, *, now_ms: int, pin_ttl_s: float, retention_s: float | None = None) -> _Plan:
+def _plan(table, *, now_ms: int, retention_s: float | None = None) -> _Plan:
     io, commit_log = table.io, table.log
     # The DV folder is listed before the log is read: a DV file committed by then is seen
     # as needed; one committed later was in flight when the log was read, and is younger
     # than the grace period.
     dv_listing = io.list(DV_DIR)
-    pin_scan = pinning.scan_pins(io, now_ms=now_ms, unreadable_ttl_s=pin_ttl_s)
+    pins = pin_scan(io, now_ms=now_ms)
     listing = commit_log.listing()
     summaries = _Summaries(commit_log, listing)
     latest = summaries.at(listing.latest)
     props = table_properties(Snapshot(properties=latest.properties))
     history = {h.version: h.timestamp_ms for h in latest.history}
-    pinned = [p.version for p in pin_scan.live]
+    pinned = [p.version for p in pins.live]
 
     retention = plan_log_retention(
         listing,
@@ -276,8 +273,8 @@ def _plan(table, *, now_ms: int, pin_ttl_s: float, retention_s: float | None = N
 
     sizes = {f"{DV_DIR}/{i.name}": int(i.size or 0) for i in dv_listing}
     sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
-    sizes.update({f"{pinning.PIN_DIR}/{i.name}": int(i.size or 0) for i in io.list(pinning.PIN_DIR)})
-    phases = [("dv", list(dv.delete)), ("log", retention.paths), ("pins", list(pin_scan.expired))]
+    sizes.update({f"{PIN_DIR}/{i.name}": int(i.size or 0) for i in io.list(PIN_DIR)})
+    phases = [("dv", list(dv.delete)), ("log", retention.paths), ("pins", list(pins.expired))]
     return _Plan(safe, retention, dv, phases, sizes)
 
 
@@ -334,9 +331,8 @@ def _oldest_readable(summaries: _Summaries, listing: Listing, safe: int, latest:
     return latest
 
 
-def _pinned_below(io, safe: int, *, now_ms: int, pin_ttl_s: float) -> bool:
-    scan = pinning.scan_pins(io, now_ms=now_ms, unreadable_ttl_s=pin_ttl_s)
-    lowest = scan.min_version
+def _pinned_below(io, safe: int, *, now_ms: int) -> bool:
+    lowest = pin_scan(io, now_ms=now_ms).min_version
     return lowest is not None and lowest < safe
 
 
@@ -359,46 +355,3 @@ def _die() -> None:  # pragma: no cover - the process ends here
     if kill is not None:
         os.kill(os.getpid(), kill)
     os._exit(137)
-
-
-# -- reader pins ------------------------------------------------------------------------
-def pin_for_read(table: Table, version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> str:
-    """Pin ``version`` (the latest when ``None``) for ``ttl_s`` seconds (default: the
-    connector's ``pinTtl``) and check that it is still fully readable; returns the pin id.
-    Raises ``VersionNotFoundError`` / ``DeletionVectorNotFoundError`` (and pins nothing)
-    when GC collected it before the pin landed."""
-    ttl = parse_period(connector_settings().pinTtl, name="pinTtl") if ttl_s is None else float(ttl_s)
-    if version is None:
-        version = table.version
-    pin_id = pinning.pin(table.io, version, ttl_s=ttl, owner=owner or f"reader pid {os.getpid()}")
-    try:
-        snapshot = table.log.snapshot(version)
-        wanted = {ref.path for ref in snapshot.dvs.values() if ref.path}
-        if wanted:
-            present = {f"{DV_DIR}/{i.name}" for i in table.io.list(DV_DIR)}
-            missing = sorted(p for p in wanted if p not in present and not table.io.exists(p))
-            if missing:
-                raise DeletionVectorNotFoundError(missing[0], f"version {version} was garbage-collected before it was pinned")
-    except BaseException:
-        pinning.release(table.io, pin_id)
-        raise
-    return pin_id
-
-
-def release_pin(table: Table, pin_id: str) -> None:
-    pinning.release(table.io, pin_id)
-
-
-def extend_pin(table: Table, pin_id: str, ttl_s: float | None = None) -> pinning.Pin:
-    ttl = parse_period(connector_settings().pinTtl, name="pinTtl") if ttl_s is None else float(ttl_s)
-    return pinning.extend(table.io, pin_id, ttl)
-
-
-@contextmanager
-def pinned(table: Table, version: int | None = None, *, ttl_s: float | None = None, owner: str = "") -> Iterator[str]:
-    """``with pinned(t, v) as pin_id:`` — the version stays readable inside the block."""
-    pin_id = pin_for_read(table, version, ttl_s=ttl_s, owner=owner)
-    try:
-        yield pin_id
-    finally:
-        release_pin(table, pin_id)

@@ -4,14 +4,12 @@ once on the driver, and every ``ScanTask`` carries all an executor needs."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from mvtable.conf import connector_settings, parse_period
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import InvalidOptionError
 from mvtable.lineage.actions import SegmentFile
@@ -19,7 +17,7 @@ from mvtable.lineage.descriptors import SegmentDescriptor, paused_gc
 from mvtable.lineage.enums import LineageState
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
-from mvtable.visibility import keep_mask, load_dv_positions, pins, process_cache
+from mvtable.visibility import keep_mask, load_dv_positions, process_cache
 
 from .schema import project, schema_from_json
 from .segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, iter_segment
@@ -117,13 +115,6 @@ def staged_segments(snapshot: Snapshot, entry_id: str) -> list[SegmentState]:
     ids = [sid for sid in snapshot.visible_segment_ids() if sid not in replaced]
     ids += [sid for sid in entry.segments_to if snapshot.segments[sid].removed_version is None]
     return [snapshot.segments[sid] for sid in ids]
-
-
-def pin_version(io: FileIO, version: int, *, ttl: str | None = None) -> str:
-    """Pin ``version`` while a read plans and runs, so visibility GC keeps what it needs.
-    Pins expire (``pinTtl``), so a reader that dies never blocks GC for long."""
-    ttl_s = parse_period(ttl or connector_settings().pinTtl, name="pinTtl")
-    return pins.pin(io, version, ttl_s=ttl_s, owner=f"reader pid {os.getpid()}")
 
 
 OPEN_COST_BYTES = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes default

@@ -24,21 +24,22 @@ from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
-from mvtable.visibility import bitmap_from_array, pins
+from mvtable.visibility import bitmap_from_array
 
 from . import recovery, writes
 from .arrow_reader import record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
 from .export import ExportResult, export
+from .expressions import referenced_columns
 from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
 from .keys.validate import key_data, parse_primary_key
 from .keys.writes import prepare_keyed_write
 from .parallel import default_workers, ordered_map
-from .scan import ScanPlan, ScanTask, pin_version, plan_scan, read_task
+from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
+from .scan import ScanPlan, ScanTask, plan_scan, read_task
 from .schema import schema_from_json
 from .segments import DEFAULT_READ_ROWS, write_segments
 from .stats import Predicate
-from .timeparse import parse_timestamp_ms
 
 # Rows per piece of a ``TableScan.to_reader`` stream: one default row group.
 READER_CHUNK_ROWS = 1 << 18
@@ -87,15 +88,20 @@ class TableScan:
     like a Spark task: one row group at a time on the calling thread."""
 
     def __init__(
-        self, table: Table, plan: ScanPlan, filter: pc.Expression | None, *, pin_id: str | None = None, use_threads: bool = True
+        self, table: Table, plan: ScanPlan, filter: pc.Expression | None, *, pinned: PinnedSnapshot, use_threads: bool = True
     ) -> None:
         self.table = table
         self.plan = plan
         self.filter = filter
-        self.pin_id = pin_id  # held from planning until the scan has been read once
+        self.pinned = pinned  # held from planning until a read of the scan ends
         self.use_threads = use_threads
+        self._columns = _read_columns(plan, filter, schema_from_json(pinned.snapshot.table_schema))
 
     def to_tables(self) -> Iterator[pa.Table]:
+        """The rows, a table at a time. The version stays pinned until the iteration ends
+        (or is abandoned and garbage-collected); reading the scan again pins it again."""
+        if self.pinned.released:
+            self.pinned.renew()
         try:
             workers = min(default_workers(), len(self.plan.tasks)) if self.use_threads else 1
             for tables in ordered_map(self._read, self.plan.tasks, workers=workers):
@@ -109,7 +115,7 @@ class TableScan:
         tables = read_task(
             self.table.io,
             task,
-            columns=self._read_columns(),
+            columns=self._columns,
             row_address=self.plan.row_address,
             use_threads=self.use_threads,
             read_rows=DEFAULT_READ_ROWS if self.use_threads else None,
@@ -124,18 +130,8 @@ class TableScan:
         return out
 
     def release(self) -> None:
-        """Drop the reader pin (it also expires by itself after ``pinTtl``)."""
-        if self.pin_id is not None:
-            pins.release(self.table.io, self.pin_id)
-            self.pin_id = None
-
-    def _read_columns(self) -> list[str] | None:
-        if self.plan.columns is None:
-            return None
-        if self.filter is None:
-            return list(self.plan.columns)
-        # the filter may name columns outside the projection: read the whole row
-        return None
+        """Drop the reader pin now (it also expires by itself after ``pinTtl``)."""
+        self.pinned.release()
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         for t in self.to_tables():
@@ -154,6 +150,8 @@ class TableScan:
         of at most ``chunk_rows`` rows (whole row groups), a few pieces at a time."""
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidOptionError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
+        if self.pinned.released:
+            self.pinned.renew()
         workers = default_workers() if self.use_threads else 1
         return record_batch_reader(
             self.plan.schema, self.plan.tasks, self._read, chunk_rows=chunk_rows, workers=workers, on_close=self.release
@@ -166,6 +164,19 @@ def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
     if not isinstance(data, pa.Table):
         raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
     return data
+
+
+def _read_columns(plan: ScanPlan, filter: pc.Expression | None, schema: pa.Schema) -> list[str] | None:
+    """The columns a scan decodes: its projection plus what the filter reads (all of them
+    when the filter refers to a column by position)."""
+    if plan.columns is None:
+        return None
+    if filter is None:
+        return list(plan.columns)
+    needed = referenced_columns(filter, schema)
+    if needed is None:
+        return None
+    return list(plan.columns) + [c for c in needed if c not in plan.columns]
 
 
 class Table:
@@ -225,15 +236,21 @@ class Table:
         return version
 
     def snapshot(self, version: int | None = None, *, timestamp: Any = None) -> Snapshot:
-        if version is not None and timestamp is not None:
-            raise InvalidOptionError("give a version or a timestamp, not both")
-        if timestamp is not None:
-            version = self.log.version_at(parse_timestamp_ms(timestamp))
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise InvalidOptionError(f"version must be an integer, not {version!r}")
+        version = resolve_version(self.log, version=version, timestamp=timestamp)
         if version is None:
             return self._latest()
         return self.log.snapshot(version)
+
+    def pin(
+        self, version: int | None = None, *, timestamp: Any = None, ttl_s: float | None = None, owner: str = "reader"
+    ) -> PinnedSnapshot:
+        """Pin a version (the newest by default) so that GC and vacuum keep everything it
+        needs until the pin is released (``with t.pin() as p: … p.snapshot …``) or
+        ``ttl_s`` (default ``pinTtl``) passes; a long reader calls ``renew()``.
+        See ``mvtable.connector.pinning``."""
+        if version is None and timestamp is None:  # the newest, caught up from the last one seen
+            return pin_snapshot(self.io, self.log, snapshot=self._latest(), ttl_s=ttl_s, owner=owner)
+        return pin_snapshot(self.io, self.log, version=version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
 
     def _latest_or_empty(self) -> Snapshot:
         try:
@@ -278,12 +295,15 @@ class Table:
         the calling thread only, one row group at a time (see ``TableScan``)."""
         if filter is not None and not isinstance(filter, pc.Expression):
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
-        snapshot = self.snapshot(version, timestamp=timestamp)
-        plan = plan_scan(
-            snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry
-        )
-        pin_id = pin_version(self.io, snapshot.version)
-        return TableScan(self, plan, filter, pin_id=pin_id, use_threads=use_threads)
+        pinned = self.pin(version, timestamp=timestamp, owner="Table.scan")
+        try:
+            plan = plan_scan(
+                pinned.snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry
+            )
+        except BaseException:
+            pinned.release()
+            raise
+        return TableScan(self, plan, filter, pinned=pinned, use_threads=use_threads)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         return self.scan(**kwargs).to_arrow()
@@ -403,13 +423,11 @@ class Table:
             return self._delete_keys(keys)
         if not isinstance(filter, pc.Expression):
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
-        snapshot = self.snapshot()
-        schema = schema_from_json(snapshot.table_schema)
-        text = str(filter)
-        needed = [n for n in schema.names if n in text]  # over-inclusive is harmless
-        plan = plan_scan(snapshot, columns=needed)
-        pin_id = pin_version(self.io, snapshot.version)  # also covers the commit's merge with these DVs
-        try:
+        # the pin also covers the commit's merge of these rows with the snapshot's DVs
+        with self.pin(owner="Table.delete") as pinned:
+            snapshot = pinned.snapshot
+            needed = referenced_columns(filter, schema_from_json(snapshot.table_schema))
+            plan = plan_scan(snapshot, columns=needed)
             workers = min(default_workers(), len(plan.tasks))
 
             def find(task: ScanTask) -> tuple[str, BitMap64]:
@@ -427,21 +445,16 @@ class Table:
                 snapshot,
                 found,
                 inline_max_bytes=writes.table_properties(snapshot).dvInlineMaxBytes,
-                parameters={"predicate": text},
+                parameters={"predicate": str(filter)},
             )
             return result.deleted_rows
-        finally:
-            pins.release(self.io, pin_id)
 
     def _delete_keys(self, keys: Any) -> int:
-        snapshot = self.snapshot()
-        pin_id = pin_version(self.io, snapshot.version)
-        try:
+        with self.pin(owner="Table.delete by key") as pinned:
+            snapshot = pinned.snapshot
             data = key_data(keys, require_key(snapshot, uri=self.uri, what="delete by key"))
             inline = writes.table_properties(snapshot).dvInlineMaxBytes
             return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline).deleted_rows
-        finally:
-            pins.release(self.io, pin_id)
 
     def delete_rows(
         self, positions: Mapping[str, Sequence[int] | np.ndarray], *, read: Snapshot | None = None, parameters: dict | None = None
@@ -453,8 +466,7 @@ class Table:
         negative = [sid for sid, a in arrays.items() if len(a) and a.min() < 0]
         if negative:
             raise InvalidRowAddressError(f"negative row positions for segment {negative[0]!r}")
-        pin_id = pin_version(self.io, read.version)  # its DVs are merged with ours
-        try:
+        with pin_snapshot(self.io, self.log, snapshot=read, owner="Table.delete_rows"):  # its DVs are merged with ours
             return commit_deletes(
                 self.io,
                 self.log,
@@ -463,8 +475,6 @@ class Table:
                 inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
                 parameters=parameters,
             )
-        finally:
-            pins.release(self.io, pin_id)
 
     # -- lifecycle -----------------------------------------------------------------------
     def rollback(self, *, entry: str | None = None, version: int | None = None) -> ActionResult:

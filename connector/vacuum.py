@@ -26,12 +26,12 @@ from mvtable.lineage.log import LOG_DIR
 from mvtable.lineage.log_retention import safe_version
 from mvtable.lineage.ownership import Verdict
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.visibility import pins as pinning
 from mvtable.visibility.gc import batches
 
 from . import recovery
 from .gc import Progress, collect_garbage
 from .keys.index import segment_path_of
+from .pinning import pin_scan
 from .segments import DATA_DIR
 from .writes import table_properties
 
@@ -187,7 +187,7 @@ def _plan_data(table: Table, *, now_ms: int, retention_s: float, grace_s: float)
     listing_data = table.io.list(DATA_DIR)  # listed before the log is read (see maintenance._plan)
     log_listing = table.log.listing()
     latest = table.log.snapshot(listing=log_listing)
-    pinned = [p.version for p in pinning.live_pins(table.io, now_ms=now_ms)]
+    pinned = [p.version for p in pin_scan(table.io, now_ms=now_ms).live]
     history = {h.version: h.timestamp_ms for h in latest.history}
     safe = safe_version(history, latest=latest.version, now_ms=now_ms, retention_s=retention_s, pinned_versions=pinned)
     start = _readable_at_or_after(table, safe, latest)

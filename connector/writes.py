@@ -30,13 +30,12 @@ from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
-from mvtable.visibility import pins
 
 from . import recovery
 from .keys.index import index_path
 from .keys.validate import check_key_columns, check_key_schema
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
-from .scan import pin_version
+from .pinning import SnapshotPin, pin_version, release
 from .schema import check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
 
@@ -61,7 +60,7 @@ class WritePlan:
     primary_key: tuple[str, ...] = ()  # the table's key: segments get a key index, commits check keys
     dv_inline_max_bytes: int = 512
     lease_ms: int = 0  # a consistent push renews its lease this long ahead (pushLeasePeriod)
-    pin_id: str | None = None  # keeps the read version readable until the write ends
+    pin: SnapshotPin | None = None  # keeps the read version readable until the write ends
     parameters: dict[str, Any] = field(default_factory=dict)
     # The snapshot begin_write read, so that a finish_write in the same process (Table.append,
     # a Spark driver that planned the write) catches up from it instead of reading the log
@@ -165,15 +164,19 @@ def begin_write(
         primary_key=key,
         dv_inline_max_bytes=props.dvInlineMaxBytes,
         create=create.model_dump() if create else None,
-        pin_id=pin_version(io, snapshot.version) if snapshot.exists and pin else None,
+        pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
         read_snapshot=snapshot,
     )
     if consistent_push:
         entry_id = new_entry_id()
         lease_ms = int(props.seconds("pushLeasePeriod") * 1000)
-        result = recovery.start_push(
-            clog, snapshot, entry_id=entry_id, owner=owner or recovery.process_owner(), lease_ms=lease_ms, metadata=create
-        )
+        try:
+            result = recovery.start_push(
+                clog, snapshot, entry_id=entry_id, owner=owner or recovery.process_owner(), lease_ms=lease_ms, metadata=create
+            )
+        except BaseException:
+            release_pin(plan)
+            raise
         log.info("consistent push %s started at version %s", entry_id, result.commit.version)
         plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None, "lease_ms": lease_ms})
     return plan
@@ -269,8 +272,8 @@ def read_snapshot(clog: CommitLog, plan: WritePlan) -> Snapshot:
 
 
 def release_pin(plan: WritePlan) -> None:
-    if plan.pin_id is not None:
-        pins.release(open_file_io(plan.uri, plan.storage_options), plan.pin_id)
+    if plan.pin is not None:
+        release(open_file_io(plan.uri, plan.storage_options), plan.pin)
 
 
 def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> bool:

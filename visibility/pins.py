@@ -160,7 +160,7 @@ def pin(store: Any, version: int, *, ttl_s: float, owner: str = "", now_ms: int 
     """Pin ``version`` for ``ttl_s`` seconds; returns the pin id.
 
     The caller must check *after* pinning that the version is still readable (GC may have
-    planned before the pin existed); ``mvtable.connector.gc.pin_for_read`` does."""
+    planned before the pin existed); ``mvtable.connector.pinning.pin_snapshot`` does."""
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise PinError(f"a pinned version must be a non-negative integer, not {version!r}")
     now = _now_ms() if now_ms is None else int(now_ms)

@@ -31,9 +31,9 @@ from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.paths import location_uri
 from mvtable.storage import FileIO
-from mvtable.visibility import bitmap_from_array, load_dv, pins, positions_array, process_cache, write_dvs
+from mvtable.visibility import bitmap_from_array, load_dv, positions_array, process_cache, write_dvs
 
-from ..scan import pin_version
+from ..pinning import pin_version, release
 from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
@@ -138,7 +138,7 @@ def run(
         progress(0, len(bins), "compact")
     for batch in batches:
         read = snapshot = clog.catch_up(snapshot)
-        pin_id = pin_version(io, read.version)
+        pin = pin_version(io, read.version, owner="compaction")
         try:
             live, dropped = refresh(batch, read)
             report.dropped.extend(dropped)
@@ -148,7 +148,7 @@ def run(
                 _commit_batch(io, clog, read, rewritten, report, inline_max_bytes=inline_max_bytes)
                 faults.point("compact.after_batch")
         finally:
-            pins.release(io, pin_id)
+            release(io, pin)
         done += len(batch)
         if progress:
             progress(done, len(bins), "compact")

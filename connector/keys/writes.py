@@ -28,7 +28,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array
 
-from ..deletes import deletion_actions
+from ..deletes import BuiltDV, deletion_actions
 from ..scan import ScanTask, task_masks
 from ..segments import open_parquet
 from .hashing import hash_keys
@@ -205,6 +205,7 @@ class KeyedDeletes:
     positions: dict[str, BitMap64] = field(default_factory=dict)
     counted: dict[str, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
+    built: dict[str, BuiltDV] = field(default_factory=dict)  # a retry rewrites only the DVs that changed
 
     def add(self, found: KeyMatches) -> None:
         for sid, pos in found.positions.items():
@@ -215,7 +216,15 @@ class KeyedDeletes:
         visible = set(current.visible_segment_ids())
         live: Mapping[str, BitMap64] = {sid: bm for sid, bm in self.positions.items() if sid in visible}
         return list(
-            deletion_actions(io, current, live, inline_max_bytes=inline_max_bytes, counted=self.counted, written=self.written)
+            deletion_actions(
+                io,
+                current,
+                live,
+                inline_max_bytes=inline_max_bytes,
+                counted=self.counted,
+                written=self.written,
+                built=self.built,
+            )
         )
 
     @property

@@ -9,6 +9,7 @@ from typing import Any
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
+from ..pinning import pin_snapshot
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 
@@ -45,26 +46,28 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
 
     ensure_registered(spark)
     storage = {f"storage.{k}": v for k, v in (storage_options or {}).items()}
-    log = CommitLog(open_file_io(path, storage_options))
-    snapshot = log.snapshot()
-    version = snapshot.version
-    tag = uuid.uuid4().hex
-    schema = StructType.fromJson(schema_to_json(schema_from_json(snapshot.table_schema)))
-    columns = condition_columns(spark, schema, condition)
-    reader = spark.read.format("mvtable").options(**storage).option("versionAsOf", version).option("withRowAddress", "true")
-    if columns is not None:
-        # At least one column: a condition such as "true" reads none, and the scan needs one.
-        reader = reader.option("columns", ",".join(columns or [schema.fields[0].name]))
-    rows = reader.load(path).where(condition).select(ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW)
-    (
-        rows.write.format("mvtable")
-        .options(**storage)
-        .option("operation", "delete")
-        .option("readVersion", version)
-        .option("tag", tag)
-        .mode("append")
-        .save(path)
-    )
+    io = open_file_io(path, storage_options)
+    log = CommitLog(io)
+    # Pinned from finding the rows until their commit: the version the rows are read at.
+    with pin_snapshot(io, log, owner="Spark delete") as pinned:
+        version = pinned.version
+        tag = uuid.uuid4().hex
+        schema = StructType.fromJson(schema_to_json(schema_from_json(pinned.snapshot.table_schema)))
+        columns = condition_columns(spark, schema, condition)
+        reader = spark.read.format("mvtable").options(**storage).option("versionAsOf", version).option("withRowAddress", "true")
+        if columns is not None:
+            # At least one column: a condition such as "true" reads none, and the scan needs one.
+            reader = reader.option("columns", ",".join(columns or [schema.fields[0].name]))
+        rows = reader.load(path).where(condition).select(ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW)
+        (
+            rows.write.format("mvtable")
+            .options(**storage)
+            .option("operation", "delete")
+            .option("readVersion", version)
+            .option("tag", tag)
+            .mode("append")
+            .save(path)
+        )
     for v in range(log.latest_version(), version, -1):
         commit = log.read_commit(v)
         if commit.parameters.get("tag") == tag:

@@ -22,6 +22,7 @@ from mvtable.storage import open_file_io
 from .. import writes
 from ..deletes import commit_deletes
 from ..options import WriteOptions
+from ..pinning import pin_snapshot
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 
 
@@ -60,15 +61,16 @@ class DeleteWriter(DataSourceArrowWriter):
                     merged.setdefault(sid, BitMap64()).update(BitMap64.deserialize(data))
         io = open_file_io(self.opts.path, self.opts.storage_options)
         log = CommitLog(io)
-        read = log.snapshot(self.read_version)
-        commit_deletes(
-            io,
-            log,
-            read,
-            merged,
-            inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
-            parameters={"source": "spark", **({"tag": self.opts.tag} if self.opts.tag else {})},
-        )
+        # pinned while the addresses are checked and merged with the read version's DVs
+        with pin_snapshot(io, log, version=self.read_version, owner="Spark delete commit") as pinned:
+            commit_deletes(
+                io,
+                log,
+                pinned.snapshot,
+                merged,
+                inline_max_bytes=writes.table_properties(pinned.snapshot).dvInlineMaxBytes,
+                parameters={"source": "spark", **({"tag": self.opts.tag} if self.opts.tag else {})},
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Executors wrote nothing; a commit that failed left at most orphan DV files."""

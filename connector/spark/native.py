@@ -48,15 +48,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from mvtable.conf import parse_period
 from mvtable.errors import InvalidOptionError, InvalidRowAddressError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 from mvtable.visibility import load_dv_positions, process_cache
 
-from ..scan import pin_version, staged_segments
+from ..pinning import PinnedSnapshot, pin_snapshot
+from ..scan import staged_segments
 from ..schema import project, schema_from_json, schema_to_json
 from ..stats import Predicate, row_groups_to_read
-from ..timeparse import parse_timestamp_ms
 
 _KEY, _NAME, _ROW, _BITS = "_mv_native_size", "_mv_native_name", "_mv_native_row", "_mv_native_bits"
 
@@ -106,7 +107,8 @@ def read_native(
     bitmaps); ``spark_uri`` is the table root as Spark's file systems name it when that
     differs from ``path``. The version is pinned for ``pin_ttl`` (default ``pinTtl``) so
     that visibility GC keeps its deletion vectors and vacuum its files while the DataFrame
-    is in use.
+    is in use; the pin is never released (Spark says nothing when a DataFrame is dropped),
+    it expires.
 
     Partitioning is Spark's own file-source sizing (``spark.sql.files.maxPartitionBytes``,
     ``spark.sql.files.minPartitionNum``): the JVM knows the cluster's parallelism, unlike
@@ -115,22 +117,38 @@ def read_native(
     Use it where Spark's Parquet speed matters (full scans, wide rows, SQL through
     ``create_view``); the ``mvtable`` data source remains the reader for everything else
     (row addresses, S3 through fsspec without Hadoop)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
     if sum(x is not None for x in (version, timestamp, lineage_entry)) > 1:
         raise InvalidOptionError("read_native: pass at most one of version, timestamp and lineage_entry")
     if columns is not None and not columns:
         raise InvalidOptionError("read_native: columns names no column")
+    ttl_s = None if pin_ttl is None else parse_period(pin_ttl, name="read_native pin_ttl")  # SettingsError if bad
     io = open_file_io(path, dict(storage_options or {}))
-    log = CommitLog(io)
-    if timestamp is not None:
-        version = log.version_at(parse_timestamp_ms(timestamp))
-    snapshot = log.snapshot(version)
+    pinned = pin_snapshot(io, CommitLog(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner="read_native")
+    try:
+        return native_frame(spark, pinned, lineage_entry=lineage_entry, columns=columns, filters=filters, spark_uri=spark_uri)
+    except BaseException:
+        pinned.release()
+        raise
+
+
+def native_frame(
+    spark: Any,
+    pinned: PinnedSnapshot,
+    *,
+    lineage_entry: str | None = None,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[Filter] = (),
+    spark_uri: str | None = None,
+) -> Any:
+    """``read_native`` of a snapshot the caller pinned already (``create_view`` holds its
+    own pin for as long as the view lives)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    io, snapshot = pinned.io, pinned.snapshot
     table_schema = schema_from_json(snapshot.table_schema)
     out_schema = project(table_schema, columns)  # InvalidOptionError for unknown columns
     predicates = [to_predicate(f, table_schema) for f in filters]
-    pin_version(io, snapshot.version, ttl=pin_ttl)
     segments = staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
     if predicates:
         segments = [seg for seg in segments if row_groups_to_read(seg.file.row_groups, predicates, table_schema)]

@@ -1,36 +1,48 @@
-"""The Spark reader: plans on the driver, reads row groups with masks on executors."""
+"""The Spark reader: plans on the driver, reads row groups with masks on executors.
+
+The snapshot was resolved and pinned once, when the DataFrame was created (see
+``source``); the reader only ever reads that version. ``partitions()`` renews the pin for
+this execution and every partition carries the version and pin, so an executor that finds
+a file gone can say why."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from mvtable.errors import InvalidOptionError
+from mvtable.errors import FilesMissingError, InvalidOptionError, NotFoundError
 from mvtable.lineage.log import CommitLog
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from ..options import ReadOptions
 from ..parallel import default_workers
-from ..scan import ScanTask, output_schema, pin_version, plan_scan, read_task, split_tasks
+from ..pinning import PinnedSnapshot, SnapshotPin, pin_snapshot, renew
+from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
 from ..streaming.changes import change_schema
-from ..timeparse import parse_timestamp_ms
 from .filters import to_predicate
 
 
-def _snapshot(opts: ReadOptions):
-    log = CommitLog(open_file_io(opts.path, opts.storage_options))
-    version = opts.version_as_of
-    if opts.timestamp_as_of is not None:
-        version = log.version_at(parse_timestamp_ms(opts.timestamp_as_of))
-    return log.snapshot(version)
+def newest_snapshot(opts: ReadOptions) -> Snapshot:
+    """The newest snapshot, unpinned: the schema of a read that binds to no one version
+    (a change feed, a stream)."""
+    return CommitLog(open_file_io(opts.path, opts.storage_options)).snapshot()
+
+
+def pin_read(opts: ReadOptions) -> PinnedSnapshot:
+    """Resolve the version a read asks for (``versionAsOf``, ``timestampAsOf``, else the
+    newest) and pin it."""
+    io = open_file_io(opts.path, opts.storage_options)
+    return pin_snapshot(io, CommitLog(io), version=opts.version_as_of, timestamp=opts.timestamp_as_of, owner="Spark read")
 
 
 def default_parallelism() -> int:
@@ -42,8 +54,7 @@ def default_parallelism() -> int:
     return default_workers()
 
 
-def spark_schema_for(opts: ReadOptions) -> StructType:
-    snapshot = _snapshot(opts)
+def spark_schema(snapshot: Snapshot, opts: ReadOptions) -> StructType:
     schema = output_schema(schema_from_json(snapshot.table_schema), opts.columns, row_address=opts.with_row_address)
     if opts.read_change_feed:
         schema = change_schema(schema)
@@ -53,29 +64,45 @@ def spark_schema_for(opts: ReadOptions) -> StructType:
 @dataclass
 class MvTablePartition(InputPartition):
     tasks: list[ScanTask]
+    pin: SnapshotPin  # the version every partition of one read reads
 
-    def __init__(self, tasks: list[ScanTask]) -> None:
+    def __init__(self, tasks: list[ScanTask], pin: SnapshotPin) -> None:
         self.tasks = tasks
+        self.pin = pin
 
 
 class MvTableReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, pin: SnapshotPin) -> None:
         self.opts = opts
         self.schema = schema
+        self.pin = pin
         self.predicates: list[Predicate] = []  # pruning only
         self.claimed: list[Predicate] = []  # applied exactly in read()
-        # Everything read() needs is decided here: partitions() runs in another worker
-        # whose changes to self never reach the executors.
+        # Everything read() needs is decided before partitions(): Spark pickles the reader
+        # for the executors first (pyspark/sql/worker/plan_data_source_read.py), so what
+        # partitions() sets on self never reaches read().
         self.columns = tuple(f.name for f in schema.fields if f.name not in (ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW))
+        self._snapshot: Snapshot | None = None  # this worker's copy: pushFilters() and partitions() share it
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_snapshot": None}  # executors need the plan, not the snapshot
+
+    def snapshot(self) -> Snapshot:
+        if self._snapshot is None:
+            self._snapshot = CommitLog(open_file_io(self.opts.path, self.opts.storage_options)).snapshot(self.pin.version)
+        return self._snapshot
 
     def partitions(self) -> Sequence[InputPartition]:
-        snapshot = _snapshot(self.opts)
+        io = open_file_io(self.opts.path, self.opts.storage_options)
+        # pinTtl more for this execution; a pin that expired since the DataFrame was
+        # created is made again if the version is still whole (else a NotFoundError)
+        pin = renew(io, self.pin, log=CommitLog(io), owner="Spark read")
+        snapshot = self.snapshot()
         table_schema = schema_from_json(snapshot.table_schema)
         lower = {n.lower() for n in table_schema.names}
         unknown = [c for c in self.columns if c.lower() not in lower]
         if unknown:
             raise InvalidOptionError(f"columns {unknown} are not in the table (it has {table_schema.names})")
-        pin_version(open_file_io(self.opts.path, self.opts.storage_options), snapshot.version)  # expires by itself
         plan = plan_scan(
             snapshot,
             columns=self.columns,
@@ -85,26 +112,32 @@ class MvTableReader(DataSourceReader):
         )
         parallelism = max(default_parallelism(), self.opts.min_partitions or 1)
         parts = split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes, parallelism=parallelism)
-        return [MvTablePartition(tasks) for tasks in parts]
+        return [MvTablePartition(tasks, pin) for tasks in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, MvTablePartition)
         target = to_arrow_schema(self.schema, timezone="UTC")
         io = open_file_io(self.opts.path, self.opts.storage_options)
-        for task in partition.tasks:
-            for table in read_task(
-                io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address
-            ):
-                for batch in table.to_batches():
-                    yield conform_batch(batch, target)
+        try:
+            for task in partition.tasks:
+                for table in read_task(
+                    io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address
+                ):
+                    for batch in table.to_batches():
+                        yield conform_batch(batch, target)
+        except NotFoundError as exc:
+            raise FilesMissingError(
+                f"version {partition.pin.version} of {self.opts.path} lost a file it needs ({exc}): the read's pin "
+                f"{partition.pin.pin_id} expired (pinTtl) before this task ran and GC or vacuum collected the file, "
+                "or it was deleted by hand. Read the table again."
+            ) from exc
 
 
 class PushdownReader(MvTableReader):
     """Used only when Spark's filter pushdown is on (see source._called_for_pushdown)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        snapshot = _snapshot(self.opts)
-        schema = schema_from_json(snapshot.table_schema)
+        schema = schema_from_json(self.snapshot().table_schema)
         for f in filters:
             predicate, claim = to_predicate(f, schema)
             if predicate is not None:

@@ -3,7 +3,18 @@
 Spark runs ``schema()``, ``reader()``, ``partitions()`` and ``writer()`` in short-lived
 driver-side Python workers, ``read()``/``write()`` in executors, and ``commit()``/``abort()``
 in yet another worker: nothing is shared through memory, so every object here carries
-what the next step needs and is picklable."""
+what the next step needs and is picklable.
+
+A read resolves and pins its snapshot once, in ``schema()``: Spark calls it when the
+DataFrame is created and then pickles this instance (``pyspark/sql/worker/
+create_data_source.py``), so the pin it set reaches ``reader()`` in the planning worker,
+however many times the DataFrame is executed. A DataFrame is thereby bound to the version
+it was created at (as Delta binds one to its snapshot): commits after ``load()`` never
+change what it returns. Each execution renews the pin; Spark has no hook for "this
+DataFrame is no longer used", so the pin is never released, it expires ``pinTtl`` after
+the last execution planned. With a user-given schema Spark skips ``schema()``; then
+``reader()`` resolves and pins at each planning. A change feed or a stream reads versions
+one after another and binds to none: ``streamReader()`` drops the pin ``schema()`` made."""
 
 from __future__ import annotations
 
@@ -13,8 +24,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
+from mvtable.storage import open_file_io
+
 from ..options import read_options, stream_write_options, write_options
-from .reader import MvTableReader, PushdownReader, spark_schema_for
+from ..pinning import SnapshotPin, release
+from .reader import MvTableReader, PushdownReader, newest_snapshot, pin_read, spark_schema
 from .stream import ChangeFeedReader, MvTableStreamReader, MvTableStreamWriter
 from .writer import make_writer
 
@@ -35,25 +49,36 @@ def _called_for_pushdown() -> bool:
 
 
 class MvTableDataSource(DataSource):
+    pin: SnapshotPin | None = None  # the read's snapshot, set by schema(); pickled with the instance
+
     @classmethod
     def name(cls) -> str:
         return "mvtable"
 
     def schema(self) -> StructType:
-        return spark_schema_for(read_options(self.options))
+        opts = read_options(self.options)
+        if opts.read_change_feed:  # reads versions one after another: nothing to bind to
+            return spark_schema(newest_snapshot(opts), opts)
+        pinned = pin_read(opts)
+        self.pin = pinned.pin
+        return spark_schema(pinned.snapshot, opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = read_options(self.options).for_batch()
         if opts.read_change_feed:
             return ChangeFeedReader(opts, schema)
+        pin = self.pin if self.pin is not None else pin_read(opts).pin
         cls = PushdownReader if _called_for_pushdown() else MvTableReader
-        return cls(opts, schema)
+        return cls(opts, schema, pin)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         return make_writer(write_options(self.options), schema, overwrite=overwrite)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return MvTableStreamReader(read_options(self.options).for_stream(), schema)
+        opts = read_options(self.options).for_stream()
+        if self.pin is not None:  # schema() cannot tell a stream from a batch read: drop its pin
+            release(open_file_io(opts.path, opts.storage_options), self.pin)
+        return MvTableStreamReader(opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return MvTableStreamWriter(stream_write_options(self.options), schema, complete=overwrite)

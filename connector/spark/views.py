@@ -6,8 +6,8 @@ flag, so ``CREATE TEMPORARY VIEW v USING mvtable`` reads every column of every r
 temporary view over ``read_native`` instead: Spark's own Parquet scan, which prunes columns,
 pushes filters and skips row groups, with the deletion vectors applied in the JVM.
 
-A view shows one version. It is pinned (reader pin, ``mvtable.visibility.pins``) while the
-view exists in this driver process: a daemon thread renews the pin well before it
+A view shows one version. It is pinned (``mvtable.connector.pinning``, once: the DataFrame
+under the view is built on that pinned snapshot) while the view exists in this driver process: a daemon thread renews the pin well before it
 expires, ``refresh_view`` moves the view (and its pin) to the newest version, and
 ``drop_view`` (or the end of the process; an abandoned pin then just expires) releases it.
 Views made with an explicit ``version``/``timestamp`` stay on that version on refresh.
@@ -23,12 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mvtable.conf import connector_settings, parse_period
-from mvtable.errors import InvalidOptionError, PinError
-from mvtable.storage import FileIO, open_file_io
-from mvtable.visibility import pins
+from mvtable.errors import InvalidOptionError, MvTableError, PinError
+from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
 
-from .native import Filter, read_native
+from ..pinning import PinnedSnapshot, pin_snapshot, pin_ttl_s
+from .native import Filter, native_frame
 
 log = logging.getLogger("mvtable.connector")
 
@@ -44,8 +44,12 @@ class View:
     version: int
     follows_latest: bool
     options: dict[str, Any] = field(default_factory=dict)
-    pin_id: str | None = None
-    io: FileIO | None = field(default=None, repr=False)
+    pinned: PinnedSnapshot | None = field(default=None, repr=False)
+
+    @property
+    def pin_id(self) -> str | None:
+        """The id of the pin that holds the view's version (None once released)."""
+        return None if self.pinned is None or self.pinned.released else self.pinned.pin.pin_id
 
 
 _views: dict[tuple[int, str], View] = {}
@@ -80,16 +84,16 @@ def create_view(
     if version is not None and timestamp is not None:
         raise InvalidOptionError("create_view: pass a version or a timestamp, not both")
     io = open_file_io(path, options["storage_options"])
-    ttl_s = parse_period(connector_settings().pinTtl, name="pinTtl")
-    resolved = _resolve(io, version, timestamp)
-    pin_id = pins.pin(io, resolved, ttl_s=ttl_s, owner=f"mvtable view {name}")  # before planning reads it
+    ttl_s = pin_ttl_s()
+    pinned = pin_snapshot(io, CommitLog(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner=f"mvtable view {name}")
     try:
-        df = read_native(spark, path, version=resolved, **options)
-        df.createOrReplaceTempView(name)
+        view_options = {k: v for k, v in options.items() if k != "storage_options"}
+        native_frame(spark, pinned, **view_options).createOrReplaceTempView(name)
     except BaseException:
-        pins.release(io, pin_id)
+        pinned.release()
         raise
-    view = View(name, path, resolved, version is None and timestamp is None, options, pin_id, io)
+    resolved = pinned.version
+    view = View(name, path, resolved, version is None and timestamp is None, options, pinned)
     with _lock:
         old = _views.pop((id(spark), name), None)
         _views[(id(spark), name)] = view
@@ -133,31 +137,12 @@ def _get(spark: Any, name: str) -> View:
     return view
 
 
-def _resolve(io: FileIO, version: int | None, timestamp: str | None) -> int:
-    from mvtable.lineage.log import CommitLog
-
-    from ..timeparse import parse_timestamp_ms
-
-    log_ = CommitLog(io)
-    if timestamp is not None:
-        return log_.version_at(parse_timestamp_ms(timestamp))
-    if version is not None:
-        return version
-    latest = log_.latest_version()
-    if latest < 0:
-        from mvtable.errors import TableNotFoundError
-
-        raise TableNotFoundError(f"no mvtable table at {io.uri}")
-    return latest
-
-
 def _release(view: View) -> None:
-    if view.pin_id is not None and view.io is not None:
+    if view.pinned is not None:
         try:
-            pins.release(view.io, view.pin_id)
+            view.pinned.release()
         except PinError as exc:
             log.warning("could not release the pin of view %s: %s", view.name, exc)
-        view.pin_id = None
 
 
 def _ensure_renewer(ttl_s: float) -> None:
@@ -173,11 +158,11 @@ def _ensure_renewer(ttl_s: float) -> None:
 def _renew_loop(ttl_s: float) -> None:
     while not _wake.wait(max(1.0, ttl_s / 3)):
         for view in views():
-            if view.pin_id is None or view.io is None:
+            if view.pinned is None or view.pinned.released:
                 continue
-            try:
-                pins.extend(view.io, view.pin_id, ttl_s=ttl_s)
-            except PinError as exc:  # expired (a suspended process): the view may be stale
+            try:  # extends the pin; one that expired (a suspended process) is made again if the version is whole
+                view.pinned.renew(ttl_s=ttl_s)
+            except MvTableError as exc:
                 log.warning("view %s lost its pin on version %s: %s; refresh_view re-pins it", view.name, view.version, exc)
 
 

@@ -29,9 +29,10 @@ from pyroaring import BitMap64
 from mvtable.errors import InvalidOptionError, VersionNotFoundError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import FileIO
-from mvtable.visibility import deleted_in_range, load_dv, pins, positions_array, process_cache
+from mvtable.visibility import deleted_in_range, load_dv, positions_array, process_cache
 
-from ..scan import ScanTask, pin_version, read_task
+from ..pinning import pin_version, release
+from ..scan import ScanTask, read_task
 from ..schema import project, schema_from_json
 from ..segments import iter_segment
 from .versions import ChangeKind, SegmentChange, VersionDelta
@@ -203,14 +204,13 @@ def read_changes(
 ) -> pa.Table:
     """Every change of versions ``start_version`` to ``end_version`` (the newest when None),
     inclusive, in version order, with the change-feed columns."""
-    pin_id = pin_version(io, max(start_version - 1, 0)) if isinstance(start_version, int) else None
+    pin = pin_version(io, max(start_version - 1, 0), owner="change feed") if isinstance(start_version, int) else None
     try:
         schema, units = plan_changes(io, start_version, end_version)
         schema = project(schema, columns)
         names = None if columns is None else schema.names
         tables = [t for unit in units for t in read_unit(io, unit, columns=names, with_meta=True)]
     finally:
-        if pin_id is not None:
-            pins.release(io, pin_id)
+        release(io, pin)
     out_schema = change_schema(schema)
     return pa.concat_tables([t.cast(out_schema) for t in tables]) if tables else out_schema.empty_table()

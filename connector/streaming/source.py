@@ -36,9 +36,8 @@ from mvtable.errors import (
 )
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import FileIO
-from mvtable.visibility import pins
 
-from ..scan import pin_version
+from ..pinning import SnapshotPin, pin_version, release, renew
 from .changes import ChangeUnit, units_of
 from .versions import ChangeKind, CommitKind, SegmentChange, normalized_dv
 from .walker import VersionWalker, first_version_since
@@ -107,7 +106,7 @@ class StreamSource:
         self.pin_ttl = pin_ttl
         self._target: int | None = None  # availableNow: the newest version to read
         self._initial: dict[int, list[ChangeUnit]] = {}
-        self._pin: tuple[str, int, float] | None = None  # (pin id, version, when last extended)
+        self._pin: tuple[SnapshotPin, float] | None = None  # (pin, when last extended)
 
     # -- offsets -------------------------------------------------------------------------
     def initial_position(self) -> Position:
@@ -209,19 +208,18 @@ class StreamSource:
         against (or the initial snapshot itself). Renewed at most every few seconds."""
         version = pos.version if pos.initial else max(pos.version - 1, 0)
         now = time.monotonic()
-        if self._pin is not None and self._pin[1] == version:
-            if now - self._pin[2] < _EXTEND_EVERY_S:
+        if self._pin is not None and self._pin[0].version == version:
+            if now - self._pin[1] < _EXTEND_EVERY_S:
                 return
             try:
-                pins.extend(self.io, self._pin[0], self._ttl_s())
-                self._pin = (self._pin[0], version, now)
+                self._pin = (renew(self.io, self._pin[0], ttl_s=self._ttl_s()), now)
                 return
             except PinError as exc:
                 log.warning("stream pin %s could not be extended (%s); pinning version %s again", self._pin[0], exc, version)
         old = self._pin
-        self._pin = (pin_version(self.io, version, ttl=self.pin_ttl), version, now)
+        self._pin = (pin_version(self.io, version, ttl_s=self._ttl_s(), owner="stream"), now)
         if old is not None:
-            pins.release(self.io, old[0])
+            release(self.io, old[0])
 
     def _ttl_s(self) -> float:
         return parse_period(self.pin_ttl or connector_settings().pinTtl, name="pinTtl")

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from mvtable.connector import Table, segments
+from mvtable.connector import Table, deletes, segments
 from mvtable.errors import CommitConflictError, ConcurrentReplaceError, CorruptDeletionVectorError, InvalidRowAddressError
 from mvtable.visibility import process_cache
 
@@ -185,3 +185,48 @@ def test_row_address_scan_matches_physical_positions(small_table):
     assert row["_mv_row"] == 234 and seg.num_rows == 1000
     small_table.delete_rows({row["_mv_segment"]: np.array([row["_mv_row"]])})
     assert small_table.scan(filter=pc.field("id") == 1234).count() == 0
+
+
+def test_a_retried_delete_rewrites_only_the_dvs_a_concurrent_commit_changed(table_uri, monkeypatch):
+    """Two lost races, forced: a concurrent append (no DV changed: the retry writes no DV
+    file) and a concurrent delete in one of our segments (only that segment's DV is
+    written again). The commit names the DV files of the first attempt for the others."""
+    t = Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": "100", "dvInlineMaxBytes": "0"})
+    for start in (0, 1000, 2000):
+        t.append(orders(start, 1000))
+    a, b, c = (s.id for s in t.snapshot().visible_segments())
+    other = Table.open(table_uri)
+    races = [lambda: other.append(orders(5000, 5)), lambda: other.delete_rows({b: [999]})]
+    racing: list[bool] = []
+    written: list[list[str]] = []  # the segments of each DV file our delete writes
+    real_write = deletes.write_dvs
+
+    def write_dvs(io, bitmaps, **kwargs):
+        if not racing:
+            written.append(sorted(bitmaps))
+        return real_write(io, bitmaps, **kwargs)
+
+    real_put = t.io.put_if_absent
+
+    def put_if_absent(path, data):
+        if races:  # someone else takes the version first
+            racing.append(True)
+            races.pop(0)()
+            racing.clear()
+        return real_put(path, data)
+
+    monkeypatch.setattr(deletes, "write_dvs", write_dvs)
+    monkeypatch.setattr(t.io, "put_if_absent", put_if_absent)
+    result = t.delete_rows({sid: list(range(0, 600, 2)) for sid in (a, b, c)})
+    assert not races and result.deleted_rows == 900 and result.segments == 3
+    assert written == [sorted([a, b, c]), [b]]
+    dvs = t.snapshot().dvs
+    first, second = dvs[a].path, dvs[b].path
+    assert dvs[c].path == first != second
+    assert (dvs[a].cardinality, dvs[b].cardinality, dvs[c].cardinality) == (300, 301, 300)
+    assert t.history()[-1].metrics["deleted_rows"] == 900
+    process_cache().clear()
+    assert t.scan().count() == 3005 - 901
+    # DV files: our two, and the concurrent delete's (which ours supersedes); nothing else
+    theirs = t.snapshot(result.version - 1).dvs[b].path
+    assert {f"_mvtable/dv/{i.name}" for i in t.io.list("_mvtable/dv")} == {first, second, theirs}

@@ -20,7 +20,8 @@ import pytest
 
 from mvtable.connector import Table
 from mvtable.connector import gc as table_gc
-from mvtable.errors import DeletionVectorNotFoundError, VersionNotFoundError
+from mvtable.connector.pinning import PinnedSnapshot
+from mvtable.errors import VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, checkpoint_path, commit_path
 from mvtable.visibility import process_cache, write_dvs
 from mvtable.visibility.files import DV_DIR
@@ -143,7 +144,7 @@ def test_a_pinned_long_reader_is_never_broken_by_gc(tmp_path):
     delete_ids(t, spread(0, 4))
     pinned_version = t.version  # 6
     expected = read(t, pinned_version)
-    pin_id = table_gc.pin_for_read(t, pinned_version, owner="long reader")
+    pinned = t.pin(pinned_version, owner="long reader")
     scan = t.scan(version=pinned_version)  # the read is planned; its DV refs are fixed now
 
     deleted_total = 0
@@ -165,26 +166,27 @@ def test_a_pinned_long_reader_is_never_broken_by_gc(tmp_path):
         t.to_arrow(version=pinned_version - 2)
 
     # once released, the pinned version is collected like any other
-    table_gc.release_pin(t, pin_id)
+    pinned.release()
     assert not files(t, PIN_DIR)
     report = table_gc.collect_garbage(t)
     assert report.safe_version == t.version
     with pytest.raises(VersionNotFoundError):
         t.to_arrow(version=pinned_version)
     process_cache().clear()
-    with pytest.raises(DeletionVectorNotFoundError):  # what the pin had been protecting
+    with pytest.raises(VersionNotFoundError):  # reading the scan again must pin again: refused
         scan.to_arrow()
+    assert not files(t, PIN_DIR)
 
 
-def test_pin_for_read_refuses_a_collected_version_and_leaves_no_pin(tmp_path):
+def test_pinning_refuses_a_collected_version_and_leaves_no_pin(tmp_path):
     t = make_table(tmp_path)
     delete_ids(t, spread(0, 6))
     table_gc.collect_garbage(t)
     with pytest.raises(VersionNotFoundError):
-        table_gc.pin_for_read(t, 2)
+        t.pin(2)
     assert not files(t, PIN_DIR)
-    with table_gc.pinned(t) as pin_id:
-        assert files(t, PIN_DIR) == {f"{PIN_DIR}/{pin_id}.json"}
+    with t.pin() as pinned:
+        assert files(t, PIN_DIR) == {f"{PIN_DIR}/{pinned.pin.pin_id}.json"}
     assert not files(t, PIN_DIR)
 
 
@@ -193,7 +195,7 @@ def test_expired_and_unreadable_pins(tmp_path):
     delete_ids(t, spread(0, 6))
     expected = record(t)
     now = int(time.time() * 1000)
-    table_gc.pin_for_read(t, 3, ttl_s=60)
+    t.pin(3, ttl_s=60)
     # an unreadable pin file pins version 0 while it is young: GC deletes nothing
     (tmp_path / "t" / "_mvtable" / "pins" / "garbage.json").write_bytes(b"\x00not a pin")
     report = table_gc.collect_garbage(t, now_ms=now)
@@ -334,6 +336,7 @@ _GC_CHILD = """
 import json, sys
 from mvtable.connector import Table
 from mvtable.connector import gc as table_gc
+from mvtable.connector.pinning import PinnedSnapshot
 report = table_gc.collect_garbage(Table.open(sys.argv[1]), batch_bytes=1)
 print(json.dumps({"complete": report.complete, "batches": report.batches}))
 """
@@ -352,7 +355,7 @@ def test_gc_killed_midway_leaves_the_table_intact_and_the_next_run_completes(tmp
     t = make_table(tmp_path)
     delete_ids(t, spread(0, 6))
     pinned_version = t.version  # 8
-    pin_id = table_gc.pin_for_read(t, pinned_version)
+    pinned = t.pin(pinned_version)
     delete_ids(t, spread(6, 10))
     expected = record(t)
     latest = t.version  # 18
@@ -385,7 +388,7 @@ def test_gc_killed_midway_leaves_the_table_intact_and_the_next_run_completes(tmp
     assert table_gc.collect_garbage(t, dry_run=True).deleted == []
     for v in range(pinned_version, latest + 1):
         assert read(t, v) == expected[v]
-    table_gc.release_pin(t, pin_id)
+    pinned.release()
 
 
 def test_a_pin_that_lands_while_gc_runs_makes_it_plan_again(tmp_path):
@@ -393,11 +396,11 @@ def test_a_pin_that_lands_while_gc_runs_makes_it_plan_again(tmp_path):
     delete_ids(t, spread(0, 6))  # versions 3..8
     t.append(rows(100, 5))  # version 9 (a checkpoint): version 8 has the same DVs as 9
     expected = read(t, 8)
-    pins: list[str] = []
+    pins: list[PinnedSnapshot] = []
 
     def pin_during_gc(done, total, what):
         if what == "dv" and done == 1 and not pins:  # after the first delete batch
-            pins.append(table_gc.pin_for_read(t, 8))
+            pins.append(t.pin(8))
 
     report = table_gc.collect_garbage(t, batch_bytes=1, progress=pin_during_gc)
     assert pins and report.complete and report.replans == 1
@@ -405,4 +408,4 @@ def test_a_pin_that_lands_while_gc_runs_makes_it_plan_again(tmp_path):
     assert report.log_checkpoint == 6  # not 9: the log must still reach version 8
     assert checkpoint_path(6) in files(t, LOG_DIR)
     assert read(t, 8) == expected
-    table_gc.release_pin(t, pins[0])
+    pins[0].release()

@@ -93,14 +93,11 @@ def test_dry_run_lists_and_deletes_nothing(t):
 
 
 def test_pinned_reader_survives_forced_vacuum(t):
-    from mvtable.connector import gc as table_gc
-
     v = t.version
-    pin = table_gc.pin_for_read(t, v)
-    t.overwrite(ids_of(100, 5))
-    t.vacuum(retention="0s", force=True)
-    assert sorted(t.scan(version=v).to_arrow().column("id").to_pylist()) == list(range(10))
-    table_gc.release_pin(t, pin)
+    with t.pin(v):
+        t.overwrite(ids_of(100, 5))
+        t.vacuum(retention="0s", force=True)
+        assert sorted(t.scan(version=v).to_arrow().column("id").to_pylist()) == list(range(10))
 
 
 def test_bad_retention_is_typed(t):

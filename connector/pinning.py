@@ -1,0 +1,220 @@
+"""Pinning a snapshot: the one way connector code resolves the version it reads and keeps
+it readable while it does.
+
+Every read and every delete (``Table.scan``, ``Table.delete`` / ``delete_rows``, the Spark
+data source and Spark ``delete()``, ``read_native``, the write protocol) goes through
+``pin_snapshot``: it resolves the version (the newest, a ``version``, a ``timestamp``, or a
+snapshot already read), writes a reader pin (``mvtable.visibility.pins``, the storage
+layer: one small file per pin) and reads the snapshot. GC and vacuum see the same pins
+through ``pin_scan``. A pin protects its version from visibility GC (DV and log files) and
+vacuum (data files) until it is released or ``pinTtl`` passes: pins expire so that a
+reader that dies never blocks GC for long.
+
+Why the version is checked after pinning: GC may have planned before the pin landed. A
+version that was the newest when it was resolved is safe (GC never collects what the
+newest version needs, and a DV file committed after GC read the log is younger than its
+grace period), so only an older version (time travel, a renewed pin that had expired)
+is checked: its log must still replay and its DV files must still exist. Otherwise the
+pin is removed and the typed ``NotFoundError`` says what was collected.
+
+``SnapshotPin`` (version + pin id) is what crosses process boundaries: a Spark data source
+instance, every Spark ``InputPartition``, a ``WritePlan``. Whoever holds it may ``renew``
+it (extend, or pin again if it expired) and ``release`` it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from mvtable.conf import connector_settings, parse_period
+from mvtable.errors import (
+    DeletionVectorNotFoundError,
+    InvalidOptionError,
+    PinExpiredError,
+    PinNotFoundError,
+    VersionNotFoundError,
+)
+from mvtable.lineage.log import CommitLog
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import FileIO
+from mvtable.visibility import pins
+from mvtable.visibility.files import DV_DIR
+
+from .timeparse import parse_timestamp_ms
+
+__all__ = [
+    "PinnedSnapshot",
+    "SnapshotPin",
+    "pin_scan",
+    "pin_snapshot",
+    "pin_ttl_s",
+    "pin_version",
+    "release",
+    "renew",
+    "resolve_version",
+]
+
+
+@dataclass(frozen=True)
+class SnapshotPin:
+    """A pinned version and the pin that holds it: small and picklable."""
+
+    version: int
+    pin_id: str
+
+
+def pin_ttl_s(ttl_s: float | None = None) -> float:
+    """``ttl_s``, or the connector's ``pinTtl`` in seconds."""
+    return parse_period(connector_settings().pinTtl, name="pinTtl") if ttl_s is None else float(ttl_s)
+
+
+def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: Any = None) -> int | None:
+    """The version a read asks for: ``version``, the newest at or before ``timestamp``, or
+    ``None`` (the newest, resolved when the snapshot is read)."""
+    if version is not None and timestamp is not None:
+        raise InvalidOptionError("give a version or a timestamp, not both")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise InvalidOptionError(f"version must be an integer, not {version!r}")
+    if timestamp is not None:
+        return log.version_at(parse_timestamp_ms(timestamp))
+    return version
+
+
+class PinnedSnapshot:
+    """A snapshot and the pin that keeps it readable. A context manager: the pin is
+    released when the block ends (``release`` may also be called directly, twice is fine).
+    Without ``release`` the pin expires after its ttl."""
+
+    def __init__(self, io: FileIO, log: CommitLog, snapshot: Snapshot, pin: SnapshotPin, *, owner: str) -> None:
+        self.io = io
+        self.log = log
+        self.snapshot = snapshot
+        self.pin: SnapshotPin = pin
+        self.owner = owner
+        self.released = False
+
+    @property
+    def version(self) -> int:
+        return self.pin.version
+
+    def release(self) -> None:
+        if not self.released:
+            release(self.io, self.pin)
+            self.released = True
+
+    def renew(self, *, ttl_s: float | None = None) -> None:
+        """Keep the version readable for ``ttl_s`` more seconds: extend the pin, or pin
+        again (checking the version is still readable) if it was released or expired."""
+        if self.released:
+            self.pin = _repin(self.io, self.log, self.version, ttl_s=ttl_s, owner=self.owner)
+            self.released = False
+        else:
+            self.pin = renew(self.io, self.pin, log=self.log, ttl_s=ttl_s, owner=self.owner)
+
+    def __enter__(self) -> PinnedSnapshot:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "released" if self.released else f"pin {self.pin.pin_id}"
+        return f"PinnedSnapshot(version={self.version}, {state})"
+
+
+def pin_snapshot(
+    io: FileIO,
+    log: CommitLog,
+    *,
+    version: int | None = None,
+    timestamp: Any = None,
+    snapshot: Snapshot | None = None,
+    ttl_s: float | None = None,
+    owner: str = "reader",
+) -> PinnedSnapshot:
+    """Resolve the version (``snapshot`` already read, ``version``, ``timestamp``, or the
+    newest), pin it for ``ttl_s`` (default ``pinTtl``) and read its snapshot.
+
+    Raises ``VersionNotFoundError`` / ``DeletionVectorNotFoundError`` (and leaves no pin)
+    when an older version was collected before the pin landed."""
+    label = f"{owner} (pid {os.getpid()})"
+    ttl = pin_ttl_s(ttl_s)
+    if snapshot is not None:
+        if version is not None or timestamp is not None:
+            raise InvalidOptionError("pin a snapshot already read, or a version/timestamp, not both")
+        return PinnedSnapshot(io, log, snapshot, pin_version(io, snapshot.version, ttl_s=ttl, owner=owner), owner=owner)
+    wanted = resolve_version(log, version=version, timestamp=timestamp)
+    if wanted is None:
+        read = log.snapshot()  # the newest: safe to pin after reading
+        pin_id = pins.pin(io, read.version, ttl_s=ttl, owner=label)
+        return PinnedSnapshot(io, log, read, SnapshotPin(read.version, pin_id), owner=owner)
+    if wanted < 0:
+        raise VersionNotFoundError(f"version {wanted} does not exist; versions start at 0")
+    pin_id = pins.pin(io, wanted, ttl_s=ttl, owner=label)
+    try:
+        listing = log.listing()  # after the pin: GC planning from now on sees it
+        read = log.snapshot(wanted, listing=listing)
+        if wanted < listing.latest:
+            check_files(io, read)
+    except BaseException:
+        pins.release(io, pin_id)
+        raise
+    return PinnedSnapshot(io, log, read, SnapshotPin(wanted, pin_id), owner=owner)
+
+
+def pin_version(io: FileIO, version: int, *, ttl_s: float | None = None, owner: str = "reader") -> SnapshotPin:
+    """Pin ``version`` without reading its snapshot, for a caller that read it already
+    (a compaction batch, a stream moving from version to version). Like pinning a
+    snapshot given, no file check: the caller read the version while it was there."""
+    return SnapshotPin(version, pins.pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})"))
+
+
+def renew(
+    io: FileIO, pin: SnapshotPin, *, log: CommitLog | None = None, ttl_s: float | None = None, owner: str = "reader"
+) -> SnapshotPin:
+    """Extend ``pin`` by ``ttl_s`` (default ``pinTtl``). If it expired or was removed, pin
+    the version again and check it is still readable (needs ``log``); otherwise raise
+    ``PinExpiredError`` naming the version."""
+    try:
+        pins.extend(io, pin.pin_id, pin_ttl_s(ttl_s))
+        return pin
+    except (PinExpiredError, PinNotFoundError) as exc:
+        if log is None:
+            raise PinExpiredError(f"the pin of version {pin.version} is gone ({exc}); read the table again") from exc
+        return _repin(io, log, pin.version, ttl_s=ttl_s, owner=owner)
+
+
+def _repin(io: FileIO, log: CommitLog, version: int, *, ttl_s: float | None, owner: str) -> SnapshotPin:
+    pin_id = pins.pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})")
+    try:
+        check_files(io, log.snapshot(version))
+    except BaseException:
+        pins.release(io, pin_id)
+        raise
+    return SnapshotPin(version, pin_id)
+
+
+def release(io: FileIO, pin: SnapshotPin | None) -> None:
+    """Remove ``pin`` (``None`` or a pin already gone: nothing to do)."""
+    if pin is not None:
+        pins.release(io, pin.pin_id)
+
+
+def check_files(io: FileIO, snapshot: Snapshot) -> None:
+    """Raise ``DeletionVectorNotFoundError`` if a DV file ``snapshot`` needs is gone."""
+    wanted = {ref.path for ref in snapshot.dvs.values() if ref.path}
+    if not wanted:
+        return
+    present = {f"{DV_DIR}/{i.name}" for i in io.list(DV_DIR)}
+    missing = sorted(p for p in wanted if p not in present and not io.exists(p))
+    if missing:
+        raise DeletionVectorNotFoundError(missing[0], f"version {snapshot.version} was garbage-collected before it was pinned")
+
+
+def pin_scan(io: FileIO, *, now_ms: int | None = None) -> pins.PinScan:
+    """GC's and vacuum's view of the pins: live (unreadable pin files count as pins of
+    version 0 for ``pinTtl`` after they were written) and expired."""
+    return pins.scan_pins(io, now_ms=now_ms, unreadable_ttl_s=pin_ttl_s())

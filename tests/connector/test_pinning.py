@@ -1,0 +1,115 @@
+"""One pin mechanism (``mvtable.connector.pinning``): what a read or a delete pins, when
+the pin goes, and that a commit landing between planning and reading never changes what
+a planned ``Table.scan`` returns."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow.compute as pc
+import pytest
+
+from mvtable.connector import Table, writes
+from mvtable.connector.pinning import pin_scan, renew
+from mvtable.errors import DeletionVectorNotFoundError, PinExpiredError
+from mvtable.visibility import pins, process_cache
+
+from .conftest import COMMITS, churned_table, orders
+
+
+def ids(table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def live_versions(t: Table) -> list[int]:
+    return [p.version for p in pin_scan(t.io).live]
+
+
+@pytest.fixture
+def pushed(table_uri: str) -> Table:
+    return churned_table(table_uri)
+
+
+@pytest.mark.parametrize("commit", sorted(COMMITS))
+def test_a_commit_between_planning_and_reading_never_changes_a_scan(pushed, commit):
+    expected = ids(pushed.to_arrow())
+    scan = pushed.scan(columns=["id"], filter=pc.field("price") >= 0)
+    assert live_versions(pushed) == [scan.plan.version]
+    COMMITS[commit](pushed)
+    assert ids(pushed.to_arrow()) != expected  # the commit changed the table
+    # everything no pin needs is collected (data files, DV files, log): the scan's stay
+    pushed.vacuum()
+    process_cache().clear()
+    assert ids(scan.to_arrow()) == expected
+    assert live_versions(pushed) == []  # released when the read ended
+
+
+def test_reading_a_scan_again_pins_again(small_table):
+    scan = small_table.scan()
+    assert scan.count() == 2000 and live_versions(small_table) == []
+    seen: list[list[int]] = []
+    for _ in scan.to_tables():
+        seen.append(live_versions(small_table))
+    assert seen and all(v == [scan.plan.version] for v in seen)
+    assert live_versions(small_table) == []
+
+
+def test_pinning_an_old_version_checks_its_deletion_vectors_are_still_there(tmp_path):
+    t = Table.create(str(tmp_path / "t"), schema=orders(0, 1).schema, properties={"dvInlineMaxBytes": "0"})
+    t.append(orders(0, 100))
+    t.delete(pc.field("id") < 10)
+    old = t.version
+    [ref] = t.snapshot(old).dvs.values()
+    t.delete(pc.field("id") < 20)  # supersedes the DV file of `old`
+    # as if GC had planned before our pin landed and removed the superseded file
+    t.io.delete([ref.path])
+    with pytest.raises(DeletionVectorNotFoundError):
+        t.pin(old)
+    assert live_versions(t) == []  # the refused pin was removed
+    with t.pin() as latest:  # the newest version is never checked: GC keeps what it needs
+        assert latest.version == t.version and live_versions(t) == [t.version]
+    assert live_versions(t) == []
+
+
+def test_renew_extends_a_live_pin_and_pins_an_expired_one_again(small_table):
+    t = small_table
+    pinned = t.pin(ttl_s=60)
+    first = pins.read_pin(t.io, pinned.pin.pin_id)
+    pinned.renew(ttl_s=3600)
+    assert pins.read_pin(t.io, pinned.pin.pin_id).expires_ms >= first.expires_ms + 3_000_000
+    pinned.release()
+
+    short = t.pin(ttl_s=0.001)
+    time.sleep(0.01)
+    with pytest.raises(PinExpiredError):  # without the log it cannot check the version
+        renew(t.io, short.pin)
+    again = renew(t.io, short.pin, log=t.log)
+    assert again.version == short.version and again.pin_id != short.pin.pin_id
+    assert live_versions(t) == [short.version]
+    pins.release(t.io, again.pin_id)
+
+
+def test_a_write_pins_its_read_version_until_it_commits_or_aborts(small_table):
+    t = small_table
+    for finish in (writes.finish_write, writes.abort_write):
+        plan = writes.begin_write(t.uri, storage_options=None, incoming=orders(0, 1).schema, mode=writes.APPEND)
+        assert plan.pin is not None and live_versions(t) == [plan.read_version]
+        finish(plan, [])
+        assert live_versions(t) == []
+
+
+def test_delete_holds_a_pin_on_the_version_it_read_while_it_commits(small_table, monkeypatch):
+    t = small_table
+    seen: list[list[int]] = []
+    real = t.log.commit
+
+    def commit(**kwargs):
+        seen.append(live_versions(t))
+        return real(**kwargs)
+
+    monkeypatch.setattr(t.log, "commit", commit)
+    read = t.version
+    assert t.delete(pc.field("id") < 5) == 5
+    assert t.delete_rows({t.snapshot().visible_segments()[1].id: [0]}).deleted_rows == 1
+    assert seen == [[read], [read + 1]]
+    assert live_versions(t) == []
