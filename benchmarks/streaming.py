@@ -51,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-rows", default=None, help="sink micro-batch sizes (default 10000,1000000; 2000,20000 smoke)")
     p.add_argument("--batches", type=int, default=None, help="micro-batches per sink run (default 4; 2 with --smoke)")
     p.add_argument("--latency-commits", type=int, default=None, help="commits timed by the latency case (default 8; 3 smoke)")
+    p.add_argument("--cases", default="change_feed,sink,latency", help="comma-separated: change_feed, sink, latency")
     p.add_argument("--data-dir", type=Path, default=HERE / "data", help="where data and tables go")
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
     a = p.parse_args(argv)
@@ -58,6 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.repeat = a.repeat if a.repeat is not None else (1 if a.smoke else 3)
     a.sizes = [int(s) for s in (a.batch_rows or ("2000,20000" if a.smoke else "10000,1000000")).split(",")]
     a.batches = a.batches if a.batches is not None else (2 if a.smoke else 4)
+    a.cases = {c.strip() for c in a.cases.split(",") if c.strip()}
     a.latency_commits = a.latency_commits if a.latency_commits is not None else (3 if a.smoke else 8)
     return a
 
@@ -172,7 +174,10 @@ def latency_case(spark: Any, root: Path, *, commits: int) -> dict[str, Any]:
         )
         lat = []
         try:
-            time.sleep(3)  # the query is up and idle
+            deadline = time.monotonic() + 180
+            while q.lastProgress is None and time.monotonic() < deadline:  # its start offset is fixed
+                time.sleep(0.1)
+            time.sleep(1)  # idle
             for c in range(commits):
                 key = 10**9 + c
                 rows = rows_like_lineitem(key, 1)
@@ -250,20 +255,24 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     log(f"streaming benchmarks: sf {a.sf}, batches {a.sizes} x {a.batches}, load {load[0]:.1f}")
     try:
-        results.extend(change_feed_case(root, a.sf, repeat=a.repeat))
+        if "change_feed" in a.cases:
+            results.extend(change_feed_case(root, a.sf, repeat=a.repeat))
     except Exception as exc:
         errors.append(f"change feed: {type(exc).__name__}: {exc}")
     spark = None
     try:
+        if not a.cases & {"sink", "latency"}:
+            return _finish(a, results, errors, load)
         from tests.support.spark_session import start_local_spark
 
         spark = start_local_spark(work / "spark", app_name="mvtable-streaming-benchmarks", quick_jit=a.smoke)
         import mvtable
 
         mvtable.register(spark)
-        for size in a.sizes:
+        for size in a.sizes if "sink" in a.cases else ():
             results.append(sink_case(spark, work, batch_rows=size, batches=a.batches, repeat=a.repeat))
-        results.append(latency_case(spark, work, commits=a.latency_commits))
+        if "latency" in a.cases:
+            results.append(latency_case(spark, work, commits=a.latency_commits))
     except Exception as exc:
         errors.append(f"spark: {type(exc).__name__}: {exc}")
     finally:
@@ -271,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
             from tests.support.spark_session import stop_spark
 
             stop_spark(spark)
+    return _finish(a, results, errors, load)
+
+
+def _finish(a: argparse.Namespace, results: list[dict[str, Any]], errors: list[str], load: tuple[float, ...]) -> int:
     for r in results:
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if not isinstance(v, (dict, list))}
         print(json.dumps(shown))
