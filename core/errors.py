@@ -219,6 +219,11 @@ class ConcurrentReplaceError(CommitConflictError):
     """Segments we replace or delete from were replaced or removed by a concurrent commit."""
 
 
+class ConcurrentCompactionError(ConcurrentReplaceError):
+    """Segments an overwrite or consistent push replaces were rewritten by a concurrent
+    compaction (same rows, new segments). Nothing of ours landed: run the write again."""
+
+
 class ConcurrentLineageError(CommitConflictError):
     """The lineage entry we act on changed state concurrently."""
 

@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import ConcurrentLineageError, ConcurrentMetadataError, ConcurrentReplaceError, NothingToCommit
+from mvtable.errors import (
+    ConcurrentCompactionError,
+    ConcurrentLineageError,
+    ConcurrentMetadataError,
+    ConcurrentReplaceError,
+    NothingToCommit,
+)
 
 from .actions import (
     Action,
@@ -36,7 +42,7 @@ from .actions import (
     SetDeletionVector,
     SetTransaction,
 )
-from .enums import LineageState
+from .enums import LineageState, Operation
 from .lineage_retention import keep_two_snapshots
 from .ownership import PushClaim, recover_blocked
 from .snapshot import Snapshot, held_segments, origins
@@ -57,11 +63,31 @@ def create_or_check(current: Snapshot, metadata: MetadataAction | None) -> list[
 def require_visible(current: Snapshot, segment_ids: Sequence[str], *, what: str) -> None:
     visible = set(current.visible_segment_ids())
     gone = [sid for sid in segment_ids if sid not in visible]
+    compacted = [sid for sid in gone if removed_by(current, sid) == Operation.COMPACT]
+    if compacted:
+        raise ConcurrentCompactionError(
+            f"{what}: {len(compacted)} segment(s) it read were rewritten by a concurrent compaction "
+            f"(first: {compacted[0]}, table now at version {current.version}); the rows are the same: run it again"
+        )
     if gone:
         raise ConcurrentReplaceError(
             f"{what}: {len(gone)} segment(s) it read were replaced or removed by a concurrent commit "
             f"(first: {gone[0]}, table now at version {current.version}); re-read and try again"
         )
+
+
+def removed_by(current: Snapshot, segment_id: str) -> str | None:
+    """The operation of the commit that removed ``segment_id`` (None: it was not removed,
+    or that commit is older than the history the snapshot keeps)."""
+    seg = current.segments.get(segment_id)
+    if seg is None or seg.removed_version is None:
+        return None
+    for item in reversed(current.history):
+        if item.version == seg.removed_version:
+            return item.operation
+        if item.version < seg.removed_version:
+            break
+    return None
 
 
 def append(current: Snapshot, segments: Sequence[SegmentFile], *, metadata: MetadataAction | None = None) -> list[Action]:

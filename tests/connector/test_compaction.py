@@ -282,3 +282,18 @@ def test_keyed_tables_keep_their_key_index_through_compaction(table_uri):
     assert [p for i, p in zip(rows["id"].to_pylist(), rows["price"].to_pylist()) if 5 <= i < 15] == [-1.0] * 10
     with pytest.raises(DuplicateKeyError):
         t.append(orders(20, 1))  # found through the output's index
+
+
+def test_overwrite_of_segments_compacted_meanwhile_is_a_typed_conflict(many):
+    from mvtable.connector import writes
+    from mvtable.errors import ConcurrentCompactionError, ConcurrentReplaceError
+
+    plan = writes.begin_write(many.uri, storage_options=None, incoming=orders(0, 1).schema, mode=writes.OVERWRITE)
+    segments = writes.write_data(plan, orders(9000, 10).to_batches())
+    before = ids(many)
+    many.compact()
+    with pytest.raises(ConcurrentCompactionError, match="compaction") as info:
+        writes.finish_write(plan, segments)
+    assert isinstance(info.value, ConcurrentReplaceError)
+    writes.abort_write(plan, segments)
+    assert ids(many) == before
