@@ -232,9 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     data = load_lineitem(generate(a.sf, root / "tpch"))  # the same cache as benchmarks.run
     spark = None
     if not a.no_spark:
-        from .spark import start_spark
+        import mvtable
+        from tests.support.spark_session import start_local_spark  # the tests' session set-up, shared
 
-        spark = start_spark(work / "spark", smoke=a.smoke)
+        spark = start_local_spark(
+            work / "spark",
+            app_name="mvtable-benchmarks",
+            conf={"spark.driver.memory": "1g" if a.smoke else "2g"},
+            quick_jit=a.smoke,
+        )
+        mvtable.register(spark)
     log(f"compaction benchmarks (load {os.getloadavg()[0]:.2f}), {' '.join(sys.argv)}")
     try:
         log("case 1: small appends")
