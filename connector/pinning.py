@@ -58,6 +58,9 @@ __all__ = [
 ]
 
 
+_EXISTS_CALLS = 16
+
+
 @dataclass(frozen=True)
 class SnapshotPin:
     """A pinned version and the pin that holds it: small and picklable."""
@@ -208,8 +211,11 @@ def check_files(io: FileIO, snapshot: Snapshot) -> None:
     wanted = {ref.path for ref in snapshot.dvs.values() if ref.path}
     if not wanted:
         return
-    present = {f"{DV_DIR}/{i.name}" for i in io.list(DV_DIR)}
-    missing = sorted(p for p in wanted if p not in present and not io.exists(p))
+    if len(wanted) <= _EXISTS_CALLS:  # a few lookups cost less than listing every DV file
+        missing = sorted(p for p in wanted if not io.exists(p))
+    else:
+        present = {f"{DV_DIR}/{i.name}" for i in io.list(DV_DIR)}
+        missing = sorted(p for p in wanted if p not in present and not io.exists(p))
     if missing:
         raise DeletionVectorNotFoundError(missing[0], f"version {snapshot.version} was garbage-collected before it was pinned")
 

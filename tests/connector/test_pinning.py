@@ -9,7 +9,7 @@ import time
 import pyarrow.compute as pc
 import pytest
 
-from mvtable.connector import Table, writes
+from mvtable.connector import Table, pinning, writes
 from mvtable.connector.pinning import pin_scan, renew
 from mvtable.errors import DeletionVectorNotFoundError, PinExpiredError
 from mvtable.visibility import pins, process_cache
@@ -54,7 +54,9 @@ def test_reading_a_scan_again_pins_again(small_table):
     assert live_versions(small_table) == []
 
 
-def test_pinning_an_old_version_checks_its_deletion_vectors_are_still_there(tmp_path):
+@pytest.mark.parametrize("lookups", [0, 16], ids=["listing", "exists"])
+def test_pinning_an_old_version_checks_its_deletion_vectors_are_still_there(tmp_path, monkeypatch, lookups):
+    monkeypatch.setattr(pinning, "_EXISTS_CALLS", lookups)
     t = Table.create(str(tmp_path / "t"), schema=orders(0, 1).schema, properties={"dvInlineMaxBytes": "0"})
     t.append(orders(0, 100))
     t.delete(pc.field("id") < 10)
