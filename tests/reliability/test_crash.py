@@ -9,11 +9,13 @@ and accept the next writer, the next GC and the next vacuum."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +38,9 @@ OPERATIONS = {
     "append": "t.append(rows(arg))",
     "overwrite": "t.overwrite(rows(arg))",
     "push": "t.overwrite(rows(arg), consistent_push=True)",
+    # the same push, on a table where an earlier push's process was killed mid-write: its
+    # start reverts that dead push in the same commit (the lease is 5m: the pid decides)
+    "recover": "t.overwrite(rows(arg), consistent_push=True)",
     "delete": "t.delete(pc.field('id') < arg)",
     "rollback": "t.rollback(entry=arg)",
     "restore": "t.restore(version=arg)",
@@ -75,6 +80,11 @@ KILL_POINTS = [
     ("commit.COMPACT.before_put", "compact", "before"),
     ("commit.COMPACT.after_put", "compact", "before"),
     ("compact.after_batch", "compact", "before"),
+    # recovery: killed before and after the commit that reverts the dead push and starts its own
+    ("commit.PUSH_START.before_put", "recover", "before"),
+    ("commit.PUSH_START.after_put", "recover", "before"),  # now its own entry is the dead one
+    ("write.after_files", "recover", "before"),
+    ("commit.CONSISTENT_PUSH.after_put", "recover", "after"),
 ]
 TRIALS = 2
 
@@ -110,7 +120,7 @@ def build_history(path: str, rng: random.Random) -> tuple[Table, dict[int, list[
 def expected_after(op: str, before: list[int], versions: dict[int, list[int]], arg) -> list[int]:
     if op in ("append",):
         return sorted(before + list(range(arg[0], arg[0] + arg[1])))
-    if op in ("overwrite", "push"):
+    if op in ("overwrite", "push", "recover"):
         return list(range(arg[0], arg[0] + arg[1]))
     if op == "delete":
         return [i for i in before if i >= arg]
@@ -122,7 +132,7 @@ def expected_after(op: str, before: list[int], versions: dict[int, list[int]], a
 
 
 def arg_for(op: str, rng: random.Random, entry: str, t: Table):
-    if op in ("append", "overwrite", "push"):
+    if op in ("append", "overwrite", "push", "recover"):
         return [1000 + rng.randint(0, 50), rng.randint(3, 30)]
     if op == "delete":
         return 200 + rng.randint(5, 9)
@@ -146,23 +156,25 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
         for k in range(3):  # small plain segments beside the push's
             t.append(pa.table({"id": pa.array(range(3000 + 10 * k, 3005 + 10 * k), pa.int64())}))
             versions[t.version] = ids(t)
+    if op == "recover":  # a push whose process dies with its entry IN_PROGRESS
+        dead = run_child("push", t.uri, [4000, 5], "write.after_files")
+        assert dead.returncode == -signal.SIGKILL, dead.stderr[-2000:]
+        (dead_entry,) = [e.id for e in t.lineage() if e.state == "IN_PROGRESS"]
+        versions[t.version] = ids(t)
     before_version = t.version
     before = ids(t)
     arg = arg_for(op, rng, entry, t)
     after = expected_after(op, before, versions, arg)
 
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD + OPERATIONS[op], t.uri, json.dumps(arg)],
-        env={**__import__("os").environ, "MVTABLE_FAULT": point},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    child = run_child(op, t.uri, arg, point)
     assert child.returncode == -signal.SIGKILL, f"the kill point was not reached: {child.stderr[-2000:]}"
 
     t = Table.open(t.uri)
     now = ids(t)
     assert now == (before if state == "before" else after)
+    if op == "recover":
+        reverted = point != "commit.PUSH_START.before_put"  # the reverting commit landed
+        assert {e.id: e.state for e in t.lineage()}[dead_entry] == ("REVERTED" if reverted else "IN_PROGRESS")
     if op == "compact":  # the next run picks up what is left, and then there is nothing left
         landed = point in ("commit.COMPACT.after_put", "compact.after_batch")  # the first batch committed
         assert t.compact(min_input_files=2, delete_ratio=0.01).committed_bins == (1 if landed else 2)
@@ -185,9 +197,27 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
     assert ids(t) == sorted(now + [99_999])
     # and nothing the newest version needs was removed by them (retention is 0s here)
     assert ids(Table.open(t.uri), version=t.version) == sorted(now + [99_999])
+    # the very next push (another process than the killed one) goes through at once, even
+    # over a push the kill left IN_PROGRESS: its owner is provably dead, no lease to wait for
+    started = time.perf_counter()
+    t.overwrite(pa.table({"id": pa.array([7, 8], pa.int64())}), consistent_push=True)
+    assert time.perf_counter() - started < 30  # a lease would be 5 minutes
+    assert ids(t) == [7, 8]
+    assert not [e for e in t.lineage() if e.state == "IN_PROGRESS"]
+
+
+def run_child(op: str, uri: str, arg, point: str) -> subprocess.CompletedProcess:
+    """Run ``op`` in a fresh process with the kill point ``point`` armed."""
+    return subprocess.run(
+        [sys.executable, "-c", CHILD + OPERATIONS[op], uri, json.dumps(arg)],
+        env={**os.environ, "MVTABLE_FAULT": point},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_every_kill_point_is_distinct_and_counted():
     points = {(p, o) for p, o, _ in KILL_POINTS}
-    assert len(points) == len(KILL_POINTS) == 27
+    assert len(points) == len(KILL_POINTS) == 31
     assert {o for _, o in points} == set(OPERATIONS)
