@@ -84,7 +84,7 @@ class GCReport:
 
 
 @dataclass
-class _Plan:
+class GCPlan:
     safe: int
     retention: LogRetentionPlan
     dv: DVGCPlan
@@ -101,6 +101,7 @@ def collect_garbage(
     now_ms: int | None = None,
     progress: Progress | None = None,
     retention_s: float | None = None,
+    plan: GCPlan | None = None,
 ) -> GCReport:
     """Remove superseded DV files, orphaned DV files past the grace period, log files no
     retained or pinned version needs, and expired pins. See the module doc.
@@ -111,7 +112,9 @@ def collect_garbage(
     window, pin expiry and the orphan grace period; ``progress(done, total, what)`` is
     called as each phase (``"dv"``, ``"log"``, ``"pins"``) starts and after each batch.
     ``retention_s`` overrides the table's ``versionRetentionPeriod`` (vacuum passes its own,
-    after checking it is not shorter unless forced)."""
+    after checking it is not shorter unless forced). ``plan`` (from ``plan_garbage``) is
+    executed instead of a fresh one while no pin asks for a re-plan: vacuum plans before its
+    retention commit, so that its dry run lists exactly what its real run deletes."""
     settings = connector_settings()
     budget_s = parse_period(settings.gcTimeBudget, name="gcTimeBudget") if time_budget_s is None else float(time_budget_s)
     max_bytes = int(batch_bytes) if batch_bytes is not None else settings.gcBatchBytes
@@ -122,8 +125,9 @@ def collect_garbage(
     fault_after = _fault_after_batch()
 
     report: GCReport | None = None
+    given = plan
     for attempt in range(MAX_REPLANS + 1):
-        plan = _plan(table, now_ms=now, retention_s=retention_s)
+        plan = given if given is not None and attempt == 0 else _plan(table, now_ms=now, retention_s=retention_s)
         if report is None:
             report = GCReport(safe_version=plan.safe, dry_run=dry_run)
         _describe(report, plan)
@@ -153,9 +157,14 @@ def collect_garbage(
     return report
 
 
+def plan_garbage(table: Table, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
+    """What ``collect_garbage`` would delete now, to be passed back to it as ``plan``."""
+    return _plan(table, now_ms=now_ms, retention_s=retention_s)
+
+
 def _execute(
     io,
-    plan: _Plan,
+    plan: GCPlan,
     report: GCReport,
     *,
     max_bytes: int,
@@ -201,7 +210,7 @@ def _count(report: GCReport, what: str, paths: list[str], sizes: dict[str, int])
     report.deleted.extend(paths)
 
 
-def _describe(report: GCReport, plan: _Plan) -> None:
+def _describe(report: GCReport, plan: GCPlan) -> None:
     report.safe_version = plan.safe
     report.retention_version = plan.retention.retention_version
     report.pinned_version = plan.retention.pinned_version
@@ -210,7 +219,7 @@ def _describe(report: GCReport, plan: _Plan) -> None:
 
 
 # -- planning (reads only) --------------------------------------------------------------
-def _plan(table, *, now_ms: int, retention_s: float | None = None) -> _Plan:
+def _plan(table, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
     io, commit_log = table.io, table.log
     # The DV folder is listed before the log is read: a DV file committed by then is seen
     # as needed; one committed later was in flight when the log was read, and is younger
@@ -275,7 +284,7 @@ def _plan(table, *, now_ms: int, retention_s: float | None = None) -> _Plan:
     sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
     sizes.update({f"{PIN_DIR}/{i.name}": int(i.size or 0) for i in io.list(PIN_DIR)})
     phases = [("dv", list(dv.delete)), ("log", retention.paths), ("pins", list(pins.expired))]
-    return _Plan(safe, retention, dv, phases, sizes)
+    return GCPlan(safe, retention, dv, phases, sizes)
 
 
 class _Summaries:

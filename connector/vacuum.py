@@ -12,24 +12,24 @@ bounded by ``gcBatchBytes`` of paths and stops (resumably) at the time budget.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from mvtable.conf import connector_settings, parse_period
 from mvtable.errors import CorruptMetadataError, InvalidOptionError, RetentionTooShortError, SettingsError, VersionNotFoundError
 from mvtable.lineage import faults
-from mvtable.lineage.actions import AddSegment
+from mvtable.lineage.actions import Action, AddSegment, Commit, PruneState
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR
 from mvtable.lineage.log_retention import safe_version
-from mvtable.lineage.ownership import Verdict
-from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.snapshot import Snapshot, apply_commit
 from mvtable.visibility.gc import batches
 
 from . import recovery
-from .gc import Progress, collect_garbage
+from .gc import GCPlan, Progress, collect_garbage, plan_garbage
 from .keys.index import segment_path_of
 from .pinning import pin_scan
 from .segments import DATA_DIR
@@ -54,6 +54,7 @@ class VacuumReport:
     complete: bool = True
     batches: int = 0
     retention_commits: list[int] = field(default_factory=list)
+    segments_pruned: int = 0  # removed segments the newest snapshot forgets (PruneState)
 
 
 def vacuum(
@@ -87,56 +88,70 @@ def vacuum(
         )
     report = VacuumReport(dry_run=dry_run, retention_s=retention_s, safe_version=snapshot.version)
 
-    # 1. lineage retention (commits; bounded number of entries per commit)
+    # Plan everything first, the same way for a dry run and a real run, so that the dry run
+    # lists exactly what the real run deletes: lineage retention (commits, at most
+    # ENTRIES_PER_COMMIT entries each) is applied to copies of the snapshot, the data files
+    # are planned on the result, the GC plan on the log as it is now (the retention commits
+    # only remove state, so that plan stays safe after them).
     verdicts = recovery.entry_verdicts(
         table.io, snapshot, default_lease_ms=int(props.seconds("pushLeasePeriod") * 1000), at_ms=now
     )
-    cleanups = plan_entry_cleanup(
-        snapshot,
+    plan_cleanup = partial(
+        plan_entry_cleanup,
         now_ms=now,
         replaced_retention_s=props.seconds("replacedSegmentsRetentionPeriod"),
         entry_retention_s=props.seconds("lineageEntryCleanupRetentionPeriod"),
         verdicts=verdicts,
     )
+    cleanups = plan_cleanup(snapshot)
     report.entries_purged = len(cleanups)
     report.segments_expired = sum(c.removed_segments for c in cleanups)
+    chunks = [cleanups[i : i + ENTRIES_PER_COMMIT] for i in range(0, len(cleanups), ENTRIES_PER_COMMIT)]
+    simulated = snapshot.copy()
+    for chunk in chunks:
+        _simulate(simulated, [a for c in chunk for a in c.actions], now_ms=now)
+    gc_plan = plan_garbage(table, now_ms=now, retention_s=retention_s)
+    data = _plan_data(table, simulated, now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod"))
+    prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan)
+    report.safe_version = data.safe
+    report.orphans = data.orphans
+    report.segments_pruned = len(prune.segment_ids) if prune else 0
     if progress:
-        progress(0, len(cleanups), "retention")
+        progress(0, len(chunks), "retention")
     if not dry_run:
-        for start in range(0, len(cleanups), ENTRIES_PER_COMMIT):
-            chunk = cleanups[start : start + ENTRIES_PER_COMMIT]
-            version = _commit_cleanup(table, chunk, now_ms=now, props=props, verdicts=verdicts)
+        commits = [*chunks] if chunks else ([[]] if prune else [])
+        for i, chunk in enumerate(commits):
+            version = _commit_cleanup(table, chunk, plan_cleanup, prune=prune if i == len(commits) - 1 else None)
             if version is not None:
                 report.retention_commits.append(version)
             faults.point("vacuum.after_retention_commit")
             if progress:
-                progress(min(start + ENTRIES_PER_COMMIT, len(cleanups)), len(cleanups), "retention")
+                progress(i + 1, len(commits), "retention")
             if time.monotonic() >= deadline:
                 report.complete = False
                 return report
+        if report.retention_commits != list(range(snapshot.version + 1, snapshot.version + 1 + len(commits))):
+            # someone committed in between: plan the files again on what the log now says
+            data = _plan_data(
+                table, table.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod")
+            )
+            gc_plan = None
 
     # 2. data files no retained or pinned version needs, and old orphans
-    if now_ms is None:  # the retention commits are newer than the clock read above
-        now = int(time.time() * 1000)
-    doomed, sizes, orphans, safe = _plan_data(
-        table, now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod")
-    )
-    report.safe_version = safe
-    report.orphans = orphans
     if progress:
-        progress(0, len(doomed), "data")
+        progress(0, len(data.doomed), "data")
     done = 0
-    for batch in batches(doomed, max_bytes=max_bytes):
+    for batch in batches(data.doomed, max_bytes=max_bytes):
         if not dry_run:
             table.io.delete(batch)
             faults.point("vacuum.after_data_batch")
         report.batches += 1
         report.files.extend(batch)
-        report.bytes += sum(sizes.get(p, 0) for p in batch)
+        report.bytes += sum(data.sizes.get(p, 0) for p in batch)
         done += len(batch)
         if progress:
-            progress(done, len(doomed), "data")
-        if not dry_run and done < len(doomed) and time.monotonic() >= deadline:
+            progress(done, len(data.doomed), "data")
+        if not dry_run and done < len(data.doomed) and time.monotonic() >= deadline:
             report.complete = False
             return report
 
@@ -150,6 +165,7 @@ def vacuum(
         now_ms=now,
         progress=progress,
         retention_s=retention_s,
+        plan=gc_plan,
     )
     report.files.extend(gc.deleted)
     report.bytes += gc.bytes_freed
@@ -159,40 +175,93 @@ def vacuum(
     return report
 
 
+def _simulate(state: Snapshot, actions: list[Action], *, now_ms: int) -> None:
+    """``state`` advanced by a commit of ``actions`` (what the retention commit will do)."""
+    ts = max(now_ms, state.timestamp_ms + 1)
+    commit = Commit(
+        version=state.version + 1,
+        read_version=state.version,
+        timestamp_ms=ts,
+        operation=Operation.RETENTION,
+        actions=tuple(actions),
+    )
+    apply_commit(state, commit)
+
+
+def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan) -> PruneState | None:
+    """What a table that lives for years forgets (``PruneState``): segments removed at or
+    before the safe version that no lineage entry names (vacuum deletes their files in
+    this same run; no version it keeps readable shows them), and the history of the
+    versions whose log files this run's GC removes. ``None`` when there is nothing to forget."""
+    named = {sid for e in state.lineage.values() for sid in (*e.segments_from, *e.segments_to)}
+    gone = tuple(
+        sid
+        for sid, seg in state.segments.items()
+        if seg.removed_version is not None and seg.removed_version <= safe_version and sid not in named
+    )
+    log_start = gc_plan.retention.checkpoint if gc_plan.retention.delete_commits else None
+    history_before = log_start if log_start is not None and state.history and state.history[0].version < log_start else None
+    if not gone and history_before is None:
+        return None
+    return PruneState(segment_ids=gone, history_before=history_before)
+
+
 def _commit_cleanup(
-    table: Table, chunk: list[EntryCleanup], *, now_ms: int, props, verdicts: Mapping[str, Verdict]
+    table: Table,
+    chunk: list[EntryCleanup],
+    plan_cleanup: Callable[[Snapshot], list[EntryCleanup]],
+    *,
+    prune: PruneState | None,
 ) -> int | None:
     ids = {c.entry_id for c in chunk}
 
-    def build(current: Snapshot):
+    def build(current: Snapshot) -> list[Action]:
         # re-plan on the newest snapshot: an entry reverted or purged meanwhile changes what to do
-        fresh = plan_entry_cleanup(
-            current,
-            now_ms=now_ms,
-            replaced_retention_s=props.seconds("replacedSegmentsRetentionPeriod"),
-            entry_retention_s=props.seconds("lineageEntryCleanupRetentionPeriod"),
-            verdicts=verdicts,
-        )
-        return [a for c in fresh if c.entry_id in ids for a in c.actions]
+        actions: list[Action] = [a for c in plan_cleanup(current) if c.entry_id in ids for a in c.actions]
+        if prune is not None:
+            trial = current.copy()
+            _simulate(trial, actions, now_ms=current.timestamp_ms)
+            named = {sid for e in trial.lineage.values() for sid in (*e.segments_from, *e.segments_to)}
+            still = tuple(
+                sid
+                for sid in prune.segment_ids
+                if sid in trial.segments and trial.segments[sid].removed_version is not None and sid not in named
+            )
+            if still or prune.history_before is not None:
+                actions.append(PruneState(segment_ids=still, history_before=prune.history_before))
+        return actions
 
     current = table.snapshot()
     if not build(current):
         return None
-    result = table.log.commit(read=current, operation=Operation.RETENTION, parameters={"entries": sorted(ids)}, build=build)
+    result = table.log.commit(
+        read=current,
+        operation=Operation.RETENTION,
+        parameters={"entries": sorted(ids), **({"pruned_segments": len(prune.segment_ids)} if prune else {})},
+        build=build,
+    )
     return result.commit.version
 
 
-def _plan_data(table: Table, *, now_ms: int, retention_s: float, grace_s: float) -> tuple[list[str], dict[str, int], int, int]:
-    """Data files to delete, their sizes, how many are orphans, and the safe version."""
-    listing_data = table.io.list(DATA_DIR)  # listed before the log is read (see maintenance._plan)
-    log_listing = table.log.listing()
-    latest = table.log.snapshot(listing=log_listing)
+@dataclass
+class _DataPlan:
+    doomed: list[str]
+    sizes: dict[str, int]
+    orphans: int
+    safe: int
+
+
+def _plan_data(table: Table, latest: Snapshot, *, now_ms: int, retention_s: float, grace_s: float) -> _DataPlan:
+    """Data files to delete (with their sizes; how many are orphans) once the log is at
+    ``latest`` (a snapshot the planned retention commits are applied to), and the safe version."""
+    listing_data = table.io.list(DATA_DIR)  # listed before the log is read again (see gc._plan)
+    in_log = table.log.latest_version()
     pinned = [p.version for p in pin_scan(table.io, now_ms=now_ms).live]
     history = {h.version: h.timestamp_ms for h in latest.history}
     safe = safe_version(history, latest=latest.version, now_ms=now_ms, retention_s=retention_s, pinned_versions=pinned)
     start = _readable_at_or_after(table, safe, latest)
     needed = {seg.file.path for seg in start.segments.values() if seg.removed_version is None}
-    for v in range(start.version + 1, latest.version + 1):
+    for v in range(start.version + 1, min(latest.version, in_log) + 1):  # planned commits add nothing
         needed.update(a.segment.path for a in table.log.read_commit(v).actions if isinstance(a, AddSegment))
     known = {seg.file.path for seg in latest.segments.values()}
     doomed: list[str] = []
@@ -220,7 +289,7 @@ def _plan_data(table: Table, *, now_ms: int, retention_s: float, grace_s: float)
             doomed.append(path)
             sizes[path] = int(info.size or 0)
             orphans += 1
-    return doomed, sizes, orphans, safe
+    return _DataPlan(doomed, sizes, orphans, safe)
 
 
 def _readable_at_or_after(table: Table, version: int, latest: Snapshot) -> Snapshot:

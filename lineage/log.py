@@ -334,9 +334,14 @@ class CommitLog:
         covering = [c for c in self.listing().checkpoints if c >= v]
         if not covering:
             return False
-        history = {h.version: h for h in self.read_checkpoint(min(covering)).history}
-        theirs = history.get(v)
-        if theirs is None or (theirs.timestamp_ms == commit.timestamp_ms and theirs.operation == commit.operation):
+        items = self.read_checkpoint(min(covering)).history
+        theirs = next((h for h in items if h.version == v), None)
+        if theirs is None:
+            # vacuum trims the history of versions whose log files GC removed: a version
+            # below the checkpoint's history was committed, and long since collected
+            if not items or v >= items[0].version:
+                return False
+        elif theirs.timestamp_ms == commit.timestamp_ms and theirs.operation == commit.operation:
             return False
         log.warning("commit %s landed behind a log cut (checkpoint %s); withdrawing it and retrying", v, min(covering))
         self.io.delete([commit_path(v)])
