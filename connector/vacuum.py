@@ -11,6 +11,7 @@ bounded by ``gcBatchBytes`` of paths and stops (resumably) at the time budget.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .table import Table
 
 ENTRIES_PER_COMMIT = 50
+HISTORY_TRIM_ALONE = 1000  # history items that justify a commit of their own
 
 
 @dataclass
@@ -112,7 +114,7 @@ def vacuum(
         _simulate(simulated, [a for c in chunk for a in c.actions], now_ms=now)
     gc_plan = plan_garbage(table, now_ms=now, retention_s=retention_s)
     data = _plan_data(table, simulated, now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod"))
-    prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan)
+    prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan, cleanups=bool(cleanups))
     report.safe_version = data.safe
     report.orphans = data.orphans
     report.segments_pruned = len(prune.segment_ids) if prune else 0
@@ -188,11 +190,12 @@ def _simulate(state: Snapshot, actions: list[Action], *, now_ms: int) -> None:
     apply_commit(state, commit)
 
 
-def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan) -> PruneState | None:
+def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan, cleanups: bool) -> PruneState | None:
     """What a table that lives for years forgets (``PruneState``): segments removed at or
     before the safe version that no lineage entry names (vacuum deletes their files in
     this same run; no version it keeps readable shows them), and the history of the
-    versions whose log files this run's GC removes. ``None`` when there is nothing to forget."""
+    versions whose log files this run's GC removes — with other work, or once it is
+    ``HISTORY_TRIM_ALONE`` items (a table that only appends). ``None``: nothing to forget."""
     named = {sid for e in state.lineage.values() for sid in (*e.segments_from, *e.segments_to)}
     gone = tuple(
         sid
@@ -200,10 +203,10 @@ def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan) -> Prun
         if seg.removed_version is not None and seg.removed_version <= safe_version and sid not in named
     )
     log_start = gc_plan.retention.checkpoint if gc_plan.retention.delete_commits else None
-    history_before = log_start if log_start is not None and state.history and state.history[0].version < log_start else None
-    if not gone and history_before is None:
-        return None
-    return PruneState(segment_ids=gone, history_before=history_before)
+    trim = 0 if log_start is None else bisect.bisect_left(state.history, log_start, key=lambda h: h.version)
+    if not gone and (not cleanups or not trim) and trim < HISTORY_TRIM_ALONE:
+        return None  # a commit only to trim a little history would itself give the next run work
+    return PruneState(segment_ids=gone, history_before=log_start if trim else None)
 
 
 def _commit_cleanup(
