@@ -45,7 +45,7 @@ from mvtable.storage import open_file_io
 
 from .. import writes
 from ..options import ReadOptions, StreamWriteOptions
-from ..scan import pin_version
+from ..pinning import pin_version
 from ..streaming import (
     CHANGE_COLUMNS,
     ChangeUnit,
@@ -112,7 +112,7 @@ class ChangeFeedReader(DataSourceReader):
         start = self.opts.starting_version_number
         if start is None:
             start = first_version_since(CommitLog(io), parse_timestamp_ms(self.opts.starting_timestamp))
-        pin_version(io, max(start - 1, 0))  # what the first diff starts from; expires by itself (pinTtl)
+        pin_version(io, max(start - 1, 0), owner="change feed")  # the first diff's base; expires by itself (pinTtl)
         _, units = plan_changes(io, start, self.opts.ending_version)
         return pack(units, max_bytes=self.opts.max_partition_bytes)
 
