@@ -303,10 +303,10 @@ def append_case(lineitem: pa.Table, root: Path, *, sizes: list[int], append_rows
             rows = new_rows(base, append_rows, r)
             added.append(rows)
             for name in ("keyed", "plain") if r % 2 else ("plain", "keyed"):
-                start = time.perf_counter()
+                began = time.perf_counter()
                 tables[name].append(rows)
                 if r:
-                    times[name].append(time.perf_counter() - start)
+                    times[name].append(time.perf_counter() - began)
         keyed_rows = tables["keyed"].scan(columns=KEY).to_arrow()
         appended = sum(t.num_rows for t in added)
         ok = keyed_rows.num_rows == keyed_rows.group_by(KEY).aggregate([]).num_rows == size + appended

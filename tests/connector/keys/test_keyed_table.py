@@ -22,6 +22,7 @@ from mvtable.errors import (
     NullKeyError,
     UnsupportedKeyTypeError,
 )
+from tests.connector.test_cli import run as run_cli
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("price", pa.float64())])
 
@@ -53,6 +54,8 @@ def test_the_key_is_table_metadata(keyed: Table) -> None:
     assert keyed.primary_key == ("id",)
     assert Table.open(keyed.uri).snapshot().primary_key == ("id",)
     assert inspect_table(keyed)["primary_key"] == ["id"]
+    shown = run_cli("inspect", keyed.uri)
+    assert shown.returncode == 0 and "primary key: id" in shown.stdout, shown.stderr
 
 
 def test_append_refuses_keys_that_exist_or_repeat(keyed: Table) -> None:
