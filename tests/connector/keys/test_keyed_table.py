@@ -171,3 +171,31 @@ def test_overwrite_checks_only_the_pushed_data(keyed: Table) -> None:
     assert keyed.lineage()[-1].state == "REVERTED"  # the failed push was rolled back
     keyed.overwrite(rows([1, 2, 3]), consistent_push=True)  # keys the old snapshot had are fine
     assert sorted(by_id(keyed)) == [1, 2, 3]
+
+
+def test_date_timestamp_and_decimal_keys(table_uri) -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    schema = pa.schema(
+        [("day", pa.date32()), ("at", pa.timestamp("us", tz="UTC")), ("amount", pa.decimal128(10, 2)), ("v", pa.int64())]
+    )
+    t = Table.create(table_uri, schema=schema, primary_key=["day", "at", "amount"], properties={"rowGroupRows": "2"})
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+    def batch(days, v):
+        return pa.table(
+            {
+                "day": [dt.date(2026, 1, d) for d in days],
+                "at": [base + dt.timedelta(hours=d) for d in days],
+                "amount": [Decimal(d) / 4 for d in days],
+                "v": [v] * len(days),
+            },
+            schema=schema,
+        )
+
+    t.append(batch([1, 2, 3, 4, 5], 1))
+    with pytest.raises(DuplicateKeyError):
+        t.append(batch([5, 6], 2))
+    assert (t.upsert(batch([4, 9], 3)).updated_rows, t.delete(keys=batch([1], 0).select(["day", "at", "amount"]))) == (1, 1)
+    assert sorted((r["day"].day, r["v"]) for r in t.to_arrow().to_pylist()) == [(2, 1), (3, 1), (4, 3), (5, 1), (9, 3)]
