@@ -39,7 +39,8 @@ __all__ = [
     "possible_conflicts",
 ]
 
-BITS_PER_KEY = 10
+BITS_PER_KEY = 10  # ~1% false positives: a commit's inserted keys (a "maybe" costs one exact look)
+_CHUNK = 1 << 16
 _MAGIC = b"MVKB"
 _HEADER = struct.Struct("<4sBBxxQQ")  # magic, format, k, pad, bits, keys
 _CRC = struct.Struct("<I")
@@ -69,7 +70,8 @@ class KeyBloom:
         num_bits = max(64, -(-len(hashes) * bits_per_key // 64) * 64)
         num_hashes = max(1, round(bits_per_key * math.log(2)))
         flat = np.zeros(num_bits, dtype=bool)
-        flat[_positions(hashes, num_bits, num_hashes).ravel()] = True
+        for start in range(0, len(hashes), _CHUNK):  # bounded temporaries: (chunk x k) positions at a time
+            flat[_positions(hashes[start : start + _CHUNK], num_bits, num_hashes).ravel()] = True
         return cls(np.packbits(flat, bitorder="little"), num_bits, num_hashes, len(hashes))
 
     def may_contain(self, hashes: np.ndarray) -> np.ndarray:
@@ -77,10 +79,13 @@ class KeyBloom:
         hashes = np.asarray(hashes, dtype=np.uint64)
         if len(hashes) == 0:
             return np.zeros(0, dtype=bool)
-        pos = _positions(hashes, self.num_bits, self.num_hashes)
-        bytes_ = self.bits[(pos >> np.uint64(3)).astype(np.int64)]
-        hit: np.ndarray = ((bytes_ >> (pos & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
-        return np.asarray(hit.all(axis=1))
+        parts = []
+        for start in range(0, len(hashes), _CHUNK):
+            pos = _positions(hashes[start : start + _CHUNK], self.num_bits, self.num_hashes)
+            bytes_ = self.bits[(pos >> np.uint64(3)).astype(np.int64)]
+            hit: np.ndarray = ((bytes_ >> (pos & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+            parts.append(hit.all(axis=1))
+        return np.concatenate(parts)
 
     def to_bytes(self) -> bytes:
         body = _HEADER.pack(_MAGIC, _FORMAT, self.num_hashes, self.num_bits, self.num_keys) + self.bits.tobytes()
