@@ -5,8 +5,8 @@ Three ways to name lineitem in SQL, same query text:
 * ``native``: a Parquet copy of lineitem's *visible* rows (``spark.read.parquet``) — the
   baseline, and the reference answer;
 * ``using_view``: ``CREATE TEMPORARY VIEW … USING mvtable OPTIONS (path …)`` after
-  ``mvtable.register(spark)`` (which turns on Python filter pushdown): the Python data
-  source, no column pruning;
+  ``mvtable.register(spark)``, with Spark's defaults (no Python filter pushdown, see
+  ``mvtable.register``): the Python data source, no column pruning;
 * ``native_view``: ``mvtable.create_view`` (Spark's Parquet reader + deletion bitmaps).
 
 orders, customer and part are plain Parquet views shared by all three. Every answer is
@@ -77,7 +77,7 @@ def prepare(spark: Any, built: Built, tpch_dir: Path) -> dict[str, str]:
         rows = Table.open(str(built.mv_del10)).to_arrow()
         pq.write_table(rows, visible, row_group_size=built.row_group_rows, compression="zstd")
     spark.read.parquet(str(visible)).createOrReplaceTempView("lineitem_native")
-    mvtable.register(spark)  # as a SQL user would: turns on Python filter pushdown
+    mvtable.register(spark)  # as a SQL user would
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW lineitem_using USING mvtable OPTIONS (path '{built.mv_del10}')")
     mvtable.create_view(spark, "lineitem_fast", str(built.mv_del10))
     return {"native": "lineitem_native", "using_view": "lineitem_using", "native_view": "lineitem_fast"}

@@ -24,13 +24,17 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def register(spark: Any, *, filter_pushdown: bool = True) -> None:
+def register(spark: Any, *, filter_pushdown: bool = False) -> None:
     """Register the ``mvtable`` data source and the SQL procedures with ``spark``.
 
-    Also turns on Spark's filter pushdown for Python data sources (``PUSHDOWN_CONF``, off by
-    default in Spark 4.3) for this session, and logs that it did: without it the reader
-    cannot skip row groups by the log's statistics, nor claim the filters it applies
-    exactly. ``filter_pushdown=False`` leaves the setting alone."""
+    ``filter_pushdown=True`` also turns on Spark's filter pushdown for Python data sources
+    (``PUSHDOWN_CONF``) for this session, and logs a warning that says why it is off by
+    default: in Spark 4.3 a DataFrame that is queried again without a pushable filter
+    reuses the partitions and read function planned for its previous, filtered query
+    (``PythonScanBuilder`` keeps the pushdown result on the data source, and skips the
+    Python call when no filter is pushable), so ``df.where(f).count()`` followed by
+    ``df.count()`` returns the filtered count. With pushdown off every query plans afresh.
+    For fast SQL use ``create_view`` (Spark's own Parquet reader) instead."""
     import logging
 
     from .spark import ensure_registered
@@ -38,8 +42,11 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
 
     ensure_registered(spark)
     register_procedures(spark)
-    if filter_pushdown and str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() != "true":
+    if filter_pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
-        logging.getLogger("mvtable.connector").info(
-            "mvtable.register: set %s=true for this session (filter pushdown into mvtable scans)", PUSHDOWN_CONF
+        logging.getLogger("mvtable.connector").warning(
+            "mvtable.register: set %s=true for this session. In Spark 4.3 a DataFrame queried again "
+            "without a pushable filter reuses the rows planned for its previous filtered query: "
+            "re-create the DataFrame for each query, or use mvtable.create_view",
+            PUSHDOWN_CONF,
         )

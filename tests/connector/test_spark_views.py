@@ -119,13 +119,30 @@ def test_the_masked_plan_is_reused_for_the_same_version(spark, table):
     assert mvtable.read_native(spark, table.uri).count() == 2799 and len(_FRAMES) == 2
 
 
-def test_register_turns_on_filter_pushdown(spark):
+def test_register_leaves_filter_pushdown_off_unless_asked(spark):
     key = "spark.sql.python.filterPushdown.enabled"
     spark.conf.unset(key)
     try:
-        mvtable.register(spark, filter_pushdown=False)
-        assert spark.conf.get(key) == "false"
         mvtable.register(spark)
+        assert spark.conf.get(key) == "false"
+        mvtable.register(spark, filter_pushdown=True)
         assert spark.conf.get(key) == "true"
     finally:
         spark.conf.unset(key)
+
+
+def test_why_pushdown_is_off_by_default(spark, table):
+    """Spark 4.3 keeps a Python source's pushdown result on the DataFrame's relation and
+    skips the Python call when a later query has no pushable filter, so that query reuses
+    the filtered plan. If this starts failing, Spark fixed it: pushdown could be on again."""
+    key = "spark.sql.python.filterPushdown.enabled"
+    spark.conf.set(key, "true")
+    try:
+        df = spark.read.format("mvtable").load(table.uri)
+        assert df.where("id >= 2900").count() == 100
+        stale = df.count()
+    finally:
+        spark.conf.unset(key)
+    assert stale == 100  # not 2800: the filtered plan was reused
+    df = spark.read.format("mvtable").load(table.uri)  # pushdown off (the default): plans afresh
+    assert df.where("id >= 2900").count() == 100 and df.count() == 2800
