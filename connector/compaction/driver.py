@@ -25,7 +25,7 @@ from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import NothingToCommit
 from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import Action
+from mvtable.lineage.actions import Action, SetDeletionVector
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
@@ -160,7 +160,7 @@ def _commit_batch(
 ) -> None:
     carried_files: dict[str, tuple[BitMap64, DeletionVectorRef]] = {}  # output -> what a previous attempt wrote
     written: set[str] = set()
-    state: dict[str, object] = {}
+    state = _Attempt()
 
     def build(current: Snapshot) -> list[Action]:
         keep: list[RewrittenBin] = []
@@ -179,12 +179,11 @@ def _commit_batch(
             if extra is not None and len(extra) and rb.output is not None:
                 carried[rb.output.id] = extra
                 remapped += len(extra)
+        state.keep, state.dropped, state.remapped = keep, dropped, remapped
         if not keep:
-            state.update(keep=keep, dropped=dropped, remapped=0)
             raise NothingToCommit("every bin of this batch was replaced by a concurrent commit")
         paths = {rb.output.id: rb.output.path for rb in keep if rb.output is not None}
         dvs = _dv_refs(io, carried, carried_files, written, inline_max_bytes, paths)
-        state.update(keep=keep, dropped=dropped, remapped=remapped)
         return ops.compact(current, [(rb.inputs, rb.output) for rb in keep], dvs)
 
     try:
@@ -193,20 +192,20 @@ def _commit_batch(
             current=clog.catch_up(read),
             operation=Operation.COMPACT,
             build=build,
-            metrics=lambda: _metrics(state),
+            metrics=state.metrics,
         )
     except NothingToCommit:
         result = None
-    keep = state.get("keep", [])
-    kept_outputs = {rb.output.id for rb in keep if rb.output is not None} if result is not None else set()
+    keep = state.keep if result is not None else []
+    kept_outputs = {rb.output.id for rb in keep if rb.output is not None}
     orphans = [rb.output.path for rb in rewritten if rb.output is not None and rb.output.id not in kept_outputs]
-    used = {ref.path for _, ref in carried_files.values() if ref.path} if result is not None else set()
+    used = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path} if result else set()
     io.delete(orphans + sorted(written - used))
-    report.dropped.extend(state.get("dropped", []))
+    report.dropped.extend(state.dropped)
     if result is None:
         return
     report.commits.append(result.commit.version)
-    report.deletes_remapped += int(state.get("remapped", 0))
+    report.deletes_remapped += state.remapped
     for rb in keep:
         _count(report, rb.bin, rb)
         report.committed_bins += 1
@@ -258,18 +257,25 @@ def _dv_refs(
     return out
 
 
-def _metrics(state: dict[str, object]) -> dict[str, float | int]:
-    keep = state.get("keep", [])
-    assert isinstance(keep, list)
-    return {
-        "bins": len(keep),
-        "input_segments": sum(len(rb.inputs) for rb in keep),
-        "output_segments": sum(rb.output is not None for rb in keep),
-        "input_bytes": sum(rb.bin.input_bytes for rb in keep),
-        "output_bytes": sum(rb.output_bytes for rb in keep),
-        "rows_dropped": sum(rb.bin.rows_dropped for rb in keep),
-        "deletes_remapped": int(state.get("remapped", 0)),  # type: ignore[arg-type]
-    }
+@dataclass
+class _Attempt:
+    """What the newest attempt of a batch's commit builder decided (for metrics and the
+    report: the last attempt is the one that lands)."""
+
+    keep: list[RewrittenBin] = field(default_factory=list)
+    dropped: list[DroppedBin] = field(default_factory=list)
+    remapped: int = 0
+
+    def metrics(self) -> dict[str, float | int]:
+        return {
+            "bins": len(self.keep),
+            "input_segments": sum(len(rb.inputs) for rb in self.keep),
+            "output_segments": sum(rb.output is not None for rb in self.keep),
+            "input_bytes": sum(rb.bin.input_bytes for rb in self.keep),
+            "output_bytes": sum(rb.output_bytes for rb in self.keep),
+            "rows_dropped": sum(rb.bin.rows_dropped for rb in self.keep),
+            "deletes_remapped": self.remapped,
+        }
 
 
 def _count(report: CompactionReport, b: Bin, rb: RewrittenBin | None) -> None:
