@@ -75,8 +75,10 @@ def local_rewriter(io: FileIO) -> Rewriter:
     """Rewrite bins on this machine, one thread per core."""
 
     def rewrite(bins: Sequence[Bin], spec: OutputSpec) -> list[RewrittenBin]:
-        workers = max(1, min(default_workers(), len(bins)))
-        return list(ordered_map(lambda b: rewrite_bin(io, b, spec), bins, workers=workers))
+        cores = default_workers()
+        workers = max(1, min(cores, len(bins)))
+        threads = len(bins) < cores  # fewer bins than cores: each decodes on several
+        return list(ordered_map(lambda b: rewrite_bin(io, b, spec, use_threads=threads), bins, workers=workers))
 
     return rewrite
 

@@ -44,7 +44,9 @@ class RewrittenBin:
         return self.output.size_bytes if self.output is not None else 0
 
 
-def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec) -> RewrittenBin:
+def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec, *, use_threads: bool = False) -> RewrittenBin:
+    """``use_threads`` decodes each read on every core: for a bin that has the machine to
+    itself (a Spark task has one core and leaves it off)."""
     out = SegmentWriter(io, spec.schema, row_group_rows=spec.row_group_rows, primary_key=spec.primary_key)
     inputs: list[CompactedInput] = []
     written = 0
@@ -54,7 +56,9 @@ def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec) -> RewrittenBin:
             task = ScanTask(seg, tuple(range(len(seg.row_groups))), inp.dv)
             rows = 0
             masks = task_masks(io, task)
-            for table in iter_segment(io, seg, task.row_groups, None, masks=masks, read_rows=DEFAULT_READ_ROWS):
+            for table in iter_segment(
+                io, seg, task.row_groups, None, masks=masks, read_rows=DEFAULT_READ_ROWS, use_threads=use_threads
+            ):
                 out.write(table)
                 rows += table.num_rows
             if rows != inp.live_rows:

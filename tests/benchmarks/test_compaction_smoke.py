@@ -19,7 +19,7 @@ RATIOS = {
     ("worn segments", "scan_before_after"),
     ("worn segments", "compact_vs_pyarrow"),
 }
-PEERS = {("worn segments", "compact_vs_deltalake"), ("worn segments", "compact_vs_lance")}
+PEERS = {("worn segments", "compact_vs_deltalake_cow_delete_and_optimize"), ("worn segments", "compact_vs_lance")}
 
 
 @pytest.mark.spark
