@@ -37,9 +37,12 @@ class VersionWalker:
             # behind us, or too far ahead to walk: rebuild from the newest checkpoint
             state = self.log.snapshot(version - 1) if version > 0 else Snapshot()
             self._state = state
-        while state.version < version:
-            delta = advance(state, self.log.read_commit(state.version + 1))
-            self._remember(delta)
+        try:
+            while state.version < version:
+                self._remember(advance(state, self.log.read_commit(state.version + 1)))
+        except BaseException:
+            self._state = None  # a commit may have been half applied: rebuild next time
+            raise
         return self._deltas[version]
 
     def _remember(self, delta: VersionDelta) -> None:

@@ -127,3 +127,24 @@ def test_upsert_pairs_deletes_and_inserts_by_key():
     assert out[UPDATE_PREIMAGE].to_pylist() == [{"k": 2, "j": "a", "v": 20}]
     assert out[UPDATE_POSTIMAGE].to_pylist() == [{"k": 2, "j": "a", "v": 21}]
     assert out[INSERT].column("k").to_pylist() == [3, 4]
+
+
+def test_the_walker_goes_back_and_forth_and_recovers_from_a_missing_commit(small_table):
+    from mvtable.connector.streaming.walker import VersionWalker
+    from mvtable.lineage.log import commit_path
+
+    t = small_table
+    t.delete(pc.field("id") < 5)  # 3
+    t.append(orders(3000, 5))  # 4
+    walker = VersionWalker(t.log, cached_versions=1)
+    fresh = [VersionWalker(t.log).delta(v) for v in (4, 2, 3)]
+    assert [walker.delta(v) for v in (4, 2, 3)] == fresh
+    assert [d.kind for d in fresh] == [CommitKind.APPEND, CommitKind.APPEND, CommitKind.CHANGE]
+    walker = VersionWalker(t.log)
+    walker.delta(2)
+    moved = t.io.read(commit_path(3))
+    t.io.delete([commit_path(3)])
+    with pytest.raises(VersionNotFoundError):
+        walker.delta(4)
+    t.io.write(commit_path(3), moved)
+    assert walker.delta(4) == fresh[0]
