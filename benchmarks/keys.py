@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="tiny scale: every case runs and answers correctly")
     p.add_argument("--data-dir", type=Path, default=HERE / "data", help="where data and tables go")
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
+    p.add_argument("--cases", default="upsert,append", help="which cases to run (default upsert,append)")
     p.add_argument("--peers", default="deltalake,pyiceberg,lance", help="peers for the upsert case ('' for none)")
     p.add_argument(
         "--append-sizes", default=None, help="table sizes in rows for the append case (default SF x 1M, 6M, 30M / 6 …)"
@@ -63,6 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.sf = a.sf if a.sf is not None else (0.01 if a.smoke else 0.1)
     a.repeat = a.repeat if a.repeat is not None else (1 if a.smoke else 3)
     a.peer_names = [x for x in (s.strip() for s in a.peers.split(",")) if x]
+    a.case_names = {x.strip() for x in a.cases.split(",") if x.strip()}
+    if a.case_names - {"upsert", "append"}:
+        p.error(f"unknown cases {sorted(a.case_names - {'upsert', 'append'})}; choose from upsert, append")
     rows = int(6_000_000 * a.sf)
     a.sizes = [int(s) for s in a.append_sizes.split(",")] if a.append_sizes else [rows // 6, rows, rows * 5]
     a.append_rows = 1_000 if a.smoke else 10_000
@@ -270,13 +274,19 @@ def sized(lineitem: pa.Table, rows: int) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def new_rows(table_rows: pa.Table, n: int, round_: int) -> pa.Table:
-    """``n`` rows with keys that do not exist but fall inside every segment's key range:
-    order keys ``32k + 8 + round`` (TPC-H never uses 8..31 mod 32)."""
+def new_rows(table_rows: pa.Table, n: int, round_: int, *, kind: str) -> pa.Table:
+    """``n`` rows with keys that do not exist. ``in_range``: inside every segment's key
+    range, order keys ``32k + 8 + round`` (TPC-H never uses 8..31 mod 32), so only the key
+    index can rule segments out; ``above``: new orders past the largest order key (what an
+    append of new data usually is), which the row groups' min/max rule out."""
     rng = np.random.default_rng(round_)
     sample = table_rows.take(pa.array(rng.choice(table_rows.num_rows, n, replace=False)))
     keys = pc.cast(sample.column("l_orderkey"), pa.int64()).to_numpy()
-    fresh = (keys // 32) * 32 + 8 + (round_ % 24)
+    if kind == "above":
+        top = pc.max(table_rows.column("l_orderkey")).as_py()
+        fresh = top + 1 + round_ * n + np.arange(n)
+    else:
+        fresh = (keys // 32) * 32 + 8 + (round_ % 24)
     sample = sample.set_column(0, "l_orderkey", pa.array(fresh).cast(sample.schema.field("l_orderkey").type))
     line = pc.cast(sample.column("l_linenumber"), pa.int64()).to_numpy()
     _, first = np.unique(fresh * 16 + line, return_index=True)  # one row per key
@@ -297,22 +307,27 @@ def append_case(lineitem: pa.Table, root: Path, *, sizes: list[int], append_rows
             for start in range(0, base.num_rows, 1_000_000):
                 t.append(base.slice(start, 1_000_000))
             tables[name] = t
-        times: dict[str, list[float]] = {"keyed": [], "plain": []}
-        added = []
-        for r in range(repeat + 1):  # the first round warms up
-            rows = new_rows(base, append_rows, r)
-            added.append(rows)
-            for name in ("keyed", "plain") if r % 2 else ("plain", "keyed"):
-                began = time.perf_counter()
-                tables[name].append(rows)
-                if r:
-                    times[name].append(time.perf_counter() - began)
+        added: list[pa.Table] = []
+        for kind in ("in_range", "above"):
+            times: dict[str, list[float]] = {"keyed": [], "plain": []}
+            for r in range(repeat + 1):  # the first round warms up
+                rows = new_rows(base, append_rows, len(added), kind=kind)
+                added.append(rows)
+                for name in ("keyed", "plain") if r % 2 else ("plain", "keyed"):
+                    began = time.perf_counter()
+                    tables[name].append(rows)
+                    if r:
+                        times[name].append(time.perf_counter() - began)
+            k, p = statistics.median(times["keyed"]), statistics.median(times["plain"])
+            log(f"    {size:>10} rows, new keys {kind:<8}: keyed {k:.3f} s, plain {p:.3f} s, ratio {k / p:.2f}")
+            out.append(
+                {"table_rows": size, "kind": kind, "keyed_s": k, "plain_s": p, "ratio": k / p, "load1": os.getloadavg()[0]}
+            )
         keyed_rows = tables["keyed"].scan(columns=KEY).to_arrow()
         appended = sum(t.num_rows for t in added)
         ok = keyed_rows.num_rows == keyed_rows.group_by(KEY).aggregate([]).num_rows == size + appended
-        k, p = statistics.median(times["keyed"]), statistics.median(times["plain"])
-        log(f"    {size:>10} rows: keyed {k:.3f} s, plain {p:.3f} s, ratio {k / p:.2f} (ok={ok})")
-        out.append({"table_rows": size, "keyed_s": k, "plain_s": p, "ratio": k / p, "ok": ok, "load1": os.getloadavg()[0]})
+        for row in out[-2:]:
+            row["ok"] = ok
         for t in tables.values():
             shutil.rmtree(t.uri, ignore_errors=True)
     return out
@@ -328,26 +343,36 @@ def main(argv: list[str] | None = None) -> int:
     work = root / "keys"
     log(f"key benchmarks: SF {a.sf:g}, repeat {a.repeat}, append sizes {a.sizes}")
     lineitem = data.load_lineitem(data.generate(a.sf, root / "tpch"))
-    log(f"[upsert] 1% of {lineitem.num_rows} rows, half new; systems mvtable + {a.peer_names}")
-    upsert = upsert_case(lineitem, work / "upsert", repeat=a.repeat, peers=a.peer_names)
-    log(f"[append] {a.append_rows} new rows into keyed vs plain tables")
-    append = append_case(lineitem, work, sizes=a.sizes, append_rows=a.append_rows, repeat=a.repeat)
+    upsert: dict[str, Any] = {"systems": {}}
+    append: list[dict[str, Any]] = []
+    if "upsert" in a.case_names:
+        log(f"[upsert] 1% of {lineitem.num_rows} rows, half new; systems mvtable + {a.peer_names}")
+        upsert = upsert_case(lineitem, work / "upsert", repeat=a.repeat, peers=a.peer_names)
+    if "append" in a.case_names:
+        log(f"[append] {a.append_rows} new rows into keyed vs plain tables")
+        append = append_case(lineitem, work, sizes=a.sizes, append_rows=a.append_rows, repeat=a.repeat)
     shutil.rmtree(work, ignore_errors=True)
-    mv = upsert["systems"]["mvtable"]
-    print(f"\nupsert 1% of lineitem SF {a.sf:g} ({upsert['changes']} rows into {upsert['rows']}), load {os.getloadavg()[0]:.1f}")
-    for system, s in upsert["systems"].items():
-        if "na" in s:
-            print(f"  {system:<10} n/a: {s['na']}")
-            continue
-        ratio = mv["median_s"] / s["median_s"]
+    if upsert["systems"]:
+        mv = upsert["systems"]["mvtable"]
         print(
-            f"  {system:<10} {s['median_s']:8.3f} s  peak {s['peak_mib']:6.0f} MiB (floor {s['floor_mib']:.0f})"
-            f"  mvtable/{system} {ratio:5.2f}x  correct={s['ok']}"
+            f"\nupsert 1% of lineitem SF {a.sf:g} ({upsert['changes']} rows into {upsert['rows']}), load {os.getloadavg()[0]:.1f}"
         )
-    print(f"\nappend {a.append_rows} new keys (inside every segment's key range), keyed vs no key")
+        for system, s in upsert["systems"].items():
+            if "na" in s:
+                print(f"  {system:<10} n/a: {s['na']}")
+                continue
+            print(
+                f"  {system:<10} {s['median_s']:8.3f} s ({s['runs']} runs)  peak {s['peak_mib']:6.0f} MiB (floor {s['floor_mib']:.0f})"
+                f"  mvtable/{system} {mv['median_s'] / s['median_s']:5.2f}x  correct={s['ok']}"
+            )
+    if append:
+        print(
+            f"\nappend {a.append_rows} new keys, keyed vs no key (in_range: inside every segment's key range; above: new orders)"
+        )
     for row in append:
         print(
-            f"  {row['table_rows']:>10} rows: {row['keyed_s']:.3f} s vs {row['plain_s']:.3f} s = {row['ratio']:.2f}x  correct={row['ok']}"
+            f"  {row['table_rows']:>10} rows {row['kind']:<8}: {row['keyed_s']:.3f} s vs {row['plain_s']:.3f} s"
+            f" = {row['ratio']:.2f}x  correct={row['ok']}"
         )
     out = a.out or HERE / "results" / f"keys-{dt.datetime.now():%Y%m%dT%H%M%S}{'-smoke' if a.smoke else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
