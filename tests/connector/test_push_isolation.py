@@ -85,10 +85,10 @@ def test_spark_reader_sees_whole_snapshots(spark, pushed_table, tmp_path):
     """Spark reads while pushes land back to back: each read spans several pushes (a read
     takes ~1 s here, a push ~0.1 s), so a torn read would show; the pusher stops when the
     reads are done instead of pacing itself to an estimate of the read time."""
-    most = 400
+    most = 5000  # a bound for a runaway pusher only: the reads stop it
     valid = {expected(k) for k in range(most + 1)}
     stop = tmp_path / "stop"
-    pusher = run_pusher(pushed_table, pause_s=0.02, most=most, stop_file=str(stop))
+    pusher = run_pusher(pushed_table, pause_s=0.05, most=most, stop_file=str(stop))
     seen = set()
     try:
         for _ in range(4):
