@@ -21,6 +21,28 @@ MiB = 1024 * 1024
 DEFAULTS = {"warmup": 1}
 
 
+def start_spark(base: Path, *, smoke: bool) -> Any:
+    """The benchmarks' ``local[2]`` session, set up exactly like the tests' one
+    (``tests/support/spark_session.py``: one set-up shared, not repeated), with mvtable
+    registered.  Real runs keep the JVM's default tiered JIT (C2 matters for native
+    Parquet); smoke runs take the quick-start C1.  The cases set filter pushdown themselves."""
+    import mvtable
+    from tests.support.spark_session import start_local_spark
+
+    spark = start_local_spark(
+        base, app_name="mvtable-benchmarks", conf={"spark.driver.memory": "1g" if smoke else "2g"}, quick_jit=smoke
+    )
+    mvtable.register(spark, filter_pushdown=False)
+    return spark
+
+
+def stop_spark(spark: Any) -> None:
+    """Stop the session and its JVM (``SparkSession.stop`` alone leaves the JVM running)."""
+    from tests.support.spark_session import stop_spark as stop
+
+    stop(spark)
+
+
 class PeerUnavailable(Exception):
     """A peer cannot do a case (recorded as ``n/a: reason``, never a failure)."""
 

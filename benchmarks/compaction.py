@@ -235,16 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     data = load_lineitem(generate(a.sf, root / "tpch"))  # the same cache as benchmarks.run
     spark = None
     if not a.no_spark:
-        import mvtable
-        from tests.support.spark_session import start_local_spark  # the tests' session set-up, shared
+        from .common import start_spark
 
-        spark = start_local_spark(
-            work / "spark",
-            app_name="mvtable-benchmarks",
-            conf={"spark.driver.memory": "1g" if a.smoke else "2g"},
-            quick_jit=a.smoke,
-        )
-        mvtable.register(spark)
+        spark = start_spark(work / "spark", smoke=a.smoke)
     log(f"compaction benchmarks (load {os.getloadavg()[0]:.2f}), {' '.join(sys.argv)}")
     try:
         log("case 1: small appends")
@@ -253,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         two = worn_segments(a, data, work)
     finally:
         if spark is not None:
-            spark.stop()
+            from .common import stop_spark
+
+            stop_spark(spark)
         if not a.smoke:
             shutil.rmtree(work / "worn" / "copies", ignore_errors=True)
     log(f"results (load {os.getloadavg()[0]:.2f}):")

@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 
 from . import cases_interop, cases_local, cases_meta, cases_spark, cases_tpch, data, report
-from .common import DEFAULTS, CaseResult, log, machine_info
+from .common import DEFAULTS, CaseResult, log, machine_info, start_spark, stop_spark
 
 HERE = Path(__file__).resolve().parent
 GROUPS = [
@@ -167,20 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
             def spark_cases() -> None:
                 nonlocal spark
-                # the same session set-up as the tests (tests/support is shared, not repeated);
-                # real runs keep the default tiered JIT: C2 matters for native Parquet
-                from tests.support.spark_session import start_local_spark
-
                 t = time.perf_counter()
-                spark = start_local_spark(
-                    work / "spark",
-                    app_name="mvtable-benchmarks",
-                    conf={"spark.driver.memory": "1g" if a.smoke else "2g"},
-                    quick_jit=a.smoke,
-                )
-                import mvtable
-
-                mvtable.register(spark, filter_pushdown=False)  # cases set the pushdown flag themselves
+                spark = start_spark(work / "spark", smoke=a.smoke)
                 meta["spark_start_s"] = time.perf_counter() - t
                 log(f"  Spark {spark.version} up in {meta['spark_start_s']:.1f} s")
                 if a.groups & {"spark_scans", "spark_delete"}:
@@ -194,8 +182,6 @@ def main(argv: list[str] | None = None) -> int:
         log(traceback.format_exc())
     finally:
         if spark is not None:
-            from tests.support.spark_session import stop_spark
-
             stop_spark(spark)
     meta["total_s"] = time.perf_counter() - started
     meta["errors"] = errors
