@@ -1,0 +1,86 @@
+"""Spark Connect for tests: :func:`run_connect_script` runs a script against a Spark Connect
+session made by ``SparkSession.builder.remote("local[2]")`` — a local Connect server (a
+Spark driver JVM with the Connect plugin, bound to 127.0.0.1) and a gRPC client in one
+fresh interpreter.
+
+A fresh interpreter, because ``remote("local")`` refuses to start beside the classic
+session the ``spark`` fixture keeps in the pytest process. The script sees ``spark`` (a
+``pyspark.sql.connect.session.SparkSession``) and ``emit(obj)``; emitted objects come back,
+JSON decoded, as ``result``. The process tree is stopped when the script ends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from .processes import LOOPBACK, kill_tree
+from .spark_jvm import shadow_spark_home, spark_conf_for_tests, spark_env
+
+_PRELUDE = r'''
+import json as _json, os as _os
+from pyspark.sql import SparkSession as _SparkSession
+
+_builder = _SparkSession.builder.remote("local[2]").appName("mvtable-connect")
+for _k, _v in _json.loads(_os.environ["MVTABLE_TEST_CONF"]).items():
+    _builder = _builder.config(_k, _v)
+spark = _builder.getOrCreate()
+assert type(spark).__module__ == "pyspark.sql.connect.session", type(spark)
+_results = []
+
+
+def emit(obj):
+    """Send a JSON-serialisable object back to the test."""
+    _results.append(obj)
+    with open(_os.environ["MVTABLE_TEST_RESULT"], "w") as _f:
+        _json.dump(_results, _f)
+
+
+try:
+'''
+
+_EPILOGUE = r"""
+finally:
+    spark.stop()
+"""
+
+
+def run_connect_script(script: str, *, timeout: float = 300) -> tuple[subprocess.CompletedProcess[str], list]:
+    """Run ``script`` with a Spark Connect ``spark``; returns the process and what it emitted.
+    A non-zero exit raises ``AssertionError`` with the tail of stderr."""
+    with tempfile.TemporaryDirectory(prefix="mvtable-connect-") as tmp:
+        work = Path(tmp)
+        result_file = work / "result.json"
+        script_file = work / "driver.py"
+        body = textwrap.indent(textwrap.dedent(script).strip("\n"), "    ")
+        script_file.write_text(_PRELUDE + body + "\n" + _EPILOGUE)
+        conf = spark_conf_for_tests(work / "spark")
+        conf["spark.connect.grpc.binding.address"] = LOOPBACK
+        env = spark_env(shadow_spark_home())
+        env.update(MVTABLE_TEST_CONF=json.dumps(conf), MVTABLE_TEST_RESULT=str(result_file))
+        env.pop("SPARK_REMOTE", None)
+        proc = subprocess.Popen(
+            [sys.executable, str(script_file)],
+            cwd=str(work),  # never the repository root (its pyspark_mvtable.py)
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)
+            stdout, stderr = proc.communicate()
+            raise AssertionError(f"Spark Connect script timed out after {timeout}s\n{stderr[-6000:]}") from None
+        finally:
+            kill_tree(proc.pid)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        result = json.loads(result_file.read_text()) if result_file.exists() else []
+    if proc.returncode != 0:
+        raise AssertionError(f"Spark Connect script failed ({proc.returncode})\n--- stderr (tail) ---\n{stderr[-6000:]}")
+    return done, result
