@@ -32,7 +32,6 @@ __all__ = [
     "BITS_PER_KEY",
     "UNKNOWN_KEYS",
     "KeyBloom",
-    "KeyBloomError",
     "inserted_keys",
     "key_effect",
     "key_effects",
@@ -46,10 +45,6 @@ _HEADER = struct.Struct("<4sBBxxQQ")  # magic, format, k, pad, bits, keys
 _CRC = struct.Struct("<I")
 _FORMAT = 1
 _LOW = np.uint64(0xFFFFFFFF)
-
-
-class KeyBloomError(ValueError):
-    """A serialized filter that is not one (wrong magic, size or checksum)."""
 
 
 class KeyBloom:
@@ -92,20 +87,23 @@ class KeyBloom:
         return body + _CRC.pack(zlib.crc32(body))
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> KeyBloom:
-        """Parse a serialized filter; ``KeyBloomError`` says what is wrong with a bad one."""
+    def from_bytes(cls, data: bytes, *, source: str = "key filter") -> KeyBloom:
+        """Parse a serialized filter; ``CorruptKeyIndexError`` (naming ``source``) says what
+        is wrong with a bad one."""
         if len(data) < _HEADER.size + _CRC.size:
-            raise KeyBloomError(f"{len(data)} bytes is too short for a key filter")
+            raise CorruptKeyIndexError(source, f"{len(data)} bytes is too short for a key filter")
         magic, fmt, k, num_bits, num_keys = _HEADER.unpack_from(data)
         if magic != _MAGIC:
-            raise KeyBloomError("not a key filter (bad magic)")
+            raise CorruptKeyIndexError(source, "not a key filter (bad magic)")
         if fmt != _FORMAT:
-            raise KeyBloomError(f"key filter format {fmt} is not supported (this mvtable reads {_FORMAT})")
+            raise CorruptKeyIndexError(source, f"key filter format {fmt} is not supported (this mvtable reads {_FORMAT})")
         if num_bits == 0 or num_bits % 64 or k == 0 or len(data) != _HEADER.size + num_bits // 8 + _CRC.size:
-            raise KeyBloomError(f"key filter of {num_bits} bits and {k} hashes does not match its {len(data)} bytes")
+            raise CorruptKeyIndexError(
+                source, f"key filter of {num_bits} bits and {k} hashes does not match its {len(data)} bytes"
+            )
         (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
         if zlib.crc32(data[: -_CRC.size]) != crc:
-            raise KeyBloomError("key filter checksum mismatch")
+            raise CorruptKeyIndexError(source, "key filter checksum mismatch")
         bits = np.frombuffer(data, dtype=np.uint8, count=num_bits // 8, offset=_HEADER.size)
         return cls(bits, num_bits, k, num_keys)
 
@@ -141,10 +139,12 @@ def key_effect(commit: Commit, *, source: str = "") -> KeyBloom | _Unknown | Non
     old segments back, a compaction's outputs); ``None`` when it made no row visible."""
     for action in commit.actions:
         if isinstance(action, InsertedKeys):
+            where = source or f"log version {commit.version}"
             try:
-                return KeyBloom.from_bytes(base64.b64decode(action.bloom, validate=True))
-            except (KeyBloomError, binascii.Error) as exc:
-                raise CorruptKeyIndexError(source or f"log version {commit.version}", f"inserted-key filter: {exc}") from None
+                data = base64.b64decode(action.bloom, validate=True)
+            except binascii.Error as exc:
+                raise CorruptKeyIndexError(where, f"inserted-key filter: {exc}") from None
+            return KeyBloom.from_bytes(data, source=f"{where}: inserted-key filter")
     if any(isinstance(a, (AddSegment, LineageEnd, LineageRevert)) for a in commit.actions):
         return UNKNOWN_KEYS
     return None

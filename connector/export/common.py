@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import ExportError, ExportPathNotWritableError
+from mvtable.errors import ExportError, ExportPathNotWritableError, FilesMissingError
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot, replay
 from mvtable.paths import location_uri
@@ -96,10 +96,6 @@ class FileSizes:
         return self._folders[folder].get(name)
 
 
-class MissingFilesError(Exception):
-    """Internal: a version names files that vacuum already removed, so it is skipped."""
-
-
 def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[LiveFile]:
     """The visible segments of ``snapshot``, in the order they were added, with their
     actual sizes. Two visible segments naming one file cannot be expressed in either
@@ -113,10 +109,10 @@ def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[Live
         seen.add(f.path)
         size = sizes.get(f.path)
         if size is None:
-            raise MissingFilesError(f"version {snapshot.version} names {f.path}, which is gone (vacuumed)")
+            raise FilesMissingError(f"version {snapshot.version} names {f.path}, which is gone (vacuumed)")
         dv = snapshot.dvs.get(seg.id)
         if dv is not None and dv.path is not None and sizes.get(dv.path) is None:
-            raise MissingFilesError(f"version {snapshot.version} names {dv.path}, which is gone (collected)")
+            raise FilesMissingError(f"version {snapshot.version} names {dv.path}, which is gone (collected)")
         out.append(
             LiveFile(
                 seg.id,
@@ -142,7 +138,7 @@ def newer_versions(
             continue
         try:
             files = live_files(snap, location, sizes)
-        except MissingFilesError:
+        except FilesMissingError:  # vacuumed: the version is skipped
             skipped.append(snap.version)
             continue
         yield snap, files

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from mvtable.errors import CorruptKeyIndexError
-from mvtable.lineage.key_filters import KeyBloom, KeyBloomError
+from mvtable.lineage.key_filters import KeyBloom
 from mvtable.storage import FileIO
 
 from .hashing import hash_keys
@@ -58,10 +57,7 @@ def read_index(io: FileIO, segment_path: str) -> KeyBloom | None:
         data = io.read(path)
     except FileNotFoundError:
         return None
-    try:
-        return KeyBloom.from_bytes(data)
-    except KeyBloomError as exc:
-        raise CorruptKeyIndexError(f"{io.uri}/{path}", str(exc)) from None
+    return KeyBloom.from_bytes(data, source=f"{io.uri}/{path}")
 
 
 class IndexBuilder:

@@ -18,7 +18,6 @@ from mvtable.lineage.enums import Operation
 from mvtable.lineage.key_filters import (
     UNKNOWN_KEYS,
     KeyBloom,
-    KeyBloomError,
     inserted_keys,
     key_effect,
     key_effects,
@@ -57,7 +56,7 @@ def test_false_positives_stay_near_one_percent() -> None:
 )
 def test_a_damaged_filter_is_refused(damage, message) -> None:
     data = KeyBloom.build(np.arange(100, dtype=np.uint64)).to_bytes()
-    with pytest.raises(KeyBloomError, match=message):
+    with pytest.raises(CorruptKeyIndexError, match=message):
         KeyBloom.from_bytes(damage(data))
 
 

@@ -1,0 +1,77 @@
+"""``import mvtable`` is the front door, and ``mvtable.errors`` the one home of every error."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import mvtable
+from mvtable import errors
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ["core", "lineage", "visibility", "connector", "conf"]
+
+
+def test_front_door_names_resolve_lazily():
+    # a fresh interpreter: importing mvtable must not import the connector (or pyspark)
+    code = (
+        "import sys, mvtable; assert 'mvtable.connector' not in sys.modules, 'eager import';"
+        "assert 'pyspark' not in sys.modules;"
+        "print(mvtable.Table.__module__, mvtable.register.__module__, mvtable.errors.MvTableError.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["mvtable.connector.table", "mvtable.connector", "MvTableError"]
+    for name in mvtable.__all__:
+        assert getattr(mvtable, name) is not None
+    assert mvtable.__version__ == importlib.metadata.version("mvtable")
+
+
+def test_every_error_derives_from_the_root_and_the_branches_are_distinct():
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
+    assert len(classes) > 20
+    assert all(issubclass(c, errors.MvTableError) for c in classes)
+    branches = [errors.CommitConflictError, errors.CommitStateUnknownError, errors.NotFoundError, errors.InvalidInputError]
+    branches.append(errors.CorruptionError)
+    for a in branches:
+        for b in branches:
+            assert a is b or not issubclass(a, b)
+
+
+def test_no_error_class_is_defined_outside_mvtable_errors():
+    """One place to import every error from: a class named ``…Error`` anywhere else in the
+    package is a second home."""
+    strays = []
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            if path == REPO / "core" / "errors.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                    strays.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+    assert strays == []
+
+
+def test_lineage_and_visibility_import_neither_each_other_nor_pyspark():
+    rules = {
+        "lineage": ("mvtable.visibility", "mvtable.connector", "pyspark"),
+        "visibility": ("mvtable.lineage", "mvtable.connector", "pyspark"),
+    }
+    rules["core"] = ("mvtable.lineage", "mvtable.visibility", "mvtable.connector", "pyspark")
+    bad = []
+    for package, forbidden in rules.items():
+        for path in (REPO / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                for name in names:
+                    if name.startswith(forbidden) and not (package == "core" and path.name == "__init__.py"):
+                        bad.append(f"{path.relative_to(REPO)}:{node.lineno} imports {name}")
+    assert bad == []
