@@ -195,7 +195,8 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         write_page_checksum=True,
         row_group_size=ROWS_PER_ROW_GROUP,
     )
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 # -- reading -----------------------------------------------------------------------------

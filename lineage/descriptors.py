@@ -119,7 +119,7 @@ class SegmentDescriptor:
     def to_segment_file(self, **update: Any) -> SegmentFile:
         """A validated ``SegmentFile`` (for a commit that names this file again, e.g. a
         restore's clone), with ``update`` applied; statistics are validated on the way."""
-        fields = {
+        fields: dict[str, Any] = {
             "id": self.id,
             "path": self.path,
             "num_rows": self.num_rows,

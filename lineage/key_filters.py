@@ -113,7 +113,8 @@ def _positions(hashes: np.ndarray, num_bits: int, num_hashes: int) -> np.ndarray
     h1 = hashes & _LOW
     h2 = (hashes >> np.uint64(32)) | np.uint64(1)
     steps = np.arange(num_hashes, dtype=np.uint64)
-    return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(num_bits)
+    positions: np.ndarray = (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(num_bits)
+    return positions
 
 
 class _Unknown:

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CorruptMetadataError, InvalidLineageTransitionError, SegmentInUseError
 
 from .actions import (
     AddSegment,
     Commit,
     CompactSegments,
-    DeletionVectorRef,
     InsertedKeys,
     LineageEnd,
     LineagePurge,
@@ -424,7 +424,8 @@ def _substitute(ids: tuple[str, ...], moved: dict[str, str | None]) -> tuple[str
     return tuple(out)
 
 
-_APPLY = {
+# one handler per action type; each takes its own action class (hence Any here)
+_APPLY: dict[type, Callable[[Snapshot, Any, int, int], None]] = {
     MetadataAction: _metadata,
     AddSegment: _add,
     RemoveSegment: _remove,

@@ -110,7 +110,7 @@ def load_dv(store: FileIO, ref: Any, *, cache: DVCache | None = None) -> BitMap6
     shared through the cache: treat it as read-only.
     """
     key = None if cache is None else _key(store, ref)
-    if key is None:
+    if cache is None or key is None:
         return _load(store, ref)[0]
     return cache.get_or_load(key, lambda: _load(store, ref))
 
@@ -118,7 +118,7 @@ def load_dv(store: FileIO, ref: Any, *, cache: DVCache | None = None) -> BitMap6
 def load_dv_positions(store: FileIO, ref: Any, *, cache: DVCache | None = None) -> np.ndarray:
     """The DV as a sorted ``uint64`` array (what ``masks`` slices fastest); cached if given."""
     key = None if cache is None else _key(store, ref)
-    if key is None:
+    if cache is None or key is None:
         return positions_array(_load(store, ref)[0])
     return cache.positions(key, lambda: _load(store, ref))
 
@@ -169,6 +169,7 @@ def _load(store: FileIO, ref: Any) -> Loaded:
             raise CorruptDeletionVectorError(source, f"descriptor says {size} bytes but the blob has {len(blob)}")
         fetched = 0
     else:
+        assert path is not None  # exactly one of inline and path, checked above
         source = f"{path} at offset {offset} (size {size})"
         problem = path_problem(path)
         if problem:

@@ -50,7 +50,8 @@ def deleted_in_range(deletes: Deletes, start: int, count: int) -> np.ndarray:
         if _range_cardinality(deletes, start, start + count) == 0:
             return np.empty(0, dtype=np.int64)
         window = _bitmap_window(deletes, start, count)
-    return (window - np.uint64(start)).astype(np.int64)
+    offsets: np.ndarray = (window - np.uint64(start)).astype(np.int64)
+    return offsets
 
 
 def keep_mask(deletes: Deletes, start: int, count: int) -> np.ndarray | None:

@@ -27,7 +27,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -55,7 +55,7 @@ __all__ = [
 log = logging.getLogger("mvtable.visibility")
 
 PIN_DIR = "_mvtable/pins"
-PIN_FORMAT = 1
+PIN_FORMAT: Final = 1
 PIN_SUFFIX = ".json"
 DEFAULT_UNREADABLE_TTL_S = 3600.0  # the connector passes its pinTtl
 UNREADABLE_OWNER = "<unreadable pin file>"

@@ -3,6 +3,7 @@ and use ``/``; ``mvtable.paths`` checks the ones read from metadata."""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -32,7 +33,7 @@ class FileIO(Protocol):
     def delete(self, paths: Iterable[str]) -> None: ...
     def arrow(self) -> tuple[pafs.FileSystem, str]: ...
     def spec(self) -> dict[str, Any]: ...
-    def list_names(self, folder: str) -> list[str]:
+    def list_names(self, folder: str) -> builtins.list[str]:  # `list` here is the method above
         """The names ``list`` would return, without sizes and times (a 10,000-version log
         lists in milliseconds on local disk: no ``stat`` per file)."""
         ...

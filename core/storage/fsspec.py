@@ -8,6 +8,7 @@ refused). s3fs caches listings, so everything that could be answered from that c
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -101,7 +102,7 @@ class FsspecFileIO:
                 out.append(FileInfo(name, int(e.get("size") or 0), _as_epoch(mtime)))
         return out
 
-    def list_names(self, folder: str) -> list[str]:
+    def list_names(self, folder: str) -> builtins.list[str]:  # `list` here is the method above
         """Object stores return sizes with the listing anyway; this skips building
         ``FileInfo``s and parsing their times."""
         return [info.name for info in self.list(folder)]

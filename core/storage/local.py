@@ -3,6 +3,7 @@ into place: ``link(2)`` is atomic and fails if the name exists."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import uuid
 from collections.abc import Iterable
@@ -85,7 +86,7 @@ class LocalFileIO:
             return []
         return out
 
-    def list_names(self, folder: str) -> list[str]:
+    def list_names(self, folder: str) -> builtins.list[str]:  # `list` here is the method above
         """Names of the files in ``folder``: no ``stat`` per file (the directory entry
         type suffices), so listing a 10,000-version log costs milliseconds, not 100."""
         try:
