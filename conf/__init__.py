@@ -1,6 +1,8 @@
 """Shipped defaults and the typed settings that load them."""
 
-from .settings import ConnectorSettings, SettingsError, TableProperties, connector_settings, defaults, parse_period, parse_size
+from mvtable.errors import SettingsError
+
+from .settings import ConnectorSettings, TableProperties, connector_settings, defaults, parse_period, parse_size
 
 __all__ = [
     "ConnectorSettings",

@@ -8,15 +8,20 @@ once, with its name, instead of failing somewhere deep in a vacuum.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mvtable.errors import SettingsError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 _PERIOD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -118,7 +123,8 @@ class ConnectorSettings(_Settings):
 @lru_cache(maxsize=1)
 def defaults() -> dict[str, dict[str, Any]]:
     with resources.files(__package__).joinpath("defaults.toml").open("rb") as f:
-        return tomllib.load(f)
+        loaded: dict[str, dict[str, Any]] = tomllib.load(f)
+    return loaded
 
 
 def connector_settings() -> ConnectorSettings:
