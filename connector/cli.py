@@ -40,7 +40,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # rich is imported lazily: a CLI call pays only for what it prints
+    from rich.console import JustifyMethod
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -454,7 +457,7 @@ def _segment_grid(title: str, segments: list[dict[str, Any]], totals: dict[str, 
 
     grid = Grid(title=title, title_justify="left", show_footer=totals is not None)
     foot = totals or {}
-    columns = [
+    columns: list[tuple[str, JustifyMethod, str]] = [  # (local annotations are never evaluated)
         ("segment", "left", f"total ({foot.get('segments', 0)})"),
         ("status", "left", ""),
         ("rows", "right", str(foot.get("num_rows", ""))),
@@ -506,7 +509,14 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
     if row_groups:
         out.print()
         grid = Grid(title="row groups", title_justify="left")
-        for name, justify in (("segment", "left"), ("#", "right"), ("first row", "right"), ("rows", "right"), ("size", "right")):
+        widths: tuple[tuple[str, JustifyMethod], ...] = (
+            ("segment", "left"),
+            ("#", "right"),
+            ("first row", "right"),
+            ("rows", "right"),
+            ("size", "right"),
+        )
+        for name, justify in widths:
             grid.add_column(name, justify=justify, no_wrap=True)
         for s in info["segments"]:
             for i, rg in enumerate(s["row_groups"]):

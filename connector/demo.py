@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             versions.add_column(col)
         for h in table.history():
             df = spark.read.format("mvtable").option("versionAsOf", h.version).load(path)
-            row = df.selectExpr("count(*) AS n", "sum(price) AS s").first()
-            versions.add_row(str(h.version), h.operation, str(row.n), str(row.s))
+            n, s = df.selectExpr("count(*) AS n", "sum(price) AS s").collect()[0]  # an aggregate: always one row
+            versions.add_row(str(h.version), h.operation, str(n), str(s))
         console.print(versions)
 
         lineage = RichTable(title="Segment lineage")

@@ -28,6 +28,7 @@ HIDDEN = "hidden"
 
 # A lineage entry's steps: its states, and the purge that drops it from the lineage.
 PURGED = "PURGED"
+_ENTRY_ACTIONS = (LineageStart, LineageEnd, LineageRevert, LineagePurge)
 _TRANSITION: dict[type, str] = {
     LineageStart: LineageState.IN_PROGRESS,
     LineageEnd: LineageState.COMPLETED,
@@ -125,7 +126,7 @@ def _timeline(table: Table, snapshot: Snapshot) -> list[dict[str, Any]]:
             continue
         for action in commit.actions:
             state = _TRANSITION.get(type(action))
-            if state is not None and action.entry_id in transitions:
+            if state is not None and isinstance(action, _ENTRY_ACTIONS) and action.entry_id in transitions:
                 transitions[action.entry_id].append(
                     {
                         "version": commit.version,

@@ -85,10 +85,10 @@ def plan_scan(
                     tasks.append(ScanTask(f, groups, dvs.get(f.id)))
     else:
         for seg in segments:
-            groups = row_groups_to_read(seg.file.row_groups, predicates, table_schema)
-            pruned += len(seg.file.row_groups) - len(groups)
-            if groups:
-                tasks.append(ScanTask(segment=seg.file, row_groups=tuple(groups), dv=dvs.get(seg.id)))
+            picked = row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+            pruned += len(seg.file.row_groups) - len(picked)
+            if picked:
+                tasks.append(ScanTask(segment=seg.file, row_groups=tuple(picked), dv=dvs.get(seg.id)))
     names = tuple(table_schema.field(c).name for c in project(table_schema, columns).names) if columns is not None else None
     return ScanPlan(
         version=snapshot.version,

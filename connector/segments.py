@@ -66,7 +66,7 @@ class SegmentWriter:
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._writer: pq.ParquetWriter | None = None
-        self._sink = None
+        self._sink: Any = None  # pyarrow output stream, opened with the first rows
         self._row_groups: list[RowGroupInfo] = []
         self._rows = 0
         # a keyed table's segments get a key index beside them (``keys.index``)
@@ -402,8 +402,12 @@ class MaskSource(Protocol):
 
 class SegmentLike(Protocol):
     """What reading needs of a segment: a ``SegmentFile`` from a commit or a snapshot's
-    ``SegmentDescriptor`` (row groups with ``first_row`` and ``num_rows``)."""
+    ``SegmentDescriptor`` (row groups with ``first_row`` and ``num_rows``). Read-only
+    members, so both (frozen, with their own row-group types) match."""
 
-    id: str
-    path: str
-    row_groups: Sequence[Any]
+    @property
+    def id(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def row_groups(self) -> Sequence[Any]: ...

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvtable.lineage.actions import ColumnStats, RowGroupInfo
+from mvtable.lineage.descriptors import RowGroupDescriptor
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -117,7 +118,7 @@ class Predicate:
         }[self.op]
 
 
-def may_match(rg: RowGroupInfo, predicates: Sequence[Predicate], schema: pa.Schema) -> bool:
+def may_match(rg: RowGroupInfo | RowGroupDescriptor, predicates: Sequence[Predicate], schema: pa.Schema) -> bool:
     """False only when the statistics prove that no row of ``rg`` satisfies all predicates."""
     for p in predicates:
         stats = rg.stats.get(p.column)
@@ -162,5 +163,7 @@ def _may_match_one(p: Predicate, lo: Any, hi: Any, nulls: int | None, rows: int)
     return True
 
 
-def row_groups_to_read(row_groups: Iterable[RowGroupInfo], predicates: Sequence[Predicate], schema: pa.Schema) -> list[int]:
+def row_groups_to_read(
+    row_groups: Iterable[RowGroupInfo | RowGroupDescriptor], predicates: Sequence[Predicate], schema: pa.Schema
+) -> list[int]:
     return [i for i, rg in enumerate(row_groups) if not predicates or may_match(rg, predicates, schema)]

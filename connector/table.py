@@ -481,9 +481,11 @@ class Table:
         """Revert one consistent push (``entry``) or restore the table as of ``version``."""
         from . import lifecycle
 
-        if (entry is None) == (version is None):
-            raise InvalidOptionError("rollback takes exactly one of entry=… (a lineage entry id) and version=…")
-        return lifecycle.rollback_entry(self, entry) if entry is not None else lifecycle.restore_version(self, version)
+        if entry is not None and version is None:
+            return lifecycle.rollback_entry(self, entry)
+        if version is not None and entry is None:
+            return lifecycle.restore_version(self, version)
+        raise InvalidOptionError("rollback takes exactly one of entry=… (a lineage entry id) and version=…")
 
     def restore(self, *, version: int) -> ActionResult:
         from . import lifecycle

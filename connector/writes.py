@@ -295,16 +295,17 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
     if commit_landed(clog, plan, segments):
         log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
         return
-    if plan.entry_id is not None:
+    entry_id = plan.entry_id
+    if entry_id is not None:
         current = load_snapshot(clog)
-        entry = current.lineage.get(plan.entry_id)
+        entry = current.lineage.get(entry_id)
         if entry is not None and entry.state == LineageState.IN_PROGRESS:
             clog.commit(
                 read=current,
                 operation=Operation.PUSH_ABORT,
-                parameters={"entry": plan.entry_id},
-                build=lambda cur: ops.revert(cur, plan.entry_id),
+                parameters={"entry": entry_id},
+                build=lambda cur: ops.revert(cur, entry_id),
             )
-        recovery.drop(clog.io, plan.entry_id)
+        recovery.drop(clog.io, entry_id)
     clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
     release_pin(plan)

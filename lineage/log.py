@@ -17,7 +17,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -247,7 +247,7 @@ class CommitLog:
         operation: Operation,
         build: Builder,
         parameters: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
-        metrics: dict[str, float | int] | Callable[[], dict[str, float | int]] | None = None,
+        metrics: Mapping[str, float | int] | Callable[[], Mapping[str, float | int]] | None = None,
         checkpoint_interval: int | None = None,
         current: Snapshot | None = None,
     ) -> CommitResult:
@@ -269,7 +269,7 @@ class CommitLog:
                 operation=operation,
                 parameters={**((parameters() if callable(parameters) else parameters) or {}), "txn": txn},
                 writer=writer_identity(),
-                metrics=(metrics() if callable(metrics) else metrics) or {},
+                metrics=dict((metrics() if callable(metrics) else metrics) or {}),
                 actions=actions,
             )
             trial = current.copy()

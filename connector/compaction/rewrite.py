@@ -63,7 +63,7 @@ def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec, *, use_threads: bool = F
                 rows += table.num_rows
             if rows != inp.live_rows:
                 raise CorruptSegmentError(
-                    f"{seg.path}: {rows} live rows read, the log says {inp.live_rows} ({seg.num_rows} minus {inp.deleted} deleted)"
+                    seg.path, f"{rows} live rows read, the log says {inp.live_rows} ({seg.num_rows} minus {inp.deleted} deleted)"
                 )
             output = out.segment_id if rows else None
             inputs.append(CompactedInput(segment_id=seg.id, output=output, first_row=written if rows else 0, dv=inp.dv))

@@ -147,7 +147,7 @@ def commit_keyed(
     record: bool,
     on_new_rows: Callable[[Snapshot, list[str]], None],
     parameters: dict[str, Any] | None = None,
-    metrics: dict[str, float | int] | Callable[[], dict[str, float | int]] | None = None,
+    metrics: Mapping[str, float | int] | Callable[[], Mapping[str, float | int]] | None = None,
 ) -> CommitResult:
     """Commit ``build``'s actions (plus, when ``record``, the filter of ``rows``' keys) once
     no commit since the last look may have made one of ``rows``' keys visible.

@@ -81,10 +81,14 @@ def to_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
             return Predicate(column, "is_null"), claim
         return (Predicate(column, "==", f.value), claim) if _literal_fits(t, f.value) else (None, False)
     string_op = _STRING_OPS.get(type(f))
-    if string_op is not None:
+    if string_op is not None and isinstance(f, (StringStartsWith, StringEndsWith, StringContains)):
         is_string = pa.types.is_string(t) or pa.types.is_large_string(t)
         return (Predicate(column, string_op, f.value), True) if is_string and isinstance(f.value, str) else (None, False)
     op = _OPS.get(type(f))
-    if op is not None and _literal_fits(t, f.value):
+    if (
+        op is not None
+        and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual))
+        and _literal_fits(t, f.value)
+    ):
         return Predicate(column, op, f.value), claim
     return None, False

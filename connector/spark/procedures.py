@@ -290,14 +290,14 @@ def compact_row(report) -> tuple:
 class LineageProcedure:
     """``mvtable_lineage(table [, options])``: one row per lineage entry, oldest first."""
 
-    def eval(self, table: str, options: str = None) -> Iterator[tuple]:  # type: ignore[assignment]
+    def eval(self, table: str, options: str | None = None) -> Iterator[tuple]:
         yield from lineage_rows(_open(table, options, "mvtable_lineage"))
 
 
 class HistoryProcedure:
     """``mvtable_history(table [, options])``: one row per commit, oldest first."""
 
-    def eval(self, table: str, options: str = None) -> Iterator[tuple]:  # type: ignore[assignment]
+    def eval(self, table: str, options: str | None = None) -> Iterator[tuple]:
         yield from history_rows(_open(table, options, "mvtable_history"))
 
 
@@ -305,7 +305,9 @@ class RollbackProcedure:
     """``mvtable_rollback(table, entry => id | version => n [, options])``: revert one
     consistent push, or restore the table as of a version."""
 
-    def eval(self, table: str, entry: str = None, version: int = None, options: str = None) -> Iterator[tuple]:  # type: ignore[assignment]
+    def eval(
+        self, table: str, entry: str | None = None, version: int | None = None, options: str | None = None
+    ) -> Iterator[tuple]:
         name = "mvtable_rollback"
         entry_id, v = _str_arg(entry, "entry", name), _version_arg(version, name)
         if (entry_id is None) == (v is None):
@@ -317,7 +319,7 @@ class RollbackProcedure:
 class RestoreProcedure:
     """``mvtable_restore(table, version => n [, options])``."""
 
-    def eval(self, table: str, version: int = None, options: str = None) -> Iterator[tuple]:  # type: ignore[assignment]
+    def eval(self, table: str, version: int | None = None, options: str | None = None) -> Iterator[tuple]:
         name = "mvtable_restore"
         v = _version_arg(version, name)
         if v is None:
@@ -328,7 +330,7 @@ class RestoreProcedure:
 class PublishProcedure:
     """``mvtable_publish(table, entry => id [, options])``: complete a staged push."""
 
-    def eval(self, table: str, entry: str = None, options: str = None) -> Iterator[tuple]:  # type: ignore[assignment]
+    def eval(self, table: str, entry: str | None = None, options: str | None = None) -> Iterator[tuple]:
         name = "mvtable_publish"
         entry_id = _str_arg(entry, "entry", name)
         if entry_id is None:
@@ -339,8 +341,8 @@ class PublishProcedure:
 class VacuumProcedure:
     """``mvtable_vacuum(table [, dry_run, retention, force, options])``."""
 
-    def eval(  # type: ignore[assignment]
-        self, table: str, dry_run: bool = False, retention: str = None, force: bool = False, options: str = None
+    def eval(
+        self, table: str, dry_run: bool = False, retention: str | None = None, force: bool = False, options: str | None = None
     ) -> Iterator[tuple]:
         name = "mvtable_vacuum"
         dry, forced, keep = (
@@ -355,7 +357,7 @@ class VacuumProcedure:
 class GCProcedure:
     """``mvtable_gc(table [, dry_run, options])``: visibility GC."""
 
-    def eval(self, table: str, dry_run: bool = False, options: str = None) -> Iterator[tuple]:  # type: ignore[assignment]
+    def eval(self, table: str, dry_run: bool = False, options: str | None = None) -> Iterator[tuple]:
         name = "mvtable_gc"
         dry = _bool_arg(dry_run, "dry_run", name)
         yield gc_row(_open(table, options, name).collect_garbage(dry_run=dry))
@@ -366,15 +368,15 @@ class CompactProcedure:
     max_bytes_per_commit, options])``: compaction, run inside this one task (for one Spark
     task per bin, call ``mvtable.compact(spark, path)`` from the driver)."""
 
-    def eval(  # type: ignore[assignment]
+    def eval(
         self,
         table: str,
         dry_run: bool = False,
-        target_size: str = None,
-        min_input_files: int = None,
-        delete_ratio: float = None,
-        max_bytes_per_commit: str = None,
-        options: str = None,
+        target_size: str | None = None,
+        min_input_files: int | None = None,
+        delete_ratio: float | None = None,
+        max_bytes_per_commit: str | None = None,
+        options: str | None = None,
     ) -> Iterator[tuple]:
         name = "mvtable_compact"
         t = _open(table, options, name)

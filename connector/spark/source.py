@@ -19,6 +19,7 @@ one after another and binds to none: ``streamReader()`` drops the pin ``schema()
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
@@ -40,7 +41,7 @@ def _called_for_pushdown() -> bool:
     ``spark.sql.python.filterPushdown.enabled`` is false (Spark's default), and ``reader()``
     is not told the setting. Spark only calls ``reader()`` from its pushdown worker when
     the setting is on, so that call site is the signal."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
             return True
