@@ -1,4 +1,5 @@
-# The two commands of the README. `.ci/run` calls `make test`.
+# The commands of the README. `.ci/run` calls `make test`; `make lint` is ruff (lint and
+# format check) and mypy (through .ci/typecheck, which maps the source folders to `mvtable`).
 PYTHON ?= python3
 
 .PHONY: demo test install-test lint
@@ -10,9 +11,11 @@ demo:
 install-test:
 	$(PYTHON) -m pip install -e ".[test]"
 
-test: install-test
+# lint first: a finding fails the run before the (long) suite starts
+test: install-test lint
 	MVTABLE_REQUIRE_S3=1 $(PYTHON) -m pytest
 
 lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	$(PYTHON) .ci/typecheck
