@@ -115,6 +115,7 @@ def vacuum(
     gc_plan = plan_garbage(table, now_ms=now, retention_s=retention_s)
     data = _plan_data(table, simulated, now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod"))
     prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan, cleanups=bool(cleanups))
+    reuse_plan: GCPlan | None = gc_plan  # for the GC pass below, unless the log moves meanwhile
     report.safe_version = data.safe
     report.orphans = data.orphans
     report.segments_pruned = len(prune.segment_ids) if prune else 0
@@ -137,7 +138,7 @@ def vacuum(
             data = _plan_data(
                 table, table.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod")
             )
-            gc_plan = None
+            reuse_plan = None
 
     # 2. data files no retained or pinned version needs, and old orphans
     if progress:
@@ -167,7 +168,7 @@ def vacuum(
         now_ms=now,
         progress=progress,
         retention_s=retention_s,
-        plan=gc_plan,
+        plan=reuse_plan,
     )
     report.files.extend(gc.deleted)
     report.bytes += gc.bytes_freed
