@@ -87,7 +87,7 @@ class ReadOptions(_Options):
         per-trigger options belong to streams."""
         stream_only = {"max_rows_per_trigger", "max_bytes_per_trigger", "skip_change_commits"} & self.model_fields_set
         if stream_only:
-            raise InvalidOptionError(f"{_names(stream_only)} only apply to spark.readStream")
+            raise InvalidOptionError(f"{_names(stream_only)}: for spark.readStream only, not spark.read")
         if not self.read_change_feed:
             feed_only = {"starting_version", "starting_timestamp", "ending_version"} & self.model_fields_set
             if feed_only:

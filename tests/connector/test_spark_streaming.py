@@ -131,7 +131,7 @@ def test_change_feed_batch_read_matches_the_python_api(spark, tmp_path):
     assert len(stamps) == 2  # versions 2 and 4 (3 only starts the push)
     with pytest.raises(Exception, match="needs startingVersion or startingTimestamp"):
         spark.read.format("mvtable").option("readChangeFeed", "true").load(src).collect()
-    with pytest.raises(Exception, match="only apply to spark.readStream"):
+    with pytest.raises(Exception, match="maxRowsPerTrigger: for spark.readStream only"):
         spark.read.format("mvtable").option("maxRowsPerTrigger", "5").load(src).collect()
 
 
