@@ -297,3 +297,32 @@ def test_overwrite_of_segments_compacted_meanwhile_is_a_typed_conflict(many):
     assert isinstance(info.value, ConcurrentReplaceError)
     writes.abort_write(plan, segments)
     assert ids(many) == before
+
+
+def test_gc_keeps_the_row_map_a_pinned_delete_needs(table_uri):
+    from mvtable.visibility import pins
+
+    props = {**PROPS, "dvInlineMaxBytes": "0", "versionRetentionPeriod": "0s", "orphanGracePeriod": "0s"}
+    t = Table.create(table_uri, schema=orders(0, 1).schema, properties=props)
+    for i in range(3):
+        t.append(orders(i * 10, 10))
+    t.delete(pc.field("id") == 1)
+    first_dv = t.snapshot().dvs[t.snapshot().visible_segment_ids()[0]].path  # the row map will name it
+    pending: dict = {}
+
+    def delete_then_read():
+        t.delete(pc.field("id") == 2)  # supersedes first_dv before the compaction commits
+        pending["read"] = t.snapshot()
+        pending["where"] = addresses(t, [3])
+        pending["pin"] = pins.pin(t.io, pending["read"].version, ttl_s=600, owner="a slow delete")
+
+    report = compact(t.io, t.log, rewriter=during(t, delete_then_read))
+    assert report.deletes_remapped == 1
+    # first_dv is superseded in every snapshot from the pinned version on; only the row map
+    # of the compaction (committed after the pin) still names it
+    t.collect_garbage()
+    assert t.io.exists(first_dv)
+    result = t.delete_rows(pending["where"], read=pending["read"])
+    assert result.deleted_rows == 1 and result.remapped_rows == 1
+    assert ids(t) == [i for i in range(30) if i not in (1, 2, 3)]
+    pins.release(t.io, pending["pin"])
