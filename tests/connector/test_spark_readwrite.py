@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 
+import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table
@@ -99,6 +100,17 @@ def test_partitions_follow_max_partition_bytes(spark, tmp_path):
     assert small.count() == 20000
 
 
+@pytest.fixture(scope="module")
+def three_rows(tmp_path_factory) -> str:
+    """A table of ids 0..2 at version 0, written once through the Python API: the option
+    tests below are about reading, and a Spark write each cost ~1-2 s."""
+    path = str(tmp_path_factory.mktemp("three-rows") / "t")
+    Table.create(path, schema=pa.schema([pa.field("id", pa.int64(), nullable=False)])).append(
+        pa.table({"id": pa.array([0, 1, 2], pa.int64())})
+    )
+    return path
+
+
 @pytest.mark.parametrize(
     "options,message",
     [
@@ -111,11 +123,9 @@ def test_partitions_follow_max_partition_bytes(spark, tmp_path):
         ({"columns": "id,nope"}, "unknown columns"),
     ],
 )
-def test_bad_read_options_are_typed_errors(spark, tmp_path, options, message):
-    path = str(tmp_path / "t")
-    write(spark.range(3), path)
+def test_bad_read_options_are_typed_errors(spark, three_rows, options, message):
     with pytest.raises(Exception, match=message):
-        read(spark, path, **options).collect()
+        read(spark, three_rows, **options).collect()
 
 
 def test_missing_table_is_typed(spark, tmp_path):
