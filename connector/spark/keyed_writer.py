@@ -17,9 +17,9 @@ from pyroaring import BitMap64
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from mvtable.lineage.actions import SegmentFile
-from mvtable.storage import open_file_io
+from mvtable.storage import FileIO, open_file_io
 
-from .. import writes
+from .. import recovery, writes
 from ..keys.hashing import hash_keys
 from ..keys.index import index_path
 from ..keys.upsert import commit_upsert
@@ -45,31 +45,37 @@ class KeyedWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KeyedSegmentsWritten:
         plan = self.plan
         io = open_file_io(plan.uri, plan.storage_options)
-        schema = plan.arrow_schema
-        writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
-        parts: list[pa.Table] = []
+        writer = SegmentWriter(io, plan.arrow_schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
         try:
-            for batch in iterator:
-                data = pa.Table.from_batches([batch])
-                parts.append(key_table(data, schema, plan.primary_key))  # key errors before schema ones
-                writer.write(writes.align(plan, data))
-            keys = pa.concat_tables(parts) if parts else None
-            message = KeyedSegmentsWritten()
-            if keys is not None and keys.num_rows:
-                rows = KeyedRows(plan.primary_key, hash_keys(keys, plan.primary_key), keys)
-                check_unique(keys, rows.hashes)
-                message.hashes = rows.hashes.tobytes()
-                if plan.read_version >= 0 and plan.mode == writes.APPEND:
-                    read = plan.commit_log().snapshot(plan.read_version)
-                    if self.upsert:
-                        found = lookup(io, read, rows)
-                        message.replaced = {sid: _bitmap(pos).serialize() for sid, pos in found.positions.items()}
-                    else:
-                        check_absent(io, read, rows)
-            segment = writer.close()
+            with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):  # a keyed consistent push
+                message = self._write(io, writer, iterator)
         except BaseException:
             writer.abort()
             raise
+        return message
+
+    def _write(self, io: FileIO, writer: SegmentWriter, iterator: Iterator[pa.RecordBatch]) -> KeyedSegmentsWritten:
+        plan = self.plan
+        schema = plan.arrow_schema
+        parts: list[pa.Table] = []
+        for batch in iterator:
+            data = pa.Table.from_batches([batch])
+            parts.append(key_table(data, schema, plan.primary_key))  # key errors before schema ones
+            writer.write(writes.align(plan, data))
+        message = KeyedSegmentsWritten()
+        keys = pa.concat_tables(parts) if parts else None
+        if keys is not None and keys.num_rows:
+            rows = KeyedRows(plan.primary_key, hash_keys(keys, plan.primary_key), keys)
+            check_unique(keys, rows.hashes)
+            message.hashes = rows.hashes.tobytes()
+            if plan.read_version >= 0 and plan.mode == writes.APPEND:
+                read = plan.commit_log().snapshot(plan.read_version)
+                if self.upsert:
+                    found = lookup(io, read, rows)
+                    message.replaced = {sid: _bitmap(pos).serialize() for sid, pos in found.positions.items()}
+                else:
+                    check_absent(io, read, rows)
+        segment = writer.close()
         message.segments = [segment] if segment is not None else []
         return message
 
