@@ -31,7 +31,7 @@ def run(built: Built, *, repeat: int) -> list[CaseResult]:
 
     def duckdb_reader() -> int:
         con = duckdb.connect()
-        con.register("lineitem", Table(str(built.mv_del10)).scan(columns=Q1_COLUMNS).to_reader())
+        con.register("lineitem", Table(str(built.mv_del10)).scan(columns=Q1_COLUMNS).to_reader(dictionary_strings=True))
         return sum(r[-1] for r in con.sql(Q1.format(source="lineitem")).fetchall())
 
     def duckdb_parquet() -> int:

@@ -15,10 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
+from mvtable.storage import FileIO
+
 from .parallel import ordered_map
 from .scan import ScanTask
+from .segments import open_parquet
 
-__all__ = ["record_batch_reader", "split_tasks"]
+__all__ = ["dictionary_schema", "record_batch_reader", "split_tasks"]
 
 
 def split_tasks(tasks: Sequence[ScanTask], *, chunk_rows: int) -> Iterator[ScanTask]:
@@ -37,6 +40,27 @@ def split_tasks(tasks: Sequence[ScanTask], *, chunk_rows: int) -> Iterator[ScanT
             rows += n
         if group:
             yield ScanTask(task.segment, tuple(group), task.dv)
+
+
+def dictionary_schema(
+    io: FileIO, schema: pa.Schema, tasks: Sequence[ScanTask], columns: Sequence[str] | None
+) -> tuple[pa.Schema, frozenset[str]]:
+    """The reader's schema when low-cardinality strings stay dictionaries, and those
+    columns: the string/binary columns of ``schema`` that the first task's segment stores
+    dictionary-encoded (``segments.dictionary_columns``) become ``dictionary<int32, …>``.
+    The schema is fixed before the first batch, so a later piece whose segment stores such
+    a column plain is dictionary-encoded by the reader's final cast: every batch has one
+    schema, whichever segments the pieces come from."""
+    if not tasks:
+        return schema, frozenset()
+    first = tasks[0]
+    pf = open_parquet(io, first.segment.path, row_groups=first.row_groups, columns=columns)
+    as_dictionary: frozenset[str] = getattr(pf, "as_dictionary", frozenset())
+    keep = frozenset(
+        f.name for f in schema if f.name in as_dictionary and (pa.types.is_string(f.type) or pa.types.is_binary(f.type))
+    )
+    fields = [f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in keep else f for f in schema]
+    return pa.schema(fields, metadata=schema.metadata), keep
 
 
 def record_batch_reader(

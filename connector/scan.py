@@ -4,7 +4,7 @@ once on the driver, and every ``ScanTask`` carries all an executor needs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,6 +198,7 @@ def read_task(
     row_address: bool = False,
     use_threads: bool = False,
     read_rows: int | None = None,
+    keep_dictionary: Collection[str] = (),
 ) -> Iterator[pa.Table]:
     """The live rows of one task, deletion vector applied; ``predicates`` are applied
     exactly (they are what the Spark reader claimed to Spark).
@@ -218,6 +219,7 @@ def read_task(
         row_address=row_address,
         use_threads=use_threads,
         read_rows=read_rows,
+        keep_dictionary=keep_dictionary,
     )
     for table in tables:
         if predicates:

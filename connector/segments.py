@@ -10,7 +10,7 @@ commit names and vacuum removes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from itertools import pairwise
 from typing import Any, Protocol
 
@@ -257,12 +257,15 @@ def read_row_groups(
     *,
     keep: np.ndarray | None,
     use_threads: bool = False,
+    keep_dictionary: Collection[str] = (),
 ) -> pa.Table:
     """Several row groups of one segment decoded in one call, deleted rows dropped with
     one filter (``keep`` covers the row groups laid end to end; None = keep all).
 
     ``use_threads`` decodes columns in parallel: right for the Python API, wrong on a Spark
-    executor, which already runs one task per core."""
+    executor, which already runs one task per core. Columns in ``keep_dictionary`` that
+    this file reads as dictionaries are handed back as dictionaries (no per-row string
+    copy, for consumers such as DuckDB that ingest dictionaries cheaply)."""
     table = pf.read_row_groups(list(indices), columns=list(columns) if columns is not None else None, use_threads=use_threads)
     expected = sum(segment.row_groups[i].num_rows for i in indices)
     if table.num_rows != expected:
@@ -270,6 +273,8 @@ def read_row_groups(
     if keep is not None:
         table = table.filter(pa.array(keep, type=pa.bool_()))
     as_dictionary = getattr(pf, "as_dictionary", None)
+    if as_dictionary and keep_dictionary:
+        as_dictionary = as_dictionary.difference(keep_dictionary)
     return _decode_dictionaries(table, as_dictionary) if as_dictionary else table
 
 
@@ -343,6 +348,7 @@ def iter_segment(
     row_address: bool = False,
     use_threads: bool = False,
     read_rows: int | None = None,
+    keep_dictionary: Collection[str] = (),
 ) -> Iterator[pa.Table]:
     """The live rows of ``row_groups``, one table per read call.
 
@@ -353,7 +359,7 @@ def iter_segment(
     never read."""
     pf = open_parquet(io, segment.path, row_groups=row_groups, columns=columns)
     for run, keep in read_runs(segment, row_groups, masks, read_rows=read_rows):
-        table = read_row_groups(pf, segment, run, columns, keep=keep, use_threads=use_threads)
+        table = read_row_groups(pf, segment, run, columns, keep=keep, use_threads=use_threads, keep_dictionary=keep_dictionary)
         if row_address:
             table = with_row_address(table, segment, run, keep)
         yield table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from mvtable.storage import FileIO, open_file_io
 from mvtable.visibility import bitmap_from_array
 
 from . import recovery, writes
-from .arrow_reader import record_batch_reader
+from .arrow_reader import dictionary_schema, record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
 from .export import ExportResult, export
 from .expressions import referenced_columns
@@ -109,8 +110,12 @@ class TableScan:
         finally:
             self.release()
 
-    def _read(self, task: ScanTask) -> list[pa.Table]:
-        """One task's output tables (runs on a reader thread when ``use_threads``)."""
+    def _read(
+        self, task: ScanTask, *, schema: pa.Schema | None = None, keep_dictionary: frozenset[str] = frozenset()
+    ) -> list[pa.Table]:
+        """One task's output tables (runs on a reader thread when ``use_threads``), cast
+        to ``schema`` (default: the plan's)."""
+        schema = self.plan.schema if schema is None else schema
         out = []
         tables = read_task(
             self.table.io,
@@ -119,14 +124,15 @@ class TableScan:
             row_address=self.plan.row_address,
             use_threads=self.use_threads,
             read_rows=DEFAULT_READ_ROWS if self.use_threads else None,
+            keep_dictionary=keep_dictionary,
         )
         for t in tables:
             if self.filter is not None:
                 t = t.filter(self.filter)
                 if self.plan.columns is not None:
-                    t = t.select(self.plan.schema.names)
+                    t = t.select(schema.names)
             if t.num_rows:
-                out.append(t.cast(self.plan.schema) if t.schema != self.plan.schema else t)
+                out.append(t.cast(schema) if t.schema != schema else t)
         return out
 
     def release(self) -> None:
@@ -144,18 +150,33 @@ class TableScan:
     def count(self) -> int:
         return sum(t.num_rows for t in self.to_tables())
 
-    def to_reader(self, *, chunk_rows: int = READER_CHUNK_ROWS) -> pa.RecordBatchReader:
+    def to_reader(self, *, chunk_rows: int = READER_CHUNK_ROWS, dictionary_strings: bool = False) -> pa.RecordBatchReader:
         """The scan as a streaming ``pyarrow.RecordBatchReader`` for DuckDB, Polars or any
         Arrow consumer, deletes applied. Memory stays bounded: segments are read in pieces
-        of at most ``chunk_rows`` rows (whole row groups), a few pieces at a time."""
+        of at most ``chunk_rows`` rows (whole row groups), a few pieces at a time.
+
+        ``dictionary_strings=True`` hands the low-cardinality string columns (those the
+        segments store dictionary-encoded, e.g. flags and modes) over as
+        ``dictionary<int32, string>`` instead of ``string``: the same values, without
+        expanding every row's string, and DuckDB ingests a dictionary as its own
+        dictionary vector instead of copying strings. Query results are unchanged; the
+        Arrow type of those columns is what differs."""
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidOptionError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
+        if not isinstance(dictionary_strings, bool):
+            raise InvalidOptionError(f"dictionary_strings must be True or False, not {dictionary_strings!r}")
         if self.pinned.released:
             self.pinned.renew()
         workers = default_workers() if self.use_threads else 1
-        return record_batch_reader(
-            self.plan.schema, self.plan.tasks, self._read, chunk_rows=chunk_rows, workers=workers, on_close=self.release
-        )
+        schema, keep = self.plan.schema, frozenset[str]()
+        if dictionary_strings:
+            try:
+                schema, keep = dictionary_schema(self.table.io, self.plan.schema, self.plan.tasks, self._columns)
+            except BaseException:
+                self.release()
+                raise
+        read = functools.partial(self._read, schema=schema, keep_dictionary=keep)
+        return record_batch_reader(schema, self.plan.tasks, read, chunk_rows=chunk_rows, workers=workers, on_close=self.release)
 
 
 def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:

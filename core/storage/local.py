@@ -103,7 +103,11 @@ class LocalFileIO:
                 pass
 
     def arrow(self) -> tuple[pafs.FileSystem, str]:
-        return pafs.LocalFileSystem(), self.root
+        """pyarrow's local filesystem with memory-mapped input files: segments are
+        immutable once written, and decoding straight from the page cache saves the copy
+        into a read buffer (~10% of a full-segment decode's CPU). Unlinking a mapped file
+        (vacuum) keeps the mapping valid until the reader closes it."""
+        return pafs.LocalFileSystem(use_mmap=True), self.root
 
     def spec(self) -> dict[str, Any]:
         return {"uri": self.root, "options": {}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import duckdb
@@ -72,3 +73,55 @@ def test_split_tasks_keeps_whole_row_groups_under_the_bound(deleted_table: Table
 def test_bad_chunk_rows_is_typed(deleted_table: Table, bad) -> None:
     with pytest.raises(InvalidOptionError, match="chunk_rows"):
         deleted_table.scan().to_reader(chunk_rows=bad)
+
+
+DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+
+
+def test_dictionary_strings_keep_low_cardinality_columns_as_dictionaries(deleted_table: Table) -> None:
+    plain = deleted_table.scan().to_reader()
+    reader = deleted_table.scan().to_reader(dictionary_strings=True)
+    assert plain.schema.field("status").type == pa.string()
+    assert reader.schema.field("status").type == DICT_STRING
+    assert reader.schema.field("id").type == pa.int64()
+    got = reader.read_all()
+    assert got.schema == reader.schema
+    assert got.cast(plain.schema).equals(plain.read_all())
+
+
+def test_dictionary_strings_give_duckdb_the_same_answers(deleted_table: Table) -> None:
+    query = "select status, count(*), sum(id), min(price) from {} where status <> 'x' group by 1 order by 1"
+    con = duckdb.connect()
+    con.register("plain", deleted_table.scan().to_reader())
+    con.register("dict", deleted_table.scan(filter=pc.field("status") == "ok").to_reader(dictionary_strings=True))
+    assert con.sql(query.format("dict")).fetchall() == con.sql(query.format("plain")).fetchall()
+
+
+def _free_text(start: int, n: int) -> pa.Table:
+    """Rows whose status is a long unique string: stored plain (its dictionary overflows)."""
+    t = orders(start, n)
+    return t.set_column(1, "status", pa.array([hashlib.sha256(str(i).encode()).hexdigest() for i in range(start, start + n)]))
+
+
+@pytest.mark.parametrize("first", ["dictionary", "plain"])
+def test_dictionary_strings_over_segments_stored_both_ways(table_uri, first: str) -> None:
+    """The schema comes from the first segment; pieces of a segment that stores the column
+    the other way are converted, so every batch has the reader's schema and the rows are
+    those of ``to_arrow``."""
+    t = Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": "2000"})
+    parts = [orders(0, 4000), _free_text(4000, 4000)]
+    for part in parts if first == "dictionary" else parts[::-1]:
+        t.append(part)
+    t.delete((pc.field("price") > 4500.0) & (pc.field("price") < 7500.0))  # rows of both segments
+    reader = t.scan().to_reader(dictionary_strings=True, chunk_rows=2000)
+    assert reader.schema.field("status").type == (DICT_STRING if first == "dictionary" else pa.string())
+    batches = list(reader)
+    assert all(b.schema == reader.schema for b in batches)
+    expected = t.scan().to_arrow()
+    got = pa.Table.from_batches(batches, schema=reader.schema)
+    assert got.cast(expected.schema).equals(expected)
+
+
+def test_dictionary_strings_must_be_a_bool(deleted_table: Table) -> None:
+    with pytest.raises(InvalidOptionError, match="dictionary_strings"):
+        deleted_table.scan().to_reader(dictionary_strings="yes")  # type: ignore[arg-type]

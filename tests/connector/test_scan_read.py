@@ -270,3 +270,14 @@ def test_delete_filter_must_be_boolean_and_may_name_no_column(small_table):
     assert small_table.delete(pc.scalar(True) & (pc.field("id") < 5)) == 5
     assert small_table.delete(pc.scalar(True)) == 1995
     assert small_table.to_arrow().num_rows == 0
+
+
+def test_local_segments_are_read_memory_mapped(tmp_path) -> None:
+    """Local reads map segment files instead of copying them into read buffers."""
+    import pyarrow.fs as pafs
+
+    from mvtable.storage import open_file_io
+
+    fs, _ = open_file_io(str(tmp_path), {}).arrow()
+    assert fs.equals(pafs.LocalFileSystem(use_mmap=True))
+    assert not fs.equals(pafs.LocalFileSystem())
