@@ -383,9 +383,10 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     from .describe import vacuum_summary
 
     t = _open(args)
-    options: dict[str, Any] = {} if args.time_budget is None else {"time_budget_s": args.time_budget}
     with _progress(args) as progress:
-        report = t.vacuum(retention=args.retention, dry_run=args.dry_run, force=args.force, progress=progress, **options)
+        report = t.vacuum(
+            retention=args.retention, dry_run=args.dry_run, force=args.force, time_budget_s=args.time_budget, progress=progress
+        )
     if args.json:
         _print_json([report])
         return EXIT_OK
@@ -422,11 +423,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from .describe import gc_summary
 
     t = _open(args)
-    options: dict[str, Any] = {"dry_run": args.dry_run}
-    if args.time_budget is not None:
-        options["time_budget_s"] = args.time_budget
     with _progress(args) as progress:
-        report = t.collect_garbage(progress=progress, **options)
+        report = t.collect_garbage(dry_run=args.dry_run, time_budget_s=args.time_budget, progress=progress)
     if args.json:
         _print_json([report])
         return EXIT_OK

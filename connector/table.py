@@ -47,7 +47,7 @@ READER_CHUNK_ROWS = 1 << 18
 
 if TYPE_CHECKING:
     from .compaction import CompactionReport
-    from .gc import GCReport
+    from .gc import GCReport, Progress
     from .lifecycle import ActionResult
     from .vacuum import VacuumReport
 
@@ -326,8 +326,29 @@ class Table:
             raise
         return TableScan(self, plan, filter, pinned=pinned, use_threads=use_threads)
 
-    def to_arrow(self, **kwargs: Any) -> pa.Table:
-        return self.scan(**kwargs).to_arrow()
+    def to_arrow(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        version: int | None = None,
+        timestamp: Any = None,
+        predicates: Sequence[Predicate] = (),
+        with_row_address: bool = False,
+        lineage_entry: str | None = None,
+        use_threads: bool = True,
+    ) -> pa.Table:
+        """``scan(...).to_arrow()``: the same options, read into one Arrow table."""
+        return self.scan(
+            columns=columns,
+            filter=filter,
+            version=version,
+            timestamp=timestamp,
+            predicates=predicates,
+            with_row_address=with_row_address,
+            lineage_entry=lineage_entry,
+            use_threads=use_threads,
+        ).to_arrow()
 
     def history(self) -> list[HistoryEntry]:
         """Every commit, oldest first (``t.history()[-1]`` is the newest)."""
@@ -520,21 +541,53 @@ class Table:
         return lifecycle.publish_entry(self, entry)
 
     # -- maintenance ---------------------------------------------------------------------
-    def collect_garbage(self, **options: Any) -> GCReport:
+    def collect_garbage(
+        self,
+        *,
+        dry_run: bool = False,
+        time_budget_s: float | None = None,
+        batch_bytes: int | None = None,
+        now_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> GCReport:
         """Visibility GC: superseded DV files, old log files, expired pins. Safe beside
-        readers (pinned and retained versions stay readable) and resumable (see
-        ``mvtable.connector.gc.collect_garbage`` for the options)."""
+        readers (pinned and retained versions stay readable) and resumable: a pass stops
+        after ``time_budget_s`` (default: the ``gcTimeBudget`` setting) and the next one goes
+        on. ``batch_bytes`` (default ``gcBatchBytes``) bounds one delete call; ``now_ms`` is
+        the clock for retention, pin expiry and grace; ``progress(done, total, phase)``."""
         from .gc import collect_garbage
 
-        return collect_garbage(self, **options)
+        return collect_garbage(
+            self, dry_run=dry_run, time_budget_s=time_budget_s, batch_bytes=batch_bytes, now_ms=now_ms, progress=progress
+        )
 
-    def vacuum(self, *, retention: str | None = None, dry_run: bool = False, force: bool = False, **options: Any) -> VacuumReport:
+    def vacuum(
+        self,
+        *,
+        retention: str | None = None,
+        dry_run: bool = False,
+        force: bool = False,
+        time_budget_s: float | None = None,
+        batch_bytes: int | None = None,
+        now_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> VacuumReport:
         """Lineage retention, then data/DV/log files that no retained version needs and
         orphans past the grace period. ``retention`` defaults to the table's
-        ``versionRetentionPeriod``; a shorter one needs ``force=True``."""
+        ``versionRetentionPeriod``; a shorter one needs ``force=True``. The other options
+        are those of ``collect_garbage``."""
         from .vacuum import vacuum
 
-        return vacuum(self, retention=retention, dry_run=dry_run, force=force, **options)
+        return vacuum(
+            self,
+            retention=retention,
+            dry_run=dry_run,
+            force=force,
+            time_budget_s=time_budget_s,
+            batch_bytes=batch_bytes,
+            now_ms=now_ms,
+            progress=progress,
+        )
 
     # -- other formats -------------------------------------------------------------------
     def export_iceberg(self, *, all_versions: bool = False) -> ExportResult:

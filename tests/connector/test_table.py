@@ -203,3 +203,27 @@ def test_unsigned_types_are_refused_with_advice(table_uri):
 
     with pytest.raises(UnsupportedTypeError, match="uint32"):
         Table.create(table_uri, schema=pa.schema([("x", pa.uint32())]))
+
+
+def test_public_methods_take_typed_keyword_options_not_kwargs():
+    """No ``**options`` on the façade: a misspelt option is a TypeError at the call, not
+    silently forwarded (or dropped) several layers down."""
+    import inspect
+
+    for name, method in inspect.getmembers(Table, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        kinds = {p.kind for p in inspect.signature(method).parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, f"Table.{name} takes **kwargs"
+    for name in ("collect_garbage", "vacuum", "to_arrow", "scan"):
+        params = list(inspect.signature(getattr(Table, name)).parameters.values())[1:]
+        assert params and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params), name
+
+
+def test_misspelt_maintenance_option_is_a_type_error(small_table):
+    with pytest.raises(TypeError, match="time_budget"):
+        small_table.collect_garbage(time_budget=1.0)
+    with pytest.raises(TypeError, match="dryrun"):
+        small_table.vacuum(dryrun=True)
+    report = small_table.collect_garbage(dry_run=True, time_budget_s=60.0, batch_bytes=1024)
+    assert report.dry_run
