@@ -8,7 +8,7 @@ the errors (``mvtable.errors``).
 
 from __future__ import annotations
 
-from .cache import CACHE_BYTES_ENV, DEFAULT_CACHE_BYTES, DVCache, process_cache, ref_key
+from .cache import DEFAULT_CACHE_BYTES, DVCache, process_cache, ref_key
 from .dv import DV_MAGIC, as_bitmap, bitmap_from_array, decode_dv, encode_dv, positions_array
 from .files import DV_DIR, load_dv, load_dv_positions, write_dvs
 from .masks import deleted_count, deleted_in_range, fully_deleted, keep_mask
@@ -34,7 +34,6 @@ __all__ = [
     # cache
     "DVCache",
     "DEFAULT_CACHE_BYTES",
-    "CACHE_BYTES_ENV",
     "process_cache",
     "ref_key",
 ]

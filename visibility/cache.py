@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 from pyroaring import BitMap64
 
+from mvtable.conf import connector_settings
+
 from .dv import positions_array
 
-__all__ = ["DVCache", "DEFAULT_CACHE_BYTES", "CACHE_BYTES_ENV", "ref_key", "process_cache"]
+__all__ = ["DVCache", "DEFAULT_CACHE_BYTES", "ref_key", "process_cache"]
 
-DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
-CACHE_BYTES_ENV = "MVTABLE_DV_CACHE_BYTES"
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024  # a DVCache built without a size (the process cache uses dvCacheBytes)
 
 # (bitmap, bytes fetched from storage to build it, accounted size in bytes)
 Loaded = tuple[BitMap64, int, int]
@@ -184,7 +185,7 @@ _process_lock = threading.Lock()
 
 
 def process_cache() -> DVCache:
-    """The one cache of this process; sized by ``MVTABLE_DV_CACHE_BYTES`` if set.
+    """The one cache of this process, sized by the ``dvCacheBytes`` connector setting.
 
     Spark forks Python workers from a daemon, so a child must not inherit a cache whose
     lock a parent thread might hold; ``os.register_at_fork`` gives each child a fresh one.
@@ -192,21 +193,8 @@ def process_cache() -> DVCache:
     global _process_cache
     with _process_lock:
         if _process_cache is None:
-            _process_cache = DVCache(max_bytes=_configured_bytes())
+            _process_cache = DVCache(max_bytes=connector_settings().dvCacheBytes)
         return _process_cache
-
-
-def _configured_bytes() -> int:
-    raw = os.environ.get(CACHE_BYTES_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_CACHE_BYTES
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"{CACHE_BYTES_ENV} must be an integer number of bytes, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{CACHE_BYTES_ENV} must be >= 0, got {value}")
-    return value
 
 
 def _reset_after_fork() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyroaring import BitMap64
 
+from mvtable.conf import connector_settings
 from mvtable.errors import CorruptDeletionVectorError
 from mvtable.storage import LocalFileIO
 from mvtable.visibility import DVCache, load_dv, load_dv_positions, process_cache, ref_key, write_dvs
@@ -214,21 +215,20 @@ def test_many_threads_keep_the_bound() -> None:
     assert s["hits"] + s["misses"] == 1600
 
 
-def test_process_cache_is_a_singleton_sized_by_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_process_cache_is_a_singleton_sized_by_the_dv_cache_bytes_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache_module, "_process_cache", None)
-    monkeypatch.setenv("MVTABLE_DV_CACHE_BYTES", "12345")
+    assert process_cache().max_bytes == connector_settings().dvCacheBytes == 64 * 1024 * 1024  # defaults.toml
+
+    small = connector_settings().model_copy(update={"dvCacheBytes": 12345})
+    monkeypatch.setattr(cache_module, "connector_settings", lambda: small)
+    monkeypatch.setattr(cache_module, "_process_cache", None)
     first = process_cache()
     assert first is process_cache()
     assert first.max_bytes == 12345
-
+    # the environment is no way to configure it (the one source is the settings model)
+    monkeypatch.setenv("MVTABLE_DV_CACHE_BYTES", "999")
     monkeypatch.setattr(cache_module, "_process_cache", None)
-    monkeypatch.delenv("MVTABLE_DV_CACHE_BYTES")
-    assert process_cache().max_bytes == 64 * 1024 * 1024
-
-    monkeypatch.setattr(cache_module, "_process_cache", None)
-    monkeypatch.setenv("MVTABLE_DV_CACHE_BYTES", "lots")
-    with pytest.raises(ValueError, match="MVTABLE_DV_CACHE_BYTES"):
-        process_cache()
+    assert process_cache().max_bytes == 12345
 
 
 class _NoUri:
