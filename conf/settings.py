@@ -94,11 +94,31 @@ class TableProperties(_Settings):
         parse_period(v, name=info.field_name)
         return v
 
-    def seconds(self, name: str) -> float:
-        return parse_period(getattr(self, name), name=name)
+    # Periods are stored as the text the user wrote (``7d``); code reads them in seconds.
+    @property
+    def version_retention_s(self) -> float:
+        return parse_period(self.versionRetentionPeriod, name="versionRetentionPeriod")
+
+    @property
+    def replaced_segments_retention_s(self) -> float:
+        return parse_period(self.replacedSegmentsRetentionPeriod, name="replacedSegmentsRetentionPeriod")
+
+    @property
+    def lineage_entry_retention_s(self) -> float:
+        return parse_period(self.lineageEntryCleanupRetentionPeriod, name="lineageEntryCleanupRetentionPeriod")
+
+    @property
+    def orphan_grace_s(self) -> float:
+        return parse_period(self.orphanGracePeriod, name="orphanGracePeriod")
+
+    @property
+    def push_lease_ms(self) -> int:
+        return int(parse_period(self.pushLeasePeriod, name="pushLeasePeriod") * 1000)
 
     @classmethod
     def from_strings(cls, stored: Mapping[str, str]) -> TableProperties:
+        """The properties a table stores (or a writer asks for), over the shipped defaults.
+        An unknown name or a bad value is a ``SettingsError`` naming the property."""
         unknown = sorted(set(stored) - set(cls.model_fields))
         if unknown:
             raise SettingsError(f"unknown table properties {unknown}; known: {sorted(cls.model_fields)}")
@@ -108,16 +128,54 @@ class TableProperties(_Settings):
         except ValidationError as exc:
             raise SettingsError(_explain(exc)) from None
 
+    @classmethod
+    def tolerant(cls, stored: Mapping[str, str]) -> tuple[TableProperties, dict[str, str]]:
+        """For code that runs after a commit landed (it must not make the commit look
+        failed): names this version does not know are ignored, bad values fall back to the
+        defaults. Returns the properties and {property name: what was wrong with it}."""
+        return _tolerant(tuple(sorted(stored.items())))
+
     def as_strings(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.model_dump().items()}
 
 
+@lru_cache(maxsize=256)
+def _tolerant(items: tuple[tuple[str, str], ...]) -> tuple[TableProperties, dict[str, str]]:
+    known = set(TableProperties.model_fields)
+    problems = {k: f"unknown table property {k!r} ignored" for k, _ in items if k not in known}
+    stored = {k: v for k, v in items if k in known}
+    while True:
+        try:
+            return TableProperties.model_validate({**defaults()["table"], **stored}), problems
+        except ValidationError as exc:
+            bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"] and e["loc"][0] in stored}
+            if not bad:  # the shipped defaults themselves fail: nothing to fall back to
+                raise SettingsError(_explain(exc)) from None
+            problems.update({k: f"table property {k}={stored.pop(k)!r} is invalid; using the default" for k in sorted(bad)})
+
+
 class ConnectorSettings(_Settings):
+    """Settings of the connector process (shipped in ``defaults.toml`` [connector])."""
+
     maxPartitionBytes: int = Field(ge=1)
     dvCacheBytes: int = Field(ge=0)
     pinTtl: str
     gcBatchBytes: int = Field(ge=1)
     gcTimeBudget: str
+
+    @field_validator("pinTtl", "gcTimeBudget")
+    @classmethod
+    def _period(cls, v: str, info: Any) -> str:
+        parse_period(v, name=info.field_name)
+        return v
+
+    @property
+    def pin_ttl_s(self) -> float:
+        return parse_period(self.pinTtl, name="pinTtl")
+
+    @property
+    def gc_time_budget_s(self) -> float:
+        return parse_period(self.gcTimeBudget, name="gcTimeBudget")
 
 
 @lru_cache(maxsize=1)
@@ -127,8 +185,13 @@ def defaults() -> dict[str, dict[str, Any]]:
     return loaded
 
 
+@lru_cache(maxsize=1)
 def connector_settings() -> ConnectorSettings:
-    return ConnectorSettings.model_validate(defaults()["connector"])
+    """The shipped connector settings; a bad value is a ``SettingsError`` naming it."""
+    try:
+        return ConnectorSettings.model_validate(defaults()["connector"])
+    except ValidationError as exc:
+        raise SettingsError(_explain(exc)) from None
 
 
 def _explain(exc: ValidationError) -> str:

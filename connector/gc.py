@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mvtable.conf import connector_settings, parse_period
+from mvtable.conf import connector_settings
 from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
 from mvtable.lineage.log_retention import LogRetentionPlan, plan_log_retention
@@ -116,7 +116,7 @@ def collect_garbage(
     executed instead of a fresh one while no pin asks for a re-plan: vacuum plans before its
     retention commit, so that its dry run lists exactly what its real run deletes."""
     settings = connector_settings()
-    budget_s = parse_period(settings.gcTimeBudget, name="gcTimeBudget") if time_budget_s is None else float(time_budget_s)
+    budget_s = settings.gc_time_budget_s if time_budget_s is None else float(time_budget_s)
     max_bytes = int(batch_bytes) if batch_bytes is not None else settings.gcBatchBytes
     if max_bytes < 1:
         raise ValueError(f"batch_bytes must be at least 1, not {batch_bytes}")
@@ -237,7 +237,7 @@ def _plan(table, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
         listing,
         history,
         now_ms=now_ms,
-        retention_s=props.seconds("versionRetentionPeriod") if retention_s is None else retention_s,
+        retention_s=props.version_retention_s if retention_s is None else retention_s,
         pinned_versions=pinned,
     )
     # Never cut the log below a checkpoint that cannot be read back: CommitLog.snapshot
@@ -278,7 +278,7 @@ def _plan(table, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
             superseded.update(summaries.commit(v).dv_paths)
         except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad: its DVs wait for the grace period
             log.warning("GC: cannot read log version %s (%s)", v, exc)
-    dv = plan_dv_gc(dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.seconds("orphanGracePeriod"))
+    dv = plan_dv_gc(dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.orphan_grace_s)
 
     sizes = {f"{DV_DIR}/{i.name}": int(i.size or 0) for i in dv_listing}
     sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from mvtable.conf import connector_settings, parse_period
+from mvtable.conf import connector_settings
 from mvtable.errors import (
     DeletionVectorNotFoundError,
     InvalidOptionError,
@@ -71,7 +71,7 @@ class SnapshotPin:
 
 def pin_ttl_s(ttl_s: float | None = None) -> float:
     """``ttl_s``, or the connector's ``pinTtl`` in seconds."""
-    return parse_period(connector_settings().pinTtl, name="pinTtl") if ttl_s is None else float(ttl_s)
+    return connector_settings().pin_ttl_s if ttl_s is None else float(ttl_s)
 
 
 def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: Any = None) -> int | None:

@@ -377,7 +377,7 @@ class Table:
         """Lineage entries, oldest first. IN_PROGRESS ones say who owns them, when their
         lease ends and whether the next push may clean them up (``status``)."""
         snapshot = self.snapshot()
-        lease_ms = int(writes.table_properties(snapshot).seconds("pushLeasePeriod") * 1000)
+        lease_ms = writes.table_properties(snapshot).push_lease_ms
         verdicts = recovery.entry_verdicts(self.io, snapshot, default_lease_ms=lease_ms)
         out = []
         for e in sorted(snapshot.lineage.values(), key=lambda e: e.started_version):

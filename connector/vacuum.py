@@ -72,12 +72,12 @@ def vacuum(
 ) -> VacuumReport:
     settings = connector_settings()
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
-    budget = parse_period(settings.gcTimeBudget, name="gcTimeBudget") if time_budget_s is None else float(time_budget_s)
+    budget = settings.gc_time_budget_s if time_budget_s is None else float(time_budget_s)
     deadline = time.monotonic() + max(0.0, budget)
     max_bytes = batch_bytes or settings.gcBatchBytes
     snapshot = table.snapshot()
     props = table_properties(snapshot)
-    table_retention = props.seconds("versionRetentionPeriod")
+    table_retention = props.version_retention_s
     try:
         retention_s = table_retention if retention is None else parse_period(retention, name="retention")
     except SettingsError as exc:
@@ -95,14 +95,12 @@ def vacuum(
     # ENTRIES_PER_COMMIT entries each) is applied to copies of the snapshot, the data files
     # are planned on the result, the GC plan on the log as it is now (the retention commits
     # only remove state, so that plan stays safe after them).
-    verdicts = recovery.entry_verdicts(
-        table.io, snapshot, default_lease_ms=int(props.seconds("pushLeasePeriod") * 1000), at_ms=now
-    )
+    verdicts = recovery.entry_verdicts(table.io, snapshot, default_lease_ms=props.push_lease_ms, at_ms=now)
     plan_cleanup = partial(
         plan_entry_cleanup,
         now_ms=now,
-        replaced_retention_s=props.seconds("replacedSegmentsRetentionPeriod"),
-        entry_retention_s=props.seconds("lineageEntryCleanupRetentionPeriod"),
+        replaced_retention_s=props.replaced_segments_retention_s,
+        entry_retention_s=props.lineage_entry_retention_s,
         verdicts=verdicts,
     )
     cleanups = plan_cleanup(snapshot)
@@ -113,7 +111,7 @@ def vacuum(
     for chunk in chunks:
         _simulate(simulated, [a for c in chunk for a in c.actions], now_ms=now)
     gc_plan = plan_garbage(table, now_ms=now, retention_s=retention_s)
-    data = _plan_data(table, simulated, now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod"))
+    data = _plan_data(table, simulated, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
     prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan, cleanups=bool(cleanups))
     reuse_plan: GCPlan | None = gc_plan  # for the GC pass below, unless the log moves meanwhile
     report.safe_version = data.safe
@@ -135,9 +133,7 @@ def vacuum(
                 return report
         if report.retention_commits != list(range(snapshot.version + 1, snapshot.version + 1 + len(commits))):
             # someone committed in between: plan the files again on what the log now says
-            data = _plan_data(
-                table, table.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.seconds("orphanGracePeriod")
-            )
+            data = _plan_data(table, table.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
             reuse_plan = None
 
     # 2. data files no retained or pinned version needs, and old orphans

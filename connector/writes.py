@@ -169,7 +169,7 @@ def begin_write(
     )
     if consistent_push:
         entry_id = new_entry_id()
-        lease_ms = int(props.seconds("pushLeasePeriod") * 1000)
+        lease_ms = props.push_lease_ms
         try:
             result = recovery.start_push(
                 clog, snapshot, entry_id=entry_id, owner=owner or recovery.process_owner(), lease_ms=lease_ms, metadata=create

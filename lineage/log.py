@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from mvtable.conf import TableProperties
 from mvtable.errors import (
     CommitStateUnknownError,
     ConcurrentLineageError,
@@ -42,7 +43,6 @@ from .summary import CommitSummary, TableSummary, parse_commit_summary
 log = logging.getLogger("mvtable.lineage")
 
 LOG_DIR = "_mvtable/log"
-DEFAULT_CHECKPOINT_INTERVAL = 10
 
 
 _COMMIT_NAME = re.compile(r"^([0-9]{20})\.json$", re.MULTILINE)
@@ -348,15 +348,13 @@ class CommitLog:
         return True
 
     def _maybe_checkpoint(self, snapshot: Snapshot, interval: int | None) -> None:
-        try:
-            every = interval or int(snapshot.properties.get("checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
-        except ValueError:  # the commit has landed: a bad property must not make it look failed
-            log.warning(
-                "table property checkpointInterval=%r is not an integer; using %s",
-                snapshot.properties.get("checkpointInterval"),
-                DEFAULT_CHECKPOINT_INTERVAL,
-            )
-            every = DEFAULT_CHECKPOINT_INTERVAL
+        if interval:
+            every = interval
+        else:  # the commit has landed: a bad property must not make it look failed
+            props, problems = TableProperties.tolerant(snapshot.properties)
+            if "checkpointInterval" in problems:
+                log.warning("%s", problems["checkpointInterval"])
+            every = props.checkpointInterval
         if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
             faults.point("checkpoint.before_write")
             self.write_checkpoint(snapshot)

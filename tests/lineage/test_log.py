@@ -185,7 +185,7 @@ def test_checkpoint_interval_argument_and_default(tmp_path) -> None:
     log = new_log(tmp_path)
     for i in range(1, 13):
         append(log, f"s{i}")
-    assert log.listing().checkpoints == [10]  # DEFAULT_CHECKPOINT_INTERVAL
+    assert log.listing().checkpoints == [10]  # checkpointInterval in defaults.toml
     log2 = new_log(tmp_path / "t2")
     for i in range(1, 9):
         append(log2, f"s{i}", checkpoint_interval=4)

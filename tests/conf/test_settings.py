@@ -1,0 +1,97 @@
+"""Table properties and connector settings: one pydantic model each, every value read from
+it, every bad value a ``SettingsError`` naming the property."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mvtable.conf import TableProperties, connector_settings, defaults
+from mvtable.conf import settings as settings_module
+from mvtable.errors import InvalidOptionError, SettingsError
+from mvtable.lineage.log import CommitLog
+
+
+def test_defaults_are_typed() -> None:
+    p = TableProperties.from_strings({})
+    assert p.checkpointInterval == 10 and isinstance(p.checkpointInterval, int)
+    assert p.version_retention_s == 7 * 86400
+    assert p.replaced_segments_retention_s == p.lineage_entry_retention_s == 86400
+    assert p.orphan_grace_s == 3600
+    assert p.push_lease_ms == 5 * 60 * 1000
+    c = connector_settings()
+    assert c.pin_ttl_s == 3600 and c.gc_time_budget_s == 300 and c.dvCacheBytes == 64 << 20
+
+
+def test_stored_strings_override_defaults() -> None:
+    p = TableProperties.from_strings({"versionRetentionPeriod": "12h", "checkpointInterval": "3", "autoCompact": "true"})
+    assert (p.version_retention_s, p.checkpointInterval, p.autoCompact) == (43200, 3, True)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("checkpointInterval", "often"),
+        ("checkpointInterval", "0"),
+        ("versionRetentionPeriod", "a week"),
+        ("orphanGracePeriod", "-1h"),
+        ("rowGroupRows", "0"),
+        ("compactTargetFileSize", "big"),
+        ("compactDeleteRatio", "2"),
+        ("autoCompact", "maybe"),
+        ("pushLeasePeriod", "5 minutes"),
+    ],
+)
+def test_every_bad_value_is_a_settings_error_naming_the_property(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name) as info:
+        TableProperties.from_strings({name: value})
+    assert isinstance(info.value, InvalidOptionError)  # an invalid-input error, not a crash
+
+
+def test_unknown_property_is_named_with_the_known_ones() -> None:
+    with pytest.raises(SettingsError, match=r"unknown table properties \['checkpointIntervall'\]; known: .*checkpointInterval"):
+        TableProperties.from_strings({"checkpointIntervall": "3"})
+
+
+def test_tolerant_reading_falls_back_per_property() -> None:
+    p, problems = TableProperties.tolerant({"checkpointInterval": "often", "rowGroupRows": "7", "fromTheFuture": "1"})
+    assert p.checkpointInterval == 10 and p.rowGroupRows == 7  # only the bad one falls back
+    assert set(problems) == {"checkpointInterval", "fromTheFuture"}
+    assert "often" in problems["checkpointInterval"]
+
+
+def test_the_log_reads_checkpoint_interval_from_the_model(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    """A table with a property this version does not know still checkpoints at its interval;
+    a bad interval falls back to the default with a warning naming it (the commit landed)."""
+    from mvtable.lineage.actions import AddSegment, MetadataAction, SegmentFile
+    from mvtable.lineage.enums import Operation
+    from mvtable.lineage.snapshot import Snapshot
+    from mvtable.storage import LocalFileIO
+
+    for props, expected in (({"checkpointInterval": "2", "fromTheFuture": "x"}, [2, 4]), ({"checkpointInterval": "?"}, [])):
+        log = CommitLog(LocalFileIO(str(tmp_path / str(len(expected)))))
+        log.commit(
+            read=Snapshot(),
+            operation=Operation.CREATE,
+            build=lambda s, p=props: [MetadataAction(table_id="t", table_schema={}, properties=p)],
+        )
+        with caplog.at_level(logging.WARNING, logger="mvtable.lineage"):
+            for i in range(1, 5):
+                seg = SegmentFile(id=f"s{i}", path=f"data/s{i}.parquet", num_rows=1, size_bytes=1)
+                log.commit(read=log.snapshot(), operation=Operation.APPEND, build=lambda s, seg=seg: [AddSegment(segment=seg)])
+        assert log.listing().checkpoints == expected
+    assert "checkpointInterval='?' is invalid" in caplog.text
+    assert "fromTheFuture" not in caplog.text  # unknown names do not spam every commit
+
+
+@pytest.mark.parametrize(("name", "value"), [("dvCacheBytes", -1), ("pinTtl", "forever"), ("gcTimeBudget", "soon")])
+def test_bad_connector_setting_is_named(monkeypatch: pytest.MonkeyPatch, name: str, value: object) -> None:
+    bad = {**defaults(), "connector": {**defaults()["connector"], name: value}}
+    monkeypatch.setattr(settings_module, "defaults", lambda: bad)
+    connector_settings.cache_clear()
+    try:
+        with pytest.raises(SettingsError, match=name):
+            connector_settings()
+    finally:
+        connector_settings.cache_clear()
