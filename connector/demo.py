@@ -1,26 +1,40 @@
-"""A two-minute tour on a local table: append, consistent push, time travel, lineage.
+"""The whole story in under a minute, on a local table: create and append, delete with
+deletion vectors (no data file rewritten), a consistent push, time travel, a bad push
+rolled back in one call, a pushing process killed mid-write and cleaned up by the next
+push, the lineage timeline, and vacuum.
 
 Run: ``python -m mvtable.connector.demo [TABLE_DIR]`` (a temporary folder by default)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import tempfile
+import textwrap
+import time
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
 
+# A writer that starts a consistent push and is killed (SIGKILL) once its files are written.
+_DOOMED_PUSH = textwrap.dedent(
+    """
+    import sys, pyarrow as pa
+    from mvtable.connector import Table
+    Table.open(sys.argv[1]).overwrite(pa.table({"id": pa.array([1], pa.int64()), "store": pa.array([0], pa.int64()),
+                                               "price": pa.array([0.0])}), consistent_push=True)
+    """
+)
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    path = args[0] if args else os.path.join(tempfile.mkdtemp(prefix="mvtable-demo-"), "orders")
-    console = Console()
+
+def _spark() -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    console.print("[bold]Starting Spark[/bold] (local[2], ~10 s)…")
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("mvtable-demo")
@@ -32,44 +46,123 @@ def main(argv: list[str] | None = None) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    path = args[0] if args else os.path.join(tempfile.mkdtemp(prefix="mvtable-demo-"), "orders")
+    console = Console()
+    started = time.monotonic()
+    console.print("[bold]Starting Spark[/bold] (local[2])…")
+    spark = _spark()
+    console.print(f"Spark ready after {time.monotonic() - started:.0f} s")
     try:
-        from mvtable.connector.spark import ensure_registered
-
-        ensure_registered(spark)
-        day1 = spark.range(0, 1000).selectExpr("id", "id % 7 AS store", "round(id * 1.25, 2) AS price")
-        day2 = spark.range(1000, 1500).selectExpr("id", "id % 7 AS store", "round(id * 1.25, 2) AS price")
-        day1.write.format("mvtable").mode("append").save(path)
-        console.print(f"appended 1000 rows to [cyan]{path}[/cyan]")
-        day2.write.format("mvtable").mode("append").save(path)
-        console.print("appended 500 more rows")
-        rebuilt = spark.range(0, 1200).selectExpr("id", "id % 7 AS store", "round(id * 1.30, 2) AS price")
-        rebuilt.write.format("mvtable").mode("overwrite").option("consistentPush", "true").save(path)
-        console.print("consistent push of a rebuilt 1200-row snapshot: readers flip to it atomically")
-
-        from mvtable.connector import Table
-
-        table = Table.open(path)
-        versions = RichTable(title="Reading every version")
-        for col in ("version", "operation", "rows", "sum(price)"):
-            versions.add_column(col)
-        for h in table.history():
-            df = spark.read.format("mvtable").option("versionAsOf", h.version).load(path)
-            n, s = df.selectExpr("count(*) AS n", "sum(price) AS s").collect()[0]  # an aggregate: always one row
-            versions.add_row(str(h.version), h.operation, str(n), str(s))
-        console.print(versions)
-
-        lineage = RichTable(title="Segment lineage")
-        for col in ("id", "state", "from", "to", "timestamp"):
-            lineage.add_column(col)
-        for e in table.lineage():
-            lineage.add_row(
-                e.id, e.state, str(len(e.segments_from)), str(len(e.segments_to)), e.timestamp.isoformat(timespec="seconds")
-            )
-        console.print(lineage)
-        console.print(f"newest version: {table.version}; table left at {path}")
+        _story(spark, path, console)
     finally:
         spark.stop()
+    console.print(f"[bold]done in {time.monotonic() - started:.0f} s[/bold]; the table is left at {path}")
     return 0
+
+
+def _story(spark: Any, path: str, console: Console) -> None:
+    from mvtable.connector import Table, delete, register
+
+    register(spark)  # the data source and the SQL procedures (mvtable_lineage, mvtable_rollback, …)
+
+    def orders(lo: int, hi: int, price: str = "round((id + 1) * 1.25, 2)") -> Any:
+        return spark.range(lo, hi).selectExpr("id", "id % 7 AS store", f"CAST({price} AS DOUBLE) AS price")
+
+    def count(**options: Any) -> int:
+        reader = spark.read.format("mvtable")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return int(reader.load(path).count())
+
+    def step(text: str) -> None:
+        console.print(f"\n[bold cyan]▶ {text}[/bold cyan]")
+
+    step("create and append")
+    # a demo keeps no history: replaced and reverted segments may go as soon as vacuum runs
+    retention = {"property.replacedSegmentsRetentionPeriod": "0s", "property.lineageEntryCleanupRetentionPeriod": "0s"}
+    orders(0, 1000).write.format("mvtable").mode("append").options(**retention).save(path)
+    orders(1000, 1500).write.format("mvtable").mode("append").save(path)
+    table = Table.open(path)
+    console.print(f"two appends: {count()} rows in {len(table.snapshot().visible_segment_ids())} segments at {path}")
+
+    step("delete: deletion vectors, no data file rewritten")
+    data_dir = os.path.join(path, "data")
+    files_before = sorted(os.listdir(data_dir))
+    deleted = delete(spark, path, "store = 3")
+    snap = table.snapshot()
+    dvs = ", ".join(f"{sid[:8]}… {ref.cardinality} rows" for sid, ref in snap.dvs.items())
+    same = sorted(os.listdir(data_dir)) == files_before
+    console.print(f"deleted {deleted} rows (store = 3); deletion vectors: {dvs}; data files untouched: {same}")
+
+    step("consistent push: a rebuilt snapshot, visible all at once")
+    orders(0, 1200, "round((id + 1) * 1.30, 2)").write.format("mvtable").mode("overwrite").option("consistentPush", "true").save(
+        path
+    )
+    good_version = table.version
+    console.print(f"readers now see {count()} rows (version {good_version})")
+
+    step("time travel")
+    grid = RichTable("version", "operation", "rows")
+    for h in table.history():  # Table.scan(version=…) is the same read without Spark
+        grid.add_row(str(h.version), str(h.operation), str(table.scan(version=h.version).count()))
+    console.print(grid)
+    console.print(f'spark.read.format("mvtable").option("versionAsOf", 1): {count(versionAsOf=1)} rows')
+
+    step("a bad push, rolled back in one call")
+    orders(0, 1200, "0.0").write.format("mvtable").mode("overwrite").option("consistentPush", "true").save(path)
+    bad = table.lineage()[-1].id
+    zero = spark.read.format("mvtable").load(path).where("price = 0").count()
+    console.print(f"push {bad} made every price 0 ({zero} rows)…")
+    [row] = spark.sql(f"SELECT * FROM mvtable_rollback(table => '{path}', entry => '{bad}')").collect()
+    console.print(
+        f"…mvtable_rollback: {row.message}; rows with price 0 now: "
+        f"{spark.read.format('mvtable').load(path).where('price = 0').count()}"
+    )
+
+    step("a pushing process killed mid-write never blocks the table")
+    child = subprocess.run(
+        [sys.executable, "-c", _DOOMED_PUSH, path],
+        env={**os.environ, "MVTABLE_FAULT": "write.after_files"},  # SIGKILL once its files are written
+        capture_output=True,
+    )
+    console.print(
+        f"writer process died with {signal.Signals(-child.returncode).name if child.returncode < 0 else child.returncode}, "
+        f"its push left IN_PROGRESS"
+    )
+    t0 = time.perf_counter()
+    orders(0, 1300, "round((id + 1) * 1.30, 2)").write.format("mvtable").mode("overwrite").option("consistentPush", "true").save(
+        path
+    )
+    console.print(
+        f"the next push went through in {time.perf_counter() - t0:.1f} s (no lease to wait for: "
+        f"the dead writer's push was reverted in the same commit); {count()} rows"
+    )
+
+    step("lineage timeline")
+    grid = RichTable("entry", "state", "from → to", "note")
+    for e in table.lineage():
+        grid.add_row(e.id, str(e.state), f"{len(e.segments_from)} → {len(e.segments_to)}", e.revert_reason or e.status or "")
+    console.print(grid)
+
+    step("vacuum, two hours later (a Spark reader's pin keeps its version readable for pinTtl, 1h)")
+    later = int(time.time() * 1000) + 2 * 3600 * 1000
+    dry = table.vacuum(retention="0s", force=True, dry_run=True, now_ms=later)
+    report = table.vacuum(retention="0s", force=True, now_ms=later)
+    console.print(
+        f"dry run listed {len(dry.files)} files, vacuum deleted {len(report.files)} (the same ones: "
+        f"{dry.files == report.files}): replaced and reverted segments, superseded log files; "
+        f"{report.entries_purged} lineage entries cleaned up; the table still reads {count()} rows"
+    )
+    snap = table.snapshot()
+    console.print(
+        f"the newest snapshot now holds {len(snap.segments)} segments (all live), "
+        f"{len(snap.lineage)} lineage entries and {len(snap.history)} history items"
+    )
 
 
 if __name__ == "__main__":
