@@ -19,7 +19,7 @@ def test_long_lived_benchmark_smoke(tmp_path: Path) -> None:
         timeout=600,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    lines = [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit() and len(line.split()) == 8]
+    lines = [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit() and len(line.split()) == 9]
     assert [int(row[0]) >= n for row, n in zip(lines, (200, 1000))] == [True, True]
     assert all(row[1] == row[2] for row in lines)  # segments held == live segments
     assert "open time" in out.stdout
