@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -115,13 +115,13 @@ class ReadOptions(_Options):
 class WriteOptions(_Options):
     consistent_push: bool = False
     publish: bool = True
-    operation: str = "write"
+    operation: Literal["write", "delete", "upsert"] = "write"  # what a DataFrame write does
     read_version: int | None = Field(default=None, ge=0)
     tag: str | None = Field(default=None, max_length=200)
     primary_key: str | None = Field(default=None, min_length=1)  # comma-separated key columns of a new table
     properties: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("operation")
+    @field_validator("operation", mode="before")
     @classmethod
     def _op(cls, v: str) -> str:
         if v not in ("write", "delete", "upsert"):
