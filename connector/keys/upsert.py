@@ -54,12 +54,11 @@ def require_key(snapshot: Snapshot, *, uri: str, what: str) -> tuple[str, ...]:
 def upsert(uri: str, data: pa.Table, *, storage_options: Mapping[str, Any] | None = None) -> UpsertResult:
     """Replace the rows whose keys ``data`` holds and insert the rest, in one commit."""
     io = open_file_io(uri, storage_options)
-    require_key(writes.load_snapshot(CommitLog(io)), uri=uri, what="upsert")  # before any schema complaint
-    plan = writes.begin_write(uri, storage_options=storage_options, incoming=data.schema, mode=writes.APPEND)
+    read = writes.load_snapshot(CommitLog(io))
+    key = require_key(read, uri=uri, what="upsert")  # before any schema complaint
+    plan = writes.begin_write(uri, storage_options=storage_options, incoming=data.schema, mode=writes.APPEND, snapshot=read)
     segments: list[SegmentFile] = []
     try:
-        read = writes.read_snapshot(plan.commit_log(), plan)
-        key = require_key(read, uri=uri, what="upsert")
         rows = keyed_rows(plan.arrow_schema, key, data)
         aligned = writes.align(plan, data)
         deletes = KeyedDeletes()
