@@ -36,6 +36,7 @@ from mvtable.storage import FileIO
 from . import faults
 from .actions import Action, Commit, parse_commit
 from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
+from .checkpoint_cache import process_checkpoints
 from .enums import Operation
 from .snapshot import Snapshot, apply_commit, replay
 from .summary import CommitSummary, TableSummary, parse_commit_summary
@@ -166,8 +167,15 @@ class CommitLog:
             raise VersionNotFoundError(f"version {version} is not in the log (it may have been garbage-collected)") from None
 
     def read_checkpoint(self, version: int) -> Snapshot:
+        """The snapshot the checkpoint of ``version`` holds, through the process-wide
+        cache of parsed checkpoints (it answers only for the same bytes)."""
         path, data = self._read_checkpoint_file(version)
-        return parse_checkpoint(data, source=self._where(path), expected_version=version)
+        return process_checkpoints().load(
+            self.io.uri,
+            version,
+            data,
+            lambda raw: parse_checkpoint(raw, source=self._where(path), expected_version=version),
+        )
 
     def read_checkpoint_summary(self, version: int, *, full_check: bool = False) -> TableSummary:
         """GC's view of the checkpoint of ``version`` (no segments, no statistics); see
