@@ -42,7 +42,9 @@ def machine_id() -> str:
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(command name, parent pid, start time in clock ticks) of ``pid``, or ``None``."""
+    """(command name, parent pid, start time in clock ticks) of ``pid``, or ``None`` when
+    it does not run: no such process, or a zombie (dead, its exit not yet collected by
+    its parent — a killed driver whose parent was killed too stays one for a moment)."""
     text = _read(f"{PROC}/{pid}/stat")
     if not text:
         return None
@@ -50,6 +52,8 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
     head, _, rest = text.rpartition(")")
     fields = rest.split()
     try:
+        if fields[0] in ("Z", "X"):
+            return None
         return head.partition("(")[2], int(fields[1]), int(fields[19])
     except (IndexError, ValueError):
         return None

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table, cli, recovery
+from mvtable.connector.recovery.owner import probe, process_owner
 from mvtable.errors import PushInProgressError, StagedPushError
 
 START_AND_WAIT = textwrap.dedent(
@@ -158,3 +159,21 @@ def test_vacuum_reverts_a_dead_push(tmp_path):
     view = {e.id: e for e in t.lineage()}[dead]
     assert view.state == "REVERTED" and "cleaned up by vacuum" in (view.revert_reason or "")
     assert ids(t) == [1, 2, 3]
+
+
+def test_a_killed_owner_not_yet_reaped_counts_as_dead():
+    """A zombie keeps its /proc entry (and start time) until its parent collects it."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owner = process_owner(p.pid)
+        assert owner.start_ticks is not None and probe(owner) == (False, f"pid {p.pid} on {owner.host} is running")
+        os.kill(p.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not probe(owner)[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with open(f"/proc/{p.pid}/stat") as f:
+            assert f.read().split(") ")[1][0] == "Z"  # not reaped yet: still in /proc
+        assert probe(owner)[0]
+    finally:
+        p.kill()
+        p.wait()
