@@ -1,7 +1,8 @@
 """Crash consistency: SIGKILL the writing process at every step of every operation.
 
 Each trial builds a table with some history, records what every version shows, then runs
-one operation in a separate process with ``MVTABLE_FAULT`` armed at one step. After the
+one operation in a separate process with ``MVTABLE_FAULT`` armed at one step (forked from a
+fork server that has the imports done: ``crash_child.py``). After the
 kill the table must open, show exactly one committed snapshot (the one before the
 operation or the one after it, as the step dictates), have lost no committed version,
 and accept the next writer, the next GC and the next vacuum."""
@@ -9,13 +10,15 @@ and accept the next writer, the next GC and the next vacuum."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import signal
 import subprocess
-import sys
+import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +26,8 @@ import pytest
 
 from mvtable.connector import Table
 from mvtable.errors import FilesMissingError, VersionNotFoundError
+
+from . import crash_child
 
 PROPS = {
     "rowGroupRows": "8",
@@ -206,15 +211,35 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
     assert not [e for e in t.lineage() if e.state == "IN_PROGRESS"]
 
 
+_FORKS = multiprocessing.get_context("forkserver")
+_FORKS.set_forkserver_preload(["pyarrow", "pyarrow.compute", "mvtable.connector"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_fork_server() -> Iterator[None]:
+    """The fork server starts with the first trial; stop it with this module (it would
+    otherwise live until pytest exits). ``_stop`` is the standard library's own hook."""
+    yield
+    from multiprocessing import forkserver
+
+    stop = getattr(forkserver._forkserver, "_stop", None)
+    if stop is not None:
+        stop()
+
+
 def run_child(op: str, uri: str, arg, point: str) -> subprocess.CompletedProcess:
-    """Run ``op`` in a fresh process with the kill point ``point`` armed."""
-    return subprocess.run(
-        [sys.executable, "-c", CHILD + OPERATIONS[op], uri, json.dumps(arg)],
-        env={**os.environ, "MVTABLE_FAULT": point},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """Run ``op`` in a fresh process with the kill point ``point`` armed (forked from a
+    server that has the imports done; see ``crash_child.py``)."""
+    with tempfile.TemporaryDirectory(prefix="mvtable-crash-") as tmp:
+        err = os.path.join(tmp, "stderr")
+        proc = _FORKS.Process(target=crash_child.run, args=(CHILD + OPERATIONS[op], uri, json.dumps(arg), point, err))
+        proc.start()
+        proc.join(120)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        stderr = open(err).read() if os.path.exists(err) else ""
+    return subprocess.CompletedProcess(["crash-child", op, point], proc.exitcode, "", stderr)
 
 
 def test_every_kill_point_is_distinct_and_counted():
