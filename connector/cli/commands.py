@@ -1,0 +1,102 @@
+"""The lineage and lifecycle commands: lineage, history, rollback, restore, publish."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .output import EXIT_OK, as_text, fmt_compact, fmt_time, open_table, print_json, stdout_console
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    entries = open_table(args).lineage()
+    if args.json:
+        print_json(entries)
+        return EXIT_OK
+    from rich.table import Table as Grid
+
+    out = stdout_console()
+    if not entries:
+        out.print(f"no lineage entries in {args.table} (only consistent pushes create them)")
+        return EXIT_OK
+    grid = Grid(title=f"lineage of {args.table}", title_justify="left")
+    for name in ("id", "state", "segments_from", "segments_to", "started", "changed", "timestamp", "owner / lease"):
+        grid.add_column(name, no_wrap=name in ("id", "state", "segments_from", "segments_to"))
+    for e in entries:
+        grid.add_row(
+            as_text(e.id),
+            as_text(e.state),
+            as_text("\n".join(e.segments_from) or "-"),
+            as_text("\n".join(e.segments_to) or "-"),
+            as_text(f"v{e.started_version}"),
+            as_text(f"v{e.state_version}"),
+            as_text(fmt_time(e.timestamp)),
+            as_text(_owner_cell(e)),
+        )
+    out.print(grid)
+    return EXIT_OK
+
+
+def _owner_cell(e: Any) -> str:
+    """Who owns an entry, until when its lease runs and what the next push would do with
+    it (IN_PROGRESS), or why mvtable reverted it by itself."""
+    lines = [e.owner or "-"]
+    if e.lease_expires is not None:
+        lines.append(f"lease until {fmt_time(e.lease_expires)}")
+    if e.status:
+        lines.append(e.status)
+    if e.revert_reason:
+        lines.append(e.revert_reason)
+    return "\n".join(lines)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    entries = open_table(args).history()
+    if args.limit:
+        entries = entries[-args.limit :]
+    if args.json:
+        print_json(entries)
+        return EXIT_OK
+    from rich.table import Table as Grid
+
+    grid = Grid(title=f"history of {args.table}", title_justify="left")
+    for name in ("version", "timestamp", "operation", "parameters", "metrics"):
+        grid.add_column(
+            name, justify="right" if name == "version" else "left", no_wrap=name != "parameters" and name != "metrics"
+        )
+    for h in entries:
+        grid.add_row(
+            as_text(h.version),
+            as_text(fmt_time(h.timestamp)),
+            as_text(h.operation),
+            as_text(fmt_compact(h.parameters, drop=("txn",))),
+            as_text(fmt_compact(h.metrics)),
+        )
+    stdout_console().print(grid)
+    return EXIT_OK
+
+
+def _report_action(args: argparse.Namespace, result) -> int:
+    if args.json:
+        print_json([result])
+        return EXIT_OK
+    out = stdout_console()
+    if result.changed:
+        out.print(as_text(f"{result.operation}: {result.message} (committed version {result.version})"))
+    else:
+        out.print(as_text(f"nothing changed: {result.message} (version {result.version})"))
+    return EXIT_OK
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    t = open_table(args)
+    result = t.rollback(entry=args.entry) if args.entry is not None else t.rollback(version=args.version)
+    return _report_action(args, result)
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    return _report_action(args, open_table(args).restore(version=args.version))
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    return _report_action(args, open_table(args).publish(args.entry))

@@ -1,0 +1,111 @@
+"""``mvtable inspect``: segments, row groups, delete density and the lineage timeline."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from .output import EXIT_OK, as_text, fmt_compact, fmt_pct, fmt_size, fmt_time, open_table, print_json, stdout_console
+
+if TYPE_CHECKING:  # rich is imported lazily
+    from rich.console import JustifyMethod
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from ..describe import inspect_table
+
+    info = inspect_table(open_table(args), version=args.version)
+    if args.json:
+        print_json([info])
+        return EXIT_OK
+    _render_inspect(info, row_groups=args.row_groups)
+    return EXIT_OK
+
+
+def _segment_grid(title: str, segments: list[dict[str, Any]], totals: dict[str, Any] | None):
+    from rich.table import Table as Grid
+
+    grid = Grid(title=title, title_justify="left", show_footer=totals is not None)
+    foot = totals or {}
+    columns: list[tuple[str, JustifyMethod, str]] = [  # (local annotations are never evaluated)
+        ("segment", "left", f"total ({foot.get('segments', 0)})"),
+        ("status", "left", ""),
+        ("rows", "right", str(foot.get("num_rows", ""))),
+        ("row groups", "right", str(foot.get("row_groups", ""))),
+        ("size", "right", fmt_size(foot.get("size_bytes", 0))),
+        ("deleted", "right", str(foot.get("deleted_rows", ""))),
+        ("delete density", "right", fmt_pct(foot.get("delete_density", 0.0))),
+        ("live rows", "right", str(foot.get("live_rows", ""))),
+        ("added", "right", ""),
+        ("lineage entry", "left", ""),
+    ]
+    for name, justify, footer in columns:
+        grid.add_column(name, justify=justify, footer=footer, no_wrap=True)
+    for s in segments:
+        grid.add_row(
+            as_text(s["id"]),
+            as_text(s["status"]),
+            as_text(s["num_rows"]),
+            as_text(len(s["row_groups"])),
+            as_text(fmt_size(s["size_bytes"])),
+            as_text(s["deleted_rows"]),
+            as_text(fmt_pct(s["delete_density"])),
+            as_text(s["live_rows"]),
+            as_text(f"v{s['added_version']}"),
+            as_text(s["lineage_entry"] or "-"),
+        )
+    return grid
+
+
+def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
+    from rich.table import Table as Grid
+    from rich.tree import Tree
+
+    out = stdout_console()
+    out.print(as_text(f"table {info['uri']}  version {info['version']}  ({fmt_time(info['timestamp'])})  id {info['table_id']}"))
+    if info["schema"]:
+        out.print(as_text("columns: " + ", ".join(f"{c['name']} {c['type']}" for c in info["schema"])))
+    if info["primary_key"]:
+        out.print(as_text("primary key: " + ", ".join(info["primary_key"])))
+    if info["properties"]:
+        out.print(as_text("properties: " + fmt_compact(info["properties"])))
+    out.print()
+    visible = [s for s in info["segments"] if s["status"] == "visible"]
+    retained = [s for s in info["segments"] if s["status"] != "visible"]
+    out.print(_segment_grid(f"segments visible at version {info['version']}", visible, info["totals"]))
+    if retained:
+        out.print()
+        out.print(_segment_grid("retained segments (not visible: staged, replaced or reverted)", retained, info["retained"]))
+    if row_groups:
+        out.print()
+        grid = Grid(title="row groups", title_justify="left")
+        widths: tuple[tuple[str, JustifyMethod], ...] = (
+            ("segment", "left"),
+            ("#", "right"),
+            ("first row", "right"),
+            ("rows", "right"),
+            ("size", "right"),
+        )
+        for name, justify in widths:
+            grid.add_column(name, justify=justify, no_wrap=True)
+        for s in info["segments"]:
+            for i, rg in enumerate(s["row_groups"]):
+                grid.add_row(
+                    as_text(s["id"]),
+                    as_text(i),
+                    as_text(rg["first_row"]),
+                    as_text(rg["num_rows"]),
+                    as_text(fmt_size(rg["total_byte_size"])),
+                )
+        out.print(grid)
+    out.print()
+    if not info["lineage"]:
+        out.print(as_text("lineage: no entries"))
+        return
+    tree = Tree(as_text("lineage timeline (by start version)"))
+    for e in info["lineage"]:
+        node = tree.add(as_text(f"{e['id']}  {e['state']}  ({len(e['segments_from'])} segment(s) → {len(e['segments_to'])})"))
+        for step in e["transitions"]:
+            op = f"  {step['operation']}" if step.get("operation") else ""
+            node.add(as_text(f"v{step['version']:<6} {step['state']:<12} {fmt_time(step['timestamp'])}{op}"))
+    out.print(tree)

@@ -1,0 +1,108 @@
+"""Dispatch, exit codes and error reporting: every expected failure is one line naming
+the problem plus a hint, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from .commands import cmd_history, cmd_lineage, cmd_publish, cmd_restore, cmd_rollback
+from .export import cmd_export
+from .inspection import cmd_inspect
+from .maintenance import cmd_compact, cmd_gc, cmd_vacuum
+from .output import EXIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_USAGE, PROG, as_text, stderr_console
+
+__all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
+from .parser import build_parser
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "lineage": cmd_lineage,
+    "history": cmd_history,
+    "rollback": cmd_rollback,
+    "restore": cmd_restore,
+    "publish": cmd_publish,
+    "vacuum": cmd_vacuum,
+    "gc": cmd_gc,
+    "compact": cmd_compact,
+    "inspect": cmd_inspect,
+    "export": cmd_export,
+}
+
+
+def _hint(exc: BaseException, args: argparse.Namespace) -> str:
+    from mvtable import errors as ce
+    from mvtable import errors as le
+
+    uri = getattr(args, "table", "URI")
+    if isinstance(exc, le.CommitConflictError):
+        return "another writer changed the table at the same time and nothing was committed; run the command again (it is idempotent)"
+    if isinstance(exc, le.CommitStateUnknownError):
+        return "the store did not confirm the commit; run the command again: it is idempotent and reports whether the change is already there"
+    if isinstance(exc, le.TableNotFoundError):
+        return "check the path or URL" + (
+            "" if args.storage_options else ", and pass --storage-option KEY=VALUE for remote stores"
+        )
+    if isinstance(exc, le.VersionNotFoundError):
+        return f"list the versions the log still holds with: {PROG} history {uri}"
+    if isinstance(exc, ce.FilesMissingError):
+        return f"pick a version inside the retention window (see {PROG} history {uri})"
+    if isinstance(exc, le.InvalidLineageTransitionError):
+        return f"see the lineage entries and their states with: {PROG} lineage {uri}"
+    if isinstance(exc, ce.RetentionTooShortError):
+        return "use a longer --retention, or add --force if no reader or writer needs the older files"
+    if isinstance(exc, ce.UnsupportedExportTypeError):
+        return "the export wrote nothing; export a table whose columns the target can hold"
+    if isinstance(exc, ce.ExportError):
+        return "the export wrote nothing into data/ or _mvtable/; the mvtable table is unchanged"
+    if isinstance(exc, le.CorruptMetadataError):
+        return "a metadata file is damaged; do not write to this table until it is repaired"
+    if isinstance(exc, (ce.InvalidOptionError, ValueError)):
+        return f"see: {PROG} {args.command} --help"
+    return ""
+
+
+def _fail(exc: BaseException, args: argparse.Namespace, code: int) -> int:
+    err = stderr_console()
+    name = type(exc).__name__
+    err.print(as_text(f"{PROG} {args.command}: {name}: {exc}"), style="bold red" if err.is_terminal else None)
+    hint = _hint(exc, args)
+    if hint:
+        err.print(as_text(f"hint: {hint}"))
+    return code
+
+
+def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(retryable, other expected errors)."""
+    from mvtable.errors import CommitConflictError, CommitStateUnknownError, ExportConflictError, MvTableError
+
+    return (CommitConflictError, CommitStateUnknownError, ExportConflictError), (MvTableError,)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    retryable, expected = _error_types()
+    try:
+        return COMMANDS[args.command](args)
+    except retryable as exc:
+        return _fail(exc, args, EXIT_CONFLICT)
+    except expected as exc:
+        return _fail(exc, args, EXIT_ERROR)
+    except BrokenPipeError:  # e.g. `mvtable history t | head`: not an error (before OSError, its base)
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so that the exit-time flush stays quiet
+        return EXIT_OK
+    except OSError as exc:  # storage trouble: permissions, network, credentials
+        return _fail(exc, args, EXIT_ERROR)
+    except KeyboardInterrupt:
+        stderr_console().print(
+            as_text(f"{PROG} {args.command}: interrupted; run it again to resume (every command is idempotent)")
+        )
+        return 130
