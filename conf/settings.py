@@ -195,4 +195,11 @@ def connector_settings() -> ConnectorSettings:
 
 
 def _explain(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    """One line per bad setting, each starting with its name. Our own validators' messages
+    (``parse_period``…) already do; pydantic's get the name put in front."""
+    parts = []
+    for e in exc.errors():
+        name = ".".join(map(str, e["loc"]))
+        cause = (e.get("ctx") or {}).get("error")
+        parts.append(str(cause) if isinstance(cause, SettingsError) else f"{name}: {e['msg']}")
+    return "; ".join(parts)

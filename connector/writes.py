@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.conf import TableProperties
-from mvtable.errors import InvalidOptionError, SettingsError, TableNotFoundError
+from mvtable.errors import InvalidOptionError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
@@ -90,10 +90,9 @@ def new_entry_id() -> str:
 
 
 def table_properties(snapshot: Snapshot, overrides: Mapping[str, str] | None = None) -> TableProperties:
-    try:
-        return TableProperties.from_strings({**snapshot.properties, **(overrides or {})})
-    except SettingsError as exc:
-        raise InvalidOptionError(str(exc)) from None
+    """The table's properties with a writer's ``overrides``; a bad one is a ``SettingsError``
+    (an ``InvalidOptionError``) naming it."""
+    return TableProperties.from_strings({**snapshot.properties, **(overrides or {})})
 
 
 def begin_write(

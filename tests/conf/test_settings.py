@@ -95,3 +95,14 @@ def test_bad_connector_setting_is_named(monkeypatch: pytest.MonkeyPatch, name: s
             connector_settings()
     finally:
         connector_settings.cache_clear()
+
+
+def test_table_create_reports_a_bad_property_as_settings_error_once(tmp_path) -> None:
+    import pyarrow as pa
+
+    from mvtable.connector import Table
+
+    with pytest.raises(SettingsError) as info:
+        Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64())]), properties={"versionRetentionPeriod": "soon"})
+    assert str(info.value).startswith("versionRetentionPeriod: 'soon' is not a period")
+    assert str(info.value).count("versionRetentionPeriod") == 1
