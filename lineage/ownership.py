@@ -22,15 +22,22 @@ from dataclasses import dataclass, field
 from mvtable.errors import PushInProgressError, StagedPushError
 
 from .actions import LineageRevert, PushOwner
-from .enums import LineageState
+from .enums import LineageState, _Name
 from .snapshot import LineageEntry, Snapshot
 
-__all__ = ["Liveness", "Verdict", "PushClaim", "verdict", "blocking_entries", "recover_blocked"]
+__all__ = ["Liveness", "Verdict", "VerdictKind", "PushClaim", "verdict", "blocking_entries", "recover_blocked"]
 
-DEAD = "dead"
-EXPIRED = "expired"
-ALIVE = "alive"
-STAGED = "staged"
+
+class VerdictKind(_Name):
+    """What a new push (or vacuum) may do with an IN_PROGRESS entry in its way."""
+
+    DEAD = "dead"  # its owner provably died: clean it up
+    EXPIRED = "expired"  # its lease ran out: clean it up
+    ALIVE = "alive"  # its owner runs (or cannot be checked) and its lease holds: refuse
+    STAGED = "staged"  # finished writing, waits for a person: refuse, never clean up
+
+
+DEAD, EXPIRED, ALIVE, STAGED = VerdictKind.DEAD, VerdictKind.EXPIRED, VerdictKind.ALIVE, VerdictKind.STAGED
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ class Liveness:
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # DEAD, EXPIRED, ALIVE or STAGED
+    kind: VerdictKind
     reason: str
     lease_expires_ms: int | None
 
