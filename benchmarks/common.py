@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,10 +58,17 @@ class Timing:
     result: Any = None
     error: str | None = None
     loads: list[float] = field(default_factory=list)  # 1-min load average after each run
+    # CPU seconds (user + system, every thread of this process; not a Spark JVM) of each run:
+    # on a shared, loaded machine wall time mostly measures the neighbours, CPU time does not
+    cpu: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float | None:
         return statistics.median(self.runs) if self.runs else None
+
+    @property
+    def cpu_median(self) -> float | None:
+        return statistics.median(self.cpu) if self.cpu else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +76,8 @@ class Timing:
             "runs_s": [round(r, 6) for r in self.runs],
             "warmup_s": [round(r, 6) for r in self.warmup],
             "load1": [round(x, 2) for x in self.loads],
+            "cpu_median_s": self.cpu_median,
+            "cpu_runs_s": [round(c, 6) for c in self.cpu],
             **({"na": self.error} if self.error else {}),
         }
 
@@ -92,15 +102,18 @@ def measure(
     out = {n: Timing() for n in names}
     warmup = DEFAULTS["warmup"] if warmup is None else warmup
 
-    def once(name: str) -> float | None:
+    def once(name: str, *, timed: bool) -> float | None:
         s, t = systems[name], out[name]
         if t.error:
             return None
         try:
             arg = s.setup() if s.setup else None
+            cpu = _process_cpu()
             start = time.perf_counter()
             result = s.fn(arg) if s.setup else s.fn()
             elapsed = time.perf_counter() - start
+            if timed:
+                t.cpu.append(_process_cpu() - cpu)
         except PeerUnavailable as exc:
             t.error = str(exc)
             return None
@@ -119,19 +132,27 @@ def measure(
 
     for _ in range(warmup):
         for n in names:
-            e = once(n)
+            e = once(n, timed=False)
             if e is not None:
                 out[n].warmup.append(e)
     for i in range(repeat):
         k = i % len(names)
         for n in names[k:] + names[:k]:
-            e = once(n)
+            e = once(n, timed=True)
             if e is not None:
                 out[n].runs.append(e)
     for n in names:
         med = out[n].median
-        log(f"    {n:<28} {'n/a: ' + out[n].error if out[n].error else f'{med:.4f} s (median of {len(out[n].runs)})'}")
+        cpu = out[n].cpu_median
+        timing = f"{med:.4f} s (median of {len(out[n].runs)}; CPU {cpu:.4f} s)" if cpu is not None else f"{med:.4f} s"
+        log(f"    {n:<28} {'n/a: ' + out[n].error if out[n].error else timing}")
     return out
+
+
+def _process_cpu() -> float:
+    """User + system CPU seconds of this process so far (all its threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass

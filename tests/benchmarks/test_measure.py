@@ -1,0 +1,30 @@
+"""The benchmark timer records CPU time beside wall time (a shared machine's load shows in
+wall time; CPU time is what a change can be judged by)."""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks.common import System, measure
+
+
+def _spin(seconds: float) -> int:
+    end = time.process_time() + seconds
+    n = 0
+    while time.process_time() < end:
+        n += 1
+    return n
+
+
+def test_measure_records_cpu_beside_wall_time() -> None:
+    t = measure(
+        {"busy": System(lambda: _spin(0.02)), "idle": System(lambda: time.sleep(0.02))},
+        repeat=3,
+        warmup=1,
+        log=lambda _: None,
+    )
+    busy, idle = t["busy"], t["idle"]
+    assert len(busy.cpu) == len(busy.runs) == 3  # timed runs only, not the warm-up
+    assert busy.cpu_median is not None and busy.cpu_median >= 0.015
+    assert idle.cpu_median is not None and idle.cpu_median < 0.01 <= idle.median
+    assert busy.to_json()["cpu_median_s"] == busy.cpu_median
