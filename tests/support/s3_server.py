@@ -172,6 +172,7 @@ def launch(
     secret: str,
     timeout: float,
     leftovers: list[str] | None = None,
+    stop_grace_s: float = 3.0,
 ) -> S3Server:
     """Start ``cmd`` and wait until an authenticated round trip (list, create a bucket,
     put, get, delete an object) works on ``http://127.0.0.1:port``."""
@@ -190,7 +191,9 @@ def launch(
             preexec_fn=parent_death_signal(),
         )
     endpoint_url = f"http://{LOOPBACK}:{port}"
-    server = S3Server(name, endpoint_url, key, secret, workdir, log_path, proc, leftovers=list(leftovers or []))
+    server = S3Server(
+        name, endpoint_url, key, secret, workdir, log_path, proc, stop_grace_s=stop_grace_s, leftovers=list(leftovers or [])
+    )
     probe = botocore_client(endpoint_url, key, secret, timeout=5.0)
     deadline = t0 + timeout
     last_error: Exception | None = None
