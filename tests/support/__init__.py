@@ -3,6 +3,7 @@
 * ``spark_session`` — the one in-process ``local[2]`` SparkSession (start, stop, conf).
 * ``spark_scripts`` — a Spark driver script in a fresh interpreter (local or on a cluster).
 * ``spark_cluster`` — a standalone master + workers on 127.0.0.1 via ``spark-class``.
+* ``connect`` — a script against a local Spark Connect server, in a fresh interpreter.
 * ``spark_jvm`` — how every Spark JVM here is set up (shadow SPARK_HOME, class-data
   archive, quick JIT, loopback environment, shared conf).
 * ``wheel_install`` — the project built as a wheel and installed into a folder.
@@ -13,6 +14,8 @@
 * ``fixtures`` — the pytest fixtures (the only module that imports pytest).
 
 Tests import these as ``support.<module>`` (``tests/conftest.py`` puts ``tests/`` on
-``sys.path``); the benchmarks as ``tests.support.<module>``.  Modules import each other
-relatively, so either name works.
+``sys.path``) or ``tests.support.<module>``; the benchmarks as ``tests.support.<module>``.
+Modules import each other relatively, so either name works; the state that must be one
+per process (the S3 server registry, the prestarted cluster) is only reached through the
+fixtures, which ``tests/conftest.py`` imports once.
 """
