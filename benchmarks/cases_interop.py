@@ -34,6 +34,15 @@ def run(built: Built, *, repeat: int) -> list[CaseResult]:
         con.register("lineitem", Table(str(built.mv_del10)).scan(columns=Q1_COLUMNS).to_reader(dictionary_strings=True))
         return sum(r[-1] for r in con.sql(Q1.format(source="lineitem")).fetchall())
 
+    def duckdb_relation() -> int:
+        con = duckdb.connect()
+        scan = Table(str(built.mv_del10)).scan(columns=Q1_COLUMNS)
+        con.register("lineitem", scan.to_duckdb(con))
+        try:
+            return sum(r[-1] for r in con.sql(Q1.format(source="lineitem")).fetchall())
+        finally:
+            scan.release()
+
     def duckdb_parquet() -> int:
         con = duckdb.connect()
         return sum(r[-1] for r in con.sql(Q1.format(source=f"read_parquet([{files}])")).fetchall())
@@ -52,6 +61,7 @@ def run(built: Built, *, repeat: int) -> list[CaseResult]:
     systems = {
         "duckdb_parquet": System(duckdb_parquet),
         "duckdb_to_reader_del10": System(duckdb_reader),
+        "duckdb_to_duckdb_del10": System(duckdb_relation),
         "duckdb_arrow_floor": System(duckdb_arrow_floor),
     }
     t = measure(systems, repeat=repeat, log=log)
@@ -68,6 +78,22 @@ def run(built: Built, *, repeat: int) -> list[CaseResult]:
             target_text="≤ 1.3×",
             systems={k: v.to_json() for k, v in t.items()},
             details={"arrow_floor_s": t["duckdb_arrow_floor"].median},
+            check="ok" if got in (None, expected_q1) else f"{got} rows counted, expected {expected_q1}",
+        )
+    )
+
+    got = t["duckdb_to_duckdb_del10"].result
+    out.append(
+        CaseResult(
+            "duckdb_to_duckdb_del10",
+            "interop",
+            "DuckDB Q1 over Table.scan().to_duckdb() (DuckDB reads the segments), 10% deleted",
+            t["duckdb_to_duckdb_del10"].median,
+            "DuckDB Q1 over read_parquet (no deletes)",
+            t["duckdb_parquet"].median,
+            target=1.3,
+            target_text="≤ 1.3×",
+            systems={k: v.to_json() for k, v in t.items()},
             check="ok" if got in (None, expected_q1) else f"{got} rows counted, expected {expected_q1}",
         )
     )

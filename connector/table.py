@@ -30,6 +30,7 @@ from mvtable.visibility import bitmap_from_array
 from . import recovery, writes
 from .arrow_reader import balanced_pieces, dictionary_schema, record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
+from .duckdb_scan import duckdb_relation
 from .export import ExportResult, export
 from .expressions import referenced_columns
 from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
@@ -46,6 +47,8 @@ from .stats import Predicate
 READER_CHUNK_ROWS = 1 << 18
 
 if TYPE_CHECKING:
+    import duckdb
+
     from .compaction import CompactionReport
     from .gc import GCReport, Progress
     from .lifecycle import ActionResult
@@ -179,6 +182,22 @@ class TableScan:
                 raise
         read = functools.partial(self._read, schema=schema, keep_dictionary=keep)
         return record_batch_reader(schema, self.plan.tasks, read, chunk_rows=chunk_rows, workers=workers, on_close=self.release)
+
+    def to_duckdb(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
+        """The scan as a lazy DuckDB relation of ``con`` that DuckDB reads from the segment
+        files with its own Parquet reader, deletes applied (``duckdb_scan``): for DuckDB
+        the fast route, where ``to_reader`` pays a pyarrow decode before DuckDB's ingest.
+        Local tables, scans without ``filter``/``predicates``/row addresses. The version
+        stays pinned until ``release()`` (or the pin's TTL)."""
+        if self.filter is not None:
+            raise InvalidOptionError("to_duckdb takes no filter: put the condition in the query's WHERE")
+        if self.pinned.released:
+            self.pinned.renew()
+        try:
+            return duckdb_relation(con, self.table.io, self.plan)
+        except BaseException:
+            self.release()
+            raise
 
 
 def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:

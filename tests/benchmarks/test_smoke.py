@@ -39,6 +39,7 @@ EXPECTED = {
     "spark_filter_no_pushdown",
     "spark_delete_1pct",
     "duckdb_to_reader_del10",
+    "duckdb_to_duckdb_del10",
     "export_bytes_iceberg",
     "export_bytes_delta",
     "pyiceberg_export_del10",
