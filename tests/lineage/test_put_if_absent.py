@@ -407,3 +407,36 @@ def test_local_put_if_absent_is_exclusive(tmp_path: Path) -> None:
     assert io.put_if_absent("_mvtable/log/0.json", b"b") is False
     assert io.read("_mvtable/log/0.json") == b"a"
     assert [f.name for f in io.list("_mvtable/log")] == ["0.json"]
+
+
+def test_local_put_if_absent_syncs_the_file_before_linking_and_the_folder_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Durability order of a local commit: the temp file's data is synced while the name
+    does not exist yet, the folder after the link. The real syscalls run; they are only
+    recorded."""
+    import os
+
+    from mvtable.storage import LocalFileIO
+
+    events: list[tuple[str, bool]] = []
+    target = tmp_path / "log" / "00001.json"
+    data_sync = getattr(os, "fdatasync", None) or os.fsync
+    real_fsync = os.fsync
+
+    def record_data(fd: int) -> None:
+        events.append(("data", target.exists()))
+        data_sync(fd)
+
+    def record_fsync(fd: int) -> None:
+        events.append(("fsync", target.exists()))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fdatasync" if hasattr(os, "fdatasync") else "fsync", record_data)
+    if hasattr(os, "fdatasync"):
+        monkeypatch.setattr(os, "fsync", record_fsync)
+    io = LocalFileIO(str(tmp_path))
+    assert io.put_if_absent("log/00001.json", b"{}")
+    assert events[0] == ("data", False) and events[-1][1] is True and len(events) == 2
+    assert target.read_bytes() == b"{}"
+    assert not io.put_if_absent("log/00001.json", b"other") and target.read_bytes() == b"{}"
