@@ -194,6 +194,10 @@ def _add(s: Snapshot, a: AddSegment, v: int, ts: int) -> None:
             raise InvalidLineageTransitionError(f"segment {sid} belongs to lineage entry {owner.id}, not {entry.id}")
         if owner is None:  # not declared by the start: it joins segments_to now
             entry.segments_to = entry.segments_to + (sid,)
+        if entry.owner is None:
+            # Logs from before owners and LineageStage: data landing in an entry that its
+            # commit does not end (it becomes COMPLETED otherwise) was a staged push.
+            entry.staged = True
     s.segments[sid] = SegmentState(file=describe(a.segment), added_version=v, lineage_entry=a.lineage_entry)
 
 

@@ -192,3 +192,16 @@ def test_prune_refuses_segments_a_lineage_entry_names():
     commit(s, RemoveSegment(segment_id="s2"))
     with pytest.raises(InvalidLineageTransitionError, match="lineage entry still names"):
         commit(s, PruneState(segment_ids=("s2",)))
+
+
+def test_staged_pushes_from_logs_before_owners_are_recognised():
+    """Before LineageStage, a staged push was an ownerless entry with data and no end."""
+    s = Snapshot()
+    commit(s, MetadataAction(table_id="t", table_schema={}))
+    commit(s, AddSegment(segment=seg("s1")))
+    commit(s, LineageStart(entry_id="old", segments_from=("s1",)), ts=T0)
+    commit(s, AddSegment(segment=seg("s2"), lineage_entry="old"))
+    assert s.lineage["old"].staged
+    assert verdict(s.lineage["old"], None, now_ms=T0 + 10**9, default_lease_ms=1).kind == "staged"
+    with pytest.raises(StagedPushError):
+        ops.push_start(s, s, "p2", claim=claim(T0 + 10**9, old=Liveness(True, "gone", None)))
