@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mvtable.lineage.actions import AddSegment, Commit, LineageEnd, LineageStart, MetadataAction, SegmentFile
+from mvtable.lineage.actions import AddSegment, Commit, LineageEnd, LineageStart, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.lineage_retention import keep_two_snapshots, plan_entry_cleanup
 from mvtable.lineage.snapshot import Snapshot, apply_commit
@@ -33,7 +33,10 @@ class Builder:
         )
 
     def push(self, name: str, new: str, *, end: bool = True, at_ms: int | None = None) -> None:
-        self.commit(LineageStart(entry_id=name, segments_from=tuple(self.s.visible_segment_ids())), at_ms=at_ms)
+        # an owner, as every push records now (an ownerless entry with data and no end is
+        # a staged push of an older log, which retention leaves to a person)
+        owner = PushOwner(host="h", machine="m", pid=1, start_ticks=1)
+        self.commit(LineageStart(entry_id=name, segments_from=tuple(self.s.visible_segment_ids()), owner=owner), at_ms=at_ms)
         self.commit(AddSegment(segment=seg(new), lineage_entry=name), *([LineageEnd(entry_id=name)] if end else []), at_ms=at_ms)
 
 
