@@ -21,7 +21,7 @@ from .parallel import ordered_map
 from .scan import ScanTask
 from .segments import open_parquet
 
-__all__ = ["balanced_pieces", "dictionary_schema", "record_batch_reader", "split_tasks"]
+__all__ = ["dictionary_schema", "record_batch_reader", "split_tasks"]
 
 
 def split_tasks(tasks: Sequence[ScanTask], *, chunk_rows: int) -> Iterator[ScanTask]:
@@ -40,18 +40,6 @@ def split_tasks(tasks: Sequence[ScanTask], *, chunk_rows: int) -> Iterator[ScanT
             rows += n
         if group:
             yield ScanTask(task.segment, tuple(group), task.dv)
-
-
-def balanced_pieces(tasks: Sequence[ScanTask], *, workers: int, max_rows: int) -> list[ScanTask]:
-    """``tasks`` cut so that every reader thread gets work: pieces of about
-    ``total / workers`` rows (whole row groups, at most ``max_rows``). A table of one
-    segment otherwise went to one thread, whose decode used every core but whose deletion
-    filter and string casts ran on one (SF 0.1 lineitem, 10% deleted: a fifth less wall
-    time in pieces, the same CPU)."""
-    if workers <= 1 or not tasks:
-        return list(tasks)
-    total = sum(t.rows for t in tasks)
-    return list(split_tasks(tasks, chunk_rows=max(1, min(max_rows, -(-total // workers)))))
 
 
 def dictionary_schema(

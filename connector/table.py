@@ -28,7 +28,7 @@ from mvtable.storage import FileIO, open_file_io
 from mvtable.visibility import bitmap_from_array
 
 from . import recovery, writes
-from .arrow_reader import balanced_pieces, dictionary_schema, record_batch_reader
+from .arrow_reader import dictionary_schema, record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
 from .duckdb_scan import duckdb_relation
 from .export import ExportResult, export
@@ -87,10 +87,9 @@ def _utc(ms: int) -> dt.datetime:
 class TableScan:
     """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``.
 
-    ``use_threads`` (default on): segments are read in pieces (``balanced_pieces``) on
-    one thread per core, each decoding up to ``DEFAULT_READ_ROWS`` rows per call with
-    pyarrow's threads. Off, the scan reads like a Spark task: one row group at a time on
-    the calling thread."""
+    ``use_threads`` (default on): segments are read on one thread per core, each decoding
+    up to ``DEFAULT_READ_ROWS`` rows per call with pyarrow's threads. Off, the scan reads
+    like a Spark task: one row group at a time on the calling thread."""
 
     def __init__(
         self, table: Table, plan: ScanPlan, filter: pc.Expression | None, *, pinned: PinnedSnapshot, use_threads: bool = True
@@ -108,9 +107,8 @@ class TableScan:
         if self.pinned.released:
             self.pinned.renew()
         try:
-            workers = default_workers() if self.use_threads else 1
-            pieces = balanced_pieces(self.plan.tasks, workers=workers, max_rows=DEFAULT_READ_ROWS)
-            for tables in ordered_map(self._read, pieces, workers=min(workers, len(pieces))):
+            workers = min(default_workers(), len(self.plan.tasks)) if self.use_threads else 1
+            for tables in ordered_map(self._read, self.plan.tasks, workers=workers):
                 yield from tables
         finally:
             self.release()

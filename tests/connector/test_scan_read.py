@@ -281,31 +281,3 @@ def test_local_segments_are_read_memory_mapped(tmp_path) -> None:
     fs, _ = open_file_io(str(tmp_path), {}).arrow()
     assert fs.equals(pafs.LocalFileSystem(use_mmap=True))
     assert not fs.equals(pafs.LocalFileSystem())
-
-
-def test_balanced_pieces_give_every_reader_thread_work(wide_table):
-    from mvtable.connector.arrow_reader import balanced_pieces
-
-    tasks = plan_scan(wide_table.snapshot()).tasks
-    assert balanced_pieces(tasks, workers=1, max_rows=10_000) == list(tasks)
-    one = balanced_pieces(tasks[:1], workers=2, max_rows=10_000)  # 1000 rows: pieces of at most 500 rows
-    assert [p.row_groups for p in one] == [tuple(range(7)), tuple(range(7, 14)), (14, 15)]
-    assert all(p.segment is tasks[0].segment and p.dv == tasks[0].dv for p in one)
-    capped = balanced_pieces(tasks, workers=2, max_rows=200)  # the cap wins over total / workers
-    assert all(p.rows <= 200 for p in capped) and sum(p.rows for p in capped) == 2500
-
-
-@pytest.mark.parametrize("deletes", [False, True])
-def test_one_segment_read_in_pieces_equals_the_single_threaded_read(table_uri, deletes: bool):
-    """A one-segment table is read in pieces on several threads: with and without
-    deletes (runs with no deletes skip the filter), the rows and their order are those of
-    the one-row-group-at-a-time read."""
-    t = Table.create(table_uri, schema=wide(0, 1).schema, properties={"rowGroupRows": "64"})
-    t.append(wide(0, 1000))
-    if deletes:
-        t.delete(pc.field("k") == 5)
-    threaded = t.scan().to_arrow()
-    assert threaded.equals(t.scan(use_threads=False).to_arrow())
-    ks = wide(0, 1000).column("k").to_numpy(zero_copy_only=False)
-    keep = ~(ks == 5) if deletes else np.ones(1000, dtype=bool)
-    assert threaded.equals(wide(0, 1000).filter(pa.array(keep)))
