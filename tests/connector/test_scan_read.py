@@ -281,3 +281,18 @@ def test_local_segments_are_read_memory_mapped(tmp_path) -> None:
     fs, _ = open_file_io(str(tmp_path), {}).arrow()
     assert fs.equals(pafs.LocalFileSystem(use_mmap=True))
     assert not fs.equals(pafs.LocalFileSystem())
+
+
+@pytest.mark.parametrize("deletes", [False, True])
+def test_one_segment_threaded_read_equals_the_single_threaded_read(table_uri, deletes: bool):
+    """With and without deletes (runs with no deletes skip the filter), the threaded
+    grouped read returns the rows, in order, of the one-row-group-at-a-time read."""
+    t = Table.create(table_uri, schema=wide(0, 1).schema, properties={"rowGroupRows": "64"})
+    t.append(wide(0, 1000))
+    if deletes:
+        t.delete(pc.field("k") == 5)
+    threaded = t.scan().to_arrow()
+    assert threaded.equals(t.scan(use_threads=False).to_arrow())
+    ks = wide(0, 1000).column("k").to_numpy(zero_copy_only=False)
+    keep = ~(ks == 5) if deletes else np.ones(1000, dtype=bool)
+    assert threaded.equals(wide(0, 1000).filter(pa.array(keep)))
