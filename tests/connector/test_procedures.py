@@ -44,7 +44,11 @@ def test_lineage_and_history(sql, spark, pushed):
     t, a, b = pushed
     rows = sql(f"SELECT * FROM mvtable_lineage('{t.uri}')")
     assert [r.id for r in rows] == [a, b]
-    assert rows[0].__fields__ == ["id", "segments_from", "segments_to", "state", "timestamp", "started_version", "state_version"]
+    assert rows[0].__fields__ == [
+        *("id", "segments_from", "segments_to", "state", "timestamp", "started_version", "state_version"),
+        *("owner", "lease_expires", "status", "revert_reason"),  # push recovery: who holds an IN_PROGRESS push
+    ]
+    assert rows[1].owner and rows[1].status.startswith("staged")  # b: staged, waits for a person (no lease)
     for row, view in zip(rows, t.lineage()):
         assert (row.state, row.segments_from, row.segments_to) == (view.state, list(view.segments_from), list(view.segments_to))
         assert (row.started_version, row.state_version) == (view.started_version, view.state_version)
