@@ -83,26 +83,34 @@ def test_table_reader_sees_whole_snapshots(pushed_table):
 @pytest.mark.spark
 def test_spark_reader_sees_whole_snapshots(spark, pushed_table, tmp_path):
     """Spark reads while pushes land back to back: each read spans several pushes (a read
-    takes ~1 s here, a push ~0.1 s), so a torn read would show; the pusher stops when the
-    reads are done instead of pacing itself to an estimate of the read time."""
+    takes ~0.5-1 s here, a push ~0.1 s), so a torn read would show.  Reads start once the
+    first push has landed (the pusher's interpreter takes a moment to start) and go on
+    until at least 4 reads saw at least 2 snapshots; then the pusher is told to stop,
+    instead of pacing itself to an estimate of the read time."""
     most = 5000  # a bound for a runaway pusher only: the reads stop it
     valid = {expected(k) for k in range(most + 1)}
     stop = tmp_path / "stop"
+    first = Table.open(pushed_table).version
     pusher = run_pusher(pushed_table, pause_s=0.05, most=most, stop_file=str(stop))
     seen = set()
+    reads = 0
     try:
-        for _ in range(4):
+        deadline = time.monotonic() + 120
+        while Table.open(pushed_table).version == first and pusher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while (reads < 4 or len(seen) < 2) and pusher.poll() is None and time.monotonic() < deadline:
             row = spark.read.format("mvtable").load(pushed_table).selectExpr("count(*) AS n", "sum(id) AS s").first()
             got = (row.n, row.s)
             assert got in valid, f"torn read: {got}"
             seen.add(got)
+            reads += 1
     finally:
         stop.touch()
         out, _ = pusher.communicate(timeout=120)
     assert pusher.returncode == 0
     pushes = int(out)
     assert pushes < most, "the pusher ran out of pushes before the reads were done"
-    assert len(seen) >= 2
+    assert reads >= 4 and len(seen) >= 2, (reads, seen)
     t = Table.open(pushed_table)
     assert [h.operation for h in t.history()].count("CONSISTENT_PUSH") == pushes
     # starting each push dropped the snapshots older than the previous one
