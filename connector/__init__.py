@@ -1,4 +1,11 @@
-"""mvtable's user-facing side: the ``Table`` API, segment I/O, the Spark data source.
+"""mvtable's user-facing side. ``Table`` (``table``) is a thin façade over modules that each
+hold one capability and take a snapshot and storage, never a ``Table``: ``writes`` (the
+three-step write protocol: plan on the driver, write segments on executors, one commit),
+``segments`` (Parquet I/O with statistics), ``scan`` (planning and masked reads),
+``pinning`` (the one way reads pin a version), ``deletes``, ``lifecycle`` (rollback,
+restore, publish), ``recovery`` (dead pushes), ``compaction``, ``keys``, ``streaming``,
+``export`` (Iceberg/Delta metadata), ``vacuum`` and ``gc``, the ``cli`` and the Spark data
+source in ``spark``.
 
 ``delete`` and ``register`` import pyspark only when called, so ``Table`` works on a
 machine without a JVM."""
