@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +27,7 @@ from mvtable.storage import FileIO, open_file_io
 from mvtable.visibility import bitmap_from_array
 
 from . import recovery, writes
-from .arrow_reader import dictionary_schema, record_batch_reader
 from .deletes import DeleteResult, commit_deletes, matching_positions
-from .duckdb_scan import duckdb_relation
 from .export import ExportResult, export
 from .expressions import referenced_columns
 from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
@@ -38,17 +35,13 @@ from .keys.validate import key_data, parse_primary_key
 from .keys.writes import prepare_keyed_write
 from .parallel import default_workers, ordered_map
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
-from .scan import ScanPlan, ScanTask, plan_scan, read_task
+from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
-from .segments import DEFAULT_READ_ROWS, write_segments
+from .segments import write_segments
 from .stats import Predicate
-
-# Rows per piece of a ``TableScan.to_reader`` stream: one default row group.
-READER_CHUNK_ROWS = 1 << 18
+from .table_scan import TableScan
 
 if TYPE_CHECKING:
-    import duckdb
-
     from .compaction import CompactionReport
     from .gc import GCReport, Progress
     from .lifecycle import ActionResult
@@ -84,139 +77,12 @@ def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
 
 
-class TableScan:
-    """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``.
-
-    ``use_threads`` (default on): segments are read on one thread per core, each decoding
-    up to ``DEFAULT_READ_ROWS`` rows per call with pyarrow's threads. Off, the scan reads
-    like a Spark task: one row group at a time on the calling thread."""
-
-    def __init__(
-        self, table: Table, plan: ScanPlan, filter: pc.Expression | None, *, pinned: PinnedSnapshot, use_threads: bool = True
-    ) -> None:
-        self.table = table
-        self.plan = plan
-        self.filter = filter
-        self.pinned = pinned  # held from planning until a read of the scan ends
-        self.use_threads = use_threads
-        self._columns = _read_columns(plan, filter, schema_from_json(pinned.snapshot.table_schema))
-
-    def to_tables(self) -> Iterator[pa.Table]:
-        """The rows, a table at a time. The version stays pinned until the iteration ends
-        (or is abandoned and garbage-collected); reading the scan again pins it again."""
-        if self.pinned.released:
-            self.pinned.renew()
-        try:
-            workers = min(default_workers(), len(self.plan.tasks)) if self.use_threads else 1
-            for tables in ordered_map(self._read, self.plan.tasks, workers=workers):
-                yield from tables
-        finally:
-            self.release()
-
-    def _read(
-        self, task: ScanTask, *, schema: pa.Schema | None = None, keep_dictionary: frozenset[str] = frozenset()
-    ) -> list[pa.Table]:
-        """One task's output tables (runs on a reader thread when ``use_threads``), cast
-        to ``schema`` (default: the plan's)."""
-        schema = self.plan.schema if schema is None else schema
-        out = []
-        tables = read_task(
-            self.table.io,
-            task,
-            columns=self._columns,
-            row_address=self.plan.row_address,
-            use_threads=self.use_threads,
-            read_rows=DEFAULT_READ_ROWS if self.use_threads else None,
-            keep_dictionary=keep_dictionary,
-        )
-        for t in tables:
-            if self.filter is not None:
-                t = t.filter(self.filter)
-                if self.plan.columns is not None:
-                    t = t.select(schema.names)
-            if t.num_rows:
-                out.append(t.cast(schema) if t.schema != schema else t)
-        return out
-
-    def release(self) -> None:
-        """Drop the reader pin now (it also expires by itself after ``pinTtl``)."""
-        self.pinned.release()
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        for t in self.to_tables():
-            yield from t.to_batches()
-
-    def to_arrow(self) -> pa.Table:
-        tables = list(self.to_tables())
-        return pa.concat_tables(tables) if tables else self.plan.schema.empty_table()
-
-    def count(self) -> int:
-        return sum(t.num_rows for t in self.to_tables())
-
-    def to_reader(self, *, chunk_rows: int = READER_CHUNK_ROWS, dictionary_strings: bool = False) -> pa.RecordBatchReader:
-        """The scan as a streaming ``pyarrow.RecordBatchReader`` for DuckDB, Polars or any
-        Arrow consumer, deletes applied. Memory stays bounded: segments are read in pieces
-        of at most ``chunk_rows`` rows (whole row groups), a few pieces at a time.
-
-        ``dictionary_strings=True`` hands the low-cardinality string columns (those the
-        segments store dictionary-encoded, e.g. flags and modes) over as
-        ``dictionary<int32, string>`` instead of ``string``: the same values, without
-        expanding every row's string, and DuckDB ingests a dictionary as its own
-        dictionary vector instead of copying strings. Query results are unchanged; the
-        Arrow type of those columns is what differs."""
-        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-            raise InvalidOptionError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
-        if not isinstance(dictionary_strings, bool):
-            raise InvalidOptionError(f"dictionary_strings must be True or False, not {dictionary_strings!r}")
-        if self.pinned.released:
-            self.pinned.renew()
-        workers = default_workers() if self.use_threads else 1
-        schema, keep = self.plan.schema, frozenset[str]()
-        if dictionary_strings:
-            try:
-                schema, keep = dictionary_schema(self.table.io, self.plan.schema, self.plan.tasks, self._columns)
-            except BaseException:
-                self.release()
-                raise
-        read = functools.partial(self._read, schema=schema, keep_dictionary=keep)
-        return record_batch_reader(schema, self.plan.tasks, read, chunk_rows=chunk_rows, workers=workers, on_close=self.release)
-
-    def to_duckdb(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-        """The scan as a lazy DuckDB relation of ``con`` that DuckDB reads from the segment
-        files with its own Parquet reader, deletes applied (``duckdb_scan``): for DuckDB
-        the fast route, where ``to_reader`` pays a pyarrow decode before DuckDB's ingest.
-        Local tables, scans without ``filter``/``predicates``/row addresses. The version
-        stays pinned until ``release()`` (or the pin's TTL)."""
-        if self.filter is not None:
-            raise InvalidOptionError("to_duckdb takes no filter: put the condition in the query's WHERE")
-        if self.pinned.released:
-            self.pinned.renew()
-        try:
-            return duckdb_relation(con, self.table.io, self.plan)
-        except BaseException:
-            self.release()
-            raise
-
-
 def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
     if not isinstance(data, pa.Table):
         raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
     return data
-
-
-def _read_columns(plan: ScanPlan, filter: pc.Expression | None, schema: pa.Schema) -> list[str] | None:
-    """The columns a scan decodes: its projection plus what the filter reads (all of them
-    when the filter refers to a column by position)."""
-    if plan.columns is None:
-        return None
-    if filter is None:
-        return list(plan.columns)
-    needed = referenced_columns(filter, schema)
-    if needed is None:
-        return None
-    return list(plan.columns) + [c for c in needed if c not in plan.columns]
 
 
 class Table:
@@ -343,7 +209,7 @@ class Table:
         except BaseException:
             pinned.release()
             raise
-        return TableScan(self, plan, filter, pinned=pinned, use_threads=use_threads)
+        return TableScan(self.io, plan, filter, pinned=pinned, use_threads=use_threads)
 
     def to_arrow(
         self,
