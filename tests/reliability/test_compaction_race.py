@@ -49,21 +49,29 @@ def run_race(tmp_path: Path, uri: str, options: dict, *, label: str) -> None:
     )
 
     t = Table.open(uri, storage_options=options)
+    # The model replays every version in memory; the table is read at the versions where a
+    # mistake would show (every delete and compaction, the version before each, the newest)
+    # and a sample of the rest: reading all of them costs versions x segments, and a quiet
+    # machine lands ~1,500 versions in 8 s.
+    operations = {v: t.log.read_commit(v).operation for v in range(1, t.version + 1)}
+    risky = {v for v, op in operations.items() if op != "APPEND"}
+    to_read = risky | {v - 1 for v in risky if v > 1} | {t.version} | set(range(1, t.version + 1, 25))
     previous: Counter[int] = Counter()
     for v in range(1, t.version + 1):
-        now = Counter(t.to_arrow(version=v).column("id").to_pylist())
-        operation = t.log.read_commit(v).operation
+        operation = operations[v]
         if operation == "APPEND":
             expected = previous + Counter(appends[v]["ids"])
         elif operation == "DELETE":
             expected = Counter({i: n for i, n in previous.items() if i not in set(deletes[v]["ids"])})
-            assert sum(previous.values()) - sum(now.values()) == deletes[v]["deleted"]
+            assert sum(previous.values()) - sum(expected.values()) == deletes[v]["deleted"], f"delete at {v} miscounted"
         else:
             assert operation == "COMPACT", f"unexpected {operation} at version {v}"
             expected = previous
-        assert now == expected, f"version {v} ({operation}) differs from the replay"
-        assert max(now.values(), default=1) == 1, f"duplicated rows at version {v}"
-        previous = now
+        if v in to_read:
+            now = Counter(t.to_arrow(version=v, columns=["id"]).column("id").to_pylist())
+            assert now == expected, f"version {v} ({operation}) differs from the replay"
+            assert max(now.values(), default=1) == 1, f"duplicated rows at version {v}"
+        previous = expected
     all_ids = {i for r in appends.values() for i in r["ids"]}
     gone = {i for r in deletes.values() for i in r["ids"]}
     assert set(previous) == all_ids - gone
