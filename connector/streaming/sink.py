@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 
 from mvtable.errors import InvalidOptionError, NothingToCommit
+from mvtable.ids import is_id
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import MetadataAction, SegmentFile
 from mvtable.lineage.enums import Operation
@@ -37,12 +37,11 @@ from .. import writes
 
 log = logging.getLogger("mvtable.connector")
 
-_APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _HADOOP_S3 = ("s3a", "s3n")  # Spark's names for S3; fsspec knows it as s3
 
 
 def check_app_id(app_id: str) -> str:
-    if not isinstance(app_id, str) or not _APP_ID.match(app_id):
+    if not is_id(app_id):  # the log's id pattern: an app id is stored in SetTransaction
         raise InvalidOptionError(
             f"txnAppId {app_id!r} is not a valid application id: use 1 to 200 letters, digits, '.', '_' or '-'"
         )
