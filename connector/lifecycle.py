@@ -7,6 +7,7 @@ so in its result."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,8 +17,11 @@ from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, InvalidOptionError, NothingToCommit
 from mvtable.lineage import operations as ops
 from mvtable.lineage.enums import LineageState, Operation
+from mvtable.lineage.log import Builder, CommitResult
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import encode_dv
 
+from .keys.publish import commit_publish
 from .segments import new_segment_id
 
 if TYPE_CHECKING:
@@ -52,9 +56,11 @@ def _transition(
     target: LineageState,
     allowed: tuple[LineageState, ...],
     build_actions,
+    commit: Callable[[Snapshot, Builder], CommitResult] | None = None,
 ) -> ActionResult:
     """Move one lineage entry to ``target`` in one commit, or report that it is there
-    already — also when a concurrent or retried call got there first."""
+    already — also when a concurrent or retried call got there first. ``commit(snapshot,
+    build)`` lands the commit when plain ``CommitLog.commit`` is not enough."""
     snapshot, entry = _entry(table, entry_id)
     if entry.state == target:
         return ActionResult(operation, entry.state_version, False, f"lineage entry {entry_id} is already {target}")
@@ -70,7 +76,10 @@ def _transition(
         return build_actions(cur, entry_id)
 
     try:
-        result = table.log.commit(read=snapshot, operation=operation, parameters={"entry": entry_id}, build=build)
+        if commit is None:
+            result = table.log.commit(read=snapshot, operation=operation, parameters={"entry": entry_id}, build=build)
+        else:
+            result = commit(snapshot, build)
     except NothingToCommit as done:
         return ActionResult(operation, table.snapshot().lineage[entry_id].state_version, False, str(done))
     return ActionResult(operation, result.commit.version, True, f"lineage entry {entry_id}: {entry.state} → {target}")
@@ -90,7 +99,15 @@ def rollback_entry(table: Table, entry_id: str) -> ActionResult:
 
 
 def publish_entry(table: Table, entry_id: str) -> ActionResult:
-    """Complete a staged (``publish=false``) consistent push."""
+    """Complete a staged (``publish=false``) consistent push. On a keyed table the push's
+    keys are first checked against what was committed since it was staged
+    (``keys.publish``): ``DuplicateKeyError``, and the push stays staged, when a key would
+    be in the table twice."""
+    io, clog = table.io, table.log
+
+    def commit(snapshot: Snapshot, build: Builder) -> CommitResult:
+        return commit_publish(io, clog, snapshot, entry_id, build=build, parameters={"entry": entry_id})
+
     return _transition(
         table,
         entry_id,
@@ -98,6 +115,7 @@ def publish_entry(table: Table, entry_id: str) -> ActionResult:
         target=LineageState.COMPLETED,
         allowed=(LineageState.IN_PROGRESS,),
         build_actions=ops.publish,
+        commit=commit,
     )
 
 

@@ -238,6 +238,7 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
     if plan.primary_key and segments:
         rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
+        replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
         result = commit_keyed(
             clog,
             read=read,
@@ -246,7 +247,8 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
             build=build,
             rows=rows,
             record=True,
-            on_new_rows=lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=ids),
+            # an overwrite or push replaces what it read: those rows never count as duplicates
+            on_new_rows=lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]),
             parameters=params,
             metrics=metrics,
         )

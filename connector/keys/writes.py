@@ -21,6 +21,7 @@ from pyroaring import BitMap64
 
 from mvtable.errors import ConcurrentKeyError, DuplicateKeyError
 from mvtable.lineage.actions import Action, Commit, SegmentFile
+from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.key_filters import inserted_keys, key_effects, possible_conflicts
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
@@ -35,7 +36,7 @@ from .hashing import hash_keys
 from .lookup import KeyMatches, find_keys
 from .validate import check_unique, describe_keys, key_table, key_tuples
 
-__all__ = ["KeyedRows", "KeyedDeletes", "check_absent", "commit_keyed", "keyed_rows", "lookup"]
+__all__ = ["KeyedRows", "KeyedDeletes", "check_absent", "commit_keyed", "keyed_rows", "lookup", "present_keys"]
 
 # How many times a keyed commit looks again after concurrent commits touched its keys.
 MAX_KEY_RECHECKS = 20
@@ -71,7 +72,7 @@ def keyed_rows(schema: pa.Schema, columns: Sequence[str], data: pa.Table, *, uni
 
 
 def segment_keys(
-    io: FileIO, segments: Sequence[SegmentFile], columns: Sequence[str], *, hashes: np.ndarray | None = None
+    io: FileIO, segments: Sequence[SegmentFile | SegmentDescriptor], columns: Sequence[str], *, hashes: np.ndarray | None = None
 ) -> KeyedRows:
     """The keys of segments a write has just written. With ``hashes`` (from the tasks that
     wrote them) the values are read only if needed: when two hashes collide (then the values
@@ -102,13 +103,19 @@ def lookup(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequ
     return find_keys(io, snapshot, rows.keys, rows.hashes, segment_ids=segment_ids, masks_for=masks_for)
 
 
+def present_keys(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> pa.Table | None:
+    """The keys of ``rows`` that live rows of ``snapshot`` (or of its ``segment_ids``)
+    hold, or ``None`` when there are none."""
+    if not snapshot.exists or not len(rows.hashes):
+        return None
+    found = lookup(io, snapshot, rows, segment_ids=segment_ids)
+    return rows.keys.filter(pa.array(found.matched)) if found.matched.any() else None
+
+
 def check_absent(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> None:
     """``DuplicateKeyError`` naming up to ten keys of ``rows`` that ``snapshot`` holds."""
-    if not snapshot.exists or not len(rows.hashes):
-        return
-    found = lookup(io, snapshot, rows, segment_ids=segment_ids)
-    if found.matched.any():
-        dup = rows.keys.filter(pa.array(found.matched))
+    dup = present_keys(io, snapshot, rows, segment_ids=segment_ids)
+    if dup is not None:
         raise DuplicateKeyError(
             f"{dup.num_rows} key(s) already in the table at version {snapshot.version}: {describe_keys(dup)}; "
             "use upsert to replace those rows",
@@ -148,14 +155,17 @@ def commit_keyed(
     on_new_rows: Callable[[Snapshot, list[str]], None],
     parameters: dict[str, Any] | None = None,
     metrics: Mapping[str, float | int] | Callable[[], Mapping[str, float | int]] | None = None,
+    since: Snapshot | None = None,
 ) -> CommitResult:
     """Commit ``build``'s actions (plus, when ``record``, the filter of ``rows``' keys) once
     no commit since the last look may have made one of ``rows``' keys visible.
 
     ``on_new_rows(snapshot, segment_ids)`` is called when some did: it looks at those
     segments of the newer snapshot and raises (an append's ``DuplicateKeyError``) or takes
-    the rows it finds into account (upsert, delete by key); the commit is then retried."""
-    checked = read
+    the rows it finds into account (upsert, delete by key); the commit is then retried.
+    ``since`` is the snapshot the keys were last checked against when that is older than
+    ``read`` (a staged push is published long after its data was checked)."""
+    checked = since if since is not None else read
     recorded: list[Action] = [inserted_keys(rows.columns, rows.hashes)] if record else []
     commits: dict[int, Commit] = {}
     seen: list[Snapshot] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvtable.connector import Table
+from mvtable.connector import Table, register
 
 pytestmark = pytest.mark.spark
 
@@ -65,3 +65,25 @@ def test_upsert_needs_a_key(spark, tmp_path):
     spark.range(3).write.format("mvtable").mode("append").save(p)
     with pytest.raises(Exception, match="NoPrimaryKeyError"):
         spark.range(3).write.format("mvtable").mode("append").option("operation", "upsert").save(p)
+
+
+def test_a_staged_push_publishes_only_without_keys_committed_meanwhile(spark, path):
+    push = spark.range(2000, 4000, numPartitions=2).selectExpr("id", "'push' AS name")
+    push.write.format("mvtable").mode("overwrite").option("consistentPush", "true").option("publish", "false").save(path)
+    entry = Table.open(path).lineage()[-1].id
+    # 3500 is not visible while the push waits, so this append lands
+    late = spark.createDataFrame([(3500, "late"), (9000, "late")], "id long, name string")
+    late.write.format("mvtable").mode("append").save(path)
+    version = Table.open(path).version
+    register(spark, filter_pushdown=False)  # the SQL procedures
+    publish = f"SELECT * FROM mvtable_publish(table => '{path}', entry => '{entry}')"
+    with pytest.raises(Exception, match="DuplicateKeyError"):
+        spark.sql(publish).collect()
+    t = Table.open(path)
+    assert t.version == version and t.lineage()[-1].state == "IN_PROGRESS"
+    t.delete(keys=[3500])
+    [row] = spark.sql(publish).collect()
+    assert row.changed
+    live = spark.read.format("mvtable").load(path)
+    assert live.count() == 2001 and live.select("id").distinct().count() == 2001
+    assert live.where("id = 3500").first().name == "push"
