@@ -9,15 +9,13 @@ the CLI turns them into ISO-8601 for ``--json``.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.actions import LineageEnd, LineagePurge, LineageRevert, LineageStart
 from mvtable.lineage.enums import LineageState
+from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from .table import Table
 
 # Segment status: what a reader of this version sees of it.
 VISIBLE = "visible"
@@ -108,7 +106,7 @@ def _totals(segments: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _timeline(table: Table, snapshot: Snapshot) -> list[dict[str, Any]]:
+def _timeline(commit_log: CommitLog, snapshot: Snapshot) -> list[dict[str, Any]]:
     """Each lineage entry with its state transitions, ordered by ``started_version``.
 
     An entry changes state only at versions from ``started_version`` to ``state_version``,
@@ -121,7 +119,7 @@ def _timeline(table: Table, snapshot: Snapshot) -> list[dict[str, Any]]:
     transitions: dict[str, list[dict[str, Any]]] = {e.id: [] for e in entries}
     for v in sorted(wanted):
         try:
-            commit = table.log.read_commit(v)
+            commit = commit_log.read_commit(v)
         except (VersionNotFoundError, CorruptMetadataError):
             continue
         for action in commit.actions:
@@ -161,8 +159,9 @@ def _timeline(table: Table, snapshot: Snapshot) -> list[dict[str, Any]]:
     return out
 
 
-def inspect_table(table: Table, *, version: int | None = None) -> dict[str, Any]:
-    """Everything ``mvtable inspect`` shows about ``table`` at ``version`` (newest by default).
+def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
+    """Everything ``mvtable inspect`` shows about the table of ``commit_log`` as of
+    ``snapshot`` (the log is read only for the lineage timeline).
 
     Keys: ``uri``, ``version``, ``timestamp``, ``table_id``, ``schema`` (``[{name, type}]``),
     ``primary_key`` (the key columns, ``[]`` without a key), ``properties``, ``segments`` (visible ones first, then staged/replaced/reverted ones
@@ -174,7 +173,6 @@ def inspect_table(table: Table, *, version: int | None = None) -> dict[str, Any]
     ``[{version, state, timestamp, operation}]``)."""
     from .schema import schema_from_json
 
-    snapshot = table.snapshot(version)
     visible_ids = snapshot.visible_segment_ids()
     status = _segment_status(snapshot, set(visible_ids))
     visible = [_segment(snapshot, sid, VISIBLE, status[sid][1]) for sid in visible_ids]
@@ -191,7 +189,7 @@ def inspect_table(table: Table, *, version: int | None = None) -> dict[str, Any]
     except Exception:  # an unreadable schema must not hide the rest of the picture
         schema = []
     return {
-        "uri": table.uri,
+        "uri": commit_log.io.uri,
         "version": snapshot.version,
         "timestamp": _utc(snapshot.timestamp_ms),
         "table_id": snapshot.table_id,
@@ -201,7 +199,7 @@ def inspect_table(table: Table, *, version: int | None = None) -> dict[str, Any]
         "segments": visible + retained,
         "totals": _totals(visible),
         "retained": _totals(retained),
-        "lineage": _timeline(table, snapshot),
+        "lineage": _timeline(commit_log, snapshot),
     }
 
 

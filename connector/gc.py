@@ -1,4 +1,4 @@
-"""Visibility GC for a ``Table`` (CockroachDB's GC queue: bounded, resumable batches).
+"""Visibility GC of a table's log, deletion vectors and pins (CockroachDB's GC queue: bounded, resumable batches).
 
 ``collect_garbage`` removes what no retained or pinned version needs:
 
@@ -34,7 +34,6 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mvtable.conf import connector_settings
 from mvtable.errors import CorruptMetadataError, VersionNotFoundError
@@ -48,9 +47,6 @@ from mvtable.visibility.pins import PIN_DIR
 
 from .pinning import pin_scan
 from .writes import table_properties
-
-if TYPE_CHECKING:
-    from .table import Table
 
 log = logging.getLogger("mvtable.connector")
 
@@ -93,7 +89,7 @@ class GCPlan:
 
 
 def collect_garbage(
-    table: Table,
+    commit_log: CommitLog,
     *,
     dry_run: bool = False,
     time_budget_s: float | None = None,
@@ -127,7 +123,7 @@ def collect_garbage(
     report: GCReport | None = None
     given = plan
     for attempt in range(MAX_REPLANS + 1):
-        plan = given if given is not None and attempt == 0 else _plan(table, now_ms=now, retention_s=retention_s)
+        plan = given if given is not None and attempt == 0 else _plan(commit_log, now_ms=now, retention_s=retention_s)
         if report is None:
             report = GCReport(safe_version=plan.safe, dry_run=dry_run)
         _describe(report, plan)
@@ -140,7 +136,7 @@ def collect_garbage(
                     progress(len(paths), len(paths), what)
             return report
         outcome = _execute(
-            table.io,
+            commit_log.io,
             plan,
             report,
             max_bytes=max_bytes,
@@ -151,15 +147,15 @@ def collect_garbage(
         )
         if outcome != "replan":
             return report
-        log.info("GC of %s: a reader pinned a version below %s while GC ran; planning again", table.uri, plan.safe)
+        log.info("GC of %s: a reader pinned a version below %s while GC ran; planning again", commit_log.io.uri, plan.safe)
     assert report is not None
     report.complete = False
     return report
 
 
-def plan_garbage(table: Table, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
+def plan_garbage(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
     """What ``collect_garbage`` would delete now, to be passed back to it as ``plan``."""
-    return _plan(table, now_ms=now_ms, retention_s=retention_s)
+    return _plan(commit_log, now_ms=now_ms, retention_s=retention_s)
 
 
 def _execute(
@@ -219,8 +215,8 @@ def _describe(report: GCReport, plan: GCPlan) -> None:
 
 
 # -- planning (reads only) --------------------------------------------------------------
-def _plan(table, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
-    io, commit_log = table.io, table.log
+def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
+    io = commit_log.io
     # The DV folder is listed before the log is read: a DV file committed by then is seen
     # as needed; one committed later was in flight when the log was read, and is younger
     # than the grace period.

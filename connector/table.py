@@ -443,7 +443,7 @@ class Table:
         from .gc import collect_garbage
 
         return collect_garbage(
-            self, dry_run=dry_run, time_budget_s=time_budget_s, batch_bytes=batch_bytes, now_ms=now_ms, progress=progress
+            self.log, dry_run=dry_run, time_budget_s=time_budget_s, batch_bytes=batch_bytes, now_ms=now_ms, progress=progress
         )
 
     def vacuum(
@@ -464,7 +464,7 @@ class Table:
         from .vacuum import vacuum
 
         return vacuum(
-            self,
+            self.log,
             retention=retention,
             dry_run=dry_run,
             force=force,

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
 
 from mvtable.conf import connector_settings, parse_period
 from mvtable.errors import CorruptMetadataError, InvalidOptionError, RetentionTooShortError, SettingsError, VersionNotFoundError
@@ -24,7 +23,7 @@ from mvtable.lineage import faults
 from mvtable.lineage.actions import Action, AddSegment, Commit, PruneState
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
-from mvtable.lineage.log import LOG_DIR
+from mvtable.lineage.log import LOG_DIR, CommitLog
 from mvtable.lineage.log_retention import safe_version
 from mvtable.lineage.snapshot import Snapshot, apply_commit
 from mvtable.visibility.gc import batches
@@ -35,9 +34,6 @@ from .keys.index import segment_path_of
 from .pinning import pin_scan
 from .segments import DATA_DIR
 from .writes import table_properties
-
-if TYPE_CHECKING:
-    from .table import Table
 
 ENTRIES_PER_COMMIT = 50
 HISTORY_TRIM_ALONE = 1000  # history items that justify a commit of their own
@@ -60,7 +56,7 @@ class VacuumReport:
 
 
 def vacuum(
-    table: Table,
+    commit_log: CommitLog,
     *,
     retention: str | float | None = None,
     dry_run: bool = False,
@@ -75,7 +71,7 @@ def vacuum(
     budget = settings.gc_time_budget_s if time_budget_s is None else float(time_budget_s)
     deadline = time.monotonic() + max(0.0, budget)
     max_bytes = batch_bytes or settings.gcBatchBytes
-    snapshot = table.snapshot()
+    snapshot = commit_log.snapshot()
     props = table_properties(snapshot)
     table_retention = props.version_retention_s
     try:
@@ -95,7 +91,7 @@ def vacuum(
     # ENTRIES_PER_COMMIT entries each) is applied to copies of the snapshot, the data files
     # are planned on the result, the GC plan on the log as it is now (the retention commits
     # only remove state, so that plan stays safe after them).
-    verdicts = recovery.entry_verdicts(table.io, snapshot, default_lease_ms=props.push_lease_ms, at_ms=now)
+    verdicts = recovery.entry_verdicts(commit_log.io, snapshot, default_lease_ms=props.push_lease_ms, at_ms=now)
     plan_cleanup = partial(
         plan_entry_cleanup,
         now_ms=now,
@@ -110,8 +106,8 @@ def vacuum(
     simulated = snapshot.copy()
     for chunk in chunks:
         _simulate(simulated, [a for c in chunk for a in c.actions], now_ms=now)
-    gc_plan = plan_garbage(table, now_ms=now, retention_s=retention_s)
-    data = _plan_data(table, simulated, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
+    gc_plan = plan_garbage(commit_log, now_ms=now, retention_s=retention_s)
+    data = _plan_data(commit_log, simulated, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
     prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan, cleanups=bool(cleanups))
     reuse_plan: GCPlan | None = gc_plan  # for the GC pass below, unless the log moves meanwhile
     report.safe_version = data.safe
@@ -122,7 +118,7 @@ def vacuum(
     if not dry_run:
         commits = [*chunks] if chunks else ([[]] if prune else [])
         for i, chunk in enumerate(commits):
-            version = _commit_cleanup(table, chunk, plan_cleanup, prune=prune if i == len(commits) - 1 else None)
+            version = _commit_cleanup(commit_log, chunk, plan_cleanup, prune=prune if i == len(commits) - 1 else None)
             if version is not None:
                 report.retention_commits.append(version)
             faults.point("vacuum.after_retention_commit")
@@ -133,7 +129,9 @@ def vacuum(
                 return report
         if report.retention_commits != list(range(snapshot.version + 1, snapshot.version + 1 + len(commits))):
             # someone committed in between: plan the files again on what the log now says
-            data = _plan_data(table, table.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
+            data = _plan_data(
+                commit_log, commit_log.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s
+            )
             reuse_plan = None
 
     # 2. data files no retained or pinned version needs, and old orphans
@@ -142,7 +140,7 @@ def vacuum(
     done = 0
     for batch in batches(data.doomed, max_bytes=max_bytes):
         if not dry_run:
-            table.io.delete(batch)
+            commit_log.io.delete(batch)
             faults.point("vacuum.after_data_batch")
         report.batches += 1
         report.files.extend(batch)
@@ -157,7 +155,7 @@ def vacuum(
     # 3. deletion vectors, log files, pins
     remaining = max(0.0, deadline - time.monotonic())
     gc = collect_garbage(
-        table,
+        commit_log,
         dry_run=dry_run,
         time_budget_s=remaining,
         batch_bytes=max_bytes,
@@ -207,7 +205,7 @@ def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan, cleanup
 
 
 def _commit_cleanup(
-    table: Table,
+    commit_log: CommitLog,
     chunk: list[EntryCleanup],
     plan_cleanup: Callable[[Snapshot], list[EntryCleanup]],
     *,
@@ -231,10 +229,10 @@ def _commit_cleanup(
                 actions.append(PruneState(segment_ids=still, history_before=prune.history_before))
         return actions
 
-    current = table.snapshot()
+    current = commit_log.snapshot()
     if not build(current):
         return None
-    result = table.log.commit(
+    result = commit_log.commit(
         read=current,
         operation=Operation.RETENTION,
         parameters={"entries": sorted(ids), **({"pruned_segments": len(prune.segment_ids)} if prune else {})},
@@ -251,18 +249,18 @@ class _DataPlan:
     safe: int
 
 
-def _plan_data(table: Table, latest: Snapshot, *, now_ms: int, retention_s: float, grace_s: float) -> _DataPlan:
+def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retention_s: float, grace_s: float) -> _DataPlan:
     """Data files to delete (with their sizes; how many are orphans) once the log is at
     ``latest`` (a snapshot the planned retention commits are applied to), and the safe version."""
-    listing_data = table.io.list(DATA_DIR)  # listed before the log is read again (see gc._plan)
-    in_log = table.log.latest_version()
-    pinned = [p.version for p in pin_scan(table.io, now_ms=now_ms).live]
+    listing_data = commit_log.io.list(DATA_DIR)  # listed before the log is read again (see gc._plan)
+    in_log = commit_log.latest_version()
+    pinned = [p.version for p in pin_scan(commit_log.io, now_ms=now_ms).live]
     history = {h.version: h.timestamp_ms for h in latest.history}
     safe = safe_version(history, latest=latest.version, now_ms=now_ms, retention_s=retention_s, pinned_versions=pinned)
-    start = _readable_at_or_after(table, safe, latest)
+    start = _readable_at_or_after(commit_log, safe, latest)
     needed = {seg.file.path for seg in start.segments.values() if seg.removed_version is None}
     for v in range(start.version + 1, min(latest.version, in_log) + 1):  # planned commits add nothing
-        needed.update(a.segment.path for a in table.log.read_commit(v).actions if isinstance(a, AddSegment))
+        needed.update(a.segment.path for a in commit_log.read_commit(v).actions if isinstance(a, AddSegment))
     known = {seg.file.path for seg in latest.segments.values()}
     doomed: list[str] = []
     sizes: dict[str, int] = {}
@@ -278,7 +276,7 @@ def _plan_data(table: Table, latest: Snapshot, *, now_ms: int, retention_s: floa
         elif info.mtime is not None and (now_ms / 1000 - info.mtime) >= grace_s:
             doomed.append(path)
             orphans += 1
-    for info in table.io.list(LOG_DIR):  # temp files of interrupted put-if-absent writes
+    for info in commit_log.io.list(LOG_DIR):  # temp files of interrupted put-if-absent writes
         if (
             info.name.startswith(".")
             and info.name.endswith(".tmp")
@@ -292,18 +290,18 @@ def _plan_data(table: Table, latest: Snapshot, *, now_ms: int, retention_s: floa
     return _DataPlan(doomed, sizes, orphans, safe)
 
 
-def _readable_at_or_after(table: Table, version: int, latest: Snapshot) -> Snapshot:
+def _readable_at_or_after(commit_log: CommitLog, version: int, latest: Snapshot) -> Snapshot:
     if version >= latest.version:
         return latest
     try:
-        return table.log.snapshot(version)
+        return commit_log.snapshot(version)
     except (VersionNotFoundError, CorruptMetadataError):
         # the log no longer reaches back to the safe version: nobody can read below
         # its oldest checkpoint, so that is where "needed" starts
-        for cp in table.log.listing().checkpoints:
+        for cp in commit_log.listing().checkpoints:
             if cp > version:
                 try:
-                    return table.log.snapshot(cp)
+                    return commit_log.snapshot(cp)
                 except (VersionNotFoundError, CorruptMetadataError):
                     continue
         return latest

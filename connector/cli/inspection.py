@@ -14,7 +14,8 @@ if TYPE_CHECKING:  # rich is imported lazily
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..describe import inspect_table
 
-    info = inspect_table(open_table(args), version=args.version)
+    table = open_table(args)
+    info = inspect_table(table.log, table.snapshot(args.version))
     if args.json:
         print_json([info])
         return EXIT_OK

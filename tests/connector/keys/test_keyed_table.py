@@ -53,7 +53,7 @@ def by_id(t: Table, **kw) -> dict[int, str]:
 def test_the_key_is_table_metadata(keyed: Table) -> None:
     assert keyed.primary_key == ("id",)
     assert Table.open(keyed.uri).snapshot().primary_key == ("id",)
-    assert inspect_table(keyed)["primary_key"] == ["id"]
+    assert inspect_table(keyed.log, keyed.snapshot())["primary_key"] == ["id"]
     shown = run_cli("inspect", keyed.uri)
     assert shown.returncode == 0 and "primary key: id" in shown.stdout, shown.stderr
 
