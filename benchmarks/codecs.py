@@ -1,9 +1,12 @@
 """Which Parquet codec segments use: ``python -m benchmarks.codecs [--sf 1] [--rows N]``.
 
-Writes lineitem with mvtable's segment writer once per codec (zstd at levels 1, 3 and
-pyarrow's default, lz4, snappy, none) and prints, per codec, the write time, the time to
-read the file back with ``pyarrow.parquet`` (what ``Table.scan`` decodes), and the bytes,
-as a Markdown table. One process, codecs interleaved over ``--repeat`` rounds, medians.
+Writes lineitem with mvtable's segment writer options once per codec (zstd at levels 1, 3
+and pyarrow's default, lz4, snappy, none; dictionary pages where the segment writer puts
+them, ``segment_encoding.dictionary_columns_for``) and once with dictionary pages on every
+column (pyarrow's default, what segments used before), and prints, per variant, the write
+CPU and wall time, the wall and CPU time to read the file back with ``pyarrow.parquet`` (what
+``Table.scan`` decodes), and the bytes, as a Markdown table. One process, variants
+interleaved over ``--repeat`` rounds, medians.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ CODECS: dict[str, dict[str, object]] = {
     "lz4": {"compression": "lz4"},
     "snappy": {"compression": "snappy"},
     "none": {"compression": "none"},
+    "zstd, dictionary on every column": {"compression": "zstd", "use_dictionary": True},
 }
 
 
@@ -38,32 +42,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--row-group-rows", type=int, default=131072)
     p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
     a = p.parse_args(argv)
-    from mvtable.connector.segments import parquet_writer_options
+    from mvtable.connector.segment_encoding import dictionary_columns_for, parquet_writer_options
 
     data = load_lineitem(generate(a.sf, a.data_dir / f"sf{sf_label(a.sf)}" / "tpch")).slice(0, a.rows)
     work = Path(tempfile.mkdtemp(prefix="mvtable-codecs-"))
-    times: dict[str, dict[str, list[float]]] = {c: {"write": [], "read": []} for c in CODECS}
+    dictionary = dictionary_columns_for(data.slice(0, a.row_group_rows))
+    times: dict[str, dict[str, list[float]]] = {c: {"write": [], "cpu": [], "read": [], "read_cpu": []} for c in CODECS}
     sizes: dict[str, int] = {}
     try:
         for _ in range(a.repeat):
             for codec, extra in CODECS.items():
                 path = work / "seg.parquet"
-                options = {**parquet_writer_options(), **extra}
-                start = time.perf_counter()
+                options = {**parquet_writer_options(use_dictionary=dictionary), **extra}
+                start, cpu = time.perf_counter(), time.process_time()
                 pq.write_table(data, path, row_group_size=a.row_group_rows, **options)
                 times[codec]["write"].append(time.perf_counter() - start)
-                start = time.perf_counter()
+                times[codec]["cpu"].append(time.process_time() - cpu)
+                start, cpu = time.perf_counter(), time.process_time()
                 pq.read_table(path)
                 times[codec]["read"].append(time.perf_counter() - start)
+                times[codec]["read_cpu"].append(time.process_time() - cpu)
                 sizes[codec] = os.path.getsize(path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"lineitem SF {a.sf:g}, {data.num_rows} rows, row groups of {a.row_group_rows}, load {os.getloadavg()[0]:.1f}")
-    print("| codec | write s | read s | MiB |")
-    print("|---|---|---|---|")
+    print(f"dictionary pages on: {dictionary if isinstance(dictionary, bool) else ', '.join(dictionary)}")
+    print("| codec | write s | write CPU s | read s | read CPU s | MiB |")
+    print("|---|---|---|---|---|---|")
     for codec in CODECS:
-        w, r = statistics.median(times[codec]["write"]), statistics.median(times[codec]["read"])
-        print(f"| {codec} | {w:.2f} | {r:.2f} | {sizes[codec] / 2**20:.1f} |")
+        w, c, r, rc = (statistics.median(times[codec][k]) for k in ("write", "cpu", "read", "read_cpu"))
+        print(f"| {codec} | {w:.2f} | {c:.2f} | {r:.2f} | {rc:.2f} | {sizes[codec] / 2**20:.1f} |")
     return 0
 
 

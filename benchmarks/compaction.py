@@ -127,7 +127,7 @@ def worn_segments(a: argparse.Namespace, data: pa.Table, work: Path) -> dict[str
     from mvtable.connector import Table
     from mvtable.connector.compaction import compaction_options, plan_bins
     from mvtable.connector.deletes import load_deleted
-    from mvtable.connector.segments import parquet_writer_options
+    from mvtable.connector.segment_encoding import parquet_writer_options
     from mvtable.connector.writes import table_properties
     from mvtable.visibility import positions_array
 

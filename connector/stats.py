@@ -40,7 +40,8 @@ def statable(t: pa.DataType) -> bool:
     )
 
 
-def _encode(value: Any, t: pa.DataType) -> Any:
+def encode_stat(value: Any, t: pa.DataType) -> Any:
+    """A min or max as the log stores it (see the module docstring)."""
     if value is None:
         return None
     if pa.types.is_floating(t):
@@ -67,7 +68,9 @@ def column_stats(chunk: pa.Table) -> dict[str, ColumnStats]:
             continue
         else:
             mm = pc.min_max(col).as_py()
-        out[field.name] = ColumnStats(min=_encode(mm["min"], field.type), max=_encode(mm["max"], field.type), null_count=nulls)
+        out[field.name] = ColumnStats(
+            min=encode_stat(mm["min"], field.type), max=encode_stat(mm["max"], field.type), null_count=nulls
+        )
     return out
 
 

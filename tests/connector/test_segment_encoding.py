@@ -1,0 +1,98 @@
+"""Segment encoding: dictionary pages only where values repeat, and row-group statistics
+read from the Parquet footer equal to the ones computed from the rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mvtable.connector import Table
+from mvtable.connector.segment_encoding import DICTIONARY_MIN_SAMPLE_ROWS, dictionary_columns_for
+from mvtable.connector.segments import SegmentWriter
+from mvtable.connector.stats import column_stats
+from mvtable.storage import open_file_io
+
+
+def _mixed(n: int, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ints = rng.permutation(n).astype(np.int64)
+    return pa.table(
+        {
+            "key": pa.array(ints),  # unique: no dictionary
+            "flag": pa.array(np.array(["A", "N", "R"])[ints % 3]),  # 3 values: dictionary
+            "qty": pa.array([Decimal(int(i % 50)) for i in ints], pa.decimal128(15, 2)),
+            "price": pa.array([Decimal(int(i)) / 100 for i in ints], pa.decimal128(15, 2)),
+            "comment": pa.array([f"row {i} says {i * 7919 % 1000003}" for i in ints]),
+            "day": pa.array([dt.date(2020, 1, 1) + dt.timedelta(days=int(i % 400)) for i in ints]),
+            "ok": pa.array(ints % 2 == 0),
+        }
+    )
+
+
+def _chunks_with_dictionary(path: str) -> dict[str, bool]:
+    md = pq.ParquetFile(path).metadata
+    rg = md.row_group(0)
+    return {rg.column(j).path_in_schema: rg.column(j).has_dictionary_page for j in range(md.num_columns)}
+
+
+def test_only_repeating_columns_are_dictionary_encoded(table_uri):
+    data = _mixed(20_000)
+    assert sorted(dictionary_columns_for(data)) == ["day", "flag", "qty"]
+    Table.create(table_uri, schema=data.schema, properties={"rowGroupRows": "10000"})
+    Table(table_uri).append(data)
+    seg = Table(table_uri).snapshot().visible_segments()[0]
+    encoded = _chunks_with_dictionary(f"{table_uri}/{seg.file.path}")
+    assert encoded == {"key": False, "flag": True, "qty": True, "price": False, "comment": False, "day": True, "ok": False}
+    assert Table(table_uri).scan().to_arrow().sort_by("key").equals(data.sort_by("key"))
+
+
+def test_a_small_or_nested_sample_keeps_dictionary_everywhere():
+    assert dictionary_columns_for(_mixed(DICTIONARY_MIN_SAMPLE_ROWS - 1)) is True
+    nested = _mixed(20_000).append_column("tags", pa.array([[1, 2]] * 20_000))
+    assert dictionary_columns_for(nested) is True
+
+
+def test_footer_statistics_equal_the_ones_computed_from_rows(tmp_path):
+    n = 3_000
+    rng = np.random.default_rng(7)
+    vals = rng.integers(-(10**6), 10**6, n)
+    table = pa.table(
+        {
+            "i8": pa.array(vals % 100, pa.int8()),
+            "u64": pa.array(np.abs(vals).astype(np.uint64) + np.uint64(2**63), pa.uint64()),
+            "i64": pa.array([None if v % 11 == 0 else int(v) for v in vals], pa.int64()),
+            "b": pa.array([None if v % 5 == 0 else bool(v % 2) for v in vals]),
+            "s": pa.array([None if v % 13 == 0 else f"é{v}" for v in vals]),
+            "ls": pa.array([f"x{v}" for v in vals], pa.large_string()),
+            "d": pa.array([dt.date(1960, 1, 1) + dt.timedelta(days=int(v % 30000)) for v in vals]),
+            "dec": pa.array([Decimal(int(v)) / 100 for v in vals], pa.decimal128(15, 2)),
+            "dec38": pa.array([Decimal(int(v)) / 1000 for v in vals], pa.decimal128(38, 3)),
+            "f": pa.array([float("nan") if v % 997 == 0 else v / 3 for v in vals]),
+            "ts": pa.array(vals, pa.timestamp("ms", tz="UTC")),
+            "nulls": pa.nulls(n, pa.int32()),
+            "bin": pa.array([b"x"] * n),
+        }
+    )
+    io = open_file_io(str(tmp_path))
+    w = SegmentWriter(io, table.schema, row_group_rows=1_000)
+    w.write(table)
+    seg = w.close()
+    assert seg is not None and len(seg.row_groups) == 3
+    for rg in seg.row_groups:
+        assert rg.stats == column_stats(table.slice(rg.first_row, rg.num_rows))
+    assert seg.row_groups[0].stats["nulls"].null_count == 1_000 and seg.row_groups[0].stats["nulls"].min is None
+
+
+def test_a_value_over_the_statistics_limit_leaves_the_row_group_unpruned(tmp_path):
+    table = pa.table({"s": ["a", "z" * 5000, None]})
+    io = open_file_io(str(tmp_path))
+    w = SegmentWriter(io, table.schema, row_group_rows=10)
+    w.write(table)
+    seg = w.close()
+    assert seg is not None
+    stats = seg.row_groups[0].stats["s"]
+    assert (stats.min, stats.max, stats.null_count) == (None, None, 1)
