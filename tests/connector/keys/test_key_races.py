@@ -115,25 +115,71 @@ print(json.dumps({"inserted": inserted, "refused": refused}))
 """
 
 
+START_S = 300  # three interpreters importing pyarrow on a loaded 2-core machine
+RUN_S = 300
+
+
 def race(uri: str, sync: str, plans: list[tuple[str, list[list[int]]]]) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs = []
-    for i, (mode, batches) in enumerate(plans):
-        arg = json.dumps({"uri": uri, "sync": sync, "name": f"w{i}", "mode": mode, "batches": batches})
-        procs.append(
-            subprocess.Popen([sys.executable, "-c", WORKER, arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        )
-    deadline = time.time() + 120
-    while len([f for f in os.listdir(sync) if f.startswith("ready-")]) < len(plans):
-        assert time.time() < deadline, "workers did not start"
-        time.sleep(0.01)
-    open(os.path.join(sync, "go"), "w").close()
-    out = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, stderr.decode()[-3000:]
-        out.append(json.loads(stdout.decode().strip().splitlines()[-1]))
-    return out
+    """Run one worker process per plan, all released at once; their reports. A failure
+    says which worker did what (exit code, stderr, stdout), and no worker outlives it."""
+    # a kill point armed in this process's environment would SIGKILL the workers silently
+    env = {**{k: v for k, v in os.environ.items() if k != "MVTABLE_FAULT"}, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs: list[subprocess.Popen] = []
+    started = time.monotonic()
+
+    def report(why: str) -> str:
+        lines = [f"{why} after {time.monotonic() - started:.1f}s; plans {plans}"]
+        for i, p in enumerate(procs):
+            if p.poll() is None:
+                p.kill()
+            out, err = p.communicate()
+            lines.append(f"--- w{i} exit {p.returncode}\nstdout: {out.decode()[-1000:]}\nstderr: {err.decode()[-3000:]}")
+        return "\n".join(lines)
+
+    try:
+        for i, (mode, batches) in enumerate(plans):
+            arg = json.dumps({"uri": uri, "sync": sync, "name": f"w{i}", "mode": mode, "batches": batches})
+            procs.append(
+                subprocess.Popen([sys.executable, "-c", WORKER, arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            )
+        while len([f for f in os.listdir(sync) if f.startswith("ready-")]) < len(plans):
+            if any(p.poll() is not None for p in procs) or time.monotonic() - started > START_S:
+                pytest.fail(
+                    report(
+                        "a worker exited before it was ready"
+                        if time.monotonic() - started <= START_S
+                        else "workers did not start"
+                    )
+                )
+            time.sleep(0.01)
+        open(os.path.join(sync, "go"), "w").close()
+        out = []
+        for i, p in enumerate(procs):
+            try:
+                stdout, stderr = p.communicate(timeout=max(1.0, RUN_S - (time.monotonic() - started)))
+            except subprocess.TimeoutExpired:
+                pytest.fail(report(f"w{i} did not finish"))
+            if p.returncode != 0:
+                pytest.fail(report(f"w{i} failed"))
+            out.append(json.loads(stdout.decode().strip().splitlines()[-1]))
+        return out
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def history(uri: str) -> str:
+    """Every commit of the table (for a failure message): version, operation, who wrote what."""
+    t = Table.open(uri)
+    lines = []
+    for v in range(t.version + 1):
+        c = t.log.read_commit(v)
+        lines.append(f"v{v} {c.operation} read {c.read_version} {c.metrics} {[type(a).__name__ for a in c.actions]}")
+    for row in t.to_arrow().sort_by("id").to_pylist():
+        lines.append(f"  {row}")
+    return "\n".join(lines)
 
 
 batches = st.lists(st.lists(st.integers(0, 24), min_size=1, max_size=3, unique=True), min_size=2, max_size=4)
@@ -148,16 +194,17 @@ def test_racing_processes_never_hold_a_key_twice(tmp_path_factory, plans) -> Non
     Table.create(uri, schema=SCHEMA, primary_key=["id"])
     results = race(uri, sync, plans)
     table = Table.open(uri).to_arrow()
+    why = f"plans {plans}\nresults {results}\n{history(uri)}"
     ids = table.column("id").to_pylist()
-    assert len(ids) == len(set(ids)), "a key is held twice"
+    assert len(ids) == len(set(ids)), f"a key is held twice\n{why}"
     appended = [k for (mode, _), r in zip(plans, results) if mode == "append" for b in r["inserted"] for k in b]
     upserted = {k for (mode, _), r in zip(plans, results) if mode == "upsert" for b in r["inserted"] for k in b}
-    assert len(appended) == len(set(appended)), "two appends inserted the same key"
-    assert set(ids) == set(appended) | upserted
+    assert len(appended) == len(set(appended)), f"two appends inserted the same key\n{why}"
+    assert set(ids) == set(appended) | upserted, why
     # a key no upsert wrote belongs to the one append that inserted it
     owner = {
         k: f"w{i}" for i, ((mode, _), r) in enumerate(zip(plans, results)) if mode == "append" for b in r["inserted"] for k in b
     }
     for row in table.to_pylist():
         if row["id"] not in upserted:
-            assert row["who"] == owner[row["id"]]
+            assert row["who"] == owner[row["id"]], why
