@@ -10,6 +10,8 @@ lives and dies with its segment: vacuum deletes it with the segment's Parquet fi
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +22,7 @@ from mvtable.storage import FileIO
 
 from .hashing import hash_keys
 
-__all__ = ["INDEX_SUFFIX", "IndexBuilder", "build_index", "index_path", "read_index", "segment_path_of"]
+__all__ = ["INDEX_SUFFIX", "IndexBuilder", "build_index", "index_cached", "index_path", "read_index", "segment_path_of"]
 
 INDEX_SUFFIX = ".keys.bloom"
 _PARQUET = ".parquet"
@@ -37,12 +39,14 @@ def segment_path_of(path: str) -> str | None:
     return path[: -len(INDEX_SUFFIX)] + _PARQUET if path.endswith(INDEX_SUFFIX) else None
 
 
-# Bits per key of a segment's filter: ~1e-5 false positives (17 probes). A false positive
-# makes a lookup read the key columns of every row group whose range covers the key, and an
-# append of 10,000 keys into a table of 30 segments probes 300,000 times: at 1% (10 bits)
-# that read nearly every segment, as a full key scan would. Hudi's bloom index defaults to
-# 1e-9 for the same reason. 3 bytes per key, next to ~12 for the key columns themselves.
-SEGMENT_BITS_PER_KEY = 24
+# Bits per key of a segment's filter: ~2e-7 false positives (22 probes, of which a key that
+# is absent goes through about two: ``KeyBloom.may_contain``). A false positive makes a lookup
+# read the key columns of a row group (~10 ms for 131,072 rows), and an append of 10,000 keys
+# into a table of 30 segments probes 300,000 times: at 1% (10 bits) that read nearly every
+# segment, as a full key scan would, and at 1e-5 (24 bits) about three row groups per append,
+# a cost growing with the table. Hudi's bloom index defaults to 1e-9 for the same reason.
+# 4 bytes per key, next to ~12 for the key columns themselves.
+SEGMENT_BITS_PER_KEY = 32
 
 
 def build_index(io: FileIO, segment_path: str, hashes: np.ndarray) -> None:
@@ -50,14 +54,63 @@ def build_index(io: FileIO, segment_path: str, hashes: np.ndarray) -> None:
     io.write(index_path(segment_path), KeyBloom.build(hashes, bits_per_key=SEGMENT_BITS_PER_KEY).to_bytes())
 
 
+def index_cached(io: FileIO, segment_path: str) -> bool:
+    """Whether the segment's key filter is in this process's memory already."""
+    return _cache.get((io.uri, index_path(segment_path))) is not None
+
+
 def read_index(io: FileIO, segment_path: str) -> KeyBloom | None:
     """The segment's key filter; ``None`` when it has none (then every key is a candidate)."""
     path = index_path(segment_path)
+    key = (io.uri, path)
+    bloom = _cache.get(key)
+    if bloom is not None:
+        return bloom
     try:
         data = io.read(path)
     except FileNotFoundError:
         return None
-    return KeyBloom.from_bytes(data, source=f"{io.uri}/{path}")
+    bloom = KeyBloom.from_bytes(data, source=f"{io.uri}/{path}")
+    _cache.put(key, bloom)
+    return bloom
+
+
+# Key filters read by this process, newest used last. A filter is written once, beside a
+# segment with a fresh id, and never changed, so an entry never goes stale: a writer that
+# appends again (or a Spark worker running the next task) probes the filters it already
+# read instead of reading ~3 bytes per row of the table again. Bounded in bytes.
+INDEX_CACHE_BYTES = 256 * 1024 * 1024
+
+
+class _IndexCache:
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[str, str], KeyBloom] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> KeyBloom | None:
+        with self._lock:
+            bloom = self._entries.get(key)
+            if bloom is not None:
+                self._entries.move_to_end(key)
+            return bloom
+
+    def put(self, key: tuple[str, str], bloom: KeyBloom) -> None:
+        size = int(bloom.bits.nbytes)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = bloom
+            self._size += size
+            while self._size > self.max_bytes:
+                _, old = self._entries.popitem(last=False)
+                self._size -= int(old.bits.nbytes)
+
+
+_cache = _IndexCache(INDEX_CACHE_BYTES)
 
 
 class IndexBuilder:

@@ -1,10 +1,10 @@
 """Finding the rows that hold given keys without scanning the table.
 
-For each visible segment: the key columns' min/max over its row groups (from the segment
-descriptor) drop keys that cannot be there, the segment's Bloom filter drops most of the
-rest, and only then are the key columns of the row groups whose range covers a remaining
-key read — with the segment's deletion vector applied, so deleted rows never match. The
-survivors are joined on the real key values, so the answer is exact."""
+For each visible segment: the key columns' min/max over the segment (from its row groups'
+statistics in the segment descriptor) drop keys that cannot be there, the segment's Bloom
+filter drops most of the rest, and only then are the key columns of the row groups whose
+range covers a remaining key read — with the segment's deletion vector applied, so deleted
+rows never match. The survivors are joined on the real key values, so the answer is exact."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from mvtable.storage import FileIO
 from ..parallel import default_workers, ordered_map
 from ..segments import DEFAULT_READ_ROWS, open_parquet, positions_at, read_row_groups, read_runs
 from ..stats import decode
-from .index import read_index
+from .index import index_cached, read_index
 
 __all__ = ["KeyMatches", "find_keys"]
 
@@ -56,18 +56,40 @@ def find_keys(
 ) -> KeyMatches:
     """The live rows of ``snapshot`` (or of its ``segment_ids`` only) whose key is one of
     ``keys`` (key columns cast to the table's types; ``hashes`` from ``hash_keys``).
-    ``masks_for(segment_id)`` gives the segment's deletion mask source (or ``None``)."""
+    ``masks_for(segment_id)`` gives the segment's deletion mask source (or ``None``).
+
+    In two passes: the in-memory one (segment ranges, then key filters) over every segment
+    on this thread — a thread per segment costs more than its work — then, in parallel,
+    the reads of the few row groups a key may be in. Filters not in memory yet are read in
+    parallel before the first pass."""
     out = KeyMatches(matched=np.zeros(keys.num_rows, dtype=bool))
     if keys.num_rows == 0:
         return out
     ids = snapshot.visible_segment_ids() if segment_ids is None else list(segment_ids)
     segments = [snapshot.segments[sid] for sid in ids if snapshot.segments[sid].file.num_rows]
-    workers = min(default_workers(), max(1, len(segments)))
+    columns = _Columns(keys)
+    in_range = []
+    for seg in segments:
+        bounds = _bounds(seg.file.row_groups, keys.schema)
+        candidates = np.flatnonzero(columns.inside(_span(bounds))) if bounds else ()
+        if len(candidates):
+            in_range.append((seg, bounds, candidates))
+    unread = [seg.file.path for seg, _, _ in in_range if not index_cached(io, seg.file.path)]
+    for _ in ordered_map(lambda path: read_index(io, path), unread, workers=_workers(len(unread))):
+        pass
+    work = []
+    for seg, bounds, candidates in in_range:
+        bloom = read_index(io, seg.file.path)
+        if bloom is not None:
+            candidates = candidates[bloom.may_contain(hashes[candidates])]
+        if len(candidates):
+            work.append((seg, bounds, candidates))
 
-    def one(seg: SegmentState) -> tuple[str, np.ndarray, np.ndarray, int]:
-        return (seg.id, *_find_in_segment(io, seg, keys, hashes, masks_for))
+    def one(item: tuple[SegmentState, list[Bounds], np.ndarray]) -> tuple[str, np.ndarray, np.ndarray, int]:
+        seg, bounds, candidates = item
+        return (seg.id, *_read_matches(io, seg, bounds, keys, candidates, masks_for))
 
-    for sid, positions, idx, read in ordered_map(one, segments, workers=workers):
+    for sid, positions, idx, read in ordered_map(one, work, workers=_workers(len(work))):
         out.row_groups_read += read
         if len(positions):
             out.positions[sid] = positions
@@ -75,25 +97,22 @@ def find_keys(
     return out
 
 
-def _find_in_segment(
-    io: FileIO, seg: SegmentState, keys: pa.Table, hashes: np.ndarray, masks_for: Any
+def _workers(items: int) -> int:
+    return min(default_workers(), max(1, items))
+
+
+def _read_matches(
+    io: FileIO, seg: SegmentState, bounds: list[Bounds], keys: pa.Table, candidates: np.ndarray, masks_for: Any
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(sorted positions of matching live rows, indices of the keys matched, row groups read)."""
+    """(sorted positions of live rows holding one of the ``candidates`` keys, indices of
+    the keys matched, row groups read): only row groups whose range covers a candidate."""
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0)
-    row_groups = seg.file.row_groups
-    candidates = np.flatnonzero(_in_range(keys, row_groups))
-    if not len(candidates):
-        return empty
-    bloom = read_index(io, seg.file.path)
-    if bloom is not None:
-        candidates = candidates[bloom.may_contain(hashes[candidates])]
-        if not len(candidates):
-            return empty
     wanted = keys.take(pa.array(candidates))
-    to_read = [i for i, rg in enumerate(row_groups) if _in_range(wanted, [rg]).any()]
-    wanted = wanted.append_column(_IDX, pa.array(candidates))
+    few = _Columns(wanted)
+    to_read = [i for i, b in enumerate(bounds) if few.inside(b).any()]
     if not to_read:
         return empty
+    wanted = wanted.append_column(_IDX, pa.array(candidates))
     columns = list(keys.column_names)
     pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns)
     found_pos: list[np.ndarray] = []
@@ -103,34 +122,68 @@ def _find_in_segment(
         offsets = np.arange(table.num_rows, dtype=np.int64) if keep is None else np.flatnonzero(keep).astype(np.int64)
         if keep is not None:
             table = table.filter(pa.array(keep, type=pa.bool_()))
-        rows = table.append_column(_POS, pa.array(positions_at(seg.file, run, offsets)))
+        rows = table.append_column(_POS, pa.array(offsets))  # offsets in the run: positions only for the hits
         joined = rows.join(wanted, columns, join_type="inner")  # Arrow's hash join: faster than hashing here
         if joined.num_rows:
-            found_pos.append(joined.column(_POS).to_numpy())
-            found_idx.append(joined.column(_IDX).to_numpy())
+            hit = joined.column(_POS).to_numpy()
+            order = np.argsort(hit)
+            found_pos.append(positions_at(seg.file, run, hit[order]))
+            found_idx.append(joined.column(_IDX).to_numpy()[order])
     if not found_pos:
         return (empty[0], empty[1], len(to_read))
     return np.sort(np.concatenate(found_pos)), np.concatenate(found_idx), len(to_read)
 
 
-def _in_range(keys: pa.Table, row_groups: Sequence[Any]) -> np.ndarray:
-    """Per key: whether some row group's min/max range covers it in every key column (a
-    row group without statistics for a column covers everything in it)."""
-    if not row_groups:
-        return np.zeros(keys.num_rows, dtype=bool)
-    covered = np.zeros(keys.num_rows, dtype=bool)
+# Per key column, the (min, max) a row group's statistics give, or None: no statistics,
+# so the row group may hold any value of that column.
+Bounds = dict[str, tuple[Any, Any] | None]
+
+
+def _bounds(row_groups: Sequence[Any], schema: pa.Schema) -> list[Bounds]:
+    """The decoded key-column ranges of each row group."""
+    out = []
     for rg in row_groups:
-        inside = np.ones(keys.num_rows, dtype=bool)
-        for name in keys.column_names:
-            stats = rg.stats.get(name)
-            if stats is None or stats.min is None or stats.max is None:
+        b: Bounds = {}
+        for f in schema:
+            stats = rg.stats.get(f.name)
+            missing = stats is None or stats.min is None or stats.max is None
+            b[f.name] = None if missing else (decode(stats.min, f.type), decode(stats.max, f.type))
+        out.append(b)
+    return out
+
+
+def _span(bounds: Sequence[Bounds]) -> Bounds:
+    """The range of a whole segment: per column, the smallest min and the largest max."""
+    span: Bounds = {}
+    for name in bounds[0]:
+        ranges = [b[name] for b in bounds]
+        known = [r for r in ranges if r is not None]
+        span[name] = (min(r[0] for r in known), max(r[1] for r in known)) if len(known) == len(ranges) else None
+    return span
+
+
+class _Columns:
+    """The key columns, compared against ranges: integer columns as numpy arrays (one
+    comparison costs microseconds), the other key types through Arrow compute."""
+
+    def __init__(self, keys: pa.Table) -> None:
+        self.rows = keys.num_rows
+        self.columns: dict[str, Any] = {}
+        for f in keys.schema:
+            col = keys.column(f.name)
+            self.columns[f.name] = col.to_numpy() if pa.types.is_integer(f.type) else (col, f.type)
+
+    def inside(self, bounds: Bounds) -> np.ndarray:
+        """Per key: whether ``bounds`` cover it in every key column."""
+        inside = np.ones(self.rows, dtype=bool)
+        for name, r in bounds.items():
+            if r is None:
                 continue
-            col = keys.column(name)
-            t = col.type
-            lo = pa.scalar(decode(stats.min, t), type=t)
-            hi = pa.scalar(decode(stats.max, t), type=t)
-            inside &= pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi)).to_numpy(zero_copy_only=False)
-        covered |= inside
-        if covered.all():
-            break
-    return covered
+            col = self.columns[name]
+            if isinstance(col, np.ndarray):
+                inside &= (col >= r[0]) & (col <= r[1])
+            else:
+                arr, t = col
+                lo, hi = pa.scalar(r[0], type=t), pa.scalar(r[1], type=t)
+                inside &= pc.and_(pc.greater_equal(arr, lo), pc.less_equal(arr, hi)).to_numpy(zero_copy_only=False)
+        return inside

@@ -18,6 +18,7 @@ from mvtable.lineage.enums import Operation
 from mvtable.lineage.key_filters import (
     UNKNOWN_KEYS,
     KeyBloom,
+    _positions,
     inserted_keys,
     key_effect,
     key_effects,
@@ -34,6 +35,20 @@ def test_a_filter_never_misses_a_key_it_holds(keys: np.ndarray) -> None:
     bloom = KeyBloom.from_bytes(KeyBloom.build(keys).to_bytes())
     assert bloom.may_contain(keys).all()
     assert bloom.num_keys == len(keys)
+
+
+@settings(max_examples=30, deadline=None)
+@given(hashes, hashes, st.sampled_from([10, 24, 32]))
+def test_probing_probe_by_probe_answers_as_probing_all_at_once(present: np.ndarray, probed: np.ndarray, bits: int) -> None:
+    """``may_contain`` only probes the keys every earlier probe found set; the answer must
+    be the filter's definition: all ``k`` bits set (``_positions`` is what ``build`` sets)."""
+    bloom = KeyBloom.build(present, bits_per_key=bits)
+    probed = np.concatenate([probed, present[: len(present) // 2]])
+    if not len(probed):
+        return
+    pos = _positions(probed, bloom.num_bits, bloom.num_hashes)
+    flat = np.unpackbits(bloom.bits, bitorder="little").astype(bool)
+    assert bloom.may_contain(probed).tolist() == flat[pos.astype(np.int64)].all(axis=1).tolist()
 
 
 def test_false_positives_stay_near_one_percent() -> None:

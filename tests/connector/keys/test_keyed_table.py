@@ -11,7 +11,7 @@ import pytest
 
 from mvtable.connector import Table
 from mvtable.connector.describe import inspect_table
-from mvtable.connector.keys.index import INDEX_SUFFIX
+from mvtable.connector.keys.index import INDEX_SUFFIX, index_cached, read_index
 from mvtable.connector.keys.writes import keyed_rows, lookup
 from mvtable.errors import (
     DuplicateKeyError,
@@ -155,6 +155,18 @@ def test_each_segment_has_an_index_and_lookups_read_candidate_row_groups_only(ke
     assert one.rows == 1 and one.row_groups_read == 1  # 20 row groups of 100 rows; min/max picks one
     absent = lookup(keyed.io, snap, keyed_rows(schema, ("id",), rows([99_999, -5])))
     assert absent.rows == 0 and absent.row_groups_read == 0
+
+
+def test_key_filters_are_read_once_per_process(keyed: Table) -> None:
+    """A segment's filter never changes, so a process keeps the ones it read: a writer
+    appending again does not read ~4 bytes per row of the table again."""
+    path = keyed.snapshot().visible_segments()[0].file.path
+    first = read_index(keyed.io, path)
+    assert first is not None and index_cached(keyed.io, path)
+    assert read_index(keyed.io, path) is first
+    other = Table.create(keyed.uri + "-other", schema=SCHEMA, primary_key=["id"])
+    other.append(rows([1]))
+    assert not index_cached(other.io, path)  # keyed by table location too
 
 
 def test_the_index_of_a_segment_goes_with_it(keyed: Table) -> None:
