@@ -68,16 +68,17 @@ def find_keys(
     ids = snapshot.visible_segment_ids() if segment_ids is None else list(segment_ids)
     segments = [snapshot.segments[sid] for sid in ids if snapshot.segments[sid].file.num_rows]
     columns = _Columns(keys)
-    in_range = []
+    in_range: list[tuple[SegmentState, list[Bounds], np.ndarray]] = []
     for seg in segments:
         bounds = _bounds(seg.file.row_groups, keys.schema)
-        candidates = np.flatnonzero(columns.inside(_span(bounds))) if bounds else ()
-        if len(candidates):
-            in_range.append((seg, bounds, candidates))
+        if bounds:
+            candidates = np.flatnonzero(columns.inside(_span(bounds)))
+            if len(candidates):
+                in_range.append((seg, bounds, candidates))
     unread = [seg.file.path for seg, _, _ in in_range if not index_cached(io, seg.file.path)]
     for _ in ordered_map(lambda path: read_index(io, path), unread, workers=_workers(len(unread))):
         pass
-    work = []
+    work: list[tuple[SegmentState, list[Bounds], np.ndarray]] = []
     for seg, bounds, candidates in in_range:
         bloom = read_index(io, seg.file.path)
         if bloom is not None:
