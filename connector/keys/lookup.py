@@ -78,23 +78,33 @@ def find_keys(
     unread = [seg.file.path for seg, _, _ in in_range if not index_cached(io, seg.file.path)]
     for _ in ordered_map(lambda path: read_index(io, path), unread, workers=_workers(len(unread))):
         pass
-    work: list[tuple[SegmentState, list[Bounds], np.ndarray]] = []
+    # (segment, row groups to read, the keys their ranges cover with their indices): a
+    # segment's row groups are split so that both cores read even when one segment has them all
+    work: list[tuple[SegmentState, list[int], pa.Table]] = []
     for seg, bounds, candidates in in_range:
         bloom = read_index(io, seg.file.path)
         if bloom is not None:
             candidates = candidates[bloom.may_contain(hashes[candidates])]
-        if len(candidates):
-            work.append((seg, bounds, candidates))
+        if not len(candidates):
+            continue
+        wanted = keys.take(pa.array(candidates)).append_column(_IDX, pa.array(candidates))
+        few = _Columns(wanted.drop_columns([_IDX]))
+        rgs = [i for i, b in enumerate(bounds) if few.inside(b).any()]
+        if rgs:
+            work.append((seg, rgs, wanted))
+    work = _split(work)
 
-    def one(item: tuple[SegmentState, list[Bounds], np.ndarray]) -> tuple[str, np.ndarray, np.ndarray, int]:
-        seg, bounds, candidates = item
-        return (seg.id, *_read_matches(io, seg, bounds, keys, candidates, masks_for))
+    def one(item: tuple[SegmentState, list[int], pa.Table]) -> tuple[str, np.ndarray, np.ndarray, int]:
+        seg, to_read, wanted = item
+        return (seg.id, *_read_matches(io, seg, to_read, wanted, masks_for))
 
+    found: dict[str, list[np.ndarray]] = {}
     for sid, positions, idx, read in ordered_map(one, work, workers=_workers(len(work))):
         out.row_groups_read += read
         if len(positions):
-            out.positions[sid] = positions
+            found.setdefault(sid, []).append(positions)
             out.matched[idx] = True
+    out.positions = {sid: np.sort(np.concatenate(parts)) for sid, parts in found.items()}
     return out
 
 
@@ -102,19 +112,23 @@ def _workers(items: int) -> int:
     return min(default_workers(), max(1, items))
 
 
+def _split(work: list[tuple[SegmentState, list[int], pa.Table]]) -> list[tuple[SegmentState, list[int], pa.Table]]:
+    """Split the row groups of the work into about one piece per core (no piece smaller
+    than one row group): a lookup whose candidates are all in one segment reads in parallel too."""
+    workers = default_workers()
+    total = sum(len(rgs) for _, rgs, _ in work)
+    if len(work) >= workers or total <= len(work):
+        return work
+    per = -(-total // workers)
+    return [(seg, rgs[i : i + per], wanted) for seg, rgs, wanted in work for i in range(0, len(rgs), per)]
+
+
 def _read_matches(
-    io: FileIO, seg: SegmentState, bounds: list[Bounds], keys: pa.Table, candidates: np.ndarray, masks_for: Any
+    io: FileIO, seg: SegmentState, to_read: list[int], wanted: pa.Table, masks_for: Any
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(sorted positions of live rows holding one of the ``candidates`` keys, indices of
-    the keys matched, row groups read): only row groups whose range covers a candidate."""
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0)
-    wanted = keys.take(pa.array(candidates))
-    few = _Columns(wanted)
-    to_read = [i for i, b in enumerate(bounds) if few.inside(b).any()]
-    if not to_read:
-        return empty
-    wanted = wanted.append_column(_IDX, pa.array(candidates))
-    columns = list(keys.column_names)
+    """(positions of live rows in the row groups ``to_read`` holding one of the ``wanted``
+    keys, the key indices (``_IDX``) they hold, row groups read)."""
+    columns = [n for n in wanted.column_names if n != _IDX]
     pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns)
     found_pos: list[np.ndarray] = []
     found_idx: list[np.ndarray] = []
@@ -126,13 +140,13 @@ def _read_matches(
         rows = table.append_column(_POS, pa.array(offsets))  # offsets in the run: positions only for the hits
         joined = rows.join(wanted, columns, join_type="inner")  # Arrow's hash join: faster than hashing here
         if joined.num_rows:
-            hit = joined.column(_POS).to_numpy()
-            order = np.argsort(hit)
-            found_pos.append(positions_at(seg.file, run, hit[order]))
+            at = joined.column(_POS).to_numpy()
+            order = np.argsort(at)
+            found_pos.append(positions_at(seg.file, run, at[order]))
             found_idx.append(joined.column(_IDX).to_numpy()[order])
     if not found_pos:
-        return (empty[0], empty[1], len(to_read))
-    return np.sort(np.concatenate(found_pos)), np.concatenate(found_idx), len(to_read)
+        return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), len(to_read))
+    return np.concatenate(found_pos), np.concatenate(found_idx), len(to_read)
 
 
 # Per key column, the (min, max) a row group's statistics give, or None: no statistics,
