@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -76,6 +76,23 @@ class TableProperties(_Settings):
     compactDeleteRatio: float = Field(gt=0, le=1)
     compactMaxBytesPerCommit: int = Field(ge=1)
     autoCompact: bool
+    commitDurability: Literal["fsync", "os"]
+
+    @field_validator("commitDurability", mode="before")
+    @classmethod
+    def _durability(cls, v: Any) -> Any:
+        if v not in ("fsync", "os"):
+            raise SettingsError(
+                f"commitDurability: {v!r} is not a durability; use 'fsync' (the default: a commit file and its folder "
+                "reach the disk before the commit counts) or 'os' (the OS writes them back later, as Lance and delta-rs "
+                "do: a commit survives a crash of the process, not a power loss)"
+            )
+        return v
+
+    @property
+    def commit_fsync(self) -> bool:
+        """Whether commit and checkpoint files are flushed to disk before they count."""
+        return self.commitDurability == "fsync"
 
     @field_validator("compactTargetFileSize", "compactMaxBytesPerCommit", mode="before")
     @classmethod

@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -120,11 +122,19 @@ def _type_name(t: Any) -> str:
     return t if isinstance(t, str) else t.get("type", "?")
 
 
+@functools.lru_cache(maxsize=64)
+def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
+    """``schema_to_json``'s fields by lower-case name, once per schema: a write checks the
+    same incoming schema when it plans and when it aligns its data, and a writer that
+    appends again and again sends the same schema every time. Read-only to callers."""
+    return MappingProxyType({f["name"].lower(): f for f in schema_to_json(schema)["fields"]})
+
+
 def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> list[str]:
     """The incoming column names in table order, or ``SchemaMismatchError`` naming every
     missing, unexpected and mistyped column. Names match case-insensitively (as Spark)."""
     table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
-    incoming_json = {f["name"].lower(): f for f in schema_to_json(incoming)["fields"]}
+    incoming_json = _fields_by_lower_name(incoming)
     by_lower = {n.lower(): n for n in incoming.names}
     missing = [f["name"] for k, f in table_fields.items() if k not in incoming_json]
     extra = [f["name"] for k, f in incoming_json.items() if k not in table_fields]

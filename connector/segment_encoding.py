@@ -10,6 +10,12 @@ Two measured choices (SF-1 lineitem, row groups of 131,072 rows; ``benchmarks/RE
   encode 30–55% faster *and* 5–35% smaller without it; the low-cardinality columns (flags,
   quantities, dates) stay dictionary-encoded, which is what the read path's dictionary
   decoding of strings (``segments.dictionary_columns``) relies on.
+* **Small segments are snappy-compressed.** zstd's set-up per column chunk is most of a
+  small write's encode CPU (1,000 lineitem rows: 1.75 ms with zstd, 0.87 ms with snappy,
+  37 vs 48 KB); a segment of fewer than ``SMALL_SEGMENT_ROWS`` rows (an append of a few
+  rows, a streaming micro-batch) takes snappy, every larger one zstd. Compaction merges small
+  segments into large, zstd ones. Snappy is what Spark writes by default: every Parquet
+  reader reads it.
 * **Statistics from the footer.** pyarrow computes min/max/null count per column chunk
   while it encodes; reading them from ``FileMetaData`` replaces a ``min_max`` pass over
   every column (~15% of a push's CPU). Floats (NaN makes Parquet's min/max not ours) and
@@ -36,6 +42,16 @@ DICTIONARY_SAMPLE_ROWS = 65_536  # rows of the first row group looked at
 # Below this many rows the choice is not worth the counting (a small append): dictionary
 # everywhere, as pyarrow does by default.
 DICTIONARY_MIN_SAMPLE_ROWS = 8_192
+
+
+SMALL_SEGMENT_ROWS = 8_192
+SMALL_SEGMENT_COMPRESSION = "snappy"
+
+
+def segment_compression(*, rows: int | None, default: str) -> str:
+    """The codec of a segment of ``rows`` rows (None: not known yet, it is at least a row
+    group): ``SMALL_SEGMENT_COMPRESSION`` below ``SMALL_SEGMENT_ROWS`` rows, else ``default``."""
+    return SMALL_SEGMENT_COMPRESSION if rows is not None and rows < SMALL_SEGMENT_ROWS else default
 
 
 def parquet_writer_options(*, compression: str = "zstd", use_dictionary: bool | Sequence[str] = True) -> dict[str, Any]:

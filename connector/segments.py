@@ -24,7 +24,7 @@ from mvtable.storage import FileIO
 
 from .keys.index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
-from .segment_encoding import FooterStats, dictionary_columns_for, parquet_writer_options
+from .segment_encoding import FooterStats, dictionary_columns_for, parquet_writer_options, segment_compression
 
 DATA_DIR = "data"
 ROW_ADDRESS_SEGMENT = "_mv_segment"
@@ -46,8 +46,13 @@ class SegmentWriter:
         row_group_rows: int,
         compression: str = "zstd",
         primary_key: Sequence[str] = (),
+        total_rows: int | None = None,
     ) -> None:
+        """``total_rows``: the segment's size when the caller knows it up front (it picks
+        the codec, ``segment_encoding.segment_compression``); else it is known only when the
+        first flush is the last."""
         self.io = io
+        self.total_rows = total_rows
         self.schema = schema
         self.row_group_rows = row_group_rows
         self.compression = compression
@@ -79,7 +84,7 @@ class SegmentWriter:
             while self._pending_rows >= self.row_group_rows:
                 self._flush(self.row_group_rows)
 
-    def _flush(self, rows: int) -> None:
+    def _flush(self, rows: int, *, last: bool = False) -> None:
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         head, rest = table.slice(0, rows), table.slice(rows)
         self._pending = rest.to_batches() if rest.num_rows else []
@@ -88,7 +93,10 @@ class SegmentWriter:
             fs, base = self.io.arrow()
             fs.create_dir(f"{base}/{DATA_DIR}", recursive=True)
             self._sink = fs.open_output_stream(f"{base}/{self.path}")
-            options = parquet_writer_options(compression=self.compression, use_dictionary=dictionary_columns_for(head))
+            # the first flush is the last one: the whole segment is ``head``, its size known
+            known = self.total_rows if self.total_rows is not None else head.num_rows if last else None
+            compression = segment_compression(rows=known, default=self.compression)
+            options = parquet_writer_options(compression=compression, use_dictionary=dictionary_columns_for(head))
             self._writer = pq.ParquetWriter(self._sink, self.schema, **options)
         self._writer.write_table(head, row_group_size=head.num_rows)
         if self._index is not None:
@@ -100,7 +108,7 @@ class SegmentWriter:
 
     def close(self) -> SegmentFile | None:
         if self._pending_rows:
-            self._flush(self._pending_rows)
+            self._flush(self._pending_rows, last=True)
         if self._writer is None:
             return None
         self._writer.close()
@@ -160,7 +168,10 @@ def write_segments(
     # Row-group aligned slices, so that a split adds no short row group.
     step = -(-step // row_group_rows) * row_group_rows if n > row_group_rows else step
     slices = [data.slice(start, step) for start in range(0, n, step)]
-    writers = [SegmentWriter(io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key) for _ in slices]
+    writers = [
+        SegmentWriter(io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key, total_rows=part.num_rows)
+        for part in slices
+    ]
 
     def write_one(i: int) -> SegmentFile | None:
         writers[i].write(slices[i])

@@ -207,9 +207,12 @@ def align(plan: WritePlan, data: pa.Table) -> pa.Table:
     """``data`` with the table's column order and types (``SchemaMismatchError`` if it
     cannot have them)."""
     order = check_write_schema(plan.table_schema, data.schema)
+    schema = plan.arrow_schema
     if not data.num_rows:
-        return plan.arrow_schema.empty_table()
-    return pa.Table.from_arrays([data.column(n) for n in order], schema=data.select(order).schema).cast(plan.arrow_schema)
+        return schema.empty_table()
+    if data.schema.equals(schema, check_metadata=True):  # already the table's columns, order and types
+        return data
+    return pa.Table.from_arrays([data.column(n) for n in order], schema=data.select(order).schema).cast(schema)
 
 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:

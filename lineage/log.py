@@ -123,6 +123,13 @@ def writer_identity() -> str:
     return f"mvtable {_hostname()} pid {os.getpid()}"
 
 
+def commit_fsync(snapshot: Snapshot) -> bool:
+    """Whether the table's commit files are flushed to disk before they count (table
+    property ``commitDurability``; a bad value, which the table refuses on create, falls
+    back to the safe default)."""
+    return TableProperties.tolerant(snapshot.properties)[0].commit_fsync
+
+
 class CommitLog:
     def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None) -> None:
         self.io = io
@@ -288,7 +295,7 @@ class CommitLog:
                     raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
                 raise
             faults.point(f"commit.{operation}.before_put")
-            mine, unknown = self._put(candidate, txn)
+            mine, unknown = self._put(candidate, txn, durable=commit_fsync(trial))
             uncertain = uncertain or unknown
             if mine is not None and mine is candidate and self._landed_in_hole(candidate):
                 current = self.snapshot()  # we were behind a log cut: start from the newest
@@ -313,12 +320,12 @@ class CommitLog:
                         return CommitResult(winner, landed, attempt)
         raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
 
-    def _put(self, commit: Commit, txn: str) -> tuple[Commit | None, bool]:
+    def _put(self, commit: Commit, txn: str, *, durable: bool) -> tuple[Commit | None, bool]:
         """(our commit at ``commit.version`` if it landed else ``None``, whether the store
         left the outcome open)."""
         path = commit_path(commit.version)
         try:
-            return (commit if self.io.put_if_absent(path, commit.to_json_bytes()) else None), False
+            return (commit if self.io.put_if_absent(path, commit.to_json_bytes(), durable=durable) else None), False
         except CommitStateUnknownError as exc:
             # Look before giving up: the file is either ours, someone else's, or absent.
             try:
@@ -370,7 +377,9 @@ class CommitLog:
 
     def write_checkpoint(self, snapshot: Snapshot) -> None:
         try:
-            self.io.put_if_absent(checkpoint_path(snapshot.version), checkpoint_bytes(snapshot))
+            self.io.put_if_absent(
+                checkpoint_path(snapshot.version), checkpoint_bytes(snapshot), durable=commit_fsync(snapshot)
+            )
         except Exception as exc:  # a checkpoint is an optimisation: never fail a landed commit
             log.warning("could not write checkpoint %s: %s", snapshot.version, exc)
 

@@ -58,8 +58,9 @@ class FsspecFileIO:
     def write(self, path: str, data: bytes) -> None:
         self.fs.pipe_file(self._p(path), data)
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        """Create ``path`` with ``data`` unless it exists. ``True``: the object now holds
+    def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
+        """Create ``path`` with ``data`` unless it exists (``durable`` is ignored: a store
+        that acknowledged the write keeps it). ``True``: the object now holds
         ``data`` and this call created it (or an identical copy: two writers of the very same
         bytes both get ``True``); ``False``: it held something else already.
         ``CommitStateUnknownError`` only when the store's answers do not tell."""

@@ -43,7 +43,10 @@ class LocalFileIO:
             f.write(data)
         os.replace(tmp, target)
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
+        """Atomic by ``link(2)`` either way; ``durable`` adds ``fdatasync`` of the file
+        before the link and ``fsync`` of its folder after it (without them a power loss,
+        not a process crash, may lose the newest commits: ``commitDurability=os``)."""
         target = self._p(path)
         folder = os.path.dirname(target)
         os.makedirs(folder, exist_ok=True)
@@ -51,8 +54,9 @@ class LocalFileIO:
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                _sync_data(f.fileno())
+                if durable:
+                    f.flush()
+                    _sync_data(f.fileno())
             try:
                 os.link(tmp, target)
             except FileExistsError:
@@ -60,7 +64,8 @@ class LocalFileIO:
             except OSError as exc:
                 # link(2) is atomic: on any other failure the name was not created.
                 raise CommitError(f"could not create {target}: {exc}") from exc
-            _fsync_dir(folder)  # the new name survives a crash once we say it landed
+            if durable:
+                _fsync_dir(folder)  # the new name survives a crash once we say it landed
             return True
         finally:
             try:

@@ -16,7 +16,7 @@ class MemoryFileIO(FsspecFileIO):
     def fs(self) -> Any:
         return self._fs  # one process: nothing to rebuild after a fork
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
         target = self._p(path)
         with _lock:
             if self.fs.exists(target):

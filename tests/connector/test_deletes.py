@@ -208,12 +208,12 @@ def test_a_retried_delete_rewrites_only_the_dvs_a_concurrent_commit_changed(tabl
 
     real_put = t.io.put_if_absent
 
-    def put_if_absent(path, data):
+    def put_if_absent(path, data, **kwargs):
         if races:  # someone else takes the version first
             racing.append(True)
             races.pop(0)()
             racing.clear()
-        return real_put(path, data)
+        return real_put(path, data, **kwargs)
 
     monkeypatch.setattr(deletes, "write_dvs", write_dvs)
     monkeypatch.setattr(t.io, "put_if_absent", put_if_absent)

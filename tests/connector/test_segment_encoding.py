@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mvtable.connector import Table
-from mvtable.connector.segment_encoding import DICTIONARY_MIN_SAMPLE_ROWS, dictionary_columns_for
+from mvtable.connector.segment_encoding import DICTIONARY_MIN_SAMPLE_ROWS, SMALL_SEGMENT_ROWS, dictionary_columns_for
 from mvtable.connector.segments import SegmentWriter
 from mvtable.connector.stats import column_stats
 from mvtable.storage import open_file_io
@@ -96,3 +96,32 @@ def test_a_value_over_the_statistics_limit_leaves_the_row_group_unpruned(tmp_pat
     assert seg is not None
     stats = seg.row_groups[0].stats["s"]
     assert (stats.min, stats.max, stats.null_count) == (None, None, 1)
+
+
+def _codecs(path: str) -> set[str]:
+    md = pq.ParquetFile(path).metadata
+    return {md.row_group(i).column(j).compression for i in range(md.num_row_groups) for j in range(md.num_columns)}
+
+
+def test_small_segments_are_snappy_and_the_rest_zstd(table_uri):
+    data = _mixed(SMALL_SEGMENT_ROWS + 100)
+    Table.create(table_uri, schema=data.schema, properties={"rowGroupRows": "1000"})
+    Table(table_uri).append(data.slice(0, 1000))  # one small append
+    Table(table_uri).append(data)  # larger than a small segment, in row groups of 1000
+    by_rows = {s.file.num_rows: f"{table_uri}/{s.file.path}" for s in Table(table_uri).snapshot().visible_segments()}
+    small, large = by_rows[1000], by_rows[data.num_rows]
+    assert _codecs(small) == {"SNAPPY"} and _codecs(large) == {"ZSTD"}
+    assert Table(table_uri).scan().to_arrow().num_rows == 1000 + data.num_rows
+
+
+def test_a_streamed_segment_learns_its_size_at_its_only_flush(tmp_path):
+    io = open_file_io(str(tmp_path))
+    small = SegmentWriter(io, _mixed(10).schema, row_group_rows=100_000)  # Spark's writer: size unknown
+    for start in range(0, 3_000, 500):
+        small.write(_mixed(3_000).slice(start, 500))
+    seg = small.close()
+    assert seg is not None and _codecs(f"{tmp_path}/{seg.path}") == {"SNAPPY"}
+    large = SegmentWriter(io, _mixed(10).schema, row_group_rows=SMALL_SEGMENT_ROWS)
+    large.write(_mixed(SMALL_SEGMENT_ROWS + 10))
+    seg = large.close()
+    assert seg is not None and _codecs(f"{tmp_path}/{seg.path}") == {"ZSTD"}

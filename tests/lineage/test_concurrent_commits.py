@@ -271,7 +271,7 @@ class FlakyIO:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
         for late_path, late_data in self.pending:
             self.inner.put_if_absent(late_path, late_data)
         self.pending.clear()

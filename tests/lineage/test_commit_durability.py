@@ -1,0 +1,79 @@
+"""``commitDurability``: ``fsync`` (default) flushes each commit file and its folder before
+the commit counts; ``os`` leaves that to the OS. Commits stay put-if-absent either way."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mvtable.conf import TableProperties
+from mvtable.connector import Table
+from mvtable.errors import SettingsError
+from mvtable.lineage.actions import AddSegment
+from mvtable.lineage.enums import Operation
+from mvtable.lineage.log import CommitLog
+from mvtable.storage import open_file_io
+
+from .test_concurrent_commits import seg
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fsync/fdatasync this process makes (the real calls still run)."""
+    calls: list[str] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name, None)
+        if real is None:
+            continue
+
+        def spy(fd: int, _real=real, _name=name) -> None:
+            calls.append(_name)
+            _real(fd)
+
+        monkeypatch.setattr(os, name, spy)
+    return calls
+
+
+def _data(n: int = 10) -> pa.Table:
+    return pa.table({"id": pa.array(range(n), pa.int64())})
+
+
+def test_default_is_fsync_and_bad_values_are_refused(tmp_path: Path) -> None:
+    assert TableProperties.from_strings({}).commitDurability == "fsync"
+    assert TableProperties.from_strings({"commitDurability": "os"}).commit_fsync is False
+    with pytest.raises(SettingsError, match="commitDurability: 'never' is not a durability; use 'fsync'"):
+        TableProperties.from_strings({"commitDurability": "never"})
+    with pytest.raises(SettingsError, match="commitDurability"):
+        Table.create(str(tmp_path / "t"), schema=_data().schema, properties={"commitDurability": "none"})
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("*.json"))
+
+
+def test_fsync_tables_sync_every_commit(tmp_path: Path, syncs: list[str]) -> None:
+    t = Table.create(str(tmp_path / "t"), schema=_data().schema)
+    syncs.clear()
+    t.append(_data())
+    assert sorted(syncs) == ["fdatasync", "fsync"]  # the commit file, then its folder
+
+
+def test_os_tables_never_sync_and_stay_put_if_absent(tmp_path: Path, syncs: list[str]) -> None:
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, schema=_data().schema, properties={"commitDurability": "os"})
+    syncs.clear()
+    for _ in range(11):  # past checkpointInterval: the checkpoint is not synced either
+        Table(uri).append(_data())
+    assert syncs == []
+    assert t.version == 11 and t.scan().to_arrow().num_rows == 110
+    assert any(name.endswith(".checkpoint.parquet") for name in os.listdir(f"{uri}/_mvtable/log"))
+
+    # two writers that read the same version: exactly one gets it, the other retries on top
+    a, b = CommitLog(open_file_io(uri)), CommitLog(open_file_io(uri))
+    read = a.snapshot()
+    first = a.commit(read=read, operation=Operation.APPEND, build=lambda cur: [AddSegment(segment=seg("a1"))])
+    second = b.commit(read=read, operation=Operation.APPEND, build=lambda cur: [AddSegment(segment=seg("b1"))])
+    assert (first.commit.version, second.commit.version) == (12, 13) and second.attempts == 2
+    assert open_file_io(uri).put_if_absent("_mvtable/log/x.json", b"1", durable=False) is True
+    assert open_file_io(uri).put_if_absent("_mvtable/log/x.json", b"2", durable=False) is False
+    assert syncs == []
