@@ -377,9 +377,7 @@ class CommitLog:
 
     def write_checkpoint(self, snapshot: Snapshot) -> None:
         try:
-            self.io.put_if_absent(
-                checkpoint_path(snapshot.version), checkpoint_bytes(snapshot), durable=commit_fsync(snapshot)
-            )
+            self.io.put_if_absent(checkpoint_path(snapshot.version), checkpoint_bytes(snapshot), durable=commit_fsync(snapshot))
         except Exception as exc:  # a checkpoint is an optimisation: never fail a landed commit
             log.warning("could not write checkpoint %s: %s", snapshot.version, exc)
 
