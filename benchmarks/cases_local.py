@@ -284,37 +284,38 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
             systems[f"peer_{name}"] = _peer_system(peer, lambda p=peer: p.append(handles[p.name], small))
         t = measure(systems, repeat=n, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
-        out.append(
-            CaseResult(
+        # one row per durability setting, each against pq.write_table and against Lance (the target)
+        for case, key, durability, path, baseline, base_key in (
+            (
                 "append_latency",
-                "table",
-                f"append commit latency ({n_rows} rows, median of {n})",
-                t["mvtable_append"].median,
+                "mvtable_append",
+                "fsync (default)",
+                mv_path,
                 "pyarrow.parquet.write_table of the same rows",
-                t["pyarrow_write_table"].median,
-                systems=sj,
-                details={"table_versions_after": Table(mv_path).version, "commitDurability": "fsync (default)"},
-            )
-        )
-        out.append(
-            CaseResult(
+                "pyarrow_write_table",
+            ),
+            (
                 "append_latency_os",
-                "table",
-                f"append commit latency, commitDurability=os ({n_rows} rows, median of {n})",
-                t["mvtable_append_os"].median,
+                "mvtable_append_os",
+                "os",
+                os_path,
                 "Table.append with the default commitDurability=fsync",
-                t["mvtable_append"].median,
-                systems=sj,
-                details={"table_versions_after": Table(os_path).version, "commitDurability": "os"},
+                "mvtable_append",
+            ),
+        ):
+            out.append(
+                CaseResult(
+                    case,
+                    "table",
+                    f"append commit latency, commitDurability={durability} ({n_rows} rows, median of {n})",
+                    t[key].median,
+                    baseline,
+                    t[base_key].median,
+                    systems=sj,
+                    details={"table_versions_after": Table(path).version, "commitDurability": durability},
+                )
             )
-        )
-        # the target is Lance's append; both durability settings are reported against it
-        out += _peer_rows(
-            "append_latency", "peers", f"append {n_rows} rows (fsync)", t, "mvtable_append", peers, target={"lance": 1.0}
-        )
-        out += _peer_rows(
-            "append_latency_os", "peers", f"append {n_rows} rows (os)", t, "mvtable_append_os", peers, target={"lance": 1.0}
-        )
+            out += _peer_rows(case, "peers", f"append {n_rows} rows ({durability})", t, key, peers, target={"lance": 1.0})
 
     # ------------------------------------------------------------------ DV bytes
     if "dv_bytes" in groups:
