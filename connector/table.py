@@ -332,7 +332,7 @@ class Table:
         """Replace the rows whose primary key ``data`` holds and insert the others, in one
         commit (old rows deleted by deletion vector, new rows appended); reports how many
         rows were inserted and updated. Keys may not repeat inside ``data``."""
-        return upsert(self.uri, _as_table(data), storage_options=self.storage_options)
+        return upsert(self.uri, _as_table(data), storage_options=self.storage_options, snapshot=self._latest_or_empty())
 
     @property
     def primary_key(self) -> tuple[str, ...]:

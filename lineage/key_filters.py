@@ -76,13 +76,19 @@ class KeyBloom:
                 np.subtract(pos, num_bits, out=pos, where=pos >= num_bits)
         return cls(np.packbits(flat, bitorder="little"), num_bits, num_hashes, len(hashes))
 
-    def may_contain(self, hashes: np.ndarray) -> np.ndarray:
+    def may_contain(self, hashes: np.ndarray, *, enough: int | None = None) -> np.ndarray:
         """For each hash: False when the key is certainly absent, True when it may be there.
 
         Probe by probe, only over the keys every earlier probe found set: in a filter about
         half full, half the absent keys drop out at each probe, so ``k`` probes cost about
         two passes over the keys instead of ``k`` (the lookup of an append probes every
-        segment's filter with every key)."""
+        segment's filter with every key).
+
+        With ``enough``, probing may stop early — once at least ``enough`` keys are left and
+        a probe dropped fewer than one in eight of them, what is left is mostly keys the
+        filter holds — and answer True for a few more absent keys than the full filter
+        would. For a caller that reads the same data for ``enough`` keys as for a few more
+        (a lookup whose keys cover every row group)."""
         hashes = np.asarray(hashes, dtype=np.uint64)
         alive = np.arange(len(hashes))
         h1 = hashes & _LOW
@@ -94,7 +100,10 @@ class KeyBloom:
             pos = (h1 + np.uint64(i) * h2) % m if i else h1 % m
             hit = (self.bits[(pos >> np.uint64(3)).astype(np.intp)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1
             keep = hit.astype(bool)
+            before = len(alive)
             alive, h1, h2 = alive[keep], h1[keep], h2[keep]
+            if enough is not None and len(alive) >= enough and (before - len(alive)) * 8 < before:
+                break
         out = np.zeros(len(hashes), dtype=bool)
         out[alive] = True
         return out

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mvtable.lineage.key_filters import KeyBloom
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
 
@@ -84,7 +85,7 @@ def find_keys(
     for seg, bounds, candidates in in_range:
         bloom = read_index(io, seg.file.path)
         if bloom is not None:
-            candidates = candidates[bloom.may_contain(hashes[candidates])]
+            candidates = _probe(bloom, hashes, candidates, row_groups=len(bounds))
         if not len(candidates):
             continue
         wanted = keys.take(pa.array(candidates)).append_column(_IDX, pa.array(candidates))
@@ -106,6 +107,19 @@ def find_keys(
             out.matched[idx] = True
     out.positions = {sid: np.sort(np.concatenate(parts)) for sid, parts in found.items()}
     return out
+
+
+# When the keys a filter lets through are many per row group, every row group in their range
+# is read anyway (an upsert whose keys mostly exist): the filter may then stop probing early
+# (``KeyBloom.may_contain(enough=…)``). A few more candidates cost nothing the read does not
+# cost already, and the join on the real values stays exact.
+_KEYS_PER_ROW_GROUP = 8
+
+
+def _probe(bloom: KeyBloom, hashes: np.ndarray, candidates: np.ndarray, *, row_groups: int) -> np.ndarray:
+    """The ``candidates`` (key indices) that ``bloom`` may hold (and, when they are many, a
+    few it does not)."""
+    return candidates[bloom.may_contain(hashes[candidates], enough=_KEYS_PER_ROW_GROUP * max(1, row_groups))]
 
 
 def _workers(items: int) -> int:

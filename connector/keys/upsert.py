@@ -7,6 +7,7 @@ tasks looked the keys up and wrote the segments)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +52,17 @@ def require_key(snapshot: Snapshot, *, uri: str, what: str) -> tuple[str, ...]:
     return snapshot.primary_key
 
 
-def upsert(uri: str, data: pa.Table, *, storage_options: Mapping[str, Any] | None = None) -> UpsertResult:
-    """Replace the rows whose keys ``data`` holds and insert the rest, in one commit."""
+def upsert(
+    uri: str, data: pa.Table, *, storage_options: Mapping[str, Any] | None = None, snapshot: Snapshot | None = None
+) -> UpsertResult:
+    """Replace the rows whose keys ``data`` holds and insert the rest, in one commit.
+    ``snapshot`` is the newest snapshot when the caller holds one (a ``Table`` passes its
+    own, caught up); else it is read from the log.
+
+    The new rows are written while the keys are looked up (they do not depend on what the
+    lookup finds): the segment's encoding overlaps the reads of the table's key columns."""
     io = open_file_io(uri, storage_options)
-    read = writes.load_snapshot(CommitLog(io))
+    read = snapshot if snapshot is not None else writes.load_snapshot(CommitLog(io))
     key = require_key(read, uri=uri, what="upsert")  # before any schema complaint
     plan = writes.begin_write(uri, storage_options=storage_options, incoming=data.schema, mode=writes.APPEND, snapshot=read)
     segments: list[SegmentFile] = []
@@ -62,8 +70,17 @@ def upsert(uri: str, data: pa.Table, *, storage_options: Mapping[str, Any] | Non
         rows = keyed_rows(plan.arrow_schema, key, data)
         aligned = writes.align(plan, data)
         deletes = KeyedDeletes()
-        deletes.add(lookup(io, read, rows))
-        segments = write_segments(io, aligned, row_group_rows=plan.row_group_rows, primary_key=key) if data.num_rows else []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mvtable-upsert") as pool:
+            writing = (
+                pool.submit(write_segments, io, aligned, row_group_rows=plan.row_group_rows, primary_key=key)
+                if data.num_rows
+                else None
+            )
+            try:
+                deletes.add(lookup(io, read, rows))
+            finally:
+                if writing is not None:
+                    segments = writing.result()
         return commit_upsert(
             io,
             plan.commit_log(),

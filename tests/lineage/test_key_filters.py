@@ -49,6 +49,11 @@ def test_probing_probe_by_probe_answers_as_probing_all_at_once(present: np.ndarr
     pos = _positions(probed, bloom.num_bits, bloom.num_hashes)
     flat = np.unpackbits(bloom.bits, bitorder="little").astype(bool)
     assert bloom.may_contain(probed).tolist() == flat[pos.astype(np.int64)].all(axis=1).tolist()
+    # stopping early answers "maybe" for every key the full probe does (and maybe a few more)
+    full = bloom.may_contain(probed)
+    for enough in (1, 8, len(probed)):
+        early = bloom.may_contain(probed, enough=enough)
+        assert (early | ~full).all() and early[len(probed) - len(present) // 2 :].all()
 
 
 def test_false_positives_stay_near_one_percent() -> None:
