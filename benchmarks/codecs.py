@@ -6,7 +6,8 @@ them, ``segment_encoding.dictionary_columns_for``) and once with dictionary page
 column (pyarrow's default, what segments used before), and prints, per variant, the write
 CPU and wall time, the wall and CPU time to read the file back with ``pyarrow.parquet`` (what
 ``Table.scan`` decodes), and the bytes, as a Markdown table. One process, variants
-interleaved over ``--repeat`` rounds, medians.
+interleaved over ``--repeat`` rounds, medians. Then the same for a small segment
+(``--small-rows``, a small append): encode CPU and bytes per codec.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .data import generate, load_lineitem, sf_label
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=2_000_000, help="rows of lineitem to write per codec (default 2M)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--row-group-rows", type=int, default=131072)
+    p.add_argument("--small-rows", type=int, default=1000, help="rows of the small-segment table (default 1000)")
     p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
     a = p.parse_args(argv)
     from mvtable.connector.segment_encoding import dictionary_columns_for, parquet_writer_options
@@ -72,7 +75,24 @@ def main(argv: list[str] | None = None) -> int:
     for codec in CODECS:
         w, c, r, rc = (statistics.median(times[codec][k]) for k in ("write", "cpu", "read", "read_cpu"))
         print(f"| {codec} | {w:.2f} | {c:.2f} | {r:.2f} | {rc:.2f} | {sizes[codec] / 2**20:.1f} |")
+    small_segments(data.slice(0, a.small_rows), parquet_writer_options())
     return 0
+
+
+def small_segments(small: pa.Table, options: dict[str, object], *, runs: int = 100) -> None:
+    """A small append's encode (``segment_encoding.SMALL_SEGMENT_ROWS``): CPU per write of
+    ``small`` into memory, median of ``runs``, and the bytes, per codec."""
+    print(f"\nsmall segment: {small.num_rows} rows, dictionary on every column")
+    print("| codec | write CPU ms | KiB |")
+    print("|---|---|---|")
+    for codec in ("zstd", "snappy", "lz4", "none"):
+        cpu: list[float] = []
+        for _ in range(runs):
+            sink = pa.BufferOutputStream()
+            start = time.process_time()
+            pq.write_table(small, sink, **{**options, "compression": codec})
+            cpu.append(time.process_time() - start)
+        print(f"| {codec} | {statistics.median(cpu) * 1000:.2f} | {sink.getvalue().size / 1024:.1f} |")
 
 
 if __name__ == "__main__":
