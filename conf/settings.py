@@ -136,14 +136,7 @@ class TableProperties(_Settings):
     def from_strings(cls, stored: Mapping[str, str]) -> TableProperties:
         """The properties a table stores (or a writer asks for), over the shipped defaults.
         An unknown name or a bad value is a ``SettingsError`` naming the property."""
-        unknown = sorted(set(stored) - set(cls.model_fields))
-        if unknown:
-            raise SettingsError(f"unknown table properties {unknown}; known: {sorted(cls.model_fields)}")
-        merged = {**defaults()["table"], **stored}
-        try:
-            return cls.model_validate(merged)
-        except ValidationError as exc:
-            raise SettingsError(_explain(exc)) from None
+        return _strict(tuple(sorted(stored.items())))
 
     @classmethod
     def tolerant(cls, stored: Mapping[str, str]) -> tuple[TableProperties, dict[str, str]]:
@@ -154,6 +147,21 @@ class TableProperties(_Settings):
 
     def as_strings(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.model_dump().items()}
+
+
+@lru_cache(maxsize=256)
+def _strict(items: tuple[tuple[str, str], ...]) -> TableProperties:
+    """``from_strings``, once per distinct set of properties (a write, its commit and its
+    after-commit work each read the table's properties; the model is frozen). Errors are
+    raised, never cached."""
+    stored = dict(items)
+    unknown = sorted(set(stored) - set(TableProperties.model_fields))
+    if unknown:
+        raise SettingsError(f"unknown table properties {unknown}; known: {sorted(TableProperties.model_fields)}")
+    try:
+        return TableProperties.model_validate({**defaults()["table"], **stored})
+    except ValidationError as exc:
+        raise SettingsError(_explain(exc)) from None
 
 
 @lru_cache(maxsize=256)
