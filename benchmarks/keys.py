@@ -310,6 +310,7 @@ def new_rows(table_rows: pa.Table, n: int, round_: int, *, kind: str) -> pa.Tabl
 
 def append_case(lineitem: pa.Table, root: Path, *, sizes: list[int], append_rows: int, repeat: int) -> list[dict[str, Any]]:
     from mvtable import Table
+    from mvtable.connector.keys.index import forget_filters
 
     out = []
     for size in sizes:
@@ -326,6 +327,7 @@ def append_case(lineitem: pa.Table, root: Path, *, sizes: list[int], append_rows
         for kind in ("in_range", "above"):
             times: dict[str, list[float]] = {"keyed": [], "plain": []}
             first: dict[str, float] = {}
+            forget_filters()  # building the table kept them: the first append reads them all, as a new process does
             for r in range(repeat + 1):  # the first round warms up (the keyed one reads every key filter)
                 rows = new_rows(base, append_rows, len(added), kind=kind)
                 added.append(rows)
@@ -402,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in append:
         print(
             f"  {row['table_rows']:>10} rows {row['kind']:<8}: {row['keyed_s']:.3f} s vs {row['plain_s']:.3f} s"
-            f" = {row['ratio']:.2f}x  (first append: {row['first_keyed_s']:.3f} s vs {row['first_plain_s']:.3f} s)"
+            f" = {row['ratio']:.2f}x  (first, filters not in memory: {row['first_keyed_s']:.3f} s vs {row['first_plain_s']:.3f} s)"
             f"  correct={row['ok']}"
         )
     out = a.out or HERE / "results" / f"keys-{dt.datetime.now():%Y%m%dT%H%M%S}{'-smoke' if a.smoke else ''}.json"

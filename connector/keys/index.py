@@ -22,7 +22,16 @@ from mvtable.storage import FileIO
 
 from .hashing import hash_keys
 
-__all__ = ["INDEX_SUFFIX", "IndexBuilder", "build_index", "index_cached", "index_path", "read_index", "segment_path_of"]
+__all__ = [
+    "INDEX_SUFFIX",
+    "IndexBuilder",
+    "build_index",
+    "forget_filters",
+    "index_cached",
+    "index_path",
+    "read_index",
+    "segment_path_of",
+]
 
 INDEX_SUFFIX = ".keys.bloom"
 _PARQUET = ".parquet"
@@ -111,6 +120,13 @@ class _IndexCache:
 
 
 _cache = _IndexCache(INDEX_CACHE_BYTES)
+
+
+def forget_filters() -> None:
+    """Drop the key filters this process keeps (the next lookup reads them again): for a
+    benchmark that measures a cold lookup, or a process that wants the memory back."""
+    global _cache
+    _cache = _IndexCache(INDEX_CACHE_BYTES)
 
 
 class IndexBuilder:

@@ -11,7 +11,7 @@ import pytest
 
 from mvtable.connector import Table
 from mvtable.connector.describe import inspect_table
-from mvtable.connector.keys.index import INDEX_SUFFIX, index_cached, read_index
+from mvtable.connector.keys.index import INDEX_SUFFIX, forget_filters, index_cached, read_index
 from mvtable.connector.keys.writes import keyed_rows, lookup
 from mvtable.errors import (
     DuplicateKeyError,
@@ -167,6 +167,8 @@ def test_key_filters_are_read_once_per_process(keyed: Table) -> None:
     other = Table.create(keyed.uri + "-other", schema=SCHEMA, primary_key=["id"])
     other.append(rows([1]))
     assert not index_cached(other.io, path)  # keyed by table location too
+    forget_filters()
+    assert not index_cached(keyed.io, path) and read_index(keyed.io, path) is not first
 
 
 def test_the_index_of_a_segment_goes_with_it(keyed: Table) -> None:
