@@ -24,7 +24,13 @@ from mvtable.storage import FileIO
 
 from .keys.index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
-from .segment_encoding import FooterStats, dictionary_columns_for, parquet_writer_options, segment_compression
+from .segment_encoding import (
+    SMALL_SEGMENT_COMPRESSION,
+    FooterStats,
+    dictionary_columns_for,
+    is_small_segment,
+    parquet_writer_options,
+)
 
 DATA_DIR = "data"
 ROW_ADDRESS_SEGMENT = "_mv_segment"
@@ -49,7 +55,7 @@ class SegmentWriter:
         total_rows: int | None = None,
     ) -> None:
         """``total_rows``: the segment's size when the caller knows it up front (it picks
-        the codec, ``segment_encoding.segment_compression``); else it is known only when the
+        the codec, ``segment_encoding.is_small_segment``); else it is known only when the
         first flush is the last."""
         self.io = io
         self.total_rows = total_rows
@@ -95,8 +101,12 @@ class SegmentWriter:
             self._sink = fs.open_output_stream(f"{base}/{self.path}")
             # the first flush is the last one: the whole segment is ``head``, its size known
             known = self.total_rows if self.total_rows is not None else head.num_rows if last else None
-            compression = segment_compression(rows=known, default=self.compression)
-            options = parquet_writer_options(compression=compression, use_dictionary=dictionary_columns_for(head))
+            small = is_small_segment(known)
+            options = parquet_writer_options(
+                compression=SMALL_SEGMENT_COMPRESSION if small else self.compression,
+                use_dictionary=True if small else dictionary_columns_for(head),
+                schema=self.schema,
+            )
             self._writer = pq.ParquetWriter(self._sink, self.schema, **options)
         self._writer.write_table(head, row_group_size=head.num_rows)
         if self._index is not None:

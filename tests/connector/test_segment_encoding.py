@@ -39,6 +39,12 @@ def _chunks_with_dictionary(path: str) -> dict[str, bool]:
     return {rg.column(j).path_in_schema: rg.column(j).has_dictionary_page for j in range(md.num_columns)}
 
 
+def _delta_encoded(path: str) -> set[str]:
+    md = pq.ParquetFile(path).metadata
+    rg = md.row_group(0)
+    return {rg.column(j).path_in_schema for j in range(md.num_columns) if "DELTA_BINARY_PACKED" in rg.column(j).encodings}
+
+
 def test_only_repeating_columns_are_dictionary_encoded(table_uri):
     data = _mixed(20_000)
     assert sorted(dictionary_columns_for(data)) == ["day", "flag", "qty"]
@@ -47,6 +53,8 @@ def test_only_repeating_columns_are_dictionary_encoded(table_uri):
     seg = Table(table_uri).snapshot().visible_segments()[0]
     encoded = _chunks_with_dictionary(f"{table_uri}/{seg.file.path}")
     assert encoded == {"key": False, "flag": True, "qty": True, "price": False, "comment": False, "day": True, "ok": False}
+    delta = _delta_encoded(f"{table_uri}/{seg.file.path}")
+    assert delta == {"key", "price"}  # the integer-like plain columns; not the text, not the dictionaries
     assert Table(table_uri).scan().to_arrow().sort_by("key").equals(data.sort_by("key"))
 
 
