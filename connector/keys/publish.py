@@ -9,13 +9,14 @@ runs the keyed commit check from the version the push was staged at: every commi
 then that may have made one of the push's keys visible is looked at (only the segments that
 stay visible after the publish), and a key found there raises ``DuplicateKeyError`` with
 nothing committed — the push stays staged, to be rolled back, or published again once
-those rows are deleted."""
+those rows are deleted. When the log of those commits is gone (GC), every segment that
+stays visible is looked at instead."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mvtable.errors import DuplicateKeyError
+from mvtable.errors import DuplicateKeyError, VersionNotFoundError
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
@@ -60,11 +61,19 @@ def commit_publish(
                 keys=key_tuples(dup),
             )
 
+    since = read
+    if staged_at < read.version:
+        try:
+            since = clog.snapshot(staged_at)
+        except VersionNotFoundError:
+            # the log of the commits since the push was staged was garbage-collected: look at
+            # every segment that stays visible instead, then check only what comes after
+            on_new_rows(read, [sid for sid in read.visible_segment_ids() if sid not in leaving])
     return commit_keyed(
         clog,
         read=read,
         current=read,
-        since=clog.snapshot(staged_at) if staged_at < read.version else read,
+        since=since,
         operation=Operation.PUBLISH,
         build=build,
         rows=rows,

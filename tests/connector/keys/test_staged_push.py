@@ -16,7 +16,7 @@ from mvtable.connector.keys.hashing import hash_keys
 from mvtable.connector.keys.publish import commit_publish
 from mvtable.connector.keys.writes import prepare_keyed_write
 from mvtable.connector.segments import write_segments
-from mvtable.errors import DuplicateKeyError
+from mvtable.errors import DuplicateKeyError, VersionNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import InsertedKeys
 from mvtable.lineage.key_filters import KeyBloom
@@ -152,3 +152,27 @@ def test_a_keyed_publish_records_the_keys_it_makes_visible(keyed: Table) -> None
     assert commit.operation == "PUBLISH" and commit.parameters["primary_key"] == ["id"]
     [recorded] = [a for a in commit.actions if isinstance(a, InsertedKeys)]
     assert recorded.count == 10
+
+
+def test_publish_checks_everything_when_the_log_since_staging_is_gone(table_uri) -> None:
+    """A staged push may wait longer than the log is kept: with the commits since staging
+    garbage-collected, publishing looks at every segment that stays visible."""
+    props = {"checkpointInterval": "2", "versionRetentionPeriod": "0s", "rowGroupRows": "100"}
+    t = Table.create(table_uri, schema=SCHEMA, primary_key=["id"], properties=props)
+    t.append(rows(range(100), "seed"))
+    entry = stage(t, rows([*range(50), 300], "push"))
+    t.append(rows([300], "late"))
+    t.append(rows([400], "late"))
+    t.append(rows([500], "late"))
+    t.collect_garbage()
+    staged_at = max(t.snapshot().segments[s].added_version for s in t.snapshot().lineage[entry].segments_to)
+    with pytest.raises(VersionNotFoundError):
+        t.log.snapshot(staged_at)
+    before = state(t)
+    with pytest.raises(DuplicateKeyError) as exc:
+        t.publish(entry)
+    assert exc.value.keys == [(300,)]
+    assert state(t) == before
+    t.delete(keys=[300])
+    assert t.publish(entry).changed
+    assert sorted(assert_unique_keys(t)) == [*range(50), 300, 400, 500]
