@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pyroaring import BitMap64
 
@@ -17,15 +16,12 @@ from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, InvalidOptionError, NothingToCommit
 from mvtable.lineage import operations as ops
 from mvtable.lineage.enums import LineageState, Operation
-from mvtable.lineage.log import Builder, CommitResult
+from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import encode_dv
 
 from .keys.publish import commit_publish
 from .segments import new_segment_id
-
-if TYPE_CHECKING:
-    from .table import Table
 
 
 @dataclass(frozen=True)
@@ -39,17 +35,17 @@ class ActionResult:
     message: str
 
 
-def _entry(table: Table, entry_id: str):
-    snapshot = table.snapshot()
+def _entry(commit_log: CommitLog, entry_id: str):
+    snapshot = commit_log.snapshot()
     entry = snapshot.lineage.get(entry_id)
     if entry is None:
         known = ", ".join(sorted(snapshot.lineage)[-5:]) or "none"
-        raise InvalidLineageTransitionError(f"no lineage entry {entry_id!r} in {table.uri} (recent entries: {known})")
+        raise InvalidLineageTransitionError(f"no lineage entry {entry_id!r} in {commit_log.io.uri} (recent entries: {known})")
     return snapshot, entry
 
 
 def _transition(
-    table: Table,
+    commit_log: CommitLog,
     entry_id: str,
     *,
     operation: Operation,
@@ -61,7 +57,7 @@ def _transition(
     """Move one lineage entry to ``target`` in one commit, or report that it is there
     already — also when a concurrent or retried call got there first. ``commit(snapshot,
     build)`` lands the commit when plain ``CommitLog.commit`` is not enough."""
-    snapshot, entry = _entry(table, entry_id)
+    snapshot, entry = _entry(commit_log, entry_id)
     if entry.state == target:
         return ActionResult(operation, entry.state_version, False, f"lineage entry {entry_id} is already {target}")
     if entry.state not in allowed:
@@ -77,19 +73,19 @@ def _transition(
 
     try:
         if commit is None:
-            result = table.log.commit(read=snapshot, operation=operation, parameters={"entry": entry_id}, build=build)
+            result = commit_log.commit(read=snapshot, operation=operation, parameters={"entry": entry_id}, build=build)
         else:
             result = commit(snapshot, build)
     except NothingToCommit as done:
-        return ActionResult(operation, table.snapshot().lineage[entry_id].state_version, False, str(done))
+        return ActionResult(operation, commit_log.snapshot().lineage[entry_id].state_version, False, str(done))
     return ActionResult(operation, result.commit.version, True, f"lineage entry {entry_id}: {entry.state} → {target}")
 
 
-def rollback_entry(table: Table, entry_id: str) -> ActionResult:
+def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
     """Pinot's ``revertReplaceSegments``: the entry becomes REVERTED and readers flip back
     to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile)."""
     return _transition(
-        table,
+        commit_log,
         entry_id,
         operation=Operation.ROLLBACK,
         target=LineageState.REVERTED,
@@ -98,18 +94,18 @@ def rollback_entry(table: Table, entry_id: str) -> ActionResult:
     )
 
 
-def publish_entry(table: Table, entry_id: str) -> ActionResult:
+def publish_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
     """Complete a staged (``publish=false``) consistent push. On a keyed table the push's
     keys are first checked against what was committed since it was staged
     (``keys.publish``): ``DuplicateKeyError``, and the push stays staged, when a key would
     be in the table twice."""
-    io, clog = table.io, table.log
+    io = commit_log.io
 
     def commit(snapshot: Snapshot, build: Builder) -> CommitResult:
-        return commit_publish(io, clog, snapshot, entry_id, build=build, parameters={"entry": entry_id})
+        return commit_publish(io, commit_log, snapshot, entry_id, build=build, parameters={"entry": entry_id})
 
     return _transition(
-        table,
+        commit_log,
         entry_id,
         operation=Operation.PUBLISH,
         target=LineageState.COMPLETED,
@@ -123,19 +119,19 @@ def _empty_dv() -> DeletionVectorRef:
     return DeletionVectorRef(cardinality=0, inline=base64.b64encode(encode_dv(BitMap64())).decode())
 
 
-def restore_version(table: Table, version: int) -> ActionResult:
+def restore_version(commit_log: CommitLog, version: int) -> ActionResult:
     """Delta's ``RESTORE`` / Iceberg's ``rollback_to_snapshot``: one new commit whose
     visible segments and deletion vectors equal ``version``'s. History stays, so a restore
     can itself be undone by restoring the version before it."""
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise InvalidOptionError(f"version must be a non-negative integer, not {version!r}")
-    target = table.log.snapshot(version)
-    current = table.snapshot()
+    target = commit_log.snapshot(version)
+    current = commit_log.snapshot()
     if ops.same_view(current, target):
         return ActionResult(Operation.RESTORE, current.version, False, f"the table already shows version {version}")
     needed = {seg.file.path for seg in target.visible_segments()}
     needed |= {ref.path for sid, ref in target.dvs.items() if ref.path and sid in set(target.visible_segment_ids())}
-    missing = sorted(p for p in needed if not table.io.exists(p))
+    missing = sorted(p for p in needed if not commit_log.io.exists(p))
     if missing:
         raise FilesMissingError(
             f"cannot restore version {version}: vacuum already removed {len(missing)} file(s) it needs "
@@ -150,7 +146,7 @@ def restore_version(table: Table, version: int) -> ActionResult:
         return ops.restore(cur, target, new_ids=new_ids, empty_dv=empty)
 
     try:
-        result = table.log.commit(read=current, operation=Operation.RESTORE, parameters={"version": version}, build=build)
+        result = commit_log.commit(read=current, operation=Operation.RESTORE, parameters={"version": version}, build=build)
     except NothingToCommit as done:
-        return ActionResult(Operation.RESTORE, table.version, False, str(done))
+        return ActionResult(Operation.RESTORE, commit_log.latest_version(), False, str(done))
     return ActionResult(Operation.RESTORE, result.commit.version, True, f"restored the table as of version {version}")

@@ -409,21 +409,21 @@ class Table:
         from . import lifecycle
 
         if entry is not None and version is None:
-            return lifecycle.rollback_entry(self, entry)
+            return lifecycle.rollback_entry(self.log, entry)
         if version is not None and entry is None:
-            return lifecycle.restore_version(self, version)
+            return lifecycle.restore_version(self.log, version)
         raise InvalidOptionError("rollback takes exactly one of entry=… (a lineage entry id) and version=…")
 
     def restore(self, *, version: int) -> ActionResult:
         from . import lifecycle
 
-        return lifecycle.restore_version(self, version)
+        return lifecycle.restore_version(self.log, version)
 
     def publish(self, entry: str) -> ActionResult:
         """Complete a staged consistent push (written with ``publish=False``)."""
         from . import lifecycle
 
-        return lifecycle.publish_entry(self, entry)
+        return lifecycle.publish_entry(self.log, entry)
 
     # -- maintenance ---------------------------------------------------------------------
     def collect_garbage(

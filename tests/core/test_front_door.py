@@ -75,3 +75,28 @@ def test_lineage_and_visibility_import_neither_each_other_nor_pyspark():
                     if name.startswith(forbidden) and not (package == "core" and path.name == "__init__.py"):
                         bad.append(f"{path.relative_to(REPO)}:{node.lineno} imports {name}")
     assert bad == []
+
+
+def test_capabilities_below_the_facade_never_import_table():
+    # Table is a thin façade: gc, vacuum, lifecycle, keys, compaction, streaming, export …
+    # take storage, the commit log and snapshots. Only the user-facing entry points (the
+    # package, the façade itself, the CLI, the Spark procedures and the demo) open a Table.
+    entry_points = {"__init__.py", "table.py", "table_scan.py", "demo.py"}
+    connector = REPO / "connector"
+    bad = []
+    for path in connector.rglob("*.py"):
+        rel = path.relative_to(connector)
+        if rel.parts[0] in ("cli", "spark") or (len(rel.parts) == 1 and rel.name in entry_points):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = node.module or ""
+            names = {a.name for a in node.names}
+            if (
+                module.endswith("table")
+                and module.rsplit(".", 1)[-1] == "table"
+                or ("Table" in names and module in ("", "mvtable", "mvtable.connector"))
+            ):
+                bad.append(f"connector/{rel}:{node.lineno} imports {module or '.'} {sorted(names)}")
+    assert bad == []
