@@ -17,7 +17,7 @@ Measured choices (SF-1 lineitem, row groups of 131,072 rows; ``benchmarks/README
   small write's encode CPU (1,000 lineitem rows: 1.75 ms with zstd, 0.87 ms with snappy,
   37 vs 48 KB); a segment of fewer than ``SMALL_SEGMENT_ROWS`` rows (an append of a few
   rows, a streaming micro-batch) takes snappy, every larger one zstd. Compaction merges small
-  segments into large, zstd ones. Snappy is what Spark writes by default: every Parquet
+  segments into larger ones, zstd from ``SMALL_SEGMENT_ROWS`` rows on. Snappy is what Spark writes by default: every Parquet
   reader reads it.
 * **Statistics from the footer.** pyarrow computes min/max/null count per column chunk
   while it encodes; reading them from ``FileMetaData`` replaces a ``min_max`` pass over
