@@ -90,20 +90,34 @@ class KeyBloom:
         would. For a caller that reads the same data for ``enough`` keys as for a few more
         (a lookup whose keys cover every row group)."""
         hashes = np.asarray(hashes, dtype=np.uint64)
-        alive = np.arange(len(hashes))
-        h1 = hashes & _LOW
-        h2 = (hashes >> np.uint64(32)) | np.uint64(1)
-        m = np.uint64(self.num_bits)
+        m = self.num_bits
+        # bit (h1 + i*h2) mod m stepped as in ``build``: one modulo per key for h1 and one
+        # per surviving key for h2 (after the first probe, most absent keys are gone),
+        # instead of a 64-bit modulo per key and probe
+        pos = ((hashes & _LOW) % np.uint64(m)).astype(np.int64)
+        step: np.ndarray | None = None
+        alive: np.ndarray | None = None  # indices of the keys still "maybe"; None: all of them
         for i in range(self.num_hashes):
-            if not len(alive):
+            if i:
+                if step is None:
+                    h2 = ((hashes if alive is None else hashes[alive]) >> np.uint64(32)) | np.uint64(1)
+                    step = (h2 % np.uint64(m)).astype(np.int64)
+                pos += step
+                np.subtract(pos, m, out=pos, where=pos >= m)
+            hit = ((self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1).view(bool)
+            before = len(pos)
+            kept = np.flatnonzero(hit)
+            if len(kept) < before:
+                alive = kept if alive is None else alive[kept]
+                pos = pos[kept]
+                if step is not None:
+                    step = step[kept]
+            if not len(pos):
                 break
-            pos = (h1 + np.uint64(i) * h2) % m if i else h1 % m
-            hit = (self.bits[(pos >> np.uint64(3)).astype(np.intp)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1
-            keep = hit.astype(bool)
-            before = len(alive)
-            alive, h1, h2 = alive[keep], h1[keep], h2[keep]
-            if enough is not None and len(alive) >= enough and (before - len(alive)) * 8 < before:
+            if enough is not None and len(pos) >= enough and (before - len(pos)) * 8 < before:
                 break
+        if alive is None:
+            return np.ones(len(hashes), dtype=bool)
         out = np.zeros(len(hashes), dtype=bool)
         out[alive] = True
         return out
