@@ -24,6 +24,7 @@ EXPECTED = {
     "delete_1pct",
     "consistent_push",
     "append_latency",
+    "append_latency_os",
     "planning",
     "gc_peak_memory",
     "spark_one_column",
@@ -47,7 +48,7 @@ EXPECTED = {
 }
 PEER_CASES = {
     f"{case}_vs_{peer}"
-    for case in ("table_scan_del10", "delete_1pct", "consistent_push", "append_latency")
+    for case in ("table_scan_del10", "delete_1pct", "consistent_push", "append_latency", "append_latency_os")
     for peer in ("deltalake", "pyiceberg", "lance")
 }
 
