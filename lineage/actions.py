@@ -9,6 +9,7 @@ visibility package's business.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
@@ -319,3 +320,15 @@ def _short(exc: ValidationError) -> str:
         parts.append(f"{loc}: {err.get('msg')}")
     more = exc.error_count() - len(parts)
     return "invalid content: " + "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def files_named(actions: Sequence[Action]) -> list[str]:
+    """The files a commit brings into the table: its new segments and the DV files of the
+    deletion vectors it sets (each once). A durable commit flushes them before itself."""
+    paths: dict[str, None] = {}
+    for action in actions:
+        if isinstance(action, AddSegment):
+            paths[action.segment.path] = None
+        elif isinstance(action, SetDeletionVector) and action.dv.path is not None:
+            paths[action.dv.path] = None
+    return list(paths)

@@ -34,7 +34,7 @@ from mvtable.errors import (
 from mvtable.storage import FileIO
 
 from . import faults
-from .actions import Action, Commit, parse_commit
+from .actions import Action, Commit, files_named, parse_commit
 from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
 from .checkpoint_cache import process_checkpoints
 from .enums import Operation
@@ -275,6 +275,7 @@ class CommitLog:
         txn = uuid.uuid4().hex
         current = current if current is not None else read
         uncertain = False  # a put of ours may have landed although the store said it failed
+        synced: set[str] = set()  # files flushed by an earlier attempt
         for attempt in range(1, self.retry.max_attempts + 1):
             actions = tuple(build(current))
             candidate = Commit(
@@ -294,8 +295,14 @@ class CommitLog:
                 if current.version != read.version:
                     raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
                 raise
+            durable = commit_fsync(trial)
+            if durable:  # what the commit names reaches the disk before the commit does
+                named = [p for p in files_named(candidate.actions) if p not in synced]
+                if named:
+                    self.io.sync(named)
+                    synced.update(named)
             faults.point(f"commit.{operation}.before_put")
-            mine, unknown = self._put(candidate, txn, durable=commit_fsync(trial))
+            mine, unknown = self._put(candidate, txn, durable=durable)
             uncertain = uncertain or unknown
             if mine is not None and mine is candidate and self._landed_in_hole(candidate):
                 current = self.snapshot()  # we were behind a log cut: start from the newest

@@ -58,6 +58,9 @@ class FsspecFileIO:
     def write(self, path: str, data: bytes) -> None:
         self.fs.pipe_file(self._p(path), data)
 
+    def sync(self, paths: Iterable[str]) -> None:
+        """Nothing to do: an object store's put is durable once acknowledged."""
+
     def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
         """Create ``path`` with ``data`` unless it exists (``durable`` is ignored: a store
         that acknowledged the write keeps it). ``True``: the object now holds

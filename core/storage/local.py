@@ -43,6 +43,22 @@ class LocalFileIO:
             f.write(data)
         os.replace(tmp, target)
 
+    def sync(self, paths: Iterable[str]) -> None:
+        folders = set()
+        for path in paths:
+            target = self._p(path)
+            try:
+                fd = os.open(target, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # nothing of it to flush (whether it should exist is not storage's call)
+            try:
+                _sync_data(fd)
+            finally:
+                os.close(fd)
+            folders.add(os.path.dirname(target))
+        for folder in sorted(folders):
+            _fsync_dir(folder)
+
     def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
         """Atomic by ``link(2)`` either way; ``durable`` adds ``fdatasync`` of the file
         before the link and ``fsync`` of its folder after it (without them a power loss,

@@ -51,11 +51,48 @@ def test_default_is_fsync_and_bad_values_are_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("*.json"))
 
 
-def test_fsync_tables_sync_every_commit(tmp_path: Path, syncs: list[str]) -> None:
-    t = Table.create(str(tmp_path / "t"), schema=_data().schema)
-    syncs.clear()
+@pytest.fixture
+def synced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of every file or folder this process fsyncs, in order (real calls still run)."""
+    calls: list[str] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name, None)
+        if real is None:
+            continue
+
+        def spy(fd: int, _real=real) -> None:
+            calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+            _real(fd)
+
+        monkeypatch.setattr(os, name, spy)
+    return calls
+
+
+def test_fsync_tables_sync_every_commit(tmp_path: Path, synced_paths: list[str]) -> None:
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, schema=_data().schema)
+    synced_paths.clear()
     t.append(_data())
-    assert sorted(syncs) == ["fdatasync", "fsync"]  # the commit file, then its folder
+    segment = f"{uri}/{t.snapshot().visible_segments()[0].file.path}"
+    commit = f"{uri}/_mvtable/log/{t.version:020d}.json"
+    # the new segment and its folder, then the commit file (still under its temporary
+    # name) and the log folder once the commit has its name: a commit never names data a
+    # power loss could take
+    assert synced_paths[:2] == [segment, f"{uri}/data"]
+    assert os.path.dirname(synced_paths[2]) == f"{uri}/_mvtable/log" and synced_paths[3:] == [f"{uri}/_mvtable/log"]
+    assert os.path.exists(commit)
+
+
+def test_fsync_tables_sync_deletion_vector_files_before_the_delete_commits(tmp_path: Path, synced_paths: list[str]) -> None:
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, schema=_data().schema, properties={"dvInlineMaxBytes": "0"})
+    t.append(_data(1000))
+    synced_paths.clear()
+    t.delete_rows({t.snapshot().visible_segment_ids()[0]: list(range(0, 1000, 3))})
+    ref = next(iter(t.snapshot().dvs.values()))
+    assert ref.path is not None
+    assert synced_paths[0] == f"{uri}/{ref.path}"
+    assert os.path.dirname(synced_paths[2]) == f"{uri}/_mvtable/log"
 
 
 def test_os_tables_never_sync_and_stay_put_if_absent(tmp_path: Path, syncs: list[str]) -> None:
