@@ -61,8 +61,8 @@ def find_keys(
 
     In two passes: the in-memory one (segment ranges, then key filters) over every segment
     on this thread — a thread per segment costs more than its work — then, in parallel,
-    the reads of the few row groups a key may be in. Filters not in memory yet are read in
-    parallel before the first pass."""
+    the reads of the few row groups a key may be in. Filters not in memory yet are read
+    and probed in parallel."""
     out = KeyMatches(matched=np.zeros(keys.num_rows, dtype=bool))
     if keys.num_rows == 0:
         return out
@@ -76,16 +76,20 @@ def find_keys(
             candidates = np.flatnonzero(columns.inside(_span(bounds)))
             if len(candidates):
                 in_range.append((seg, bounds, candidates))
-    unread = [seg.file.path for seg, _, _ in in_range if not index_cached(io, seg.file.path)]
-    for _ in ordered_map(lambda path: read_index(io, path), unread, workers=_workers(len(unread))):
-        pass
+
+    def probed(item: tuple[SegmentState, list[Bounds], np.ndarray]) -> tuple[SegmentState, list[Bounds], np.ndarray]:
+        seg, bounds, candidates = item
+        bloom = read_index(io, seg.file.path)
+        return seg, bounds, candidates if bloom is None else _probe(bloom, hashes, candidates, row_groups=len(bounds))
+
+    # Filters not in memory are read and probed on the pool (the read and its checksum
+    # release the GIL, so one segment's probe overlaps the next one's read); filters all in
+    # memory are probed on this thread
+    cold = any(not index_cached(io, seg.file.path) for seg, _, _ in in_range)
     # (segment, row groups to read, the keys their ranges cover with their indices): a
     # segment's row groups are split so that both cores read even when one segment has them all
     work: list[tuple[SegmentState, list[int], pa.Table]] = []
-    for seg, bounds, candidates in in_range:
-        bloom = read_index(io, seg.file.path)
-        if bloom is not None:
-            candidates = _probe(bloom, hashes, candidates, row_groups=len(bounds))
+    for seg, bounds, candidates in ordered_map(probed, in_range, workers=_workers(len(in_range)) if cold else 1):
         if not len(candidates):
             continue
         wanted = keys.take(pa.array(candidates)).append_column(_IDX, pa.array(candidates))
