@@ -58,11 +58,18 @@ class KeyBloom:
         self.num_keys = num_keys
 
     @classmethod
-    def build(cls, hashes: np.ndarray, *, bits_per_key: int = BITS_PER_KEY) -> KeyBloom:
-        """The filter of ``hashes`` (duplicates are fine)."""
+    def build(cls, hashes: np.ndarray, *, bits_per_key: int = BITS_PER_KEY, num_hashes: int | None = None) -> KeyBloom:
+        """The filter of ``hashes`` (duplicates are fine), with ``num_hashes`` probes per key
+        (default: the count that minimises false positives, ``bits_per_key * ln 2``). Every
+        probe is a random write when building and a random read for each key that is
+        present when probing, so a large filter may take fewer at a small cost in false
+        positives; the count is stored in the filter, so readers need not know it."""
         hashes = np.asarray(hashes, dtype=np.uint64)
         num_bits = max(64, -(-len(hashes) * bits_per_key // 64) * 64)
-        num_hashes = max(1, round(bits_per_key * math.log(2)))
+        if num_hashes is None:
+            num_hashes = max(1, round(bits_per_key * math.log(2)))
+        elif not 1 <= num_hashes <= 255:
+            raise ValueError(f"num_hashes must be between 1 and 255, not {num_hashes}")
         flat = np.zeros(num_bits, dtype=bool)
         # probe i sets bit (h1 + i*h2) mod m (``_positions``), stepped here one probe at a
         # time: an addition and a conditional subtraction instead of a modulo per bit

@@ -54,13 +54,19 @@ def segment_path_of(path: str) -> str | None:
 # into a table of 30 segments probes 300,000 times: at 1% (10 bits) that read nearly every
 # segment, as a full key scan would, and at 1e-5 (24 bits) about three row groups per append,
 # a cost growing with the table. Hudi's bloom index defaults to 1e-9 for the same reason.
-# 4 bytes per key, next to ~12 for the key columns themselves.
+# 4 bytes per key, next to ~12 for the key columns themselves. 16 probes per key instead of
+# the 22 that minimise false positives (3.3e-7 instead of 2.1e-7): the filter is built on
+# every segment write (60,000 keys: 19 -> 13 ms) and probed by every lookup, and a filter a
+# third empty instead of half drops an absent key sooner.
 SEGMENT_BITS_PER_KEY = 32
+SEGMENT_HASHES = 16
 
 
 def build_index(io: FileIO, segment_path: str, hashes: np.ndarray) -> None:
     """Write the key index of a segment from the hashes of all its keys (in any order)."""
-    io.write(index_path(segment_path), KeyBloom.build(hashes, bits_per_key=SEGMENT_BITS_PER_KEY).to_bytes())
+    io.write(
+        index_path(segment_path), KeyBloom.build(hashes, bits_per_key=SEGMENT_BITS_PER_KEY, num_hashes=SEGMENT_HASHES).to_bytes()
+    )
 
 
 def index_cached(io: FileIO, segment_path: str) -> bool:

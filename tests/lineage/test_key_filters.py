@@ -38,11 +38,14 @@ def test_a_filter_never_misses_a_key_it_holds(keys: np.ndarray) -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(hashes, hashes, st.sampled_from([10, 24, 32]))
-def test_probing_probe_by_probe_answers_as_probing_all_at_once(present: np.ndarray, probed: np.ndarray, bits: int) -> None:
+@given(hashes, hashes, st.sampled_from([10, 24, 32]), st.sampled_from([None, 1, 16]))
+def test_probing_probe_by_probe_answers_as_probing_all_at_once(
+    present: np.ndarray, probed: np.ndarray, bits: int, k: int | None
+) -> None:
     """``may_contain`` only probes the keys every earlier probe found set; the answer must
     be the filter's definition: all ``k`` bits set (``_positions`` is what ``build`` sets)."""
-    bloom = KeyBloom.build(present, bits_per_key=bits)
+    bloom = KeyBloom.build(present, bits_per_key=bits, num_hashes=k)
+    assert bloom.num_hashes == (k if k is not None else round(bits * np.log(2)))
     probed = np.concatenate([probed, present[: len(present) // 2]])
     if not len(probed):
         return
