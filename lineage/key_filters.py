@@ -97,21 +97,21 @@ class KeyBloom:
         would. For a caller that reads the same data for ``enough`` keys as for a few more
         (a lookup whose keys cover every row group)."""
         hashes = np.asarray(hashes, dtype=np.uint64)
-        m = self.num_bits
+        m = np.uint64(self.num_bits)
         # bit (h1 + i*h2) mod m stepped as in ``build``: one modulo per key for h1 and one
         # per surviving key for h2 (after the first probe, most absent keys are gone),
         # instead of a 64-bit modulo per key and probe
-        pos = ((hashes & _LOW) % np.uint64(m)).astype(np.int64)
+        pos = (hashes & _LOW) % m
         step: np.ndarray | None = None
         alive: np.ndarray | None = None  # indices of the keys still "maybe"; None: all of them
         for i in range(self.num_hashes):
             if i:
                 if step is None:
                     h2 = ((hashes if alive is None else hashes[alive]) >> np.uint64(32)) | np.uint64(1)
-                    step = (h2 % np.uint64(m)).astype(np.int64)
+                    step = h2 % m
                 pos += step
-                np.subtract(pos, m, out=pos, where=pos >= m)
-            hit = ((self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1).view(bool)
+                np.minimum(pos, pos - m, out=pos)  # pos - m wraps around to a huge value when pos < m
+            hit = ((self.bits[pos >> np.uint64(3)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1).view(bool)
             before = len(pos)
             kept = np.flatnonzero(hit)
             if len(kept) < before:
