@@ -41,37 +41,25 @@ the driver and broadcast, so a snapshot with deletes in a billion rows ships ~12
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from mvtable.conf import parse_period
-from mvtable.errors import InvalidOptionError, InvalidRowAddressError
+from mvtable.errors import InvalidOptionError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
-from mvtable.visibility import load_dv_positions, process_cache
 
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..scan import staged_segments
 from ..schema import project, schema_from_json, schema_to_json
 from ..stats import Predicate, row_groups_to_read
+from .native_mask import apply_mask, mask_for
 
-_KEY, _NAME, _ROW, _BITS = "_mv_native_size", "_mv_native_name", "_mv_native_row", "_mv_native_bits"
-
-
-def deletion_bitmap(positions: np.ndarray, num_rows: int) -> np.ndarray:
-    """Row positions → dense bitmap of ``ceil(num_rows / 64)`` int64 words, bit ``p % 64``
-    of word ``p // 64`` set for every deleted row ``p`` (Spark has no unsigned longs)."""
-    pos = np.asarray(positions, dtype=np.int64)
-    if pos.size and (int(pos.max()) >= num_rows or int(pos.min()) < 0):
-        raise InvalidRowAddressError(f"deletion vector names row {int(pos.max())} of a {num_rows}-row segment")
-    bits = np.zeros(-(-num_rows // 64) * 64, dtype=bool)
-    bits[pos] = True
-    return np.packbits(bits, bitorder="little").view("<i8")
-
+log = logging.getLogger("mvtable.connector")
 
 Filter = tuple[str, str, Any]
 """``(column, op, value)``, as ``pyarrow.parquet.read_table(filters=…)`` takes them: ``op`` is
@@ -93,6 +81,7 @@ def read_native(
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
     pin_ttl: str | None = None,
+    min_partitions: int | None = None,
 ) -> Any:
     """The rows of one snapshot of the table at ``path`` as a DataFrame read by Spark's
     native Parquet reader, deleted rows removed (see the module docstring for how).
@@ -102,7 +91,7 @@ def read_native(
     ``columns`` projects (Spark prunes columns itself, so this is only a convenience);
     ``filters`` (``[("l_shipdate", ">=", date(1994, 1, 1)), …]``) are applied to the result
     *and* prune whole segments by the log's statistics first, so a one-month query neither
-    lists the other files nor builds and broadcasts their deletion bitmaps (filters written
+    lists the other files nor builds their deletion bitmaps (filters written
     later on the DataFrame are still pushed into the Parquet scan, but cannot prune the
     bitmaps); ``spark_uri`` is the table root as Spark's file systems name it when that
     differs from ``path``. The version is pinned for ``pin_ttl`` (default ``pinTtl``) so
@@ -111,8 +100,11 @@ def read_native(
     it expires.
 
     Partitioning is Spark's own file-source sizing (``spark.sql.files.maxPartitionBytes``,
-    ``spark.sql.files.minPartitionNum``): the JVM knows the cluster's parallelism, unlike
-    the Python data source's planner (see its ``minPartitions`` option).
+    ``spark.sql.files.minPartitionNum``, default the cluster's parallelism; files with
+    deletes split like any other, Spark generating ``row_index`` per split).
+    ``min_partitions`` raises ``spark.sql.files.minPartitionNum`` to at least that for the
+    session (Spark reads it when it plans each query, so it cannot be scoped to one
+    DataFrame) — the counterpart of the data source's ``minPartitions`` option.
 
     Use it where Spark's Parquet speed matters (full scans, wide rows, SQL through
     ``create_view``); the ``mvtable`` data source remains the reader for everything else
@@ -125,7 +117,15 @@ def read_native(
     io = open_file_io(path, dict(storage_options or {}))
     pinned = pin_snapshot(io, CommitLog(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner="read_native")
     try:
-        return native_frame(spark, pinned, lineage_entry=lineage_entry, columns=columns, filters=filters, spark_uri=spark_uri)
+        return native_frame(
+            spark,
+            pinned,
+            lineage_entry=lineage_entry,
+            columns=columns,
+            filters=filters,
+            spark_uri=spark_uri,
+            min_partitions=min_partitions,
+        )
     except BaseException:
         pinned.release()
         raise
@@ -139,12 +139,13 @@ def native_frame(
     columns: Sequence[str] | None = None,
     filters: Sequence[Filter] = (),
     spark_uri: str | None = None,
+    min_partitions: int | None = None,
 ) -> Any:
     """``read_native`` of a snapshot the caller pinned already (``create_view`` holds its
     own pin for as long as the view lives)."""
-    from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
+    _raise_min_partitions(spark, min_partitions)
     io, snapshot = pinned.io, pinned.snapshot
     table_schema = schema_from_json(snapshot.table_schema)
     out_schema = project(table_schema, columns)  # InvalidOptionError for unknown columns
@@ -159,62 +160,39 @@ def native_frame(
         return spark.createDataFrame([], full).select(*names)
 
     root = (spark_uri or io.uri).rstrip("/")
-    files = [f"{root}/{seg.file.path}" for seg in segments]
-    df = spark.read.schema(full).parquet(*files)
-    if where:
-        df = df.where(where)
-    with_dv = [seg for seg in segments if snapshot.dvs.get(seg.id) is not None]
-    if not with_dv:
-        return df.select(*names)
-
-    deletes, join_on = _deletion_frame(spark, io, snapshot, segments, with_dv)
-    # SQL text rather than Column objects: each Column is a py4j round trip, and building
-    # this plan with them cost ~0.2 s of driver time per query (~460 round trips).
-    scan = df.selectExpr(
-        *[_quote(n) for n in full.names],
-        f"_metadata.file_size AS {_KEY}",
-        f"_metadata.row_index AS {_ROW}",
-        *([f"_metadata.file_name AS {_NAME}"] if _NAME in join_on else []),
-    )
-    joined = scan.join(F.broadcast(deletes), join_on, "left_outer")
-    live = f"{_BITS} IS NULL OR (shiftright(element_at({_BITS}, cast(shiftright({_ROW}, 6) AS int) + 1), cast({_ROW} & 63 AS int)) & 1) = 0"
-    return joined.where(live).selectExpr(*[_quote(n) for n in names])
+    parts = []
+    # files without deletes are a plain scan (no row_index to generate); a union also keeps
+    # their sizes out of the mask's file keys
+    plain = [seg for seg in segments if snapshot.dvs.get(seg.id) is None]
+    masked = [seg for seg in segments if snapshot.dvs.get(seg.id) is not None]
+    for group in (plain, masked):
+        if not group:
+            continue
+        df = spark.read.schema(full).parquet(*[f"{root}/{seg.file.path}" for seg in group])
+        if where:
+            df = df.where(where)
+        if group is masked:
+            df = apply_mask(df, mask_for(spark, io, snapshot, masked), full.names)
+        parts.append(df)
+    out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return out.selectExpr(*[_quote(n) for n in names])
 
 
-def _deletion_frame(spark: Any, io: Any, snapshot: Any, segments: Sequence[Any], with_dv: Sequence[Any]) -> tuple[Any, list[str]]:
-    """The broadcast side: one row per segment with deletes (file size, maybe file name,
-    dense bitmap). Its rows depend only on the table, the version and the segment set, so
-    it is built once per process and reused (``_FRAMES``): a view queried many times, or a
-    notebook re-running a query, pays for the bitmaps once."""
-    fs, base = io.arrow()
-    key = (io.uri, snapshot.version, tuple(seg.id for seg in segments), id(spark))
-    cached = _FRAMES.get(key)
-    if cached is not None:
-        return cached
-    infos = fs.get_file_info([f"{base}/{seg.file.path}" for seg in segments])
-    size_of = {seg.id: int(info.size) for seg, info in zip(segments, infos)}
-    unique = len(set(size_of.values())) == len(size_of)
-    cache = process_cache()
-    keys, file_names, bitmaps = [], [], []
-    for seg in with_dv:
-        positions = load_dv_positions(io, snapshot.dvs[seg.id], cache=cache)
-        keys.append(size_of[seg.id])
-        file_names.append(seg.file.path.rsplit("/", 1)[-1])
-        bitmaps.append(deletion_bitmap(positions, seg.file.num_rows))
-    build = {_KEY: pa.array(keys, pa.int64()), _BITS: pa.array(bitmaps, pa.list_(pa.int64()))}
-    join_on = [_KEY]
-    if not unique:
-        build[_NAME] = pa.array(file_names, pa.string())
-        join_on.append(_NAME)
-    frame = (spark.createDataFrame(pa.table(build)), join_on)
-    _FRAMES[key] = frame
-    while len(_FRAMES) > _MAX_FRAMES:
-        _FRAMES.pop(next(iter(_FRAMES)))
-    return frame
+_MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 
 
-_FRAMES: dict[tuple[Any, ...], tuple[Any, list[str]]] = {}
-_MAX_FRAMES = 16
+def _raise_min_partitions(spark: Any, n: int | None) -> None:
+    """``min_partitions``: Spark sizes file scans by ``spark.sql.files.minPartitionNum``
+    (default: the cluster's parallelism), a session setting read when each query is planned,
+    so this raises it for the session (never lowers it) and logs that it did."""
+    if n is None:
+        return
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidOptionError(f"read_native: min_partitions must be a positive integer, not {n!r}")
+    current = spark.conf.get(_MIN_PARTITIONS, None)
+    if current is None or int(current) < n:
+        spark.conf.set(_MIN_PARTITIONS, str(n))
+        log.info("read_native: %s raised to %d for this session (was %s)", _MIN_PARTITIONS, n, current or "unset")
 
 
 def to_predicate(f: Filter, schema: pa.Schema) -> Predicate:

@@ -69,10 +69,12 @@ def create_view(
     filters: Sequence[Filter] = (),
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
+    min_partitions: int | None = None,
 ) -> View:
     """Register ``name`` as a temporary view of the table at ``path`` (newest version unless
     ``version``/``timestamp``), read by Spark's native Parquet reader; replaces a view of
-    the same name. Returns the ``View`` (its ``version`` says what it shows)."""
+    the same name. Returns the ``View`` (its ``version`` says what it shows).
+    ``columns``, ``filters``, ``spark_uri`` and ``min_partitions`` are ``read_native``'s."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidOptionError(f"create_view: {name!r} is not a view name (letters, digits, underscores)")
     options: dict[str, Any] = {
@@ -80,6 +82,7 @@ def create_view(
         "filters": list(filters),
         "storage_options": dict(storage_options or {}),
         "spark_uri": spark_uri,
+        "min_partitions": min_partitions,
     }
     if version is not None and timestamp is not None:
         raise InvalidOptionError("create_view: pass a version or a timestamp, not both")

@@ -1,5 +1,6 @@
-"""``read_native`` (Spark's Parquet reader + deletion vectors as a broadcast bitmap join),
-the balanced partitioning of the Python source, and ``delete()``'s column projection."""
+"""``read_native`` (Spark's Parquet reader + deletion bitmaps, inline in the plan or as a
+broadcast join), the balanced partitioning of the Python source, and ``delete()``'s column
+projection."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import pytest
 
 from mvtable.connector import Table, delete
 from mvtable.connector.scan import plan_scan, split_tasks
-from mvtable.connector.spark import read_native
+from mvtable.connector.spark import native_mask, read_native
 from mvtable.connector.spark.delete_where import condition_columns
-from mvtable.connector.spark.native import deletion_bitmap
+from mvtable.connector.spark.native_mask import _MASKS, deletion_bitmap
 from mvtable.errors import InvalidOptionError, MvTableError
 from mvtable.visibility import pins
+from tests.support.spark_session import spark_conf
 
 from .conftest import orders
 
@@ -27,6 +29,20 @@ def rows(df) -> list[tuple]:
 
 def arrow_rows(table: pa.Table) -> list[tuple]:
     return sorted(zip(*[c.to_pylist() for c in table.columns]))
+
+
+@pytest.fixture(params=["inline", "join"])
+def mask_kind(request, monkeypatch) -> str:
+    """Run a test with the bitmaps inline in the plan, then as a broadcast join."""
+    if request.param == "join":
+        monkeypatch.setattr(native_mask, "MAX_INLINE_FILES", 0)
+    _MASKS.clear()
+    yield request.param
+    _MASKS.clear()
+
+
+def plan_of(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
 
 
 @pytest.fixture
@@ -82,8 +98,14 @@ def test_split_tasks_never_exceeds_max_bytes(table):
 
 # -- Spark ---------------------------------------------------------------------------------
 @pytest.mark.spark
-def test_native_read_matches_the_data_source_and_hides_deleted_rows(spark, table):
+def test_native_read_matches_the_data_source_and_hides_deleted_rows(spark, table, mask_kind):
     native = read_native(spark, table.uri)
+    [mask] = _MASKS.values()
+    assert mask.inline == (mask_kind == "inline")
+    plan = plan_of(native)
+    # inline: no join, no broadcast stage; the third segment (no deletes) is a plain scan
+    assert ("BroadcastHashJoin" in plan) == (mask_kind == "join")
+    assert plan.count("FileScan parquet") == 2 and "Union" in plan
     assert native.columns == ["id", "status", "price"]
     got = rows(native)
     assert got == rows(spark.read.format("mvtable").load(table.uri))
@@ -130,7 +152,7 @@ def test_native_read_of_an_empty_table(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_native_read_with_files_of_equal_size(spark, tmp_path):
+def test_native_read_with_files_of_equal_size(spark, tmp_path, mask_kind):
     """Identical appends make byte-identical files: the join key must add the file name,
     or the deletes of one file would hide the same positions of the other."""
     t = Table.create(str(tmp_path / "twins"), schema=orders(0, 1).schema)
@@ -144,6 +166,32 @@ def test_native_read_with_files_of_equal_size(spark, tmp_path):
     assert len(got) == 996
     assert got == arrow_rows(t.to_arrow())
     assert [r[0] for r in got].count(0) == 1 and [r[0] for r in got].count(3) == 2
+
+
+@pytest.mark.spark
+def test_native_read_of_split_files_keeps_row_positions(spark, table, mask_kind):
+    """Spark splits a file between tasks by row group; each split still reports positions
+    in the whole file, so the mask hides the same rows however the files are cut."""
+    with spark_conf(spark, {"spark.sql.files.maxPartitionBytes": "2000", "spark.sql.files.openCostInBytes": "0"}):
+        df = read_native(spark, table.uri)
+        assert df.rdd.getNumPartitions() > 3
+        assert rows(df) == arrow_rows(table.to_arrow())
+
+
+@pytest.mark.spark
+def test_min_partitions_raises_the_sessions_file_partitioning(spark, table):
+    key = "spark.sql.files.minPartitionNum"
+    with spark_conf(spark, {key: "1", "spark.sql.files.openCostInBytes": "0"}):
+        few = read_native(spark, table.uri).rdd.getNumPartitions()
+        df = read_native(spark, table.uri, min_partitions=8)
+        assert spark.conf.get(key) == "8"
+        assert df.rdd.getNumPartitions() > few
+        assert rows(df) == arrow_rows(table.to_arrow())
+        read_native(spark, table.uri, min_partitions=2)
+        assert spark.conf.get(key) == "8"  # never lowered
+        for bad in (0, -1, 2.5, True, "4"):
+            with pytest.raises(InvalidOptionError, match="min_partitions must be a positive integer"):
+                read_native(spark, table.uri, min_partitions=bad)
 
 
 @pytest.mark.spark

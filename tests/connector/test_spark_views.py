@@ -11,7 +11,7 @@ import pytest
 
 import mvtable
 from mvtable.connector import Table
-from mvtable.connector.spark.native import _FRAMES
+from mvtable.connector.spark.native_mask import _MASKS
 from mvtable.errors import InvalidOptionError
 from mvtable.visibility import pins
 
@@ -95,12 +95,15 @@ def test_bad_view_input_is_typed(spark, table):
 
 
 def test_filters_prune_files_and_bitmaps(spark, table):
-    _FRAMES.clear()
+    _MASKS.clear()
     df = mvtable.read_native(spark, table.uri, filters=[("day", ">=", dt.date(2026, 1, 21))])
     assert len(df.inputFiles()) == 1  # only the third segment can match
     got = sorted(r.id for r in df.select("id").collect())
     assert got == [i for i in live_ids(table) if i >= 2000]
-    assert all(len(key[2]) == 1 for key in _FRAMES) or not _FRAMES  # no bitmaps for pruned segments
+    assert not _MASKS  # the third segment has no deletes: no bitmap built at all
+    df = mvtable.read_native(spark, table.uri, filters=[("day", ">=", dt.date(2026, 1, 15))])
+    assert sorted(r.id for r in df.select("id").collect()) == [i for i in live_ids(table) if i >= 1400]
+    assert [len(key[1]) for key in _MASKS] == [1]  # the second segment's bitmap only, not the first's
     # a filter reaching into a segment with deletes still masks them
     df = mvtable.read_native(spark, table.uri, filters=[("day", "<", dt.date(2026, 1, 2)), ("status", "in", ["ok", "cancelled"])])
     assert sorted(r.id for r in df.collect()) == [i for i in range(100) if i % 10]
@@ -111,12 +114,12 @@ def test_filters_prune_files_and_bitmaps(spark, table):
 
 
 def test_the_masked_plan_is_reused_for_the_same_version(spark, table):
-    _FRAMES.clear()
+    _MASKS.clear()
     a = mvtable.read_native(spark, table.uri)
     b = mvtable.read_native(spark, table.uri)
-    assert len(_FRAMES) == 1 and a.count() == b.count() == 2800
+    assert len(_MASKS) == 1 and a.count() == b.count() == 2800
     table.delete(pc.field("id") == 2500)
-    assert mvtable.read_native(spark, table.uri).count() == 2799 and len(_FRAMES) == 2
+    assert mvtable.read_native(spark, table.uri).count() == 2799 and len(_MASKS) == 2
 
 
 def test_register_leaves_filter_pushdown_off_unless_asked(spark):
