@@ -18,13 +18,15 @@ ways to bring the bitmaps to the rows, chosen per read:
   the query's own filters, but costs a broadcast stage (a job, the hash relation, adaptive
   re-planning) on every query, ~100 ms at SF 1.
 
-Measured on TPC-H SF 1 (lineitem, 10% deleted, 14 files; JVM CPU relative to native
-Parquet): Q1 1.28× → 1.02×, Q3 1.16× → 1.05×, Q6 1.81× → 1.44×, Q14 1.45× → 1.11× from join
-to inline. What is left is Spark's: ``row_index`` costs ~16 ns per row read (a boxed
-iterator in ``ParquetRowIndexUtil``), the mask ~13 ns per row read (Spark builds the
-``_metadata`` struct per row and evaluates the mask before the query's filters, since it
-combines the view's filter first), and hashing the literal while printing plans ~10 ms per
-query.
+Measured on TPC-H SF 1 (lineitem, 10% deleted, 13 files), the two are close: in one
+benchmark run each on a shared 2-core machine (load 3-5), inline / join against native
+Parquet were Q1 1.14× / 1.11×, Q3 1.12× / 1.24×, Q6 1.49× / 1.58×, Q14 1.46× / 1.44×;
+interleaved runs of Q6 (15 rounds, load ~2.8) gave medians 1.10× / 1.14×. Inline is the
+default because it needs no stage and no hash relation per query (Spark reported a 64 MB
+hash relation for 13 rows); what both leave is Spark's: ``row_index`` costs ~16 ns per row read (a
+boxed iterator in ``ParquetRowIndexUtil``), the inline mask ~13 ns per row read (Spark
+builds the ``_metadata`` struct per row and evaluates the view's filter before the query's
+own), and hashing the literal while printing plans ~10 ms per query.
 
 The mask depends only on the files and their deletion vectors, so it is built once per
 process and session (``_MASKS``): a view queried many times pays for its bitmaps once."""
