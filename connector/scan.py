@@ -142,7 +142,9 @@ def split_tasks(
         return []
     open_cost = max(open_cost, 0)
     total = sum(t.bytes + open_cost for t in tasks)
-    split = max(1, min(max_bytes, max(open_cost, total // max(parallelism, 1))))
+    # ceiling, so that ``count`` below never exceeds ``parallelism`` (a floor made 3 cores
+    # 4 partitions whenever the total was not a multiple of 3 and nothing paid an open cost)
+    split = max(1, min(max_bytes, max(open_cost, -(-total // max(parallelism, 1)))))
     count = max(1, -(-(total - open_cost) // split))
     target = total / count
     parts: list[list[ScanTask]] = []
