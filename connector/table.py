@@ -20,6 +20,7 @@ from mvtable.errors import (
     VersionNotFoundError,
 )
 from mvtable.lineage import faults
+from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
@@ -32,7 +33,7 @@ from .export import ExportResult, export
 from .expressions import referenced_columns
 from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
 from .keys.validate import key_data, parse_primary_key
-from .keys.writes import prepare_keyed_write
+from .keys.writes import write_keyed
 from .parallel import default_workers, ordered_map
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .scan import ScanTask, plan_scan
@@ -304,21 +305,24 @@ class Table:
             publish=publish,
             snapshot=self._latest_or_empty(),
         )
-        segments = []
+        segments: list[SegmentFile] = []
         try:
             with recovery.keep_lease(self.io, plan.entry_id, lease_ms=plan.lease_ms):  # a push renews its lease
                 rows = None
+
+                def write() -> list[SegmentFile]:
+                    aligned = writes.align(plan, data)
+                    if not data.num_rows:
+                        return []
+                    return write_segments(self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+
                 if plan.primary_key:  # key errors (nulls …) before the schema cast complains
                     read = writes.read_snapshot(self.log, plan)
-                    rows = prepare_keyed_write(
-                        self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE
+                    rows, segments = write_keyed(
+                        self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE, write=write
                     )
-                aligned = writes.align(plan, data)
-                segments = (
-                    write_segments(self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
-                    if data.num_rows
-                    else []
-                )
+                else:
+                    segments = write()
                 faults.point("write.after_files")
             result = writes.finish_write(plan, segments, keys=rows)
             self._seen = result.snapshot

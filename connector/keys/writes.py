@@ -12,6 +12,7 @@ it finds there and retries. So two writers inserting the same new key can never 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from ..deletes import BuiltDV, deletion_actions
 from ..scan import ScanTask, task_masks
 from ..segments import open_parquet
 from .hashing import hash_keys
+from .index import index_path
 from .lookup import KeyMatches, find_keys
 from .validate import check_unique, describe_keys, key_table, key_tuples
 
@@ -124,17 +126,40 @@ def check_absent(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids
         )
 
 
-def prepare_keyed_write(
-    io: FileIO, read: Snapshot, schema: pa.Schema, key: Sequence[str], data: pa.Table, *, replace: bool
-) -> KeyedRows:
+def write_keyed(
+    io: FileIO,
+    read: Snapshot,
+    schema: pa.Schema,
+    key: Sequence[str],
+    data: pa.Table,
+    *,
+    replace: bool,
+    write: Callable[[], list[SegmentFile]],
+) -> tuple[KeyedRows, list[SegmentFile]]:
     """The checks of a keyed append (``replace=False``: no key may repeat in ``data`` or be
     in ``read`` already) or overwrite / consistent push (``replace=True``: ``data`` replaces
-    what was read, so its keys need only be unique among themselves). Raises before anything
-    is written."""
+    what was read, so its keys need only be unique among themselves), and ``write()`` of
+    the segments.
+
+    The key errors of ``data`` itself (nulls, types, repeats) are raised before anything is
+    written. The lookup in ``read`` then runs while the segments are written (the files do
+    not depend on what it finds: encoding overlaps the probes), and a ``DuplicateKeyError``
+    removes the files again, so nothing of a refused append stays."""
     rows = keyed_rows(schema, key, data)
-    if not replace:
-        check_absent(io, read, rows)
-    return rows
+    if replace:
+        return rows, write()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mvtable-append") as pool:
+        writing = pool.submit(write)
+        try:
+            check_absent(io, read, rows)
+        except BaseException:
+            try:
+                written = writing.result()
+            except BaseException:
+                written = []  # the write failed too; the key error is the one to report
+            io.delete([p for s in written for p in (s.path, index_path(s.path))])
+            raise
+        return rows, writing.result()
 
 
 def changed_segments(before: Snapshot, after: Snapshot) -> list[str]:

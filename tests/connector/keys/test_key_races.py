@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from mvtable.connector import Table, writes
 from mvtable.connector.keys.upsert import commit_upsert
-from mvtable.connector.keys.writes import KeyedDeletes, keyed_rows, lookup, prepare_keyed_write
+from mvtable.connector.keys.writes import KeyedDeletes, keyed_rows, lookup, write_keyed
 from mvtable.connector.segments import write_segments
 from mvtable.errors import DuplicateKeyError
 
@@ -41,8 +41,15 @@ def keyed(table_uri) -> Table:
 def planned_append(t: Table, data: pa.Table):
     """An append stopped after its lookup: (plan, keys, segments), not committed yet."""
     plan = writes.begin_write(t.uri, storage_options=None, incoming=data.schema, mode=writes.APPEND)
-    keys = prepare_keyed_write(t.io, writes.read_snapshot(t.log, plan), plan.arrow_schema, plan.primary_key, data, replace=False)
-    segments = write_segments(t.io, data, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+    keys, segments = write_keyed(
+        t.io,
+        writes.read_snapshot(t.log, plan),
+        plan.arrow_schema,
+        plan.primary_key,
+        data,
+        replace=False,
+        write=lambda: write_segments(t.io, data, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key),
+    )
     return plan, keys, segments
 
 

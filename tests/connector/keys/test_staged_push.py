@@ -14,7 +14,7 @@ import pytest
 from mvtable.connector import Table, writes
 from mvtable.connector.keys.hashing import hash_keys
 from mvtable.connector.keys.publish import commit_publish
-from mvtable.connector.keys.writes import prepare_keyed_write
+from mvtable.connector.keys.writes import write_keyed
 from mvtable.connector.segments import write_segments
 from mvtable.errors import DuplicateKeyError, VersionNotFoundError
 from mvtable.lineage import operations as ops
@@ -135,8 +135,15 @@ def test_replaced_rows_never_count_as_duplicates(keyed: Table) -> None:
     plan = writes.begin_write(keyed.uri, storage_options=None, incoming=SCHEMA, mode=writes.OVERWRITE, consistent_push=True)
     pushed = rows(range(2000), "again")
     read = writes.read_snapshot(keyed.log, plan)
-    keys = prepare_keyed_write(keyed.io, read, plan.arrow_schema, ("id",), pushed, replace=True)
-    segments = write_segments(keyed.io, pushed, row_group_rows=plan.row_group_rows, primary_key=("id",))
+    keys, segments = write_keyed(
+        keyed.io,
+        read,
+        plan.arrow_schema,
+        ("id",),
+        pushed,
+        replace=True,
+        write=lambda: write_segments(keyed.io, pushed, row_group_rows=plan.row_group_rows, primary_key=("id",)),
+    )
     rival = rows(range(9000, 11000), "rival2")
     assert KeyBloom.build(hash_keys(rival, ("id",))).may_contain(keys.hashes).any()
     keyed.delete(keys=[4])
