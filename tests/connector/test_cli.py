@@ -240,12 +240,12 @@ RACE = textwrap.dedent(
     original = CommitLog._put
     raced = []
 
-    def put_after_a_rival(self, commit, txn):
+    def put_after_a_rival(self, commit, txn, **kwargs):
         if not raced:  # another writer replaces the entry's output first (a plain overwrite)
             raced.append(commit.version)
             rival = Table.open(uri)
             rival.overwrite(rival.scan().to_arrow())
-        return original(self, commit, txn)
+        return original(self, commit, txn, **kwargs)
 
     CommitLog._put = put_after_a_rival
     sys.exit(main(sys.argv[3:]))

@@ -218,9 +218,9 @@ def test_the_dv_of_a_delete_in_flight_survives_gc(tmp_path, monkeypatch):
     real_put = t.log._put
     reports = []
 
-    def put_after_gc(commit, txn):
+    def put_after_gc(commit, txn, **kwargs):
         reports.append(table_gc.collect_garbage(t.log))
-        return real_put(commit, txn)
+        return real_put(commit, txn, **kwargs)
 
     monkeypatch.setattr(t.log, "_put", put_after_gc)
     delete_ids(t, [20])
