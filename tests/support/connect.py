@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-from .processes import LOOPBACK, kill_tree
+from .processes import LOOPBACK
 from .spark_jvm import shadow_spark_home, spark_conf_for_tests, spark_env
+from .spark_scripts import run_driver
 
 _PRELUDE = r'''
 import json as _json, os as _os
@@ -62,25 +62,8 @@ def run_connect_script(script: str, *, timeout: float = 300) -> tuple[subprocess
         env = spark_env(shadow_spark_home())
         env.update(MVTABLE_TEST_CONF=json.dumps(conf), MVTABLE_TEST_RESULT=str(result_file))
         env.pop("SPARK_REMOTE", None)
-        proc = subprocess.Popen(
-            [sys.executable, str(script_file)],
-            cwd=str(work),  # never the repository root (its pyspark_mvtable.py)
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc.pid)
-            stdout, stderr = proc.communicate()
-            raise AssertionError(f"Spark Connect script timed out after {timeout}s\n{stderr[-6000:]}") from None
-        finally:
-            kill_tree(proc.pid)
-        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        done = run_driver(script_file, cwd=work, env=env, timeout=timeout, what="Spark Connect script")
         result = json.loads(result_file.read_text()) if result_file.exists() else []
-    if proc.returncode != 0:
-        raise AssertionError(f"Spark Connect script failed ({proc.returncode})\n--- stderr (tail) ---\n{stderr[-6000:]}")
+    if done.returncode != 0:
+        raise AssertionError(f"Spark Connect script failed ({done.returncode})\n--- stderr (tail) ---\n{done.stderr[-6000:]}")
     return done, result

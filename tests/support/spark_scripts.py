@@ -115,32 +115,13 @@ def run_spark_script(
             MVTABLE_TEST_RESULT=str(result_file),
             MVTABLE_TEST_REGISTER="1" if register else "0",
         )
-        proc = subprocess.Popen(
-            [sys.executable, str(script_file)],
-            cwd=str(cwd if cwd is not None else work),
-            env=run_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc.pid)
-            stdout, stderr = proc.communicate()
-            raise AssertionError(
-                f"Spark script timed out after {timeout}s\n--- stderr (tail) ---\n"
-                f"{stderr[-6000:]}\n--- stdout (tail) ---\n{stdout[-2000:]}"
-            ) from None
-        finally:
-            kill_tree(proc.pid)  # the driver JVM and its Python daemons must not outlive the script
-        done = ScriptResult(proc.args, proc.returncode, stdout, stderr)
+        proc = run_driver(script_file, cwd=cwd if cwd is not None else work, env=run_env, timeout=timeout, what="Spark script")
+        done = ScriptResult(proc.args, proc.returncode, proc.stdout, proc.stderr)
         done.result = json.loads(result_file.read_text()) if result_file.exists() else []
-    if check and proc.returncode != 0:
+    if check and done.returncode != 0:
         raise AssertionError(
-            f"Spark script failed with exit code {proc.returncode}\n"
-            f"--- stderr (tail) ---\n{stderr[-8000:]}\n--- stdout (tail) ---\n{stdout[-2000:]}"
+            f"Spark script failed with exit code {done.returncode}\n"
+            f"--- stderr (tail) ---\n{done.stderr[-8000:]}\n--- stdout (tail) ---\n{done.stdout[-2000:]}"
         )
     return done
 
@@ -148,3 +129,31 @@ def run_spark_script(
 def run_on_cluster(master_url: str, script: str, env: Mapping[str, str] | None = None, **kwargs: object) -> ScriptResult:
     """:func:`run_spark_script` with a driver connected to a standalone master."""
     return run_spark_script(script, master=master_url, env=env, cluster=True, **kwargs)  # type: ignore[arg-type]
+
+
+def run_driver(
+    script_file: Path, *, cwd: os.PathLike[str] | str, env: Mapping[str, str], timeout: float, what: str
+) -> subprocess.CompletedProcess[str]:
+    """Run a driver script in its own process group and always stop the whole group: the
+    driver JVM and its Python daemons must not outlive the script, even when it times out
+    (then ``AssertionError`` with the tails of its output)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(script_file)],
+        cwd=str(cwd),
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        stdout, stderr = proc.communicate()
+        raise AssertionError(
+            f"{what} timed out after {timeout}s\n--- stderr (tail) ---\n{stderr[-6000:]}\n--- stdout (tail) ---\n{stdout[-2000:]}"
+        ) from None
+    finally:
+        kill_tree(proc.pid)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
