@@ -4,9 +4,12 @@ Three ways to name lineitem in SQL, same query text:
 
 * ``native``: a Parquet copy of lineitem's *visible* rows (``spark.read.parquet``) — the
   baseline, and the reference answer. It is written with the table's own Parquet options
-  (``parquet_writer_options``: zstd, decimals as INT64) and row groups, so both sides decode
-  the same encodings (pyarrow's default FIXED_LEN_BYTE_ARRAY decimals cost Spark a binary →
-  long conversion per value, which made the baseline slower: a flattering ratio);
+  and row groups (``parquet_writer_options`` with the columns ``dictionary_columns_for``
+  picks: dictionary pages on the repetitive columns, the other integers
+  ``DELTA_BINARY_PACKED``, zstd, decimals as INT64), so both sides decode the same
+  encodings: pyarrow's default FIXED_LEN_BYTE_ARRAY decimals cost Spark a binary → long
+  conversion per value, which made the baseline slower (a flattering ratio), and dictionary
+  pages everywhere decode differently from the segments' delta-packed integers;
 * ``using_view``: ``CREATE TEMPORARY VIEW … USING mvtable OPTIONS (path …)`` after
   ``mvtable.register(spark)``, with Spark's defaults (no Python filter pushdown, see
   ``mvtable.register``): the Python data source, no column pruning;
@@ -24,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mvtable.connector.segments import parquet_writer_options
+from mvtable.connector.segment_encoding import dictionary_columns_for, parquet_writer_options
 
 from .common import CaseResult, System, log, measure
 from .data import Built, generate_tables
@@ -80,7 +83,8 @@ def prepare(spark: Any, built: Built, tpch_dir: Path) -> dict[str, str]:
     visible = built.root / "lineitem_visible.parquet"
     if not visible.exists():
         rows = Table.open(str(built.mv_del10)).to_arrow()
-        pq.write_table(rows, visible, row_group_size=built.row_group_rows, **parquet_writer_options())
+        options = parquet_writer_options(use_dictionary=dictionary_columns_for(rows), schema=rows.schema)
+        pq.write_table(rows, visible, row_group_size=built.row_group_rows, **options)
     spark.read.parquet(str(visible)).createOrReplaceTempView("lineitem_native")
     mvtable.register(spark)  # as a SQL user would
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW lineitem_using USING mvtable OPTIONS (path '{built.mv_del10}')")

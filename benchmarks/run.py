@@ -13,6 +13,8 @@ import time
 import traceback
 from pathlib import Path
 
+from mvtable.conf import defaults
+
 from . import cases_interop, cases_local, cases_meta, cases_spark, cases_tpch, data, report
 from .common import DEFAULTS, CaseResult, log, machine_info, start_spark, stop_spark
 
@@ -32,6 +34,8 @@ GROUPS = [
 ]
 PEER_GROUPS = {"table_scan", "delete", "consistent_push", "append"}
 PEERS = ["deltalake", "pyiceberg", "lance"]
+# What a user who sets nothing gets (``rowGroupRows`` in the shipped table defaults).
+TABLE_ROW_GROUP_ROWS = int(defaults()["table"]["rowGroupRows"])
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,7 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--peers", default=",".join(PEERS), help="peers to compare with (default deltalake,pyiceberg,lance; '' for none)"
     )
     p.add_argument("--data-dir", type=Path, default=HERE / "data", help="where data and tables go (default benchmarks/data)")
-    p.add_argument("--row-group-rows", type=int, default=None, help="mvtable rowGroupRows (default 131072; 8192 with --smoke)")
+    p.add_argument(
+        "--row-group-rows",
+        type=int,
+        default=None,
+        help=f"mvtable rowGroupRows (default the table's own, {TABLE_ROW_GROUP_ROWS}; 8192 with --smoke)",
+    )
     p.add_argument(
         "--segment-rows", type=int, default=None, help="rows per append = per segment (default 1000000; 20000 with --smoke)"
     )
@@ -63,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     smoke = a.smoke
     a.sf = a.sf if a.sf is not None else (0.01 if smoke else 1.0)
     a.repeat = a.repeat if a.repeat is not None else (1 if smoke else 3)
-    a.row_group_rows = a.row_group_rows or (8192 if smoke else 131072)
+    a.row_group_rows = a.row_group_rows or (8192 if smoke else TABLE_ROW_GROUP_ROWS)
     a.segment_rows = a.segment_rows or (20000 if smoke else 1_000_000)
     a.planning_segments = a.planning_segments or (200 if smoke else 10_000)
     a.gc_segments = a.gc_segments or (1000 if smoke else 100_000)

@@ -106,7 +106,6 @@ class SegmentWriter:
                 compression=SMALL_SEGMENT_COMPRESSION if small else self.compression,
                 use_dictionary=True if small else dictionary_columns_for(head),
                 schema=self.schema,
-                uncompressed=self._index.key if self._index is not None else (),
             )
             self._writer = pq.ParquetWriter(self._sink, self.schema, **options)
         self._writer.write_table(head, row_group_size=head.num_rows)

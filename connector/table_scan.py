@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from mvtable.errors import InvalidOptionError
 from mvtable.storage import FileIO
 
-from .arrow_reader import dictionary_schema, record_batch_reader
+from .arrow_reader import dictionary_schema, record_batch_reader, split_tasks
 from .duckdb_scan import duckdb_relation
 from .expressions import referenced_columns
 from .parallel import default_workers, ordered_map
@@ -28,13 +28,19 @@ if TYPE_CHECKING:
 
 # Rows per piece of a ``TableScan.to_reader`` stream: one default row group.
 READER_CHUNK_ROWS = 1 << 18
+# Rows per unit of work of a threaded ``to_tables``/``to_arrow``: half a read call. Per
+# segment, one compacted 5.4M-row segment was read on one thread while its deletion
+# filter and string casts left the other core idle (SF 1: 0.73-0.79 s; 0.51-0.58 s in
+# 512k-row pieces, faster than pyiceberg's 0.62 s on the same rows).
+PIECE_ROWS = DEFAULT_READ_ROWS // 2
 
 
 class TableScan:
     """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``.
 
-    ``use_threads`` (default on): segments are read on one thread per core, each decoding
-    up to ``DEFAULT_READ_ROWS`` rows per call with pyarrow's threads. Off, the scan reads
+    ``use_threads`` (default on): segments are read in pieces of at most ``PIECE_ROWS``
+    rows (``arrow_reader.split_tasks``) on one thread per core, each piece decoded in one
+    call with pyarrow's threads. Off, the scan reads
     like a Spark task: one row group at a time on the calling thread."""
 
     def __init__(
@@ -53,8 +59,9 @@ class TableScan:
         if self.pinned.released:
             self.pinned.renew()
         try:
-            workers = min(default_workers(), len(self.plan.tasks)) if self.use_threads else 1
-            for tables in ordered_map(self._read, self.plan.tasks, workers=workers):
+            tasks = list(split_tasks(self.plan.tasks, chunk_rows=PIECE_ROWS)) if self.use_threads else self.plan.tasks
+            workers = min(default_workers(), len(tasks)) if self.use_threads else 1
+            for tables in ordered_map(self._read, tasks, workers=workers):
                 yield from tables
         finally:
             self.release()

@@ -296,3 +296,32 @@ def test_one_segment_threaded_read_equals_the_single_threaded_read(table_uri, de
     ks = wide(0, 1000).column("k").to_numpy(zero_copy_only=False)
     keep = ~(ks == 5) if deletes else np.ones(1000, dtype=bool)
     assert threaded.equals(wide(0, 1000).filter(pa.array(keep)))
+
+
+def test_one_large_segment_is_read_in_pieces_on_every_thread_in_order(table_uri, monkeypatch):
+    """A threaded scan cuts each segment into pieces of at most ``PIECE_ROWS`` rows (whole
+    row groups) so that one big segment keeps every reader thread busy; the rows still come
+    back in order, deletes applied."""
+    from mvtable.connector import table_scan
+
+    t = Table.create(table_uri, schema=wide(0, 1).schema, properties={"rowGroupRows": "64"})
+    t.append(wide(0, 1000))  # one segment of 16 row groups
+    t.delete(pc.field("id").isin(pa.array(np.arange(4, 1000, 9))))
+    monkeypatch.setattr(table_scan, "PIECE_ROWS", 256)
+    threads: set[int] = set()
+    pieces: list[tuple[int, ...]] = []
+    read = table_scan.TableScan._read
+
+    def spy(self, task, **kw):
+        threads.add(threading.get_ident())
+        pieces.append(task.row_groups)
+        time.sleep(0.01)  # long enough for the second worker to take a piece
+        return read(self, task, **kw)
+
+    monkeypatch.setattr(table_scan.TableScan, "_read", spy)
+    monkeypatch.setattr(table_scan, "default_workers", lambda: 2)
+    out = t.scan().to_arrow()
+    assert sorted(pieces) == [tuple(range(i, i + 4)) for i in range(0, 16, 4)]
+    assert len(threads) == 2
+    ids = np.arange(1000)
+    assert out.equals(wide(0, 1000).filter(pa.array(ids % 9 != 4)))
