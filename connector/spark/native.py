@@ -24,14 +24,18 @@ and projections written on the result (they are pushed below the mask). Requesti
 ``row_index`` keeps the vectorized reader and page skipping (the generator follows the
 pages Parquet skipped) and, in Spark 4.3, file splitting too.
 
-Where the time goes (TPC-H SF 1, lineitem with 10% deleted in 13 files, against a one-file
-Parquet copy of the visible rows written with the same encodings; task CPU from Spark's
-stage metrics): the mask is ~30 ns per row *read* (``row_index`` ~16 ns, the bit test
-~13 ns, see ``native_mask``), paid on every row of the row groups read since Spark
-evaluates a view's filter before the query's own; reading 13 files instead of one costs
-~30-40 ms of task CPU when a query opens them all for their footers (Q6: 106 ms native,
-136 ms for a 13-file copy of the same rows without any mask, 165 ms masked). Q1 and Q3
-(most rows read) land at ~1.1×, the selective Q6 and Q14 at ~1.3-1.5× of native.
+Where the time goes (TPC-H SF 1, lineitem sorted by ``l_shipdate`` with 10% deleted, 7
+segments, against a one-file Parquet copy of the visible rows written with the same
+encodings and row groups; task CPU from Spark's event log, 10 interleaved rounds): for Q6
+(one year, ~1.1M rows read of 6M) the same 7 files read *without* any mask cost 1.05× the
+native wall time; asking Spark for ``_metadata.row_index`` alone (a filter
+``row_index >= 0``, no bitmap) 1.34×, and the whole mask 1.39×. So the cost is Spark's
+row-index generator (~35 ns per row read; also when the row index is read as a flat
+column under Spark's internal name, so not the ``_metadata`` struct), and the bit test
+itself is small. Queries that do more per row hide it (Q1 ~1.0×); the cheap selective Q6
+shows it (1.4-1.7×). Getting under it needs a reader that marks deleted rows column-wise
+inside the vectorized batch (Delta's own Parquet file format does, in Scala), which a
+Python connector cannot plug into Spark's Parquet scan.
 
 Limits: the paths must be readable by Spark's Hadoop file systems (``spark_uri`` maps the
 table root, e.g. ``s3://`` for fsspec to ``s3a://`` for Hadoop); the bitmaps are built on
