@@ -39,8 +39,11 @@ class TableScan:
     """A planned read of one version. Nothing is read until ``to_arrow``/``to_batches``.
 
     ``use_threads`` (default on): segments are read in pieces of at most ``PIECE_ROWS``
-    rows (``arrow_reader.split_tasks``) on one thread per core, each piece decoded in one
-    call with pyarrow's threads. Off, the scan reads
+    rows (``arrow_reader.split_tasks``), each piece decoded in one call on pyarrow's
+    threads, by one reader thread per core plus one: a reader waits while pyarrow decodes
+    and then filters deleted rows and casts strings on its own, so with one per core a
+    core sat idle in those serial steps (SF 1, 10% deleted, 2 cores, 12 interleaved
+    rounds: 0.76-0.78 s with two readers, 0.68-0.70 s with three). Off, the scan reads
     like a Spark task: one row group at a time on the calling thread."""
 
     def __init__(
@@ -60,7 +63,7 @@ class TableScan:
             self.pinned.renew()
         try:
             tasks = list(split_tasks(self.plan.tasks, chunk_rows=PIECE_ROWS)) if self.use_threads else self.plan.tasks
-            workers = min(default_workers(), len(tasks)) if self.use_threads else 1
+            workers = min(default_workers() + 1, len(tasks)) if self.use_threads else 1
             for tables in ordered_map(self._read, tasks, workers=workers):
                 yield from tables
         finally:
