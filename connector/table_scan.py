@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 READER_CHUNK_ROWS = 1 << 18
 # Rows per unit of work of a threaded ``to_tables``/``to_arrow``: half a read call. Per
 # segment, one compacted 5.4M-row segment was read on one thread while its deletion
-# filter and string casts left the other core idle (SF 1: 0.73-0.79 s; 0.51-0.58 s in
-# 512k-row pieces, faster than pyiceberg's 0.62 s on the same rows).
+# filter and string casts left the other core idle (SF 1: 0.73-0.79 s; 0.47-0.60 s in
+# 512k-row pieces).
 PIECE_ROWS = DEFAULT_READ_ROWS // 2
 
 

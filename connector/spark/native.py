@@ -32,8 +32,8 @@ native wall time; asking Spark for ``_metadata.row_index`` alone (a filter
 ``row_index >= 0``, no bitmap) 1.34×, and the whole mask 1.39×. So the cost is Spark's
 row-index generator (~35 ns per row read; also when the row index is read as a flat
 column under Spark's internal name, so not the ``_metadata`` struct), and the bit test
-itself is small. Queries that do more per row hide it (Q1 ~1.0×); the cheap selective Q6
-shows it (1.4-1.7×). Getting under it needs a reader that marks deleted rows column-wise
+itself is small. Queries that do more per row hide it (Q1 ~1.1×); the cheap selective Q6
+shows it (1.2-1.7× in benchmark runs). Getting under it needs a reader that marks deleted rows column-wise
 inside the vectorized batch (Delta's own Parquet file format does, in Scala), which a
 Python connector cannot plug into Spark's Parquet scan.
 
