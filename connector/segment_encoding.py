@@ -86,13 +86,11 @@ def parquet_writer_options(
         "use_dictionary": use_dictionary if isinstance(use_dictionary, bool) else list(use_dictionary),
     }
     if schema is not None and not isinstance(use_dictionary, bool):
-        delta = delta_columns(schema, use_dictionary)
+        delta = set(delta_columns(schema, use_dictionary))
         if delta:
-            options["column_encoding"] = {name: "DELTA_BINARY_PACKED" for name in delta}
-        if delta and compression != "none":
             # no nested columns here (``dictionary_columns_for``): names are the leaf paths
-            plain = set(delta)
-            options["compression"] = {f.name: "none" if f.name in plain else compression for f in schema}
+            options["column_encoding"] = dict.fromkeys(delta, "DELTA_BINARY_PACKED")
+            options["compression"] = {f.name: "none" if f.name in delta else compression for f in schema}
     return options
 
 
