@@ -24,18 +24,20 @@ and projections written on the result (they are pushed below the mask). Requesti
 ``row_index`` keeps the vectorized reader and page skipping (the generator follows the
 pages Parquet skipped) and, in Spark 4.3, file splitting too.
 
-Where the time goes (TPC-H SF 1, lineitem sorted by ``l_shipdate`` with 10% deleted, 7
-segments, against a one-file Parquet copy of the visible rows written with the same
-encodings and row groups; task CPU from Spark's event log, 10 interleaved rounds): for Q6
-(one year, ~1.1M rows read of 6M) the same 7 files read *without* any mask cost 1.05× the
-native wall time; asking Spark for ``_metadata.row_index`` alone (a filter
-``row_index >= 0``, no bitmap) 1.34×, and the whole mask 1.39×. So the cost is Spark's
-row-index generator (~35 ns per row read; also when the row index is read as a flat
-column under Spark's internal name, so not the ``_metadata`` struct), and the bit test
-itself is small. Queries that do more per row hide it (Q1 ~1.1×); the cheap selective Q6
-shows it (1.2-1.7× in benchmark runs). Getting under it needs a reader that marks deleted rows column-wise
-inside the vectorized batch (Delta's own Parquet file format does, in Scala), which a
-Python connector cannot plug into Spark's Parquet scan.
+Where the time goes (TPC-H SF 1, lineitem sorted by ``l_shipdate`` with 10% deleted,
+against a one-file Parquet copy of the visible rows written with the same encodings and row
+groups; ``benchmarks/README.md``, "Where TPC-H Q6's time goes"): for Q6 (one year, ~1.1M
+rows read of 6M, little work per row) the segment files read *without* any mask cost ~1.05×
+the native wall time, the whole mask 1.24–1.39×. The mask's filter is the view's, so Spark
+evaluates it first, on every row read, before the query's own selective filter; and Spark
+builds the ``_metadata`` struct (an array, two boxed longs and a row) for every row it
+reads. Measured and not taken: the row index as a flat column under Spark's internal name
+(1.21×, and an internal name), and a position column written into every segment (no
+row-index generator, no struct: still 1.15–1.21× for the whole mask, for a storage format
+change). Queries that do more per row hide it (Q1 ~1.1×). Getting under it needs a reader
+that marks deleted rows column-wise inside the vectorized batch (Delta's own Parquet file
+format does, in Scala): JVM code, which a Python connector cannot plug into Spark's
+Parquet scan.
 
 Limits: the paths must be readable by Spark's Hadoop file systems (``spark_uri`` maps the
 table root, e.g. ``s3://`` for fsspec to ``s3a://`` for Hadoop); the bitmaps are built on

@@ -22,10 +22,10 @@ Measured on TPC-H SF 1 (lineitem, 10% deleted, 13 files), the two are close: in 
 benchmark run each on a shared 2-core machine (load 3-5), inline / join against native
 Parquet were Q1 1.14× / 1.11×, Q3 1.12× / 1.24×, Q6 1.49× / 1.58×, Q14 1.46× / 1.44×.
 Inline is the default because it needs no stage and no hash relation per query (Spark
-reported a 64 MB hash relation for 13 rows). What both leave is Spark's: generating
-``row_index`` costs ~35 ns per row read (Q6: a bare ``row_index >= 0`` filter is 1.34× of
-native, the whole inline mask 1.39×; see ``native``), and Spark evaluates a view's filter
-before the query's own.
+reported a 64 MB hash relation for 13 rows). What both leave is Spark's: the mask is a
+view's filter, evaluated on every row read before the query's own, and ``_metadata`` is
+built as a struct per row (Q6 1.24–1.39× of native where the same files without a mask are
+~1.05×; see ``native``).
 
 The mask depends only on the files and their deletion vectors, so it is built once per
 process and session (``_MASKS``): a view queried many times pays for its bitmaps once."""
