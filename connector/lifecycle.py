@@ -21,6 +21,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import encode_dv
 
 from .keys.publish import commit_publish
+from .keys.rollback import commit_rollback
 from .segments import new_segment_id
 
 
@@ -83,7 +84,15 @@ def _transition(
 
 def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
     """Pinot's ``revertReplaceSegments``: the entry becomes REVERTED and readers flip back
-    to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile)."""
+    to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile). On a
+    keyed table the rows that come back are first checked against what was committed since
+    the push (``keys.rollback``): ``DuplicateKeyError``, and nothing committed, when a key
+    would be in the table twice."""
+    io = commit_log.io
+
+    def commit(snapshot: Snapshot, build: Builder) -> CommitResult:
+        return commit_rollback(io, commit_log, snapshot, entry_id, build=build, parameters={"entry": entry_id})
+
     return _transition(
         commit_log,
         entry_id,
@@ -91,6 +100,7 @@ def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
         target=LineageState.REVERTED,
         allowed=(LineageState.IN_PROGRESS, LineageState.COMPLETED),
         build_actions=ops.revert,
+        commit=commit,
     )
 
 

@@ -191,6 +191,18 @@ def revert(current: Snapshot, entry_id: str) -> list[Action]:
     return [LineageRevert(entry_id=entry_id)]
 
 
+def revert_effect(current: Snapshot, entry_id: str) -> tuple[list[str], list[str]]:
+    """What reverting ``entry_id`` would show readers: the segments that become visible
+    again (a COMPLETED push's ``from``, less what was removed since) and those visible both
+    before and after. A keyed rollback checks the first group's keys against the second:
+    rows appended after the push completed may hold keys the push had replaced."""
+    after = current.copy()
+    after.lineage[entry_id].state = LineageState.REVERTED
+    before = set(current.visible_segment_ids())
+    visible = after.visible_segment_ids()
+    return [sid for sid in visible if sid not in before], [sid for sid in visible if sid in before]
+
+
 def operation_parameters(**params: Any) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 

@@ -38,7 +38,16 @@ from .index import index_path
 from .lookup import KeyMatches, find_keys
 from .validate import check_unique, describe_keys, key_table, key_tuples
 
-__all__ = ["KeyedRows", "KeyedDeletes", "check_absent", "commit_keyed", "keyed_rows", "lookup", "present_keys"]
+__all__ = [
+    "KeyedDeletes",
+    "KeyedRows",
+    "check_absent",
+    "commit_keyed",
+    "keyed_rows",
+    "live_segment_keys",
+    "lookup",
+    "present_keys",
+]
 
 # How many times a keyed commit looks again after concurrent commits touched its keys.
 MAX_KEY_RECHECKS = 20
@@ -94,6 +103,21 @@ def segment_keys(
     if (sorted_h[1:] == sorted_h[:-1]).any():
         check_unique(rows.keys, rows.hashes)
     return rows
+
+
+def live_segment_keys(io: FileIO, snapshot: Snapshot, segment_ids: Sequence[str], columns: Sequence[str]) -> KeyedRows:
+    """The keys of the live rows (deletion vectors of ``snapshot`` applied) of segments that
+    a commit would make visible again, e.g. a rolled-back push's replaced segments."""
+    columns = tuple(columns)
+    parts = []
+    for sid in segment_ids:
+        seg = snapshot.segments[sid].file
+        keys = open_parquet(io, seg.path).read(columns=list(columns))
+        masks = task_masks(io, ScanTask(seg, (), snapshot.dvs.get(sid)))
+        keep = masks.keep_mask(0, keys.num_rows) if masks is not None else None
+        parts.append(keys.filter(pa.array(keep)) if keep is not None else keys)
+    values = pa.concat_tables(parts) if parts else pa.table({c: [] for c in columns})
+    return KeyedRows(columns, hash_keys(values, columns), values)
 
 
 def lookup(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> KeyMatches:
