@@ -79,6 +79,30 @@ def _field_to_json(f: pa.Field, *, prefix: str = "") -> dict[str, Any]:
     return {"name": f.name, "type": type_to_json(f.type, column=prefix + f.name), "nullable": f.nullable, "metadata": {}}
 
 
+# Column names mvtable itself adds to rows it hands out; a table column with one of them would
+# be shadowed or duplicated there. Checked (case-insensitively, as Spark resolves names) when a
+# table is created; the constants live with their users (``segments.ROW_ADDRESS_*``,
+# ``streaming.changes``), and a test keeps this list in step with them.
+RESERVED_COLUMNS: Mapping[str, str] = MappingProxyType(
+    {
+        "_mv_segment": "row addresses (withRowAddress / with_row_address)",
+        "_mv_row": "row addresses (withRowAddress / with_row_address)",
+        "_change_type": "the change feed",
+        "_commit_version": "the change feed",
+        "_commit_timestamp": "the change feed",
+        "_metadata": "Spark's file metadata column, which read_native and create_view use",
+    }
+)
+
+
+def check_new_table_columns(schema: pa.Schema) -> None:
+    """``SchemaMismatchError`` when a new table's column takes a name mvtable adds to rows."""
+    clash = [(n, RESERVED_COLUMNS[n.lower()]) for n in schema.names if n.lower() in RESERVED_COLUMNS]
+    if clash:
+        named = "; ".join(f"{n!r} (used by {use})" for n, use in clash)
+        raise SchemaMismatchError(f"column names reserved by mvtable: {named}; rename the column(s) before creating the table")
+
+
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
     names = [n.lower() for n in schema.names]
     dup = sorted({n for n in names if names.count(n) > 1})

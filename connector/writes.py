@@ -36,7 +36,7 @@ from .keys.index import index_path
 from .keys.validate import check_key_columns, check_key_schema
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
 from .pinning import SnapshotPin, pin_version, release
-from .schema import check_write_schema, schema_from_json, schema_to_json
+from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
 
 log = logging.getLogger("mvtable.connector")
@@ -140,6 +140,7 @@ def begin_write(
         props = table_properties(snapshot)
         key = snapshot.primary_key
     else:
+        check_new_table_columns(incoming)
         table_schema = schema_to_json(incoming)
         props = table_properties(snapshot, properties)
         key = tuple(primary_key or ())

@@ -149,6 +149,27 @@ def test_first_write_creates_the_table(table_uri):
     assert [h.operation for h in t.history()] == ["CREATE"]
 
 
+@pytest.mark.parametrize("name", ["_mv_row", "_MV_SEGMENT", "_change_type", "_metadata"])
+def test_column_names_mvtable_adds_to_rows_are_refused_at_create(table_uri, name):
+    schema = pa.schema([("id", pa.int64()), (name, pa.int64())])
+    with pytest.raises(SchemaMismatchError, match=f"'{name}' \\(used by"):
+        Table.create(table_uri, schema=schema)
+    with pytest.raises(SchemaMismatchError, match="reserved"):  # the first write creates the table the same way
+        Table(table_uri).append(pa.table({"id": [1], name: [2]}))
+    with pytest.raises(TableNotFoundError):
+        Table.open(table_uri)
+
+
+def test_reserved_column_names_are_the_ones_the_readers_add():
+    from mvtable.connector.schema import RESERVED_COLUMNS
+    from mvtable.connector.segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
+    from mvtable.connector.streaming.changes import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+
+    assert {ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, "_metadata"} == set(
+        RESERVED_COLUMNS
+    )
+
+
 def test_bad_properties_are_typed(table_uri):
     with pytest.raises(InvalidOptionError, match="rowGroupRows"):
         Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": "many"})
