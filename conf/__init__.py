@@ -2,7 +2,15 @@
 
 from mvtable.errors import SettingsError
 
-from .settings import ConnectorSettings, TableProperties, connector_settings, defaults, parse_period, parse_size
+from .settings import (
+    ConnectorSettings,
+    TableProperties,
+    connector_settings,
+    defaults,
+    parse_period,
+    parse_size,
+    property_strings,
+)
 
 __all__ = [
     "ConnectorSettings",
@@ -12,4 +20,5 @@ __all__ = [
     "defaults",
     "parse_period",
     "parse_size",
+    "property_strings",
 ]

@@ -7,6 +7,8 @@ once, with its name, instead of failing somewhere deep in a vacuum.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 import sys
 from collections.abc import Mapping
@@ -16,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mvtable import checks
 from mvtable.errors import SettingsError
 
 if sys.version_info >= (3, 11):
@@ -23,38 +26,81 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
-_PERIOD = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+_PERIOD = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNIT_B = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def parse_period(text: str | int | float, *, name: str = "period") -> float:
-    """Seconds in a human period such as ``4h``, ``7d``, ``0s``, ``250ms``."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if text < 0:
-            raise SettingsError(f"{name}: a period cannot be negative ({text})")
-        return float(text)
-    match = _PERIOD.match(str(text))
+    """Seconds in a human period such as ``4h``, ``7d``, ``0s``, ``250ms``, or a number of
+    seconds. Every period is finite and non-negative: NaN compares false with any minimum
+    (a NaN retention would pass the too-short check) and infinity overflows the clock."""
+    if isinstance(text, (int, float, numbers.Real)) and not isinstance(text, bool):
+        return checks.seconds(text, name=name, error=SettingsError)
+    if not isinstance(text, str):
+        raise SettingsError(f"{name}: {text!r} is not a period; use a number and a unit, e.g. 30m, 4h, 7d, 0s")
+    match = _PERIOD.match(text)
     if not match:
         raise SettingsError(f"{name}: {text!r} is not a period; use a number and a unit, e.g. 30m, 4h, 7d, 0s")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    # a string of 400 digits is a float too large for the clock (inf): refused as above
+    return checks.seconds(float(match.group(1)) * _UNIT_S[match.group(2)], name=f"{name} {text!r}", error=SettingsError)
 
 
 def parse_size(text: str | int, *, name: str = "size") -> int:
     """Bytes in a size such as ``128MiB``, ``1g``, ``512k`` or a plain number of bytes
-    (binary units: ``MB`` and ``MiB`` both mean 2**20, as in Spark's settings)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
+    (binary units: ``MB`` and ``MiB`` both mean 2**20, as in Spark's settings). A plain
+    number must be whole (``1.5`` bytes is a mistake, not one byte); with a unit a fraction
+    is fine (``1.5g``)."""
+    if isinstance(text, numbers.Integral) and not isinstance(text, bool):
+        value = int(text)
+    elif not isinstance(text, str):
+        raise SettingsError(f"{name}: {text!r} is not a size; use whole bytes or a number and a unit, e.g. 134217728, 128MiB, 1g")
     else:
-        match = _SIZE.match(str(text))
-        if not match:
-            raise SettingsError(f"{name}: {text!r} is not a size; use bytes or a number and a unit, e.g. 134217728, 128MiB, 1g")
-        unit = (match.group(2) or "b")[0].lower()
+        match = _SIZE.match(text)
+        unit = ((match.group(2) if match else None) or "b")[0].lower()
+        if not match or (unit == "b" and not match.group(1).isdigit()):
+            raise SettingsError(
+                f"{name}: {text!r} is not a size; use whole bytes or a number and a unit, e.g. 134217728, 128MiB, 1g"
+            )
         value = int(float(match.group(1)) * _UNIT_B.get(unit, 1))
     if value < 1:
         raise SettingsError(f"{name}: a size must be at least one byte, not {text!r}")
     return value
+
+
+def property_strings(properties: object) -> dict[str, str]:
+    """Table properties as the log stores them (strings), from what a Python caller is
+    likely to write: ``{"rowGroupRows": 100, "autoCompact": True}`` becomes
+    ``{"rowGroupRows": "100", "autoCompact": "true"}`` and a number for a period means
+    seconds (``"3600s"``). Anything else is a ``SettingsError`` naming the property."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise SettingsError(
+            f"properties must be a mapping of property name to value, e.g. {{'rowGroupRows': '100000'}}, "
+            f"not {type(properties).__name__}"
+        )
+    out: dict[str, str] = {}
+    for name, value in properties.items():
+        if not isinstance(name, str):
+            raise SettingsError(f"table property names are strings, not {name!r}")
+        out[name] = _property_string(name, value)
+    return out
+
+
+def _property_string(name: str, value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        text = str(int(value))
+    elif isinstance(value, numbers.Real) and math.isfinite(float(value)):
+        text = repr(float(value))
+    else:
+        raise SettingsError(f"{name}: {value!r} is not a property value; give a string, a number or a bool")
+    return f"{text}s" if name.endswith("Period") else text
 
 
 class _Settings(BaseModel):

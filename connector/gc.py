@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mvtable import checks
 from mvtable.conf import connector_settings
 from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
@@ -111,11 +112,8 @@ def collect_garbage(
     after checking it is not shorter unless forced). ``plan`` (from ``plan_garbage``) is
     executed instead of a fresh one while no pin asks for a re-plan: vacuum plans before its
     retention commit, so that its dry run lists exactly what its real run deletes."""
-    settings = connector_settings()
-    budget_s = settings.gc_time_budget_s if time_budget_s is None else float(time_budget_s)
-    max_bytes = int(batch_bytes) if batch_bytes is not None else settings.gcBatchBytes
-    if max_bytes < 1:
-        raise ValueError(f"batch_bytes must be at least 1, not {batch_bytes}")
+    dry_run = checks.flag(dry_run, name="dry_run")
+    budget_s, max_bytes = budget_and_batch(time_budget_s, batch_bytes)
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     deadline = time.monotonic() + max(0.0, budget_s)
     fault_after = _fault_after_batch()
@@ -151,6 +149,16 @@ def collect_garbage(
     assert report is not None
     report.complete = False
     return report
+
+
+def budget_and_batch(time_budget_s: float | None, batch_bytes: int | None) -> tuple[float, int]:
+    """A pass's time budget in seconds and the bytes of one delete call: the caller's,
+    checked (a NaN budget would never stop, a string would be compared with a float), or
+    the connector's ``gcTimeBudget`` and ``gcBatchBytes``. Shared by GC and vacuum."""
+    settings = connector_settings()
+    budget = settings.gc_time_budget_s if time_budget_s is None else checks.seconds(time_budget_s, name="time_budget_s")
+    max_bytes = settings.gcBatchBytes if batch_bytes is None else checks.count(batch_bytes, name="batch_bytes")
+    return budget, max_bytes
 
 
 def plan_garbage(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = None) -> GCPlan:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from pyroaring import BitMap64
 
+from mvtable import checks
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, InvalidOptionError, NothingToCommit
+from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, NothingToCommit
 from mvtable.lineage import operations as ops
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
@@ -133,8 +134,7 @@ def restore_version(commit_log: CommitLog, version: int) -> ActionResult:
     """Delta's ``RESTORE`` / Iceberg's ``rollback_to_snapshot``: one new commit whose
     visible segments and deletion vectors equal ``version``'s. History stays, so a restore
     can itself be undone by restoring the version before it."""
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise InvalidOptionError(f"version must be a non-negative integer, not {version!r}")
+    version = checks.version(version)
     target = commit_log.snapshot(version)
     current = commit_log.snapshot()
     if ops.same_view(current, target):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from mvtable import checks
 from mvtable.conf import connector_settings
 from mvtable.errors import (
     DeletionVectorNotFoundError,
@@ -79,11 +80,9 @@ def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: An
     ``None`` (the newest, resolved when the snapshot is read)."""
     if version is not None and timestamp is not None:
         raise InvalidOptionError("give a version or a timestamp, not both")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-        raise InvalidOptionError(f"version must be an integer, not {version!r}")
     if timestamp is not None:
         return log.version_at(parse_timestamp_ms(timestamp))
-    return version
+    return None if version is None else checks.version(version)
 
 
 class PinnedSnapshot:

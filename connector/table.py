@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
+from mvtable import checks
 from mvtable.errors import (
     InvalidOptionError,
     InvalidRowAddressError,
@@ -24,7 +25,7 @@ from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.storage import FileIO, open_file_io
+from mvtable.storage import FileIO, make_root, open_file_io
 from mvtable.visibility import bitmap_from_array
 
 from . import recovery, writes
@@ -118,11 +119,17 @@ class Table:
         """A new, empty table. ``primary_key``: one or more non-null columns whose values
         identify a row (appends then refuse duplicates; ``upsert`` and ``delete(keys=…)``
         work); fixed for the table's life."""
+        if not isinstance(schema, pa.Schema):
+            raise InvalidOptionError(
+                f"schema must be a pyarrow.Schema, e.g. pa.schema([('id', pa.int64())]), not {type(schema).__name__}"
+            )
+        exist_ok = checks.flag(exist_ok, name="exist_ok")
         table = cls(uri, storage_options=storage_options)
         if table.log.exists():
             if exist_ok:
                 return table
             raise TableAlreadyExistsError(f"a table exists at {uri} already")
+        make_root(table.io)
         plan = writes.begin_write(
             uri,
             storage_options=storage_options,
@@ -202,6 +209,7 @@ class Table:
         the calling thread only, one row group at a time (see ``TableScan``)."""
         if filter is not None and not isinstance(filter, pc.Expression):
             raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
+        columns = checks.column_names(columns)
         pinned = self.pin(version, timestamp=timestamp, owner="Table.scan")
         try:
             plan = plan_scan(
@@ -257,7 +265,7 @@ class Table:
         is written at commit time (see ``mvtable.connector.streaming.changes``)."""
         from .streaming import read_changes
 
-        return read_changes(self.io, start_version, end_version, columns=columns)
+        return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns))
 
     def lineage(self) -> list[LineageView]:
         """Lineage entries, oldest first. IN_PROGRESS ones say who owns them, when their

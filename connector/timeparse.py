@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
+import numbers
 from typing import Any
 
 from mvtable.errors import InvalidOptionError
@@ -14,8 +16,12 @@ def parse_timestamp_ms(value: Any) -> int:
     integer / digit string of epoch milliseconds."""
     if isinstance(value, bool):
         raise InvalidOptionError(f"timestampAsOf: {value!r} is not a timestamp")
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Integral):  # numpy integers too
         return int(value)
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(float(value)):  # NaN and infinity name no instant
+            raise InvalidOptionError(f"timestampAsOf: {value!r} is not a timestamp; give epoch milliseconds or a date and time")
+        return int(float(value))
     if isinstance(value, dt.datetime):
         ts = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
         return int(ts.timestamp() * 1000)

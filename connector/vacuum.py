@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from mvtable.conf import connector_settings, parse_period
+from mvtable import checks
+from mvtable.conf import parse_period
 from mvtable.errors import CorruptMetadataError, InvalidOptionError, RetentionTooShortError, SettingsError, VersionNotFoundError
 from mvtable.lineage import faults
 from mvtable.lineage.actions import Action, AddSegment, Commit, PruneState
@@ -29,7 +30,7 @@ from mvtable.lineage.snapshot import Snapshot, apply_commit
 from mvtable.visibility.gc import batches
 
 from . import recovery
-from .gc import GCPlan, Progress, collect_garbage, plan_garbage
+from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbage
 from .keys.index import segment_path_of
 from .pinning import pin_scan
 from .segments import DATA_DIR
@@ -66,11 +67,11 @@ def vacuum(
     batch_bytes: int | None = None,
     now_ms: int | None = None,
 ) -> VacuumReport:
-    settings = connector_settings()
+    dry_run = checks.flag(dry_run, name="dry_run")
+    force = checks.flag(force, name="force")
+    budget, max_bytes = budget_and_batch(time_budget_s, batch_bytes)
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
-    budget = settings.gc_time_budget_s if time_budget_s is None else float(time_budget_s)
     deadline = time.monotonic() + max(0.0, budget)
-    max_bytes = batch_bytes or settings.gcBatchBytes
     snapshot = commit_log.snapshot()
     props = table_properties(snapshot)
     table_retention = props.version_retention_s

@@ -22,7 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mvtable.conf import TableProperties
+from mvtable import checks
+from mvtable.conf import TableProperties, property_strings
 from mvtable.errors import InvalidOptionError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
@@ -118,6 +119,9 @@ def begin_write(
     planner passes the driver JVM)."""
     if mode not in (APPEND, OVERWRITE):
         raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
+    consistent_push = checks.flag(consistent_push, name="consistent_push")
+    publish = checks.flag(publish, name="publish")
+    properties = property_strings(properties)
     if consistent_push and mode != OVERWRITE:
         raise InvalidOptionError("consistentPush replaces the table's snapshot: use it with mode('overwrite')")
     if not publish and not consistent_push:

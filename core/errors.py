@@ -90,6 +90,20 @@ class TableAlreadyExistsError(InvalidInputError):
     """Creating a table where one exists already."""
 
 
+class StorageLocationError(InvalidInputError):
+    """A table location that cannot hold a table: an empty path, a regular file where the
+    table's folder should be, a folder that cannot be created. The message names the path."""
+
+
+class UnknownProtocolError(StorageLocationError):
+    """A URL whose protocol (``foo://``) no installed filesystem handles. ``protocol``
+    names it; the message says which protocols work and what to install for the others."""
+
+    def __init__(self, message: str, *, protocol: str) -> None:
+        super().__init__(message)
+        self.protocol = protocol
+
+
 # -- primary keys: every one raised before anything is written ------------------------------
 class PrimaryKeyError(InvalidInputError):
     """Base of the errors about a table's primary key and keyed writes."""

@@ -27,12 +27,16 @@ Exit codes (:data:`EXIT_OK` …):
 * 3 — retryable: another writer committed something incompatible at the same time
   (``CommitConflictError``), or the store did not confirm the commit
   (``CommitStateUnknownError``). Nothing conflicting landed; every command is idempotent,
-  so running it again is safe and reports whether the change is there.
+  so running it again is safe and reports whether the change is there;
+* 130 — interrupted (Ctrl-C); run it again to resume.
+
+With ``--json`` a failure also prints one JSON object on stdout: ``{"error": message,
+"type": error class name, "hint": hint or null, "exit_code": n}``.
 """
 
 from __future__ import annotations
 
-from .main import EXIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_USAGE, PROG, main
+from .main import EXIT_CONFLICT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, main
 from .parser import build_parser
 
-__all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "PROG", "build_parser", "main"]
+__all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "PROG", "build_parser", "main"]

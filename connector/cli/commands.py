@@ -17,9 +17,9 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
     out = stdout_console()
     if not entries:
-        out.print(f"no lineage entries in {args.table} (only consistent pushes create them)")
+        out.print(as_text(f"no lineage entries in {args.table} (only consistent pushes create them)"))
         return EXIT_OK
-    grid = Grid(title=f"lineage of {args.table}", title_justify="left")
+    grid = Grid(title=as_text(f"lineage of {args.table}"), title_justify="left")  # a path is no markup
     for name in ("id", "state", "segments_from", "segments_to", "started", "changed", "timestamp", "owner / lease"):
         grid.add_column(name, no_wrap=name in ("id", "state", "segments_from", "segments_to"))
     for e in entries:
@@ -59,7 +59,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         return EXIT_OK
     from rich.table import Table as Grid
 
-    grid = Grid(title=f"history of {args.table}", title_justify="left")
+    grid = Grid(title=as_text(f"history of {args.table}"), title_justify="left")
     for name in ("version", "timestamp", "operation", "parameters", "metrics"):
         grid.add_column(
             name, justify="right" if name == "version" else "left", no_wrap=name != "parameters" and name != "metrics"

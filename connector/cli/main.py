@@ -13,10 +13,20 @@ from .commands import cmd_history, cmd_lineage, cmd_publish, cmd_restore, cmd_ro
 from .export import cmd_export
 from .inspection import cmd_inspect
 from .maintenance import cmd_compact, cmd_gc, cmd_vacuum
-from .output import EXIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_USAGE, PROG, as_text, stderr_console
+from .output import (
+    EXIT_CONFLICT,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    as_text,
+    print_error_json,
+    stderr_console,
+)
+from .parser import UsageExit, build_parser, join_dash_values
 
-__all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
-from .parser import build_parser
+__all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "lineage": cmd_lineage,
@@ -71,6 +81,8 @@ def _fail(exc: BaseException, args: argparse.Namespace, code: int) -> int:
     hint = _hint(exc, args)
     if hint:
         err.print(as_text(f"hint: {hint}"))
+    if getattr(args, "json", False):
+        print_error_json(str(exc), kind=name, hint=hint or None, exit_code=code)
     return code
 
 
@@ -82,10 +94,17 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code. With ``--json`` a failure is also one JSON
+    object on stdout (``print_error_json``), so that a script reads a single stream."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error (2)
+        args = parser.parse_args(join_dash_values(argv))
+    except UsageExit as exc:  # argparse printed usage and the message on stderr
+        if "--json" in argv:
+            print_error_json(exc.message, kind="UsageError", hint=f"see: {exc.prog} --help", exit_code=EXIT_USAGE)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help (0)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     retryable, expected = _error_types()
     try:
@@ -102,7 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # storage trouble: permissions, network, credentials
         return _fail(exc, args, EXIT_ERROR)
     except KeyboardInterrupt:
-        stderr_console().print(
-            as_text(f"{PROG} {args.command}: interrupted; run it again to resume (every command is idempotent)")
-        )
-        return 130
+        message = f"{PROG} {args.command}: interrupted"
+        hint = "run it again to resume (every command is idempotent)"
+        stderr_console().print(as_text(f"{message}; {hint}"))
+        if args.json:
+            print_error_json(message, kind="KeyboardInterrupt", hint=hint, exit_code=EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED

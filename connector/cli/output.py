@@ -19,6 +19,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_CONFLICT = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def _jsonable(obj: Any) -> Any:
@@ -36,6 +37,15 @@ def _jsonable(obj: Any) -> Any:
 def print_json(items: Sequence[Any]) -> None:
     records = [dataclasses.asdict(i) if dataclasses.is_dataclass(i) and not isinstance(i, type) else i for i in items]
     sys.stdout.write(json.dumps(records, indent=2, default=_jsonable, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def print_error_json(message: str, *, kind: str, hint: str | None, exit_code: int) -> None:
+    """A failure under ``--json``: one object on stdout, where the script reads (the text
+    for people still goes to stderr). ``type`` is the error's class name, e.g.
+    ``TableNotFoundError``; ``exit_code`` repeats the process's."""
+    record = {"error": message, "type": kind, "hint": hint, "exit_code": exit_code}
+    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 

@@ -3,8 +3,58 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TypeVar
+
+from mvtable import checks
+from mvtable.errors import InvalidOptionError
 
 from .output import PROG
+
+# options whose values may start with '-' (``--retention -1d``): argparse would take such a
+# value for an option and say "expected one argument" instead of letting the period parser
+# say what is wrong with it
+_DASH_VALUE_OPTIONS = ("--retention",)
+T = TypeVar("T")
+N = TypeVar("N", int, float)
+
+
+class UsageExit(SystemExit):
+    """argparse's exit 2 on a usage error, carrying its message so that ``main`` can also
+    report it as JSON. Not an mvtable error: still the ``SystemExit`` argparse raises, so
+    code that calls the parser directly sees argparse's behaviour."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(2)
+        self.prog = prog
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise UsageExit(self.prog, message)
+
+
+def join_dash_values(argv: Sequence[str]) -> list[str]:
+    """``--retention -1d`` as ``--retention=-1d``, so that the period parser (not argparse)
+    says what is wrong with the value."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg in _DASH_VALUE_OPTIONS:
+            value = next(it, None)
+            if value is not None and value.startswith("-") and value != "--":
+                out.append(f"{arg}={value}")
+                continue
+            out.append(arg)
+            if value is not None:
+                out.append(value)
+            continue
+        out.append(arg)
+    return out
 
 
 # -- arguments --------------------------------------------------------------------------
@@ -15,31 +65,38 @@ def _storage_option(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _number(text: str, *, kind: type, minimum: float, what: str):
-    """argparse type check: a number of ``kind`` no smaller than ``minimum``."""
+def _checked(check: Callable[[], T]) -> T:
+    """argparse type check through the API's own validation, so that both say the same."""
     try:
-        value = kind(text)
+        return check()
+    except InvalidOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _number(text: str, kind: Callable[[str], N], what: str) -> N:
+    try:
+        return kind(text)
     except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}") from None
 
 
 def _version(text: str) -> int:
-    return _number(text, kind=int, minimum=0, what="a version (a non-negative integer)")
+    value = _number(text, int, "a version (a non-negative integer)")
+    return _checked(lambda: checks.version(value))
 
 
 def _positive_int(text: str) -> int:
-    return _number(text, kind=int, minimum=1, what="a positive integer")
+    value = _number(text, int, "a positive integer")
+    return _checked(lambda: checks.count(value, name="N"))
 
 
 def _seconds(text: str) -> float:
-    return _number(text, kind=float, minimum=0, what="a number of seconds")
+    value = _number(text, float, "a number of seconds")
+    return _checked(lambda: checks.seconds(value, name="seconds"))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("table", metavar="URI", help="table path or fsspec URL (s3://bucket/prefix, …)")
     common.add_argument("--json", action="store_true", help="print a JSON array of objects (for scripts)")
     common.add_argument(
@@ -52,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="storage option passed to fsspec, e.g. endpoint_url=http://127.0.0.1:9000 (repeatable)",
     )
-    progress = argparse.ArgumentParser(add_help=False)
+    progress = _Parser(add_help=False)
     progress.add_argument(
         "--progress",
         choices=("auto", "always", "never"),
@@ -60,12 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="progress bars on stderr: auto = only on a terminal and without --json (default)",
     )
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Inspect and maintain mvtable tables.",
         epilog=(
             "exit codes: 0 ok (also when nothing needed changing), 1 mvtable error (message on stderr), "
-            "2 usage error, 3 conflict with a concurrent writer or unconfirmed commit (safe to retry)"
+            "2 usage error, 3 conflict with a concurrent writer or unconfirmed commit (safe to retry), 130 interrupted. "
+            "With --json a failure is also one JSON object on stdout: error, type, hint, exit_code"
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -89,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("vacuum", parents=[common, progress], help="delete files no retained version needs")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     p.add_argument(
-        "--retention", metavar="PERIOD", help="keep files versions of the last PERIOD need (e.g. 7d, 12h); default: the table's"
+        "--retention",
+        metavar="PERIOD",
+        help="keep files versions of the last PERIOD need (e.g. 7d, 12h; also --retention=PERIOD); default: the table's",
     )
     p.add_argument("--force", action="store_true", help="allow a retention shorter than the table's")
     p.add_argument("--time-budget", type=_seconds, metavar="SECONDS", help="stop after this long (run again to resume)")

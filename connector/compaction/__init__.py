@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from mvtable import checks
 from mvtable.conf import TableProperties, parse_size
 from mvtable.errors import InvalidOptionError, SettingsError
 from mvtable.lineage.log import CommitLog
@@ -62,9 +63,7 @@ def compaction_options(
         )
     except SettingsError as exc:
         raise InvalidOptionError(str(exc)) from None
-    files = props.compactMinInputFiles if min_input_files is None else min_input_files
-    if not isinstance(files, int) or isinstance(files, bool) or files < 1:
-        raise InvalidOptionError(f"min_input_files must be a positive integer, not {min_input_files!r}")
+    files = props.compactMinInputFiles if min_input_files is None else checks.count(min_input_files, name="min_input_files")
     ratio = props.compactDeleteRatio if delete_ratio is None else delete_ratio
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:
         raise InvalidOptionError(f"delete_ratio must be a fraction in (0, 1], not {delete_ratio!r}")
@@ -103,6 +102,7 @@ def compact(
     ``compactMinInputFiles``, ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
     from ..writes import table_properties
 
+    dry_run = checks.flag(dry_run, name="dry_run")
     snapshot = snapshot if snapshot is not None else clog.snapshot()
     props = table_properties(snapshot)
     options = compaction_options(

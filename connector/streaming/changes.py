@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64
 
+from mvtable import checks
 from mvtable.errors import InvalidOptionError, VersionNotFoundError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import FileIO
@@ -184,9 +185,8 @@ def _member(table: pa.Table, other: pa.Table, key: Sequence[str]) -> np.ndarray:
 def plan_changes(io: FileIO, start_version: int, end_version: int | None = None) -> tuple[pa.Schema, list[ChangeUnit]]:
     """The table schema and the units of versions ``start_version`` to ``end_version`` (the
     newest when None), inclusive, in version order."""
-    for name, value in (("start_version", start_version), ("end_version", end_version)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise InvalidOptionError(f"{name} must be a version number (an integer >= 0), not {value!r}")
+    start_version = checks.version(start_version, name="start_version")
+    end_version = None if end_version is None else checks.version(end_version, name="end_version")
     clog = CommitLog(io)
     latest = clog.latest_version()
     end = latest if end_version is None else end_version
@@ -204,7 +204,8 @@ def read_changes(
 ) -> pa.Table:
     """Every change of versions ``start_version`` to ``end_version`` (the newest when None),
     inclusive, in version order, with the change-feed columns."""
-    pin = pin_version(io, max(start_version - 1, 0), owner="change feed") if isinstance(start_version, int) else None
+    start_version = checks.version(start_version, name="start_version")
+    pin = pin_version(io, max(start_version - 1, 0), owner="change feed")
     try:
         schema, units = plan_changes(io, start_version, end_version)
         schema = project(schema, columns)

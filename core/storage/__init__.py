@@ -22,19 +22,26 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
+from mvtable.errors import StorageLocationError
+
 from .base import FileInfo, FileIO
 from .fsspec import FsspecFileIO
-from .local import LocalFileIO
+from .local import LocalFileIO, check_not_a_file
 from .memory import MemoryFileIO
 
-__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "open_file_io"]
+__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "make_root", "open_file_io"]
 
 _cache: dict[tuple[int, str, tuple[tuple[str, str], ...]], FileIO] = {}
 _cache_lock = threading.Lock()
 
 
 def open_file_io(uri: str, options: Mapping[str, Any] | None = None) -> FileIO:
-    """The ``FileIO`` for a table URI; one instance per (uri, options) per process."""
+    """The ``FileIO`` for a table URI; one instance per (uri, options) per process.
+
+    A location that cannot hold a table is refused here, where every caller passes: an
+    empty path (it would silently mean the current folder), a local path that is a regular
+    file, a protocol no installed filesystem handles (``StorageLocationError``)."""
+    uri = _check_uri(uri)
     opts = dict(options or {})
     # keyed by pid too: a forked child must not share its parent's clients
     key = (os.getpid(), uri, tuple(sorted((k, repr(v)) for k, v in opts.items())))
@@ -49,4 +56,24 @@ def open_file_io(uri: str, options: Mapping[str, Any] | None = None) -> FileIO:
             else:
                 io = FsspecFileIO(uri, opts)
             _cache[key] = io
-        return io
+    if isinstance(io, LocalFileIO):  # every time: a file may have taken the folder's place
+        check_not_a_file(io.root)
+    return io
+
+
+def make_root(io: FileIO) -> None:
+    """Create the table's folder where the store has folders (local disk), so that a path
+    that cannot hold one (``/proc/x``, a read-only mount) fails before anything is
+    written, with an error naming it. Object stores have no folders: nothing to do."""
+    if isinstance(io, LocalFileIO):
+        io.make_root()
+
+
+def _check_uri(uri: object) -> str:
+    if isinstance(uri, os.PathLike):
+        uri = os.fspath(uri)
+    if not isinstance(uri, str):
+        raise StorageLocationError(f"a table location must be a path or URL string, not {type(uri).__name__} {uri!r}")
+    if not uri.strip():
+        raise StorageLocationError("the table path is empty; give the table's folder or URL (use '.' for the current folder)")
+    return uri

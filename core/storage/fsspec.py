@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import fsspec
 import pyarrow.fs as pafs
 
-from mvtable.errors import CommitError, CommitStateUnknownError
+from mvtable.errors import CommitError, CommitStateUnknownError, UnknownProtocolError
 
 from . import s3
 from .base import FileInfo
@@ -27,7 +27,7 @@ class FsspecFileIO:
     def __init__(self, uri: str, options: Mapping[str, Any] | None = None) -> None:
         self.uri = uri.rstrip("/")
         self.options = dict(options or {})
-        self._fs, base = fsspec.core.url_to_fs(self.uri, **self.options)
+        self._fs, base = _filesystem(self.uri, self.options)
         self._pid = os.getpid()
         self.base: str = base.rstrip("/")
         self.protocol = urlparse(self.uri).scheme
@@ -40,7 +40,7 @@ class FsspecFileIO:
         are not fork-safe ("This class is not fork-safe"), and ``open_file_io`` hands a
         forked child (a forking Spark Python worker, say) the parent's cached instance."""
         if self._pid != os.getpid():
-            self._fs = fsspec.core.url_to_fs(self.uri, **self.options)[0]
+            self._fs = _filesystem(self.uri, self.options)[0]
             self._pid = os.getpid()
         return self._fs
 
@@ -132,6 +132,31 @@ class FsspecFileIO:
 
     def spec(self) -> dict[str, Any]:
         return {"uri": self.uri, "options": dict(self.options)}
+
+
+# what a user most likely meant, and what to install for it (fsspec's own list is long)
+_COMMON = "local paths, file://, memory://, s3:// (pip install 'mvtable[s3]'), gs:// (gcsfs), az:// and abfs:// (adlfs)"
+
+
+def _filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str]:
+    """fsspec's filesystem for ``uri``. An unknown protocol (fsspec: a bare ``ValueError``)
+    or a known one whose package is missing (``ImportError``) is an ``UnknownProtocolError``
+    naming the protocol and what would handle it."""
+    protocol = urlparse(uri).scheme
+    try:
+        return fsspec.core.url_to_fs(uri, **options)  # type: ignore[no-any-return]
+    except ImportError as exc:
+        raise UnknownProtocolError(
+            f"storage protocol {protocol!r} of {uri!r} needs a package that is not installed: {exc}", protocol=protocol
+        ) from None
+    except ValueError as exc:
+        if "protocol not known" not in str(exc).lower():
+            raise
+        raise UnknownProtocolError(
+            f"unknown storage protocol {protocol!r} in {uri!r}; mvtable tables live on {_COMMON}, "
+            "or any other protocol an installed fsspec filesystem registers",
+            protocol=protocol,
+        ) from None
 
 
 def _as_epoch(value: Any) -> float | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from mvtable.errors import CommitError
+from mvtable.errors import CommitError, StorageLocationError
 
 from .base import FileInfo
 
@@ -22,6 +22,17 @@ class LocalFileIO:
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
         self.uri = self.root
+
+    def make_root(self) -> None:
+        """Create the table's folder (see ``storage.make_root``)."""
+        check_not_a_file(self.root)
+        try:
+            os.makedirs(self.root, exist_ok=True)
+        except OSError as exc:
+            raise StorageLocationError(
+                f"cannot create the table folder {self.root}: {exc.strerror or exc}; "
+                "check that the path is right and that you may write there"
+            ) from None
 
     def _p(self, path: str) -> str:
         return os.path.join(self.root, *path.split("/")) if path else self.root
@@ -154,3 +165,10 @@ def _fsync_dir(folder: str) -> None:
         pass  # some filesystems cannot fsync a directory; the link is still atomic
     finally:
         os.close(fd)
+
+
+def check_not_a_file(root: str) -> None:
+    """A table is a folder: a regular file at its path would otherwise surface as a bare
+    ``NotADirectoryError`` from the first listing or write."""
+    if os.path.isfile(root):
+        raise StorageLocationError(f"{root} is a file, not a table directory; give the path of the table's folder")

@@ -106,3 +106,46 @@ def test_table_create_reports_a_bad_property_as_settings_error_once(tmp_path) ->
         Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64())]), properties={"versionRetentionPeriod": "soon"})
     assert str(info.value).startswith("versionRetentionPeriod: 'soon' is not a period")
     assert str(info.value).count("versionRetentionPeriod") == 1
+
+
+@pytest.mark.parametrize("period", [float("nan"), float("inf"), -1, "-1d", "9" * 400 + "d"])
+def test_a_period_is_finite_and_not_negative(period: object) -> None:
+    with pytest.raises(SettingsError, match=r"^retention.*(finite|negative)"):
+        settings_module.parse_period(period, name="retention")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [1.5, "1.5", "1.5b", True, None])
+def test_a_size_in_bytes_is_whole(size: object) -> None:
+    with pytest.raises(SettingsError, match="target: .* is not a size"):
+        settings_module.parse_size(size, name="target")  # type: ignore[arg-type]
+
+
+def test_a_size_with_a_unit_may_have_a_fraction() -> None:
+    assert settings_module.parse_size("1.5k") == 1536 and settings_module.parse_size("64MiB") == 64 << 20
+
+
+def test_python_property_values_become_their_string_form() -> None:
+    given = {"rowGroupRows": 100, "autoCompact": True, "compactDeleteRatio": 0.25, "versionRetentionPeriod": 3600}
+    strings = settings_module.property_strings(given)
+    assert strings == {
+        "rowGroupRows": "100",
+        "autoCompact": "true",
+        "compactDeleteRatio": "0.25",
+        "versionRetentionPeriod": "3600s",
+    }
+    p = TableProperties.from_strings(strings)
+    assert (p.rowGroupRows, p.autoCompact, p.compactDeleteRatio, p.version_retention_s) == (100, True, 0.25, 3600)
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        ([("rowGroupRows", "100")], "properties must be a mapping"),
+        ({"rowGroupRows": [100]}, "rowGroupRows: .* is not a property value"),
+        ({"compactDeleteRatio": float("nan")}, "compactDeleteRatio: "),
+        ({1: "x"}, "property names are strings"),
+    ],
+)
+def test_property_values_of_other_kinds_are_named(properties: object, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        settings_module.property_strings(properties)

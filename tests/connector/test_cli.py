@@ -211,6 +211,8 @@ def test_errors_and_usage(pushed, tmp_path):
         ["history", "/t", "--limit", "0"],
         ["history", "/t", "--storage-option", "no-equals-sign"],
         ["gc", "/t", "--time-budget", "soon"],
+        ["gc", "/t", "--time-budget", "nan"],
+        ["vacuum", "/t", "--time-budget", "inf"],
     ],
 )
 def test_usage_errors_exit_2(args, capsys):
@@ -257,8 +259,10 @@ def test_conflict_with_a_concurrent_writer_exits_3_then_the_retry_is_refused(pus
     t, a, b = pushed
     t.rollback(entry=b)  # so that A may be reverted
     version = t.version
-    proc = run(t.uri, a, "rollback", t.uri, "--entry", a, cmd=[sys.executable, "-c", RACE])
+    proc = run(t.uri, a, "rollback", t.uri, "--entry", a, "--json", cmd=[sys.executable, "-c", RACE])
     assert_clean_error(proc, 3, "ConcurrentLineageError", "run the command again")
+    failure = json.loads(proc.stdout)  # --json: the failure on stdout too, for scripts
+    assert (failure["type"], failure["exit_code"]) == ("ConcurrentLineageError", 3) and "run the command again" in failure["hint"]
     assert t.version == version + 1  # only the rival's commit landed
     assert t.lineage()[0].state == "COMPLETED"
 
@@ -415,3 +419,75 @@ def test_a_reader_that_goes_away_is_not_an_error(pushed) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
     assert b"Traceback" not in err and b"error" not in err.lower()
+
+
+def json_failure(proc: subprocess.CompletedProcess, code: int, kind: str) -> dict:
+    """The one JSON object a failing ``--json`` command prints on stdout."""
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    failure = json.loads(proc.stdout)
+    assert set(failure) == {"error", "type", "hint", "exit_code"}
+    assert (failure["type"], failure["exit_code"]) == (kind, code), failure
+    return failure
+
+
+def test_json_failures_are_one_object_on_stdout(tmp_path):
+    missing = str(tmp_path / "nope")
+    failure = json_failure(run("history", missing, "--json"), 1, "TableNotFoundError")
+    assert missing in failure["error"] and failure["hint"].startswith("check the path")
+    human = run("history", missing)
+    assert human.stdout == "" and "TableNotFoundError" in human.stderr  # people's output is unchanged
+
+    usage = json_failure(run("history", missing, "--limit", "0", "--json"), 2, "UsageError")
+    assert "--limit" in usage["error"] and "usage:" in run("history", missing, "--limit", "0", "--json").stderr
+
+
+def test_an_interrupt_exits_130(monkeypatch, tmp_path):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.main.__globals__["COMMANDS"], "history", interrupted)
+    assert run("history", str(tmp_path)).returncode == cli.EXIT_INTERRUPTED == 130
+    failure = json_failure(run("history", str(tmp_path), "--json"), 130, "KeyboardInterrupt")
+    assert "run it again" in failure["hint"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "kind", "needle"),
+    [
+        ("foo://bar", "UnknownProtocolError", "unknown storage protocol 'foo'"),
+        ("", "StorageLocationError", "the table path is empty"),
+    ],
+)
+def test_a_location_that_cannot_hold_a_table_is_a_clean_error(uri, kind, needle):
+    assert_clean_error(run("history", uri), 1, kind, needle)
+
+
+def test_a_file_is_not_a_table_directory(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    assert_clean_error(run("inspect", str(a_file)), 1, "StorageLocationError", "is a file, not a table directory")
+
+
+def test_a_retention_that_starts_with_a_dash_reaches_the_period_parser(table_uri):
+    Table.create(table_uri, schema=orders(0, 1).schema)
+    for args in (["--retention", "-1d"], ["--retention=-1d"]):
+        assert_clean_error(run("vacuum", table_uri, *args), 1, "InvalidOptionError", "retention '-1d' cannot be negative")
+    assert_clean_error(run("vacuum", table_uri, "--time-budget", "1", "--retention", "nan"), 1, "not a period")
+    assert run_json("vacuum", table_uri, "--retention", "8d", "--dry-run")[0]["retention_s"] == 8 * 86400
+
+
+def test_a_size_in_bytes_must_be_whole(table_uri):
+    Table.create(table_uri, schema=orders(0, 1).schema)
+    assert_clean_error(run("compact", table_uri, "--target-size", "1.5"), 1, "InvalidOptionError", "target_file_size: '1.5'")
+
+
+def test_a_path_is_never_read_as_markup(tmp_path):
+    uri = str(tmp_path / "[bold]t[/bold]")
+    t = Table.create(uri, schema=orders(0, 1).schema)
+    assert f"no lineage entries in {uri}" in run("lineage", uri).stdout
+    t.overwrite(orders(0, 10), consistent_push=True)
+    for command in ("history", "lineage", "inspect"):
+        proc = run(command, uri)
+        assert proc.returncode == 0, proc.stderr
+        assert "[bold]t[/bold]" in proc.stdout, proc.stdout

@@ -236,6 +236,22 @@ def test_bad_options_are_typed_errors(many):
         many.compact(min_input_files=0)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dry_run": "no"}, "dry_run must be True or False"),  # a truthy string ran a dry run
+        ({"target_file_size": 1.5}, "target_file_size: 1.5 is not a size"),  # truncated to one byte
+        ({"max_bytes_per_commit": "2.5"}, "max_bytes_per_commit: '2.5' is not a size"),
+        ({"min_input_files": 2.0}, "min_input_files must be an integer"),
+    ],
+)
+def test_compaction_options_of_the_wrong_type_are_refused(many, options, message):
+    version = many.version
+    with pytest.raises(InvalidOptionError, match=message):
+        many.compact(**options)
+    assert many.version == version
+
+
 def test_auto_compaction_after_appends_and_it_never_fails_the_write(table_uri):
     t = Table.create(table_uri, schema=orders(0, 1).schema, properties={**PROPS, "autoCompact": "true"})
     for i in range(3):

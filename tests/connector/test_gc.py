@@ -21,7 +21,7 @@ import pytest
 from mvtable.connector import Table
 from mvtable.connector import gc as table_gc
 from mvtable.connector.pinning import PinnedSnapshot
-from mvtable.errors import VersionNotFoundError
+from mvtable.errors import InvalidOptionError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, checkpoint_path, commit_path
 from mvtable.visibility import process_cache, write_dvs
 from mvtable.visibility.files import DV_DIR
@@ -409,3 +409,23 @@ def test_a_pin_that_lands_while_gc_runs_makes_it_plan_again(tmp_path):
     assert checkpoint_path(6) in files(t, LOG_DIR)
     assert read(t, 8) == expected
     pins[0].release()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dry_run": "no"}, "dry_run must be True or False"),
+        ({"time_budget_s": "5"}, "time_budget_s must be a number of seconds"),
+        ({"time_budget_s": -1}, "time_budget_s cannot be negative"),
+        ({"time_budget_s": float("inf")}, "time_budget_s must be a finite"),
+        ({"batch_bytes": -1}, "batch_bytes must be an integer >= 1"),  # was a bare ValueError
+        ({"batch_bytes": 1.5}, "batch_bytes must be an integer >= 1"),
+    ],
+)
+def test_gc_options_of_the_wrong_type_are_refused_before_anything_is_deleted(tmp_path, options, message):
+    t = make_table(tmp_path)
+    delete_ids(t, [1, 2])
+    before = files(t, DV_DIR) | files(t, LOG_DIR)
+    with pytest.raises(InvalidOptionError, match=message):
+        t.collect_garbage(**options)
+    assert files(t, DV_DIR) | files(t, LOG_DIR) == before

@@ -13,6 +13,7 @@ from mvtable.connector import Table
 from mvtable.errors import (
     InvalidOptionError,
     SchemaMismatchError,
+    SettingsError,
     TableAlreadyExistsError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -248,3 +249,69 @@ def test_misspelt_maintenance_option_is_a_type_error(small_table):
         small_table.vacuum(dryrun=True)
     report = small_table.collect_garbage(dry_run=True, time_budget_s=60.0, batch_bytes=1024)
     assert report.dry_run
+
+
+# -- every bad argument is a typed error naming it ----------------------------------------
+@pytest.mark.parametrize("schema", [None, {"id": "int64"}])
+def test_create_needs_an_arrow_schema(table_uri, schema):
+    with pytest.raises(InvalidOptionError, match="schema must be a pyarrow.Schema"):
+        Table.create(table_uri, schema=schema)
+    assert not os.path.exists(table_uri)
+
+
+def test_a_location_that_cannot_hold_a_table_is_named(tmp_path, monkeypatch):
+    from mvtable.errors import StorageLocationError
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a table")
+    for call in (Table.open, lambda uri: Table.create(uri, schema=orders(0, 1).schema)):
+        with pytest.raises(StorageLocationError, match="notes.txt is a file, not a table directory"):
+            call(str(a_file))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageLocationError, match="the table path is empty"):
+        Table.create("", schema=orders(0, 1).schema)
+    assert not os.path.exists(tmp_path / "_mvtable")  # not silently created in the current folder
+    if os.path.isdir("/proc/self"):
+        with pytest.raises(StorageLocationError, match="cannot create the table folder /proc/xx"):
+            Table.create("/proc/xx", schema=orders(0, 1).schema)
+
+
+def test_properties_from_python_values(table_uri):
+    t = Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": 100, "autoCompact": False})
+    assert t.snapshot().properties == {"rowGroupRows": "100", "autoCompact": "false"}
+    with pytest.raises(SettingsError, match="properties must be a mapping"):
+        Table.create(table_uri + "2", schema=orders(0, 1).schema, properties=[("a", "b")])  # type: ignore[arg-type]
+
+
+def test_write_flags_must_be_bools(small_table):
+    version = small_table.version
+    with pytest.raises(InvalidOptionError, match="consistent_push must be True or False"):
+        small_table.overwrite(orders(0, 10), consistent_push="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOptionError, match="exist_ok must be True or False"):
+        Table.create(small_table.uri, schema=orders(0, 1).schema, exist_ok="yes")  # type: ignore[arg-type]
+    assert small_table.version == version and not small_table.lineage()
+
+
+@pytest.mark.parametrize("timestamp", [float("nan"), float("inf")])
+def test_a_timestamp_that_is_not_finite_is_typed(small_table, timestamp):
+    with pytest.raises(InvalidOptionError, match="timestampAsOf: .* is not a timestamp"):
+        small_table.to_arrow(timestamp=timestamp)
+
+
+def test_numpy_integers_are_versions_but_bools_and_floats_are_not(small_table):
+    import numpy as np
+
+    assert small_table.to_arrow(version=np.int64(1)).num_rows == 1000
+    assert small_table.snapshot(np.int32(2)).version == 2
+    for bad in (True, 1.0, np.float64(1)):
+        with pytest.raises(InvalidOptionError, match="version must be a version number"):
+            small_table.to_arrow(version=bad)
+    assert small_table.restore(version=np.int64(1)).version == 3
+
+
+def test_columns_must_be_a_list_not_a_string(small_table):
+    with pytest.raises(InvalidOptionError, match="columns must be a list of names"):
+        small_table.scan(columns="id")
+    with pytest.raises(InvalidOptionError, match="columns must be a list of names"):
+        small_table.changes(0, columns="id")
+    assert small_table.to_arrow(columns=("id",)).column_names == ["id"]

@@ -105,3 +105,29 @@ def test_bad_retention_is_typed(t):
 
     with pytest.raises(InvalidOptionError, match="not a period"):
         t.vacuum(retention="a week")
+
+
+@pytest.mark.parametrize("retention", [float("nan"), float("inf"), "9" * 400 + "d"])
+def test_a_retention_that_is_not_finite_is_refused_before_the_retention_check(t, retention):
+    from mvtable.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="retention.* finite") as caught:  # NaN passed the too-short check
+        t.vacuum(retention=retention)
+    assert not isinstance(caught.value, RetentionTooShortError)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dry_run": "yes"}, "dry_run must be True or False"),
+        ({"force": 1}, "force must be True or False"),
+        ({"time_budget_s": "5"}, "time_budget_s must be a number of seconds"),
+        ({"time_budget_s": float("nan")}, "time_budget_s must be a finite"),
+        ({"batch_bytes": 0}, "batch_bytes must be an integer >= 1"),
+    ],
+)
+def test_vacuum_options_of_the_wrong_type_are_refused(t, options, message):
+    from mvtable.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match=message):
+        t.vacuum(retention="0s", **{"force": True, **options})
