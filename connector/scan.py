@@ -19,6 +19,7 @@ from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
 from mvtable.visibility import keep_mask, load_dv_positions, process_cache
 
+from .predicates import check_predicates
 from .schema import project, schema_from_json
 from .segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, iter_segment
 from .stats import Predicate, row_groups_to_read
@@ -66,7 +67,12 @@ def plan_scan(
     row_address: bool = False,
     lineage_entry: str | None = None,
 ) -> ScanPlan:
+    """Which row groups of which segments a read of ``snapshot`` needs. ``predicates`` are
+    checked against the table's schema here (``InvalidFilterError`` before anything is
+    read), prune row groups by statistics, and are kept in the plan for the readers to
+    apply exactly."""
     table_schema = schema_from_json(snapshot.table_schema)
+    predicates = check_predicates(predicates, table_schema)
     out = output_schema(table_schema, columns, row_address=row_address)
     tasks: list[ScanTask] = []
     pruned = 0
@@ -95,7 +101,7 @@ def plan_scan(
         schema=out,
         columns=names,
         tasks=tuple(tasks),
-        predicates=tuple(predicates),
+        predicates=predicates,
         row_address=row_address,
         pruned_row_groups=pruned,
     )

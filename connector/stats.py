@@ -88,12 +88,18 @@ def decode(value: Any, t: pa.DataType) -> Any:
     return value
 
 
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+STRING_OPS = ("starts_with", "ends_with", "contains")
+OPS = (*COMPARISONS, "in", "is_null", "not_null", *STRING_OPS)
+
+
 @dataclass(frozen=True)
 class Predicate:
     """One conjunct a reader can evaluate exactly: ``column op value``.
 
     ``op`` is one of ``== != < <= > >= in is_null not_null starts_with ends_with contains``;
-    ``value`` holds a tuple for ``in``. Used for pruning by statistics and as an exact Arrow filter."""
+    ``value`` holds a tuple for ``in``. Used for pruning by statistics and as an exact Arrow filter
+    (``predicates.check_predicates`` checks one against the table's schema when a scan is planned)."""
 
     column: str
     op: str

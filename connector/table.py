@@ -15,7 +15,6 @@ from pyroaring import BitMap64
 from mvtable import checks
 from mvtable.errors import (
     InvalidOptionError,
-    InvalidRowAddressError,
     TableAlreadyExistsError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -31,12 +30,13 @@ from mvtable.visibility import bitmap_from_array
 from . import recovery, writes
 from .deletes import DeleteResult, commit_deletes, matching_positions
 from .export import ExportResult, export
-from .expressions import referenced_columns
+from .expressions import check_filter, referenced_columns
 from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
 from .keys.validate import key_data, parse_primary_key
 from .keys.writes import write_keyed
 from .parallel import default_workers, ordered_map
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
+from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
 from .segments import write_segments
@@ -204,14 +204,18 @@ class Table:
         lineage_entry: str | None = None,
         use_threads: bool = True,
     ) -> TableScan:
-        """A read of one version. ``lineage_entry`` reads the staged snapshot of an
-        unpublished consistent push (write-audit-publish). ``use_threads=False`` reads on
-        the calling thread only, one row group at a time (see ``TableScan``)."""
-        if filter is not None and not isinstance(filter, pc.Expression):
-            raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
+        """A read of one version. ``filter`` (a ``pyarrow.compute`` expression) and
+        ``predicates`` (``Predicate`` objects, which also skip row groups by statistics)
+        both select rows exactly; either is checked against the table's schema here, so a
+        filter that does not fit it is an ``InvalidFilterError`` before anything is read.
+        ``lineage_entry`` reads the staged snapshot of an unpublished consistent push
+        (write-audit-publish). ``use_threads=False`` reads on the calling thread only, one
+        row group at a time (see ``TableScan``)."""
         columns = checks.column_names(columns)
         pinned = self.pin(version, timestamp=timestamp, owner="Table.scan")
         try:
+            if filter is not None:
+                check_filter(filter, schema_from_json(pinned.snapshot.table_schema))
             plan = plan_scan(
                 pinned.snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry
             )
@@ -353,19 +357,21 @@ class Table:
 
     def delete(self, filter: pc.Expression | None = None, *, keys: Any = None) -> int:
         """Delete the rows matching ``filter`` (exactly), or those whose primary key is one
-        of ``keys`` (a table or dict of the key columns; for a one-column key also a list of
-        values). Returns how many were deleted. Writes deletion vectors only: no data file
-        is rewritten."""
+        of ``keys`` (a table or dict of the key columns and no other: a delete matches on the
+        key only, so another column would be ignored, and is refused instead; for a
+        one-column key also a list of values). Returns how many were deleted. A filter that
+        does not fit the schema is an ``InvalidFilterError``; nothing is deleted then.
+        Writes deletion vectors only: no data file is rewritten."""
         if (filter is None) == (keys is None):
             raise InvalidOptionError("delete takes exactly one of a filter expression and keys=…")
         if keys is not None:
             return self._delete_keys(keys)
-        if not isinstance(filter, pc.Expression):
-            raise InvalidOptionError(f"filter must be a pyarrow.compute.Expression, not {type(filter).__name__}")
         # the pin also covers the commit's merge of these rows with the snapshot's DVs
         with self.pin(owner="Table.delete") as pinned:
             snapshot = pinned.snapshot
-            needed = referenced_columns(filter, schema_from_json(snapshot.table_schema))
+            schema = schema_from_json(snapshot.table_schema)
+            check_filter(filter, schema, what="delete filter")
+            needed = referenced_columns(filter, schema)
             plan = plan_scan(snapshot, columns=needed)
             workers = min(default_workers(), len(plan.tasks))
 
@@ -396,21 +402,24 @@ class Table:
             return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline).deleted_rows
 
     def delete_rows(
-        self, positions: Mapping[str, Sequence[int] | np.ndarray], *, read: Snapshot | None = None, parameters: dict | None = None
+        self,
+        positions: Mapping[str, Sequence[int] | np.ndarray | pa.Array],
+        *,
+        read: Snapshot | None = None,
+        parameters: dict | None = None,
     ) -> DeleteResult:
         """Delete rows by physical address ``{segment id: positions}`` as read at ``read``
-        (the newest snapshot by default). Unknown addresses raise and commit nothing."""
+        (the newest snapshot by default). Positions are integers (Python ints, NumPy or
+        pyarrow integer arrays); anything else, and unknown addresses, raise and commit
+        nothing (see ``row_positions``)."""
+        arrays = row_positions(positions)
         read = read or self.snapshot()
-        arrays = {sid: np.asarray(p, dtype=np.int64) for sid, p in positions.items()}
-        negative = [sid for sid, a in arrays.items() if len(a) and a.min() < 0]
-        if negative:
-            raise InvalidRowAddressError(f"negative row positions for segment {negative[0]!r}")
         with pin_snapshot(self.io, self.log, snapshot=read, owner="Table.delete_rows"):  # its DVs are merged with ours
             return commit_deletes(
                 self.io,
                 self.log,
                 read,
-                {sid: a.astype(np.uint64) for sid, a in arrays.items()},
+                arrays,
                 inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
                 parameters=parameters,
             )

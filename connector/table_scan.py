@@ -80,6 +80,7 @@ class TableScan:
             self.io,
             task,
             columns=self._columns,
+            predicates=self.plan.predicates,  # pruning skipped row groups; these filter the rows
             row_address=self.plan.row_address,
             use_threads=self.use_threads,
             read_rows=DEFAULT_READ_ROWS if self.use_threads else None,

@@ -32,6 +32,12 @@ class InvalidOptionError(InvalidInputError):
     """An option or argument that is unknown, malformed, or conflicts with another."""
 
 
+class InvalidFilterError(InvalidOptionError):
+    """A scan or delete filter (a ``pyarrow.compute`` expression or a ``Predicate``) that
+    does not fit the table: an unknown column, an operator or literal its column's type has
+    no comparison for, a non-boolean result. The message names the filter and the columns."""
+
+
 class SettingsError(InvalidOptionError):
     """A table property or connector setting with a value of the wrong form."""
 
@@ -116,6 +122,11 @@ class DuplicateKeyError(PrimaryKeyError):
     def __init__(self, message: str, *, keys: list[tuple[object, ...]] | None = None) -> None:
         super().__init__(message)
         self.keys = list(keys or [])
+
+
+class NonKeyColumnError(PrimaryKeyError, SchemaMismatchError):
+    """The keys of a delete by key hold a column that is not part of the primary key: a
+    delete matches on the key only, so such a column would be silently ignored."""
 
 
 class NullKeyError(PrimaryKeyError):

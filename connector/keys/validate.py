@@ -5,7 +5,7 @@ naming the column and what to do."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Sized
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +16,7 @@ from mvtable.errors import (
     InvalidOptionError,
     KeyColumnMissingError,
     KeyTypeMismatchError,
+    NonKeyColumnError,
     NullKeyError,
     UnsupportedKeyTypeError,
 )
@@ -49,20 +50,54 @@ def parse_primary_key(value: str | Sequence[str] | None) -> tuple[str, ...]:
 
 def key_data(keys: object, key: Sequence[str]) -> pa.Table:
     """The keys of a delete by key as a table: a ``pyarrow`` table or batch, a dict of
-    column → values, or (one-column keys) a list of values."""
+    column → values, or (one-column keys) a list of values.
+
+    A delete matches on the key only, so a column that is not part of it is refused
+    (``NonKeyColumnError``) rather than ignored: ``{"id": [2], "s": ["x"]}`` must not
+    delete id 2 whatever its ``s``. Missing key columns are found later, by ``key_table``."""
     if isinstance(keys, pa.RecordBatch):
-        return pa.Table.from_batches([keys])
-    if isinstance(keys, pa.Table):
-        return keys
-    if isinstance(keys, dict):
-        return pa.table(keys)
-    if isinstance(keys, (list, tuple, pa.Array, pa.ChunkedArray, np.ndarray)):
+        data = pa.Table.from_batches([keys])
+    elif isinstance(keys, pa.Table):
+        data = keys
+    elif isinstance(keys, Mapping):
+        data = _dict_table(keys)
+    elif isinstance(keys, (list, tuple, pa.Array, pa.ChunkedArray, np.ndarray)):
         if len(key) != 1:
             raise InvalidOptionError(f"the primary key has columns {list(key)}: give keys as a table or a dict of them")
-        return pa.table({key[0]: keys})
-    raise InvalidOptionError(
-        f"keys must be a pyarrow Table, a dict of key columns or a list of values, not {type(keys).__name__}"
-    )
+        data = _dict_table({key[0]: keys})
+    else:
+        raise InvalidOptionError(
+            f"keys must be a pyarrow Table, a dict of key columns or a list of values, not {type(keys).__name__}"
+        )
+    others = [n for n in data.column_names if n not in key]
+    if others and all(n in data.column_names for n in key):
+        raise NonKeyColumnError(
+            f"keys hold column(s) {others}, which are not part of the primary key {list(key)}; a delete by key "
+            "matches on the key columns only, so give only those"
+        )
+    return data
+
+
+def _dict_table(columns: Mapping[object, object]) -> pa.Table:
+    """``columns`` (column name → values) as a table, with typed errors for what
+    ``pa.table`` would refuse with a raw one (columns of different lengths, values that
+    are no Arrow array)."""
+    lengths: dict[str, int] = {}
+    for name, values in columns.items():
+        if not isinstance(name, str):
+            raise InvalidOptionError(f"keys: column names are strings, not {name!r}")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sized):
+            raise InvalidOptionError(f"keys: column {name!r} must be a list or array of values, not {type(values).__name__}")
+        lengths[name] = len(values)
+    if len(set(lengths.values())) > 1:
+        raise InvalidOptionError(
+            f"keys: the columns have different lengths ({', '.join(f'{n!r}: {k}' for n, k in lengths.items())}); "
+            "give one value per key in every column"
+        )
+    try:
+        return pa.table(dict(columns))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InvalidOptionError(f"keys: the values do not make an Arrow table ({exc})") from None
 
 
 def check_key_columns(schema: pa.Schema, key: Sequence[str]) -> None:
@@ -98,7 +133,8 @@ def key_table(data: pa.Table, schema: pa.Schema, key: Sequence[str]) -> pa.Table
         target = schema.field(name).type
         col = data.column(name)
         if col.type != target:
-            if not _same_kind(col.type, target):
+            # a null-typed column (keys=[] or [None]) casts to any type: empty, or NullKeyError below
+            if not (pa.types.is_null(col.type) or _same_kind(col.type, target)):
                 raise KeyTypeMismatchError(f"key column {name!r} is {col.type} in the data but {target} in the table")
             try:
                 col = pc.cast(col, target, safe=True)

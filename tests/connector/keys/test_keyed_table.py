@@ -18,6 +18,7 @@ from mvtable.errors import (
     InvalidOptionError,
     KeyColumnMissingError,
     KeyTypeMismatchError,
+    NonKeyColumnError,
     NoPrimaryKeyError,
     NullKeyError,
     UnsupportedKeyTypeError,
@@ -128,6 +129,31 @@ def test_bad_keys_are_typed_errors_before_anything_is_written(keyed: Table, tabl
     with pytest.raises(KeyColumnMissingError, match="'nope'"):
         Table.create(str(tmp_path / "g"), schema=SCHEMA, primary_key=["nope"])
     assert not os.path.exists(tmp_path / "f") or not os.listdir(tmp_path / "f")
+
+
+def test_delete_by_key_refuses_keys_it_would_misread(keyed: Table, table_uri, tmp_path) -> None:
+    before = (keyed.version, keyed.scan().count())
+    with pytest.raises(NonKeyColumnError, match=r"\['name'\], which are not part of the primary key \['id'\]"):
+        keyed.delete(keys={"id": [2], "name": ["NOT v1-2"]})  # once: id 2 deleted, name ignored
+    with pytest.raises(NonKeyColumnError, match="'price'"):
+        keyed.delete(keys=rows([2]).select(["id", "price"]))
+    with pytest.raises(NullKeyError, match="'id' is null"):
+        keyed.delete(keys=[None])
+    with pytest.raises(NullKeyError, match="'id' is null"):
+        keyed.delete(keys={"id": [1, None]})
+    assert keyed.delete(keys=[]) == 0
+    assert keyed.delete(keys={"id": []}) == 0
+    assert (keyed.version, keyed.scan().count()) == before
+
+    c = Table.create(str(tmp_path / "c"), schema=pa.schema([("a", pa.int64()), ("b", pa.string())]), primary_key=["a", "b"])
+    c.append(pa.table({"a": [1, 2], "b": ["x", "y"]}))
+    with pytest.raises(InvalidOptionError, match=r"different lengths \('a': 2, 'b': 1\)"):
+        c.delete(keys={"a": [1, 2], "b": ["x"]})
+    with pytest.raises(InvalidOptionError, match="column 'b' must be a list or array of values, not str"):
+        c.delete(keys={"a": [1], "b": "x"})
+    with pytest.raises(InvalidOptionError, match="do not make an Arrow table"):
+        c.delete(keys={"a": [1, "x"], "b": ["x", "y"]})
+    assert c.delete(keys={"a": [2], "b": ["y"]}) == 1
 
 
 def test_keyless_tables_refuse_upsert_and_delete_by_key_and_pay_nothing(small_table: Table) -> None:
