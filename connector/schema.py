@@ -79,18 +79,16 @@ def _field_to_json(f: pa.Field, *, prefix: str = "") -> dict[str, Any]:
     return {"name": f.name, "type": type_to_json(f.type, column=prefix + f.name), "nullable": f.nullable, "metadata": {}}
 
 
-# Column names mvtable itself adds to rows it hands out; a table column with one of them would
-# be shadowed or duplicated there. Checked (case-insensitively, as Spark resolves names) when a
-# table is created; the constants live with their users (``segments.ROW_ADDRESS_*``,
-# ``streaming.changes``), and a test keeps this list in step with them.
+# The row-address columns mvtable adds to the rows it hands out (``segments.ROW_ADDRESS_*``;
+# a test keeps the two in step): a table column with one of these names would be duplicated
+# there, and a delete by row address would be ambiguous. Checked case-insensitively (as Spark
+# resolves names) when a table is created. The change feed's columns are not reserved: a
+# table may store a change feed (the change feed of such a table refuses to be read, see
+# ``streaming.changes.change_schema``).
 RESERVED_COLUMNS: Mapping[str, str] = MappingProxyType(
     {
         "_mv_segment": "row addresses (withRowAddress / with_row_address)",
         "_mv_row": "row addresses (withRowAddress / with_row_address)",
-        "_change_type": "the change feed",
-        "_commit_version": "the change feed",
-        "_commit_timestamp": "the change feed",
-        "_metadata": "Spark's file metadata column, which read_native and create_view use",
     }
 )
 

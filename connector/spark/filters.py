@@ -54,6 +54,15 @@ def _literal_fits(t: pa.DataType, value: Any) -> bool:
     return False
 
 
+def _literal(t: pa.DataType, value: Any) -> Any:
+    """The value as the column's type compares it: Arrow refuses ``decimal < int`` (it
+    cannot widen ``int64`` into a decimal of enough precision), so an integer compared with
+    a decimal column becomes a ``Decimal``."""
+    if pa.types.is_decimal(t) and isinstance(value, int) and not isinstance(value, bool):
+        return Decimal(value)
+    return value
+
+
 def to_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
     """``(predicate or None, claimable)`` for one pushed filter."""
     attr = getattr(f, "attribute", None)
@@ -74,12 +83,12 @@ def to_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
     if isinstance(f, In):
         values = tuple(f.value)
         if values and all(_literal_fits(t, v) for v in values):
-            return Predicate(column, "in", values), claim
+            return Predicate(column, "in", tuple(_literal(t, v) for v in values)), claim
         return None, False
     if isinstance(f, EqualNullSafe):  # `a <=> v`: like == for a value, IS NULL for null
         if f.value is None:
             return Predicate(column, "is_null"), claim
-        return (Predicate(column, "==", f.value), claim) if _literal_fits(t, f.value) else (None, False)
+        return (Predicate(column, "==", _literal(t, f.value)), claim) if _literal_fits(t, f.value) else (None, False)
     string_op = _STRING_OPS.get(type(f))
     if string_op is not None and isinstance(f, (StringStartsWith, StringEndsWith, StringContains)):
         is_string = pa.types.is_string(t) or pa.types.is_large_string(t)
@@ -90,5 +99,5 @@ def to_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
         and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual))
         and _literal_fits(t, f.value)
     ):
-        return Predicate(column, op, f.value), claim
+        return Predicate(column, op, _literal(t, f.value)), claim
     return None, False

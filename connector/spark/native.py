@@ -55,7 +55,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.conf import parse_period
-from mvtable.errors import InvalidOptionError
+from mvtable.errors import InvalidOptionError, SchemaMismatchError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
@@ -154,6 +154,11 @@ def native_frame(
     _raise_min_partitions(spark, min_partitions)
     io, snapshot = pinned.io, pinned.snapshot
     table_schema = schema_from_json(snapshot.table_schema)
+    if any(n.lower() == "_metadata" for n in table_schema.names):
+        raise SchemaMismatchError(
+            "the table has a column named _metadata, which hides Spark's file metadata column that read_native and "
+            "create_view apply deletion vectors with; read it with spark.read.format('mvtable') instead"
+        )
     out_schema = project(table_schema, columns)  # InvalidOptionError for unknown columns
     predicates = [to_predicate(f, table_schema) for f in filters]
     segments = staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()

@@ -27,7 +27,7 @@ import pyarrow as pa
 from pyroaring import BitMap64
 
 from mvtable import checks
-from mvtable.errors import InvalidOptionError, VersionNotFoundError
+from mvtable.errors import InvalidOptionError, SchemaMismatchError, VersionNotFoundError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import FileIO
 from mvtable.visibility import deleted_in_range, load_dv, positions_array, process_cache
@@ -55,9 +55,12 @@ TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 def change_schema(schema: pa.Schema) -> pa.Schema:
     """``schema`` plus the three change-feed columns."""
-    for name in CHANGE_COLUMNS:
-        if name in schema.names:
-            raise ValueError(f"the table has a column named {name}, which the change feed adds itself")
+    taken = [n for n in schema.names if n.lower() in CHANGE_COLUMNS]
+    if taken:
+        raise SchemaMismatchError(
+            f"the table has column(s) {taken}, which the change feed adds itself: it cannot be read as a change "
+            "feed (a table that stores a change feed has them; read it as a plain table or select other columns)"
+        )
     return (
         schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
         .append(pa.field(COMMIT_VERSION, pa.int64(), nullable=False))

@@ -16,7 +16,7 @@ from mvtable.connector.scan import plan_scan, split_tasks
 from mvtable.connector.spark import native_mask, read_native
 from mvtable.connector.spark.delete_where import condition_columns
 from mvtable.connector.spark.native_mask import _MASKS, deletion_bitmap
-from mvtable.errors import InvalidOptionError, MvTableError
+from mvtable.errors import InvalidOptionError, MvTableError, SchemaMismatchError
 from mvtable.visibility import pins
 from tests.support.spark_session import spark_conf
 
@@ -252,3 +252,11 @@ def test_native_read_of_delta_encoded_columns(spark, tmp_path):
     assert len(expected) == n - 100
     assert rows(read_native(spark, t.uri)) == expected
     assert rows(spark.read.format("mvtable").load(t.uri)) == expected
+
+
+def test_a_table_with_a_metadata_column_is_refused_with_the_reader_to_use(spark, tmp_path):
+    """A data column named ``_metadata`` hides Spark's file metadata, which the mask needs."""
+    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64()), ("_metadata", pa.string())]))
+    t.append(pa.table({"id": [1, 2], "_metadata": ["a", "b"]}))
+    with pytest.raises(SchemaMismatchError, match="_metadata.*format\\('mvtable'\\)"):
+        read_native(spark, t.uri)

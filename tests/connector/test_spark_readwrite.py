@@ -202,6 +202,7 @@ class TestPushdown:
             "if(id % 7 = 0, null, cast(id % 100 AS string)) AS s",
             "if(id = 5, double('NaN'), id / 10.0) AS f",
             "date_add(date'2026-01-01', cast(id / 100 AS int)) AS d",
+            "cast(id % 50 AS decimal(15, 2)) AS x",
         )
         write(df, path, **{"property.rowGroupRows": "500"})
         return path
@@ -223,6 +224,9 @@ class TestPushdown:
         "s <=> '42'",
         "s <=> NULL AND id < 100",
         "s >= '9' AND s LIKE '99%'",
+        "x < 24",  # an integer literal against a decimal column
+        "x IN (3, 4) AND id < 500",
+        "x >= 24.5 AND x <=> 49",
     ]
 
     @pytest.mark.parametrize("where", QUERIES)

@@ -150,7 +150,7 @@ def test_first_write_creates_the_table(table_uri):
     assert [h.operation for h in t.history()] == ["CREATE"]
 
 
-@pytest.mark.parametrize("name", ["_mv_row", "_MV_SEGMENT", "_change_type", "_metadata"])
+@pytest.mark.parametrize("name", ["_mv_row", "_MV_SEGMENT"])
 def test_column_names_mvtable_adds_to_rows_are_refused_at_create(table_uri, name):
     schema = pa.schema([("id", pa.int64()), (name, pa.int64())])
     with pytest.raises(SchemaMismatchError, match=f"'{name}' \\(used by"):
@@ -164,11 +164,17 @@ def test_column_names_mvtable_adds_to_rows_are_refused_at_create(table_uri, name
 def test_reserved_column_names_are_the_ones_the_readers_add():
     from mvtable.connector.schema import RESERVED_COLUMNS
     from mvtable.connector.segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
-    from mvtable.connector.streaming.changes import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 
-    assert {ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, "_metadata"} == set(
-        RESERVED_COLUMNS
-    )
+    assert {ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT} == set(RESERVED_COLUMNS)
+
+
+def test_a_table_that_stores_a_change_feed_is_created_but_its_own_change_feed_is_refused(table_uri):
+    feed = pa.table({"id": [1], "_change_type": ["insert"], "_commit_version": [3]})
+    t = Table.create(table_uri, schema=feed.schema)
+    t.append(feed)
+    assert t.to_arrow().column("_change_type").to_pylist() == ["insert"]
+    with pytest.raises(SchemaMismatchError, match="change feed adds itself"):
+        t.changes(0)
 
 
 def test_bad_properties_are_typed(table_uri):
