@@ -148,7 +148,10 @@ def _type_name(t: Any) -> str:
 def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
     """``schema_to_json``'s fields by lower-case name, once per schema: a write checks the
     same incoming schema when it plans and when it aligns its data, and a writer that
-    appends again and again sends the same schema every time. Read-only to callers."""
+    appends again and again sends the same schema every time. Read-only to callers. Data
+    without columns has none (``check_write_schema`` then names every column missing)."""
+    if not schema.names:
+        return MappingProxyType({})
     return MappingProxyType({f["name"].lower(): f for f in schema_to_json(schema)["fields"]})
 
 

@@ -135,6 +135,13 @@ def test_schema_mismatch_names_columns(small_table):
     assert small_table.version == 2
 
 
+def test_data_without_columns_is_told_which_columns_are_missing(small_table):
+    before = small_table.version
+    with pytest.raises(SchemaMismatchError, match=r"missing columns \['id'"):
+        small_table.append(pa.table({}))
+    assert Table.open(small_table.uri).version == before
+
+
 def test_columns_in_another_order_are_aligned(small_table):
     shuffled = orders(3000, 3).select(["price", "id", "status"])
     small_table.append(shuffled)
