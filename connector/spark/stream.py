@@ -62,6 +62,7 @@ from ..streaming.sink import abort_batch, check_app_id
 from ..streaming.source import parse_offset
 from ..streaming.walker import first_version_since
 from ..timeparse import parse_timestamp_ms
+from .arrow_types import write_schema
 from .reader import conform_batch
 from .writer import SegmentsWritten, written_segments
 
@@ -186,7 +187,7 @@ class MvTableStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, opts: StreamWriteOptions, schema: StructType, *, complete: bool) -> None:
         self.opts = opts
-        incoming = to_arrow_schema(schema, timezone="UTC")
+        incoming = write_schema(schema)
         self.plan = plan_batch(
             opts.path, storage_options=opts.storage_options, incoming=incoming, complete=complete, properties=opts.properties
         )

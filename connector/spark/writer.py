@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from mvtable.errors import InvalidOptionError
@@ -19,6 +18,7 @@ from .. import recovery, writes
 from ..keys.upsert import require_key
 from ..keys.validate import parse_primary_key
 from ..options import WriteOptions
+from .arrow_types import write_schema
 from .delete_writer import make_delete_writer
 from .keyed_writer import KeyedWriter
 
@@ -51,7 +51,7 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         return make_delete_writer(opts, schema, overwrite=overwrite)
     if opts.operation == "upsert" and overwrite:
         raise InvalidOptionError("operation=upsert changes rows of the table: use mode('append')")
-    incoming = to_arrow_schema(schema, timezone="UTC")
+    incoming = write_schema(schema)
     if opts.operation == "upsert":
         require_key(writes.load_snapshot(CommitLog(open_file_io(opts.path, opts.storage_options))), uri=opts.path, what="upsert")
     plan = writes.begin_write(

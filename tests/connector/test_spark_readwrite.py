@@ -261,3 +261,11 @@ def test_filters_applied_exactly_are_claimed(spark, tmp_path, where):
         assert sorted(df.collect()) == sorted(expected.collect())
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_a_variant_column_is_refused_before_anything_is_written(spark, tmp_path):
+    """Spark's variant would be stored as its physical struct of binaries and read back as that."""
+    path = str(tmp_path / "t")
+    with pytest.raises(Exception, match="holds Spark's variant type"):
+        spark.sql("""SELECT 1 AS id, parse_json('{"a": 1}') AS v""").write.format("mvtable").mode("append").save(path)
+    assert not os.path.exists(os.path.join(path, "_mvtable", "log")) or not os.listdir(os.path.join(path, "_mvtable", "log"))
