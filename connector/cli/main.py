@@ -43,33 +43,32 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def _hint(exc: BaseException, args: argparse.Namespace) -> str:
-    from mvtable import errors as ce
-    from mvtable import errors as le
+    from mvtable import errors as e
 
     uri = getattr(args, "table", "URI")
-    if isinstance(exc, le.CommitConflictError):
+    if isinstance(exc, e.CommitConflictError):
         return "another writer changed the table at the same time and nothing was committed; run the command again (it is idempotent)"
-    if isinstance(exc, le.CommitStateUnknownError):
+    if isinstance(exc, e.CommitStateUnknownError):
         return "the store did not confirm the commit; run the command again: it is idempotent and reports whether the change is already there"
-    if isinstance(exc, le.TableNotFoundError):
+    if isinstance(exc, e.TableNotFoundError):
         return "check the path or URL" + (
             "" if args.storage_options else ", and pass --storage-option KEY=VALUE for remote stores"
         )
-    if isinstance(exc, le.VersionNotFoundError):
+    if isinstance(exc, e.VersionNotFoundError):
         return f"list the versions the log still holds with: {PROG} history {uri}"
-    if isinstance(exc, ce.FilesMissingError):
+    if isinstance(exc, e.FilesMissingError):
         return f"pick a version inside the retention window (see {PROG} history {uri})"
-    if isinstance(exc, le.InvalidLineageTransitionError):
+    if isinstance(exc, e.InvalidLineageTransitionError):
         return f"see the lineage entries and their states with: {PROG} lineage {uri}"
-    if isinstance(exc, ce.RetentionTooShortError):
+    if isinstance(exc, e.RetentionTooShortError):
         return "use a longer --retention, or add --force if no reader or writer needs the older files"
-    if isinstance(exc, ce.UnsupportedExportTypeError):
+    if isinstance(exc, e.UnsupportedExportTypeError):
         return "the export wrote nothing; export a table whose columns the target can hold"
-    if isinstance(exc, ce.ExportError):
+    if isinstance(exc, e.ExportError):
         return "the export wrote nothing into data/ or _mvtable/; the mvtable table is unchanged"
-    if isinstance(exc, le.CorruptMetadataError):
+    if isinstance(exc, e.CorruptMetadataError):
         return "a metadata file is damaged; do not write to this table until it is repaired"
-    if isinstance(exc, (ce.InvalidOptionError, ValueError)):
+    if isinstance(exc, (e.InvalidOptionError, ValueError)):
         return f"see: {PROG} {args.command} --help"
     return ""
 
