@@ -140,8 +140,20 @@ def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
     return pa.schema([field_from_json(f) for f in doc.get("fields", [])])
 
 
-def _type_name(t: Any) -> str:
-    return t if isinstance(t, str) else t.get("type", "?")
+def type_string(t: Any) -> str:
+    """A stored (JSON) type in full, e.g. ``struct<a:integer,b:array<string>>``: a mismatch
+    inside a nested type is only visible in its fields and element types (nullability is
+    left out; writes do not compare it)."""
+    if isinstance(t, str):
+        return t
+    kind = t.get("type")
+    if kind == "array":
+        return f"array<{type_string(t['elementType'])}>"
+    if kind == "map":
+        return f"map<{type_string(t['keyType'])},{type_string(t['valueType'])}>"
+    if kind == "struct":
+        return "struct<" + ",".join(f"{f['name']}:{type_string(f['type'])}" for f in t["fields"]) + ">"
+    return str(kind)
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,14 +169,16 @@ def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
 
 def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> list[str]:
     """The incoming column names in table order, or ``SchemaMismatchError`` naming every
-    missing, unexpected and mistyped column. Names match case-insensitively (as Spark)."""
+    missing, unexpected and mistyped column. Names match case-insensitively (as Spark),
+    struct fields too, by position (``nested_names`` gives them the table's spelling
+    before the cast); a reordered, missing or extra struct field is a type mismatch."""
     table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
     incoming_json = _fields_by_lower_name(incoming)
     by_lower = {n.lower(): n for n in incoming.names}
     missing = [f["name"] for k, f in table_fields.items() if k not in incoming_json]
     extra = [f["name"] for k, f in incoming_json.items() if k not in table_fields]
     wrong = [
-        f"{table_fields[k]['name']} (table: {_type_name(table_fields[k]['type'])}, data: {_type_name(f['type'])})"
+        f"{table_fields[k]['name']} (table: {type_string(table_fields[k]['type'])}, data: {type_string(f['type'])})"
         for k, f in incoming_json.items()
         if k in table_fields and _strip_nullability(f["type"]) != _strip_nullability(table_fields[k]["type"])
     ]

@@ -34,8 +34,9 @@ from mvtable.storage import open_file_io
 
 from . import recovery
 from .keys.index import index_path
-from .keys.validate import check_key_columns, check_key_schema
+from .keys.validate import check_key_columns, check_key_schema, same_key
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
+from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
@@ -137,7 +138,7 @@ def begin_write(
         if snapshot.primary_key:
             check_key_schema(schema_from_json(snapshot.table_schema), snapshot.primary_key, incoming)
         check_write_schema(snapshot.table_schema, incoming)
-        if primary_key and tuple(primary_key) != snapshot.primary_key:
+        if primary_key and not same_key(primary_key, snapshot.primary_key):
             have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
             raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
         table_schema = snapshot.table_schema
@@ -147,9 +148,7 @@ def begin_write(
         check_new_table_columns(incoming)
         table_schema = schema_to_json(incoming)
         props = table_properties(snapshot, properties)
-        key = tuple(primary_key or ())
-        if key:
-            check_key_columns(incoming, key)
+        key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
         create = MetadataAction(
             table_id=uuid.uuid4().hex,
             table_schema=table_schema,
@@ -199,7 +198,7 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
                 if order is None:
                     order = check_write_schema(plan.table_schema, batch.schema)
                 if batch.schema.names != order or batch.schema != schema:
-                    batch = pa.RecordBatch.from_arrays([batch.column(n) for n in order], names=schema.names).cast(schema)
+                    batch = pa.RecordBatch.from_arrays(_table_named(batch, order, schema), names=schema.names).cast(schema)
                 writer.write(batch)
             segment = writer.close()
     except BaseException:
@@ -217,7 +216,13 @@ def align(plan: WritePlan, data: pa.Table) -> pa.Table:
         return schema.empty_table()
     if data.schema.equals(schema, check_metadata=True):  # already the table's columns, order and types
         return data
-    return pa.Table.from_arrays([data.column(n) for n in order], schema=data.select(order).schema).cast(schema)
+    return pa.Table.from_arrays(_table_named(data, order, schema), names=schema.names).cast(schema)
+
+
+def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str], schema: pa.Schema) -> list[Any]:
+    """``data``'s columns in table order (``order`` names them as the data does), their
+    struct fields named as the table names them, ready for the cast to ``schema``."""
+    return [with_table_names(data.column(n), f.type) for n, f in zip(order, schema)]
 
 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:

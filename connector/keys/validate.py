@@ -18,12 +18,22 @@ from mvtable.errors import (
     KeyTypeMismatchError,
     NonKeyColumnError,
     NullKeyError,
+    SchemaMismatchError,
     UnsupportedKeyTypeError,
 )
 
 from ..stats import statable
 
-__all__ = ["KEY_TYPES", "check_key_columns", "check_unique", "key_table", "parse_primary_key", "describe_keys"]
+__all__ = [
+    "KEY_TYPES",
+    "check_key_columns",
+    "check_unique",
+    "describe_keys",
+    "find_column",
+    "key_table",
+    "parse_primary_key",
+    "same_key",
+]
 
 KEY_TYPES = "integers, strings, dates, timestamps and decimals"
 MAX_NAMED = 10
@@ -43,7 +53,7 @@ def parse_primary_key(value: str | Sequence[str] | None) -> tuple[str, ...]:
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(value)
     if not names or any(not isinstance(n, str) or not n for n in names):
         raise InvalidOptionError(f"a primary key is one or more column names, got {value!r}")
-    if len(set(names)) != len(names):
+    if len({n.lower() for n in names}) != len(names):  # column names are case-insensitive
         raise InvalidOptionError(f"primary key {names} names a column twice")
     return tuple(names)
 
@@ -69,8 +79,9 @@ def key_data(keys: object, key: Sequence[str]) -> pa.Table:
         raise InvalidOptionError(
             f"keys must be a pyarrow Table, a dict of key columns or a list of values, not {type(keys).__name__}"
         )
-    others = [n for n in data.column_names if n not in key]
-    if others and all(n in data.column_names for n in key):
+    lower = {n.lower() for n in data.column_names}
+    others = [n for n in data.column_names if n.lower() not in {k.lower() for k in key}]
+    if others and all(k.lower() in lower for k in key):
         raise NonKeyColumnError(
             f"keys hold column(s) {others}, which are not part of the primary key {list(key)}; a delete by key "
             "matches on the key columns only, so give only those"
@@ -100,38 +111,62 @@ def _dict_table(columns: Mapping[object, object]) -> pa.Table:
         raise InvalidOptionError(f"keys: the values do not make an Arrow table ({exc})") from None
 
 
-def check_key_columns(schema: pa.Schema, key: Sequence[str]) -> None:
-    """The key of a new table: its columns exist and have a type a key can have."""
+def check_key_columns(schema: pa.Schema, key: Sequence[str]) -> tuple[str, ...]:
+    """The key of a new table, spelled as ``schema`` spells its columns (names match
+    case-insensitively, as everywhere; the table stores the schema's spelling, which its
+    segments and key indexes use): its columns exist and have a type a key can have."""
+    resolved = []
     for name in key:
-        idx = schema.get_field_index(name)
-        if idx < 0:
+        column = find_column(schema.names, name)
+        if column is None:
             raise KeyColumnMissingError(f"primary key column {name!r} is not in the schema (columns: {schema.names})")
-        t = schema.field(idx).type
+        t = schema.field(column).type
         if not key_type_ok(t):
             raise UnsupportedKeyTypeError(f"column {name!r} of type {t} cannot be part of a primary key; keys are {KEY_TYPES}")
+        resolved.append(column)
+    return tuple(resolved)
+
+
+def same_key(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two spellings of a primary key name the same columns, in the same order."""
+    return [n.lower() for n in a] == [n.lower() for n in b]
+
+
+def find_column(names: Sequence[str], name: str) -> str | None:
+    """The one of ``names`` that is ``name`` case-insensitively (as Spark resolves columns),
+    or ``None``. ``SchemaMismatchError`` when several are: which one is the key would be a
+    guess."""
+    found = [n for n in names if n.lower() == name.lower()]
+    if len(found) > 1:
+        raise SchemaMismatchError(
+            f"columns {found} differ only in case, so key column {name!r} is ambiguous; rename or drop all but one"
+        )
+    return found[0] if found else None
 
 
 def check_key_schema(table: pa.Schema, key: Sequence[str], incoming: pa.Schema) -> None:
     """Before a keyed write: the data has every key column, with the table's type. (The
     rest of the schema is checked by the write itself.)"""
-    names = {n.lower(): n for n in incoming.names}
     for name in key:
-        if name.lower() not in names:
+        column = find_column(incoming.names, name)
+        if column is None:
             raise KeyColumnMissingError(f"the data has no column {name!r}, which is part of the primary key {list(key)}")
-        have, want = incoming.field(names[name.lower()]).type, table.field(name).type
+        have, want = incoming.field(column).type, table.field(name).type
         if have != want:
             raise KeyTypeMismatchError(f"key column {name!r} is {have} in the data but {want} in the table; cast it to {want}")
 
 
 def key_table(data: pa.Table, schema: pa.Schema, key: Sequence[str]) -> pa.Table:
     """The key columns of ``data`` cast to the table's key types, after checking that they
-    are there, castable without loss, and never null."""
+    are there (named in any case, as every column), castable without loss, and never
+    null. The result's columns are named as the table names them."""
     columns = []
     for name in key:
-        if name not in data.column_names:
+        column = find_column(data.column_names, name)
+        if column is None:
             raise KeyColumnMissingError(f"the data has no column {name!r}, which is part of the primary key {list(key)}")
         target = schema.field(name).type
-        col = data.column(name)
+        col = data.column(column)
         if col.type != target:
             # a null-typed column (keys=[] or [None]) casts to any type: empty, or NullKeyError below
             if not (pa.types.is_null(col.type) or _same_kind(col.type, target)):

@@ -61,16 +61,12 @@ from mvtable.storage import open_file_io
 
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..scan import staged_segments
-from ..schema import project, schema_from_json, schema_to_json
+from ..schema import schema_from_json, schema_to_json
 from ..stats import Predicate, row_groups_to_read
+from .native_args import Filter, checked_columns, to_predicates
 from .native_mask import apply_mask, mask_for
 
 log = logging.getLogger("mvtable.connector")
-
-Filter = tuple[str, str, Any]
-"""``(column, op, value)``, as ``pyarrow.parquet.read_table(filters=…)`` takes them: ``op`` is
-one of ``== != < <= > >=`` (``=`` too), ``in`` / ``not in`` (``value`` a collection), or
-``is null`` / ``is not null`` (``value`` ignored). The list is a conjunction."""
 
 _SQL_OPS = {"==": "=", "=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -83,7 +79,7 @@ def read_native(
     timestamp: str | None = None,
     lineage_entry: str | None = None,
     columns: Sequence[str] | None = None,
-    filters: Sequence[Filter] = (),
+    filters: Sequence[Filter] | None = (),
     storage_options: Mapping[str, Any] | None = None,
     spark_uri: str | None = None,
     pin_ttl: str | None = None,
@@ -117,8 +113,6 @@ def read_native(
     (row addresses, S3 through fsspec without Hadoop)."""
     if sum(x is not None for x in (version, timestamp, lineage_entry)) > 1:
         raise InvalidOptionError("read_native: pass at most one of version, timestamp and lineage_entry")
-    if columns is not None and not columns:
-        raise InvalidOptionError("read_native: columns names no column")
     ttl_s = None if pin_ttl is None else parse_period(pin_ttl, name="read_native pin_ttl")  # SettingsError if bad
     io = open_file_io(path, dict(storage_options or {}))
     pinned = pin_snapshot(io, CommitLog(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner="read_native")
@@ -143,7 +137,7 @@ def native_frame(
     *,
     lineage_entry: str | None = None,
     columns: Sequence[str] | None = None,
-    filters: Sequence[Filter] = (),
+    filters: Sequence[Filter] | None = (),
     spark_uri: str | None = None,
     min_partitions: int | None = None,
 ) -> Any:
@@ -159,8 +153,8 @@ def native_frame(
             "the table has a column named _metadata, which hides Spark's file metadata column that read_native and "
             "create_view apply deletion vectors with; read it with spark.read.format('mvtable') instead"
         )
-    out_schema = project(table_schema, columns)  # InvalidOptionError for unknown columns
-    predicates = [to_predicate(f, table_schema) for f in filters]
+    out_schema = checked_columns(columns, table_schema)
+    predicates = to_predicates(filters, table_schema)
     segments = staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
     if predicates:
         segments = [seg for seg in segments if row_groups_to_read(seg.file.row_groups, predicates, table_schema)]
@@ -204,30 +198,6 @@ def _raise_min_partitions(spark: Any, n: int | None) -> None:
     if current is None or int(current) < n:
         spark.conf.set(_MIN_PARTITIONS, str(n))
         log.info("read_native: %s raised to %d for this session (was %s)", _MIN_PARTITIONS, n, current or "unset")
-
-
-def to_predicate(f: Filter, schema: pa.Schema) -> Predicate:
-    """One ``(column, op, value)`` filter, checked against the table's schema."""
-    if not isinstance(f, (tuple, list)) or len(f) not in (2, 3):
-        raise InvalidOptionError(f"read_native: a filter is (column, op, value), not {f!r}")
-    column, op = f[0], str(f[1]).strip().lower()
-    value = f[2] if len(f) == 3 else None
-    if column not in schema.names:
-        raise InvalidOptionError(f"read_native: filter column {column!r} is not in the table (it has {schema.names})")
-    if op in _SQL_OPS:
-        if value is None:
-            raise InvalidOptionError(f"read_native: filter {f!r} compares with null; use 'is null'")
-        return Predicate(column, "==" if op == "=" else op, value)
-    if op in ("in", "not in"):
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise InvalidOptionError(f"read_native: filter {f!r} needs a collection of values")
-        values = tuple(value)
-        return Predicate(column, "in", values) if op == "in" else Predicate(column, "not_in", values)
-    if op in ("is null", "is not null"):
-        return Predicate(column, "is_null" if op == "is null" else "not_null")
-    raise InvalidOptionError(
-        f"read_native: unknown filter operator {f[1]!r}; use == != < <= > >= in, not in, is null, is not null"
-    )
 
 
 def _sql(p: Predicate, schema: pa.Schema) -> str:

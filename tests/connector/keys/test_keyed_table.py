@@ -21,6 +21,7 @@ from mvtable.errors import (
     NonKeyColumnError,
     NoPrimaryKeyError,
     NullKeyError,
+    SchemaMismatchError,
     UnsupportedKeyTypeError,
 )
 from tests.connector.test_cli import run as run_cli
@@ -239,3 +240,21 @@ def test_date_timestamp_and_decimal_keys(table_uri) -> None:
         t.append(batch([5, 6], 2))
     assert (t.upsert(batch([4, 9], 3)).updated_rows, t.delete(keys=batch([1], 0).select(["day", "at", "amount"]))) == (1, 1)
     assert sorted((r["day"].day, r["v"]) for r in t.to_arrow().to_pylist()) == [(2, 1), (3, 1), (4, 3), (5, 1), (9, 3)]
+
+
+def test_key_columns_match_in_any_case_like_every_column(tmp_path) -> None:
+    schema = pa.schema([("Order Id", pa.int64()), ("v", pa.string())])
+    t = Table.create(str(tmp_path / "t"), schema=schema, primary_key=["order ID"])
+    assert t.primary_key == ("Order Id",)  # the schema's spelling: the segments' and indexes' names
+    t.append(pa.table({"order id": pa.array([1, 2], pa.int64()), "V": ["a", "b"]}))
+    with pytest.raises(DuplicateKeyError, match="already in the table"):
+        t.append(pa.table({"ORDER ID": pa.array([2], pa.int64()), "v": ["dup"]}))
+    assert t.upsert(pa.table({"ORDER ID": pa.array([2, 3], pa.int64()), "v": ["B", "c"]})).updated_rows == 1
+    assert t.delete(keys={"order id": [1]}) == 1
+    assert t.delete(keys=pa.table({"ORDER id": pa.array([9], pa.int64())})) == 0
+    t.overwrite(pa.table({"order id": pa.array([3, 4], pa.int64()), "v": ["c", "d"]}))
+    assert sorted(r["Order Id"] for r in t.to_arrow().to_pylist()) == [3, 4]
+    with pytest.raises(InvalidOptionError, match="names a column twice"):
+        Table.create(str(tmp_path / "u"), schema=schema, primary_key=["Order Id", "order id"])
+    with pytest.raises(SchemaMismatchError, match=r"\['order id', 'ORDER ID'\] differ only in case"):
+        t.delete(keys=pa.table({"order id": [3], "ORDER ID": [4]}))  # which one is the key would be a guess

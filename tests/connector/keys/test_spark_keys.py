@@ -60,6 +60,23 @@ def test_keyed_appends_and_pushes_refuse_duplicates(spark, path):
     assert spark.read.format("mvtable").load(path).count() == 3010
 
 
+def test_key_columns_match_in_any_case_in_the_tasks(spark, tmp_path):
+    p = str(tmp_path / "cased")
+    first = spark.createDataFrame([(1, "a"), (2, "b")], "`Order Id` long, v string")
+    first.write.format("mvtable").mode("append").option("primaryKey", "order id").save(p)
+    assert Table.open(p).primary_key == ("Order Id",)
+    more = spark.createDataFrame([(3, "c")], "`order id` long, V string")
+    more.write.format("mvtable").mode("append").save(p)
+    with pytest.raises(Exception, match="DuplicateKeyError"):
+        more.write.format("mvtable").mode("append").save(p)
+    changes = spark.createDataFrame([(2, "B"), (4, "d")], "`ORDER ID` long, v string")
+    changes.write.format("mvtable").mode("append").option("operation", "upsert").save(p)
+    rows = {r["Order Id"]: r["v"] for r in Table.open(p).to_arrow().to_pylist()}
+    assert rows == {1: "a", 2: "B", 3: "c", 4: "d"}
+    spark.createDataFrame([(9, "z")], "`order id` long, v string").write.format("mvtable").mode("overwrite").save(p)
+    assert Table.open(p).to_arrow().column("Order Id").to_pylist() == [9]
+
+
 def test_upsert_needs_a_key(spark, tmp_path):
     p = str(tmp_path / "plain")
     spark.range(3).write.format("mvtable").mode("append").save(p)

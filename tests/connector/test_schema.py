@@ -1,0 +1,56 @@
+"""The write schema check: a mismatch inside a nested type names both types in full."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from mvtable.connector.schema import check_write_schema, schema_to_json
+from mvtable.errors import SchemaMismatchError
+
+ST = pa.struct([("a", pa.int32()), ("b", pa.string())])
+TABLE = schema_to_json(
+    pa.schema([("id", pa.int64()), ("st", ST), ("tags", pa.list_(ST)), ("m", pa.map_(pa.string(), pa.list_(pa.int64())))])
+)
+
+
+def data(**changed: pa.DataType) -> pa.Schema:
+    types = {"id": pa.int64(), "st": ST, "tags": pa.list_(ST), "m": pa.map_(pa.string(), pa.list_(pa.int64())), **changed}
+    return pa.schema(list(types.items()))
+
+
+@pytest.mark.parametrize(
+    ("column", "changed", "shown"),
+    [
+        (
+            "st",
+            pa.struct([("a", pa.int64()), ("b", pa.string())]),
+            "st (table: struct<a:integer,b:string>, data: struct<a:long,b:string>)",
+        ),
+        (
+            "st",
+            pa.struct([("b", pa.string()), ("a", pa.int32())]),
+            "st (table: struct<a:integer,b:string>, data: struct<b:string,a:integer>)",
+        ),
+        (
+            "st",
+            pa.struct([("a", pa.int32()), ("b", pa.string()), ("c", pa.bool_())]),
+            "st (table: struct<a:integer,b:string>, data: struct<a:integer,b:string,c:boolean>)",
+        ),
+        (
+            "tags",
+            pa.list_(pa.struct([("a", pa.int32())])),
+            "tags (table: array<struct<a:integer,b:string>>, data: array<struct<a:integer>>)",
+        ),
+        ("m", pa.map_(pa.string(), pa.list_(pa.int32())), "m (table: map<string,array<long>>, data: map<string,array<integer>>)"),
+    ],
+)
+def test_a_nested_mismatch_shows_both_types_in_full(column, changed, shown) -> None:
+    with pytest.raises(SchemaMismatchError) as err:
+        check_write_schema(TABLE, data(**{column: changed}))
+    assert f"type mismatch in {shown}" in str(err.value)
+
+
+def test_struct_fields_that_differ_only_in_case_match() -> None:
+    upper = pa.struct([("A", pa.int32()), ("B", pa.string())])
+    assert check_write_schema(TABLE, data(st=upper, tags=pa.list_(upper))) == ["id", "st", "tags", "m"]
