@@ -17,10 +17,13 @@ Every procedure also takes ``options => '{"key": "…", "endpoint_url": "…"}'`
 options (fsspec / s3fs) as a JSON object.
 
 Like any query, a procedure runs when the result is collected (``.collect()``,
-``.show()``), and again each time it is collected: Spark may also run a UDTF more than
-once (task retries). Every procedure is therefore idempotent: the action procedures
-(rollback, restore, publish) report ``changed = false`` when the table already was as
-asked, and vacuum/GC/compaction find nothing left to do. Failures raise the typed mvtable error
+``.show()``), and again each time it is collected: ``spark.sql("SELECT * FROM
+mvtable_gc(…)")`` alone does nothing. Run it once with ``.show()``/``.collect()`` and do not
+keep the DataFrame: a second ``df.count()`` of ``mvtable_rollback(version => 0)`` restores
+again, dropping rows appended in between. Spark may also run a UDTF more than once (task
+retries), so every procedure is idempotent: the action procedures (rollback, restore,
+publish) report ``changed = false`` when the table already was as asked, and
+vacuum/GC/compaction find nothing left to do. Failures raise the typed mvtable error
 (``InvalidLineageTransitionError: …``), which Spark surfaces as a ``PythonException``
 whose message ends with the error's class and message.
 

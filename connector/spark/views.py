@@ -11,6 +11,14 @@ under the view is built on that pinned snapshot) while the view exists in this d
 expires, ``refresh_view`` moves the view (and its pin) to the newest version, and
 ``drop_view`` (or the end of the process; an abandoned pin then just expires) releases it.
 Views made with an explicit ``version``/``timestamp`` stay on that version on refresh.
+
+Names are case-insensitive, as Spark's session catalog treats temporary views: ``drop_view(
+spark, "V")`` drops the view made as ``"v"``. A view dropped behind mvtable's back (``DROP
+VIEW v`` in SQL, ``spark.catalog.dropTempView``, or its session gone) would otherwise keep its
+pin, and so its version, from GC and vacuum for the life of the driver; so each renewal round
+first asks the session's catalog whether the view still exists (``tableExists``, ~10 ms) and
+releases the pin of one that does not. (A permanent table of the same name counts as existing:
+that pin lasts until the process ends, as before.)
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import atexit
 import logging
 import re
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +54,8 @@ class View:
     follows_latest: bool
     options: dict[str, Any] = field(default_factory=dict)
     pinned: PinnedSnapshot | None = field(default=None, repr=False)
+    # the session the view lives in, weakly: the renewer must not keep a session alive
+    session: weakref.ReferenceType[Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def pin_id(self) -> str | None:
@@ -96,10 +107,11 @@ def create_view(
         pinned.release()
         raise
     resolved = pinned.version
-    view = View(name, path, resolved, version is None and timestamp is None, options, pinned)
+    view = View(name, path, resolved, version is None and timestamp is None, options, pinned, weakref.ref(spark))
+    key = _key(spark, name)
     with _lock:
-        old = _views.pop((id(spark), name), None)
-        _views[(id(spark), name)] = view
+        old = _views.pop(key, None)
+        _views[key] = view
     if old is not None:
         _release(old)
     _ensure_renewer(ttl_s)
@@ -119,8 +131,9 @@ def refresh_view(spark: Any, name: str) -> View:
 
 def drop_view(spark: Any, name: str) -> None:
     """Drop the temporary view and release its pin."""
+    key = _key(spark, name)
     with _lock:
-        view = _views.pop((id(spark), name), None)
+        view = _views.pop(key, None)
     spark.catalog.dropTempView(name)
     if view is not None:
         _release(view)
@@ -132,9 +145,20 @@ def views() -> list[View]:
         return list(_views.values())
 
 
+def _key(spark: Any, name: str) -> tuple[int, str]:
+    """Registry key: the session, and the name folded as Spark's session catalog folds a
+    temporary view's name (unless ``spark.sql.caseSensitive`` is on)."""
+    if not isinstance(name, str):
+        raise InvalidOptionError(f"{name!r} is not a view name (a string)")
+    if str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
+        return id(spark), name
+    return id(spark), name.lower()
+
+
 def _get(spark: Any, name: str) -> View:
+    key = _key(spark, name)
     with _lock:
-        view = _views.get((id(spark), name))
+        view = _views.get(key)
     if view is None:
         raise InvalidOptionError(f"no mvtable view {name!r} in this session; create it with mvtable.create_view")
     return view
@@ -160,13 +184,44 @@ def _ensure_renewer(ttl_s: float) -> None:
 
 def _renew_loop(ttl_s: float) -> None:
     while not _wake.wait(max(1.0, ttl_s / 3)):
-        for view in views():
-            if view.pinned is None or view.pinned.released:
-                continue
-            try:  # extends the pin; one that expired (a suspended process) is made again if the version is whole
-                view.pinned.renew(ttl_s=ttl_s)
-            except MvTableError as exc:
-                log.warning("view %s lost its pin on version %s: %s; refresh_view re-pins it", view.name, view.version, exc)
+        renew_views(ttl_s=ttl_s)
+
+
+def renew_views(*, ttl_s: float | None = None) -> None:
+    """One renewal round (what the daemon thread runs every third of the TTL): release the
+    pin of every view its session no longer has, extend the others."""
+    ttl = pin_ttl_s(ttl_s)
+    with _lock:
+        held = list(_views.items())
+    for key, view in held:
+        if view.pinned is None or view.pinned.released:
+            continue
+        if not _still_exists(view):
+            with _lock:
+                if _views.get(key) is view:
+                    del _views[key]
+            log.info("mvtable view %s is gone from its session: released its pin on version %s", view.name, view.version)
+            _release(view)
+            continue
+        try:  # extends the pin; one that expired (a suspended process) is made again if the version is whole
+            view.pinned.renew(ttl_s=ttl)
+        except MvTableError as exc:
+            log.warning("view %s lost its pin on version %s: %s; refresh_view re-pins it", view.name, view.version, exc)
+
+
+def _still_exists(view: View) -> bool:
+    """Whether the view's session still has a view or table of its name. A session that was
+    collected or whose catalog cannot answer (stopped) has no views left."""
+    if view.session is None:
+        return True
+    spark = view.session()
+    if spark is None:
+        return False
+    try:
+        return bool(spark.catalog.tableExists(view.name))
+    except Exception as exc:  # a stopped session: its views went with it
+        log.warning("cannot ask the session of view %s whether it exists (%s): releasing its pin", view.name, exc)
+        return False
 
 
 @atexit.register

@@ -10,7 +10,9 @@ therefore commits nothing, and the files the replay wrote are removed.
 
 The application id is the streaming query's id, which Spark keeps in
 ``<checkpointLocation>/metadata`` and which survives restarts (the run id does not);
-``txnAppId`` names one explicitly. In complete mode each batch replaces the table as a
+``txnAppId`` names one explicitly; reusing it for another stream (a new checkpoint) drops
+that stream's batches whose ids the old one used, as in Delta, so a skip logs a WARNING
+naming the version that recorded the batch. In complete mode each batch replaces the table as a
 consistent push made in one commit, so a bad batch can be rolled back like any push.
 """
 
@@ -25,7 +27,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
-from mvtable.errors import InvalidOptionError, NothingToCommit
+from mvtable.errors import InvalidOptionError, NothingToCommit, VersionNotFoundError
 from mvtable.ids import is_id
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import MetadataAction, SegmentFile
@@ -38,6 +40,7 @@ from .. import writes
 log = logging.getLogger("mvtable.connector")
 
 _HADOOP_S3 = ("s3a", "s3n")  # Spark's names for S3; fsspec knows it as s3
+_RECORD_SEARCH = 64  # streaming commits read to name the version of a skipped batch
 
 
 def check_app_id(app_id: str) -> str:
@@ -122,11 +125,49 @@ def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app
             parameters={"appId": app_id, "batchId": batch_id, **({"entry": entry} if entry else {})},
             metrics={"added_rows": rows, "added_segments": len(segments), "added_bytes": sum(s.size_bytes for s in segments)},
         )
-    except NothingToCommit as done:
-        log.info("streaming batch skipped: %s", done)
+    except NothingToCommit:
+        warn_skipped(clog, app_id=app_id, batch_id=batch_id)
         discard_unreferenced(clog, segments)
         return BatchResult(batch_id, None, True, 0)
     return BatchResult(batch_id, result.commit.version, False, rows)
+
+
+def warn_skipped(clog: CommitLog, *, app_id: str, batch_id: int) -> None:
+    """A skip is right for a replay, but it is also what a *different* stream reusing the
+    app id (a new checkpoint with the same ``txnAppId``) gets for every batch id the old one
+    used: its data is silently dropped. So a skip is a WARNING naming the version that
+    recorded the batch, for the user to tell which case it is."""
+    version = recorded_at(clog, app_id=app_id, batch_id=batch_id)
+    where = f"version {version}" if version is not None else "an earlier version"
+    log.warning(
+        "streaming batch %s of application %s was committed already (in %s): skipped, nothing written. "
+        "A replay after a restart is expected; if this is a new stream (new checkpoint) reusing txnAppId "
+        "%s, its batches are being dropped: give it a new txnAppId",
+        batch_id,
+        app_id,
+        where,
+        app_id,
+    )
+
+
+def recorded_at(clog: CommitLog, *, app_id: str, batch_id: int, limit: int = _RECORD_SEARCH) -> int | None:
+    """The version whose commit recorded ``batch_id`` of ``app_id``: the newest ``limit``
+    streaming commits are read, newest first (a replay is of a recent batch); None when it is
+    older, its log file was collected, or the batch id was never used (ids may jump)."""
+    stream_ops = (Operation.STREAM_APPEND, Operation.STREAM_COMPLETE)
+    items = [h for h in clog.snapshot().history if h.operation in stream_ops]
+    for item in reversed(items[-limit:]):
+        try:
+            params = clog.read_commit(item.version).parameters
+        except VersionNotFoundError:
+            return None
+        if params.get("appId") != app_id:
+            continue
+        if params.get("batchId") == batch_id:
+            return item.version
+        if isinstance(params.get("batchId"), int) and params["batchId"] < batch_id:
+            return None
+    return None
 
 
 def discard_unreferenced(clog: CommitLog, segments: Sequence[SegmentFile]) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 import mvtable
 from mvtable.connector import Table
+from mvtable.connector.spark import views as view_registry
 from mvtable.connector.spark.native_mask import _MASKS
 from mvtable.errors import InvalidOptionError
 from mvtable.visibility import pins
@@ -83,6 +84,54 @@ def test_a_view_of_an_old_version_stays_there(spark, table):
     assert view.version == old
     assert spark.sql("SELECT count(*) AS n FROM mv_old").collect()[0].n == 3000
     mvtable.drop_view(spark, "mv_old")
+
+
+def live_pin_ids(t: Table) -> set[str]:
+    return {p.id for p in pins.live_pins(t.io)}
+
+
+def test_view_names_are_case_insensitive_like_spark(spark, table):
+    view = mvtable.create_view(spark, "casev", table.uri)
+    table.append(days(5000, 10))
+    moved = mvtable.refresh_view(spark, "CASEV")  # Spark's name for the same temp view
+    assert moved.version == table.version and view.pin_id is None
+    assert spark.sql("SELECT count(*) AS n FROM casev").collect()[0].n == 2810
+    mvtable.drop_view(spark, "CaseV")
+    assert not spark.catalog.tableExists("casev")
+    assert moved.pin_id is None and not live_pin_ids(table)
+    assert all(v.name.lower() != "casev" for v in view_registry.views())
+
+
+def test_a_view_dropped_in_sql_loses_its_pin_at_the_next_renewal(spark, table):
+    kept = mvtable.create_view(spark, "mv_kept", table.uri)
+    gone = mvtable.create_view(spark, "mv_gone", table.uri)
+    pin_id = gone.pin_id
+    assert pin_id in live_pin_ids(table) and table.io.exists(pins.pin_path(pin_id))
+    spark.sql("DROP VIEW mv_gone")
+    view_registry.renew_views()  # one round of the daemon's renewal, run here
+    assert gone.pin_id is None and pin_id not in live_pin_ids(table)
+    assert not table.io.exists(pins.pin_path(pin_id))  # the pin file itself is gone
+    assert [v.name for v in view_registry.views() if v.name.startswith("mv_")] == ["mv_kept"]
+    assert kept.pin_id in live_pin_ids(table)  # a view still there keeps its pin
+    mvtable.drop_view(spark, "mv_kept")
+
+
+def test_a_using_view_stays_on_its_version_as_the_readme_says(spark, table):
+    """The README's SQL section: Spark 4.3 keeps the data source and its planned partitions
+    in a ``USING mvtable`` view's plan, so the view neither sees later commits nor renews its
+    pin per query. If this starts failing, Spark plans such views afresh: update the README."""
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW mv_using USING mvtable OPTIONS (path '{table.uri}')")
+    try:
+        assert spark.sql("SELECT count(*) AS n FROM mv_using").collect()[0].n == 2800
+        [before] = pins.live_pins(table.io)
+        spark.sql("INSERT INTO mv_using VALUES (9000, date'2026-03-01', 'ok')")
+        assert Table.open(table.uri).to_arrow().num_rows == 2801  # the insert landed
+        assert spark.sql("SELECT count(*) AS n FROM mv_using").collect()[0].n == 2800  # the view did not move
+        assert [(p.id, p.expires_ms) for p in pins.live_pins(table.io)] == [(before.id, before.expires_ms)]
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW mv_using USING mvtable OPTIONS (path '{table.uri}')")
+        assert spark.sql("SELECT count(*) AS n FROM mv_using").collect()[0].n == 2801  # recreating it does
+    finally:
+        spark.catalog.dropTempView("mv_using")
 
 
 def test_bad_view_input_is_typed(spark, table):

@@ -5,6 +5,7 @@ processes commit it at the same time; complete mode is a revertible push."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -46,6 +47,20 @@ def test_a_replayed_batch_is_skipped_and_its_files_removed(table_uri):
     assert t.snapshot().transactions == {"query-1": 1}
     assert [(h.operation, h.parameters.get("batchId")) for h in t.history()] == [("STREAM_APPEND", 0), ("STREAM_APPEND", 1)]
     assert t.snapshot().properties == {"rowGroupRows": "50"}  # set by the first batch, ignored later
+
+
+def test_a_skipped_batch_is_a_warning_naming_the_version_that_recorded_it(table_uri, caplog):
+    for batch_id in range(3):  # the first stream: versions 0, 1, 2
+        write_batch(table_uri, orders(batch_id * 10, 10), batch_id=batch_id, app_id="reused")
+    write_batch(table_uri, orders(500, 1), batch_id=0, app_id="other")  # version 3
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mvtable.connector"):
+        # a new stream (new checkpoint) reusing the app id starts again at batch 0
+        assert write_batch(table_uri, orders(900, 10), batch_id=1, app_id="reused").skipped
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    message = record.getMessage()
+    assert "batch 1 of application reused" in message and "version 1" in message and "txnAppId" in message
+    assert 900 not in Table.open(table_uri).to_arrow().column("id").to_pylist()  # dropped, as warned
 
 
 def test_two_applications_are_independent(table_uri):
