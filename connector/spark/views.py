@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mvtable import checks
 from mvtable.errors import InvalidOptionError, MvTableError, PinError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
@@ -89,8 +90,9 @@ def create_view(
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidOptionError(f"create_view: {name!r} is not a view name (letters, digits, underscores)")
     options: dict[str, Any] = {
-        "columns": list(columns) if columns is not None else None,
-        "filters": list(filters),
+        # checked as given: list() of a string or of one bare filter tuple would hide the mistake
+        "columns": checks.column_names(columns, name="create_view columns"),
+        "filters": list(filters) if isinstance(filters, list) else filters,
         "storage_options": dict(storage_options or {}),
         "spark_uri": spark_uri,
         "min_partitions": min_partitions,

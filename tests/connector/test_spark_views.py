@@ -141,6 +141,12 @@ def test_bad_view_input_is_typed(spark, table):
         mvtable.refresh_view(spark, "never_made")
     with pytest.raises(InvalidOptionError, match="not both"):
         mvtable.create_view(spark, "v", table.uri, version=1, timestamp="2026-01-01")
+    # a bare string or one bare filter tuple is named as the mistake, not iterated into letters
+    with pytest.raises(InvalidOptionError, match="list of names"):
+        mvtable.create_view(spark, "v", table.uri, columns="id")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOptionError, match="list of"):
+        mvtable.create_view(spark, "v", table.uri, filters="id > 3")  # type: ignore[arg-type]
+    assert not spark.catalog.tableExists("v")
 
 
 def test_filters_prune_files_and_bitmaps(spark, table):
