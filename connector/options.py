@@ -15,18 +15,30 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mvtable.conf import TableProperties, connector_settings
 from mvtable.errors import InvalidOptionError
 
+from .timeparse import parse_timestamp_ms
+
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "property."
 
 
+# Options Spark and SQL users write that only a catalog table carries (CREATE TABLE … USING
+# mvtable [LOCATION …]): mvtable keeps no catalog entries, so these mean such a statement.
+_CATALOG_KEYS = frozenset({"owner", "location", "provider"})
+_NO_CATALOG = (
+    "catalog tables are not supported: mvtable tables live at a path, not in Spark's catalog. "
+    "Query one with CREATE TEMPORARY VIEW v USING mvtable OPTIONS (path '…') or mvtable.create_view(spark, 'v', path); "
+    "create one with df.write.format('mvtable').mode('append').save(path)"
+)
+
+
 def _bool(value: Any, name: str) -> bool:
+    """Exactly true or false (any case), as Spark's own boolean options: ``"1"`` or
+    ``"yes"`` are more likely a slip than a choice, and the error says what to write."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
+    if text in ("true", "false"):
+        return text == "true"
     raise InvalidOptionError(f"option {name}: {value!r} is not a boolean; use true or false")
 
 
@@ -210,6 +222,10 @@ def _collect(options: Mapping[str, Any], keys: dict[str, str], *, allow_properti
     properties: dict[str, str] = {}
     for raw_key, value in options.items():
         key = raw_key.lower()
+        if key in _CATALOG_KEYS:
+            raise InvalidOptionError(f"{_NO_CATALOG} (Spark passed the catalog option {raw_key!r})")
+        if key == "paths":  # Spark's name for the paths of .load([p1, p2, …])
+            raise InvalidOptionError(f"mvtable reads one table per read; give the path once, e.g. .load(path), not {value}")
         if key.startswith(STORAGE_PREFIX):
             storage[raw_key[len(STORAGE_PREFIX) :]] = _storage_value(value)
         elif allow_properties and key.startswith(PROPERTY_PREFIX):
@@ -230,7 +246,8 @@ def _collect(options: Mapping[str, Any], keys: dict[str, str], *, allow_properti
                 + (f", {PROPERTY_PREFIX!r}" if allow_properties else "")
             )
     if "path" not in out:
-        raise InvalidOptionError("no table path: use .load(path) / .save(path) or .option('path', …)")
+        # CREATE TABLE … USING mvtable AS SELECT reaches a writer with no options at all
+        raise InvalidOptionError(f"no table path: use .load(path) / .save(path) or .option('path', …). SQL {_NO_CATALOG}")
     out["storage_options"] = storage
     if allow_properties:
         out["properties"] = properties
@@ -248,11 +265,24 @@ def _validate(model: type[_Options], raw: dict[str, Any]) -> Any:
 
 
 def read_options(options: Mapping[str, Any]) -> ReadOptions:
-    return _validate(ReadOptions, _collect(options, _READ_KEYS, allow_properties=False))
+    opts: ReadOptions = _validate(ReadOptions, _collect(options, _READ_KEYS, allow_properties=False))
+    # Timestamps are parsed here, where load() fails, not first when a stream starts.
+    for field in ("timestamp_as_of", "starting_timestamp"):
+        value = getattr(opts, field)
+        if value is not None:
+            parse_timestamp_ms(value, option=_DISPLAY[field])
+    return opts
 
 
 def write_options(options: Mapping[str, Any]) -> WriteOptions:
-    return _validate(WriteOptions, _collect(options, _WRITE_KEYS, allow_properties=True))
+    opts: WriteOptions = _validate(WriteOptions, _collect(options, _WRITE_KEYS, allow_properties=True))
+    delete_only = {"tag", "read_version"} & opts.model_fields_set
+    if delete_only and opts.operation != "delete":
+        # a writer that ignored them would claim a check (readVersion) or a label (tag) it never made
+        raise InvalidOptionError(
+            f"{_names(delete_only)} apply to operation=delete only, not operation={opts.operation}; drop them"
+        )
+    return opts
 
 
 def stream_write_options(options: Mapping[str, Any]) -> StreamWriteOptions:

@@ -16,7 +16,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from mvtable.errors import FilesMissingError, InvalidOptionError, NotFoundError
+from mvtable.errors import FilesMissingError, NotFoundError
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
@@ -30,6 +30,7 @@ from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
 from ..streaming.changes import change_schema
 from .filters import to_predicate
+from .read_schema import check_requested_columns
 
 
 def newest_snapshot(opts: ReadOptions) -> Snapshot:
@@ -98,11 +99,9 @@ class MvTableReader(DataSourceReader):
         # created is made again if the version is still whole (else a NotFoundError)
         pin = renew(io, self.pin, log=CommitLog(io), owner="Spark read")
         snapshot = self.snapshot()
-        table_schema = schema_from_json(snapshot.table_schema)
-        lower = {n.lower() for n in table_schema.names}
-        unknown = [c for c in self.columns if c.lower() not in lower]
-        if unknown:
-            raise InvalidOptionError(f"columns {unknown} are not in the table (it has {table_schema.names})")
+        # a schema the user gave (spark.read.schema) reached no check before this
+        table_schema = StructType.fromJson(schema_to_json(schema_from_json(snapshot.table_schema)))
+        check_requested_columns(self.schema, table_schema, self.columns)
         plan = plan_scan(
             snapshot,
             columns=self.columns,
@@ -115,7 +114,10 @@ class MvTableReader(DataSourceReader):
         return [MvTablePartition(tasks, pin) for tasks in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, MvTablePartition)
+        if is_placeholder(partition):  # a table without row groups to read
+            return
+        if not isinstance(partition, MvTablePartition):
+            raise TypeError(f"the mvtable reader was handed a {type(partition).__name__}, not a partition it planned")
         target = to_arrow_schema(self.schema, timezone="UTC")
         io = open_file_io(self.opts.path, self.opts.storage_options)
         try:
@@ -146,6 +148,13 @@ class PushdownReader(MvTableReader):
                 self.claimed.append(predicate)
             else:
                 yield f
+
+
+def is_placeholder(partition: InputPartition) -> bool:
+    """Whether ``partition`` is the one PySpark makes up when ``partitions()`` returned none
+    (``InputPartition(None)``, pyspark/sql/worker/plan_data_source_read.py): it is still read,
+    and must give no rows."""
+    return type(partition) is InputPartition and partition.value is None
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

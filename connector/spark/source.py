@@ -25,12 +25,13 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
+from mvtable.errors import InvalidOptionError
 from mvtable.storage import open_file_io
 
 from ..options import read_options, stream_write_options, write_options
 from ..pinning import SnapshotPin, release
 from .reader import MvTableReader, PushdownReader, newest_snapshot, pin_read, spark_schema
-from .stream import ChangeFeedReader, MvTableStreamReader, MvTableStreamWriter
+from .stream import ChangeFeedReader, MvTableStreamReader, MvTableStreamWriter, RefusedStreamReader
 from .writer import make_writer
 
 
@@ -76,10 +77,16 @@ class MvTableDataSource(DataSource):
         return make_writer(write_options(self.options), schema, overwrite=overwrite)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        opts = read_options(self.options).for_stream()
+        try:
+            opts = read_options(self.options)
+        except InvalidOptionError as exc:  # see RefusedStreamReader: raised here, PySpark adds an error of its own
+            return RefusedStreamReader(exc)
         if self.pin is not None:  # schema() cannot tell a stream from a batch read: drop its pin
             release(open_file_io(opts.path, opts.storage_options), self.pin)
-        return MvTableStreamReader(opts, schema)
+        try:
+            return MvTableStreamReader(opts.for_stream(), schema)
+        except InvalidOptionError as exc:
+            return RefusedStreamReader(exc)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return MvTableStreamWriter(stream_write_options(self.options), schema, complete=overwrite)

@@ -40,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from mvtable.errors import InvalidOptionError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
@@ -63,7 +64,7 @@ from ..streaming.source import parse_offset
 from ..streaming.walker import first_version_since
 from ..timeparse import parse_timestamp_ms
 from .arrow_types import write_schema
-from .reader import conform_batch
+from .reader import conform_batch, is_placeholder
 from .writer import SegmentsWritten, written_segments
 
 
@@ -91,7 +92,10 @@ def pack(units: Sequence[ChangeUnit], *, max_bytes: int) -> list[ChangePartition
 def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Executor side of every change/stream read: the partition's units as Arrow batches
     of the Spark schema."""
-    assert isinstance(partition, ChangePartition)
+    if is_placeholder(partition):  # no version in the range changed a row
+        return
+    if not isinstance(partition, ChangePartition):
+        raise TypeError(f"the mvtable change reader was handed a {type(partition).__name__}, not a partition it planned")
     target = to_arrow_schema(schema, timezone="UTC")
     columns = [f.name for f in schema.fields if f.name not in CHANGE_COLUMNS]
     io = open_file_io(opts.path, opts.storage_options)
@@ -112,7 +116,9 @@ class ChangeFeedReader(DataSourceReader):
         io = open_file_io(self.opts.path, self.opts.storage_options)
         start = self.opts.starting_version_number
         if start is None:
-            start = first_version_since(CommitLog(io), parse_timestamp_ms(self.opts.starting_timestamp))
+            start = first_version_since(
+                CommitLog(io), parse_timestamp_ms(self.opts.starting_timestamp, option="startingTimestamp")
+            )
         pin_version(io, max(start - 1, 0), owner="change feed")  # the first diff's base; expires by itself (pinTtl)
         _, units = plan_changes(io, start, self.opts.ending_version)
         return pack(units, max_bytes=self.opts.max_partition_bytes)
@@ -142,7 +148,9 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 SourceOptions(
                     starting_version=o.starting_version_number,
                     starting_latest=o.starting_version == "latest",
-                    starting_timestamp_ms=parse_timestamp_ms(o.starting_timestamp) if o.starting_timestamp else None,
+                    starting_timestamp_ms=(
+                        parse_timestamp_ms(o.starting_timestamp, option="startingTimestamp") if o.starting_timestamp else None
+                    ),
                     max_rows=o.max_rows_per_trigger,
                     max_bytes=o.max_bytes_per_trigger,
                     skip_change_commits=o.skip_change_commits,
@@ -180,6 +188,29 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         self.source.committed(self._position(end))
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """The reader of a stream whose options are wrong: raises their error from the first
+    method Spark calls. Raised by ``streamReader()`` itself, the error would be followed by
+    PySpark's ``UnboundLocalError: … 'reader'``, because its stream runner calls
+    ``reader.stop()`` in a ``finally`` around that call
+    (pyspark/sql/streaming/python_streaming_source_runner.py)."""
+
+    def __init__(self, error: InvalidOptionError) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict:
+        raise self.error
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        raise self.error
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self.error
 
 
 class MvTableStreamWriter(DataSourceStreamArrowWriter):

@@ -25,6 +25,15 @@ def test_read_options_parse_strings_case_insensitively():
         ({"path": "/t", "columns": " , "}, "columns"),
         ({"versionAsOf": "1"}, "no table path"),
         ({"path": "/t", "property.rowGroupRows": "5"}, "unknown option"),
+        ({"path": "/t", "withRowAddress": "yes"}, "withRowAddress: 'yes' is not a boolean; use true or false"),
+        ({"path": "/t", "withRowAddress": "1"}, "withRowAddress: '1' is not a boolean"),
+        ({"path": "/t", "readChangeFeed": "0"}, "readChangeFeed: '0' is not a boolean"),
+        ({"path": "/t", "timestampAsOf": "99999999999999999999"}, "timestampAsOf: .* outside years 1 to 9999"),
+        ({"path": "/t", "startingTimestamp": "nope"}, "^startingTimestamp: cannot read 'nope'"),
+        ({"path": "/t", "startingTimestamp": "253402300800000"}, "^startingTimestamp: .* outside years 1 to 9999"),
+        ({"path": "/t", "paths": '["/t","/t"]'}, r"one table per read; give the path once"),
+        # CREATE TABLE … USING mvtable [LOCATION …] hands the reader these catalog options
+        ({"path": "/t", "owner": "root", "location": "/t", "provider": "mvtable"}, "catalog tables are not supported"),
     ],
 )
 def test_bad_read_options(opts, message):
@@ -39,6 +48,31 @@ def test_write_options():
         write_options({"path": "/t", "operation": "merge"})
     with pytest.raises(InvalidOptionError, match="readVersion"):
         write_options({"path": "/t", "readVersion": "soon"})
+
+
+def test_boolean_options_take_true_or_false_in_any_case():
+    o = read_options({"path": "/t", "withRowAddress": "TRUE", "readChangeFeed": " False "})
+    assert o.with_row_address is True and o.read_change_feed is False
+    assert write_options({"path": "/t", "publish": "fAlSe"}).publish is False
+
+
+@pytest.mark.parametrize("operation", [None, "write", "upsert"])
+@pytest.mark.parametrize("option", [{"tag": "nightly"}, {"readVersion": "3"}])
+def test_delete_options_refused_on_other_operations(operation, option):
+    opts = {"path": "/t", **option, **({"operation": operation} if operation else {})}
+    with pytest.raises(InvalidOptionError, match=f"{next(iter(option))} apply to operation=delete only"):
+        write_options(opts)
+
+
+def test_delete_options_on_delete():
+    o = write_options({"path": "/t", "operation": "delete", "tag": "nightly", "readVersion": "3"})
+    assert o.tag == "nightly" and o.read_version == 3
+
+
+def test_a_write_without_path_names_catalog_tables():
+    """CREATE TABLE … USING mvtable AS SELECT reaches the writer with no options at all."""
+    with pytest.raises(InvalidOptionError, match="no table path.*catalog tables are not supported.*CREATE TEMPORARY VIEW"):
+        write_options({})
 
 
 @pytest.mark.parametrize(

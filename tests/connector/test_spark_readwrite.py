@@ -3,6 +3,7 @@ types, partitioning, option errors and filter pushdown."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 
@@ -59,7 +60,7 @@ def test_columns_option_projects(spark, tmp_path):
 
 def test_user_schema_projects(spark, tmp_path):
     path = str(tmp_path / "t")
-    write(spark.range(5).selectExpr("id", "id * 1.5 AS price"), path)
+    write(spark.range(5).selectExpr("id", "double(id) * 1.5 AS price"), path)
     df = spark.read.format("mvtable").schema("price double").load(path)
     assert sorted(r.price for r in df.collect()) == [i * 1.5 for i in range(5)]
 
@@ -269,3 +270,90 @@ def test_a_variant_column_is_refused_before_anything_is_written(spark, tmp_path)
     with pytest.raises(Exception, match="holds Spark's variant type"):
         spark.sql("""SELECT 1 AS id, parse_json('{"a": 1}') AS v""").write.format("mvtable").mode("append").save(path)
     assert not os.path.exists(os.path.join(path, "_mvtable", "log")) or not os.listdir(os.path.join(path, "_mvtable", "log"))
+
+
+@pytest.mark.parametrize("make", ["append", "overwrite"])
+def test_a_table_without_rows_reads_as_empty(spark, tmp_path, make):
+    """partitions() returns none; PySpark then reads one placeholder InputPartition(None)."""
+    path = str(tmp_path / "t")
+    if make == "overwrite":
+        write(spark.range(3), path)
+    write(spark.range(0), path, make)
+    assert Table.open(path).version == (1 if make == "overwrite" else 0)
+    assert read(spark, path).count() == 0
+    assert read(spark, path).collect() == []
+
+
+@pytest.fixture(scope="module")
+def typed_table(tmp_path_factory) -> str:
+    """Non-null bigint, date, binary and array<bigint> columns, one row each."""
+    path = str(tmp_path_factory.mktemp("typed") / "t")
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("d", pa.date32()),
+            pa.field("b", pa.binary()),
+            pa.field("arr", pa.list_(pa.field("item", pa.int64(), nullable=False))),
+        ]
+    )
+    rows = {"id": [3000000001], "d": [dt.date(2026, 1, 2)], "b": [b"x"], "arr": [[1, 2]]}
+    Table.create(path, schema=schema).append(pa.table(rows, schema=schema))
+    return path
+
+
+@pytest.mark.parametrize(
+    "requested,column,have,asked",
+    [
+        ("id int", "id", "bigint", "int"),  # no widening or narrowing: the table's type only
+        ("id string", "id", "bigint", "string"),
+        ("id bigint, d timestamp", "d", "date", "timestamp"),
+        ("b string", "b", "binary", "string"),
+        ("arr array<int>", "arr", "array<bigint>", "array<int>"),
+    ],
+)
+def test_a_user_schema_of_other_types_is_refused_before_reading(spark, typed_table, requested, column, have, asked):
+    df = spark.read.format("mvtable").schema(requested).load(typed_table)
+    with pytest.raises(
+        Exception, match=rf"SchemaMismatchError: column '{column}' is {re.escape(have)} in the table.*asks for {re.escape(asked)}"
+    ):
+        df.collect()
+
+
+def test_a_user_schema_may_differ_in_nullability_only(spark, typed_table):
+    # the table's id and array elements are non-null; the schema given makes them nullable
+    df = spark.read.format("mvtable").schema("arr array<bigint>, id bigint").load(typed_table)
+    assert [r.asDict() for r in df.collect()] == [{"arr": [1, 2], "id": 3000000001}]
+
+
+def test_timestamps_past_year_9999_are_refused(spark, three_rows):
+    with pytest.raises(Exception, match=r"InvalidOptionError: timestampAsOf: .* outside years 1 to 9999"):
+        read(spark, three_rows, timestampAsOf="99999999999999999999").collect()
+
+
+def test_several_paths_are_refused(spark, three_rows):
+    with pytest.raises(Exception, match="InvalidOptionError: mvtable reads one table per read; give the path once"):
+        spark.read.format("mvtable").load([three_rows, three_rows]).collect()
+
+
+def test_delete_options_on_an_append_are_refused(spark, tmp_path):
+    path = str(tmp_path / "t")
+    with pytest.raises(Exception, match="InvalidOptionError: tag apply to operation=delete only, not operation=write"):
+        write(spark.range(3), path, tag="nightly")
+    assert not os.path.exists(path)  # refused before the table was created
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "CREATE TABLE {name} USING mvtable LOCATION '{path}'",
+        "CREATE TABLE {name} USING mvtable OPTIONS (path '{path}')",
+        "CREATE TABLE {name} USING mvtable LOCATION '{new}' AS SELECT 1 AS id",
+    ],
+)
+def test_catalog_tables_point_to_temporary_views(spark, three_rows, tmp_path, sql):
+    name = f"catalog_{abs(hash(sql))}"
+    try:
+        with pytest.raises(Exception, match=r"InvalidOptionError: .*catalog tables are not supported.*CREATE TEMPORARY VIEW"):
+            spark.sql(sql.format(name=name, path=three_rows, new=tmp_path / "new")).collect()
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")

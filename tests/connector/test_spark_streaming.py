@@ -146,3 +146,36 @@ def test_a_sink_without_a_checkpoint_location_option_is_a_typed_error(spark, tmp
     finally:
         spark.conf.unset("spark.sql.streaming.checkpointLocation")
     assert not os.path.exists(tmp_path / "dst" / "_mvtable")
+
+
+def test_a_change_feed_of_a_table_without_rows_is_empty(spark, tmp_path):
+    """No units to read: PySpark reads one placeholder InputPartition(None) instead."""
+    src = str(tmp_path / "src")
+    spark.range(0).write.format("mvtable").mode("append").save(src)
+    feed = spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", "0").load(src)
+    assert feed.count() == 0
+    assert feed.columns == ["id", "_change_type", "_commit_version", "_commit_timestamp"]
+
+
+@pytest.mark.parametrize("option", [{"versionAsOf": "0"}, {"withRowAddress": "true"}, {"lineageEntry": "e"}])
+@pytest.mark.parametrize("user_schema", [False, True])
+def test_snapshot_options_on_a_stream_fail_with_our_error_alone(spark, tmp_path, option, user_schema):
+    """Raised in streamReader(), PySpark's runner would chain an UnboundLocalError ('reader')."""
+    src = str(tmp_path / "src")
+    Table.create(src, schema=orders(0, 1).schema).append(orders(0, 3))
+    r = spark.readStream.format("mvtable").options(**option)
+    df = (r.schema("id bigint") if user_schema else r).load(src)
+    with pytest.raises(Exception, match=f"InvalidOptionError: {next(iter(option))} cannot be used with spark.readStream") as exc:
+        run_available_now(df, str(tmp_path / "dst"), str(tmp_path / "ck"))
+    assert "UnboundLocalError" not in str(exc.value)
+
+
+@pytest.mark.parametrize("user_schema", [False, True])
+def test_a_bad_starting_timestamp_names_its_option(spark, tmp_path, user_schema):
+    src = str(tmp_path / "src")
+    Table.create(src, schema=orders(0, 1).schema).append(orders(0, 3))
+    with pytest.raises(Exception, match="InvalidOptionError: startingTimestamp: cannot read 'nope'") as exc:
+        r = spark.readStream.format("mvtable").option("startingTimestamp", "nope")
+        df = (r.schema("id bigint") if user_schema else r).load(src)  # without a schema, load() fails
+        run_available_now(df, str(tmp_path / "dst"), str(tmp_path / "ck"))
+    assert "timestampAsOf" not in str(exc.value) and "UnboundLocalError" not in str(exc.value)
