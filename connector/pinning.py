@@ -25,6 +25,7 @@ it (extend, or pin again if it expired) and ``release`` it.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -187,6 +188,33 @@ def renew(
         if log is None:
             raise PinExpiredError(f"the pin of version {pin.version} is gone ({exc}); read the table again") from exc
         return _repin(io, log, pin.version, ttl_s=ttl_s, owner=owner)
+
+
+# This process's renewals of pins planned elsewhere: pin id → (when, the pin now holding the
+# version). A Spark task renews at most once per half ttl per worker process, not per task.
+_RENEWED: dict[str, tuple[float, SnapshotPin]] = {}
+_RENEWED_MAX = 1024
+
+
+def renew_when_due(
+    io: FileIO, pin: SnapshotPin, *, renewed_at: float, log: CommitLog, now: float | None = None, owner: str = "reader"
+) -> SnapshotPin:
+    """The pin to read ``pin``'s version under, renewed (``renew``) when half of ``pinTtl``
+    has passed since it was last renewed: at ``renewed_at`` (epoch seconds, by whoever
+    planned the read) or by this process. Spark keeps a DataFrame's planned partitions and
+    runs them again on every action, without asking the planner, so a read executed an hour
+    after it was planned would otherwise run under an expired pin while GC may collect its
+    files; the task that reads renews it instead. A pin that expired meanwhile is made again
+    if the version is still whole, else the ``renew`` error says so."""
+    now = time.time() if now is None else now
+    last, current = _RENEWED.get(pin.pin_id, (renewed_at, pin))
+    if now - max(last, renewed_at) < pin_ttl_s() / 2:
+        return current
+    current = renew(io, current, log=log, owner=owner)
+    _RENEWED[pin.pin_id] = (now, current)
+    while len(_RENEWED) > _RENEWED_MAX:
+        _RENEWED.pop(next(iter(_RENEWED)))
+    return current
 
 
 def _repin(io: FileIO, log: CommitLog, version: int, *, ttl_s: float | None, owner: str) -> SnapshotPin:

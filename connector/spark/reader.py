@@ -1,12 +1,16 @@
 """The Spark reader: plans on the driver, reads row groups with masks on executors.
 
 The snapshot was resolved and pinned once, when the DataFrame was created (see
-``source``); the reader only ever reads that version. ``partitions()`` renews the pin for
-this execution and every partition carries the version and pin, so an executor that finds
+``source``); the reader only ever reads that version. ``partitions()`` renews the pin when
+a read is planned, and every partition carries the version, the pin and when it was
+renewed: Spark keeps the planned partitions and runs them again on every action of the
+DataFrame (or of a view over it) without planning anew, so each task renews the pin itself
+once half of ``pinTtl`` has passed (``pinning.renew_when_due``), and an executor that finds
 a file gone can say why."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +27,7 @@ from mvtable.storage import open_file_io
 
 from ..options import ReadOptions
 from ..parallel import default_workers
-from ..pinning import PinnedSnapshot, SnapshotPin, pin_snapshot, renew
+from ..pinning import PinnedSnapshot, SnapshotPin, pin_snapshot, renew, renew_when_due
 from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
@@ -66,10 +70,12 @@ def spark_schema(snapshot: Snapshot, opts: ReadOptions) -> StructType:
 class MvTablePartition(InputPartition):
     tasks: list[ScanTask]
     pin: SnapshotPin  # the version every partition of one read reads
+    renewed_at: float  # when the planner renewed the pin (epoch seconds)
 
-    def __init__(self, tasks: list[ScanTask], pin: SnapshotPin) -> None:
+    def __init__(self, tasks: list[ScanTask], pin: SnapshotPin, *, renewed_at: float) -> None:
         self.tasks = tasks
         self.pin = pin
+        self.renewed_at = renewed_at
 
 
 class MvTableReader(DataSourceReader):
@@ -111,7 +117,8 @@ class MvTableReader(DataSourceReader):
         )
         parallelism = max(default_parallelism(), self.opts.min_partitions or 1)
         parts = split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes, parallelism=parallelism)
-        return [MvTablePartition(tasks, pin) for tasks in parts]
+        renewed_at = time.time()
+        return [MvTablePartition(tasks, pin, renewed_at=renewed_at) for tasks in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if is_placeholder(partition):  # a table without row groups to read
@@ -120,6 +127,9 @@ class MvTableReader(DataSourceReader):
             raise TypeError(f"the mvtable reader was handed a {type(partition).__name__}, not a partition it planned")
         target = to_arrow_schema(self.schema, timezone="UTC")
         io = open_file_io(self.opts.path, self.opts.storage_options)
+        # Spark runs these partitions again on every action of the DataFrame without
+        # planning anew: the task keeps the version pinned itself
+        pin = renew_when_due(io, partition.pin, renewed_at=partition.renewed_at, log=CommitLog(io), owner="Spark task")
         try:
             for task in partition.tasks:
                 for table in read_task(
@@ -129,8 +139,8 @@ class MvTableReader(DataSourceReader):
                         yield conform_batch(batch, target)
         except NotFoundError as exc:
             raise FilesMissingError(
-                f"version {partition.pin.version} of {self.opts.path} lost a file it needs ({exc}): the read's pin "
-                f"{partition.pin.pin_id} expired (pinTtl) before this task ran and GC or vacuum collected the file, "
+                f"version {pin.version} of {self.opts.path} lost a file it needs ({exc}): the read's pin "
+                f"{pin.pin_id} expired (pinTtl) before this task ran and GC or vacuum collected the file, "
                 "or it was deleted by hand. Read the table again."
             ) from exc
 

@@ -10,9 +10,11 @@ DataFrame is created and then pickles this instance (``pyspark/sql/worker/
 create_data_source.py``), so the pin it set reaches ``reader()`` in the planning worker,
 however many times the DataFrame is executed. A DataFrame is thereby bound to the version
 it was created at (as Delta binds one to its snapshot): commits after ``load()`` never
-change what it returns. Each execution renews the pin; Spark has no hook for "this
-DataFrame is no longer used", so the pin is never released, it expires ``pinTtl`` after
-the last execution planned. With a user-given schema Spark skips ``schema()``; then
+change what it returns. Planning renews the pin, and so does every task of an execution
+that runs once half of ``pinTtl`` has passed (Spark keeps the planned partitions and runs
+them again on later actions without planning anew; see ``reader``). Spark has no hook for
+"this DataFrame is no longer used", so the pin is never released: it expires ``pinTtl``
+after the last renewal. With a user-given schema Spark skips ``schema()``; then
 ``reader()`` resolves and pins at each planning. A change feed or a stream reads versions
 one after another and binds to none: ``streamReader()`` drops the pin ``schema()`` made."""
 

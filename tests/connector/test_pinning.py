@@ -115,3 +115,65 @@ def test_delete_holds_a_pin_on_the_version_it_read_while_it_commits(small_table,
     assert t.delete_rows({t.snapshot().visible_segments()[1].id: [0]}).deleted_rows == 1
     assert seen == [[read], [read + 1]]
     assert live_versions(t) == []
+
+
+def _expires_ms(t: Table, pin_id: str) -> int:
+    return int(pins.read_pin(t.io, pin_id).expires_ms)
+
+
+def test_a_task_renews_the_planners_pin_once_half_its_ttl_has_passed(pushed, monkeypatch):
+    """Spark runs a DataFrame's planned partitions again on later actions without planning:
+    the task keeps the version pinned, at most one renewal per half ttl per process."""
+    monkeypatch.setattr(pinning, "_RENEWED", {})
+    extended: list[str] = []
+    real_extend = pins.extend
+
+    def spy(store, pin_id, ttl_s, **kw):
+        extended.append(pin_id)
+        return real_extend(store, pin_id, ttl_s, **kw)
+
+    monkeypatch.setattr(pins, "extend", spy)
+    with pinning.pin_snapshot(pushed.io, pushed.log, owner="planner") as held:
+        pin, now, ttl = held.pin, time.time(), pinning.pin_ttl_s()
+        # planned a moment ago: nothing to do
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log) == pin
+        assert extended == []
+        # planned more than half a ttl ago: renewed
+        later = now + 0.6 * ttl
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log, now=later) == pin
+        assert extended == [pin.pin_id]
+        # other tasks of the same process soon after: no second write
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log, now=later + 1) == pin
+        assert extended == [pin.pin_id]
+        # half a ttl after that renewal: again
+        pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log, now=later + 0.6 * ttl)
+        assert extended == [pin.pin_id, pin.pin_id]
+
+
+def test_a_task_whose_pin_is_gone_pins_the_version_again_if_it_is_whole(pushed, monkeypatch):
+    monkeypatch.setattr(pinning, "_RENEWED", {})
+    held = pinning.pin_snapshot(pushed.io, pushed.log, owner="planner")
+    pin = held.pin
+    held.release()  # as if it had expired
+    again = pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, log=pushed.log)
+    assert again.version == pin.version and again.pin_id != pin.pin_id
+    assert pins.read_pin(pushed.io, again.pin_id).version == pin.version
+    # the next task of this process reuses that pin instead of pinning once more
+    assert pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, log=pushed.log) == again
+    pinning.release(pushed.io, again)
+
+
+def test_the_spark_reader_task_renews_a_stale_plan(pushed, monkeypatch):
+    """The reader runs without a Spark session here: the same calls an executor makes."""
+    from mvtable.connector.spark.source import MvTableDataSource
+
+    monkeypatch.setattr(pinning, "_RENEWED", {})
+    source = MvTableDataSource({"path": pushed.uri})
+    reader = source.reader(source.schema())
+    [part] = reader.partitions()
+    pinning.release(pushed.io, part.pin)  # it expired: an action an hour after planning
+    part.renewed_at -= pinning.pin_ttl_s()
+    rows = sum(batch.num_rows for batch in reader.read(part))
+    assert rows == pushed.scan().count()
+    [(_, held)] = pinning._RENEWED.values()  # the task pinned the version again
+    assert held.version == part.pin.version and _expires_ms(pushed, held.pin_id) > time.time() * 1000
