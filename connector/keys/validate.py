@@ -79,9 +79,9 @@ def key_data(keys: object, key: Sequence[str]) -> pa.Table:
         raise InvalidOptionError(
             f"keys must be a pyarrow Table, a dict of key columns or a list of values, not {type(keys).__name__}"
         )
-    lower = {n.lower() for n in data.column_names}
-    others = [n for n in data.column_names if n.lower() not in {k.lower() for k in key}]
-    if others and all(k.lower() in lower for k in key):
+    key_names = {k.lower() for k in key}
+    others = [n for n in data.column_names if n.lower() not in key_names]
+    if others and key_names <= {n.lower() for n in data.column_names}:
         raise NonKeyColumnError(
             f"keys hold column(s) {others}, which are not part of the primary key {list(key)}; a delete by key "
             "matches on the key columns only, so give only those"

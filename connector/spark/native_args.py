@@ -17,6 +17,7 @@ import pyarrow as pa
 from mvtable import checks
 from mvtable.errors import InvalidOptionError
 
+from .. import stats
 from ..schema import project
 from ..stats import Predicate
 
@@ -28,7 +29,7 @@ one of ``== != < <= > >=`` (``=`` too), ``in`` / ``not in`` (``value`` a collect
 ``is null`` / ``is not null`` (``value`` ignored; ``(column, op)`` will do). The list is a
 conjunction."""
 
-COMPARISONS = ("==", "=", "!=", "<", "<=", ">", ">=")
+COMPARISONS = (*stats.COMPARISONS, "=")  # Predicate's comparisons, and SQL's spelling of ==
 _EXAMPLE = "[('id', '>', 3), ('status', '==', 'ok')]"
 
 
