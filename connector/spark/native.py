@@ -28,16 +28,16 @@ Where the time goes (TPC-H SF 1, lineitem sorted by ``l_shipdate`` with 10% dele
 against a one-file Parquet copy of the visible rows written with the same encodings and row
 groups; ``benchmarks/README.md``, "Where TPC-H Q6's time goes"): for Q6 (one year, ~1.1M
 rows read of 6M, little work per row) the segment files read *without* any mask cost ~1.05×
-the native wall time, the whole mask 1.24–1.39×. The mask's filter is the view's, so Spark
-evaluates it first, on every row read, before the query's own selective filter; and Spark
-builds the ``_metadata`` struct (an array, two boxed longs and a row) for every row it
-reads. Measured and not taken: the row index as a flat column under Spark's internal name
-(1.21×, and an internal name), and a position column written into every segment (no
-row-index generator, no struct: still 1.15–1.21× for the whole mask, for a storage format
-change). Queries that do more per row hide it (Q1 ~1.1×). Getting under it needs a reader
-that marks deleted rows column-wise inside the vectorized batch (Delta's own Parquet file
-format does, in Scala): JVM code, which a Python connector cannot plug into Spark's
-Parquet scan.
+the native wall time. The mask used to be a filter of the view, which Spark evaluates first,
+on every row read, before the query's own selective filter (1.24–1.39×); it is now a
+generator that Spark puts above the query's filters (``native_mask``), so it tests only the
+rows the query keeps and what is left is Spark's row-index generator and the ``_metadata``
+struct it builds for those rows (Q6 ~1.1×). Measured and not taken: the row index as a flat
+column under Spark's internal name (an internal name), and a position column written into
+every segment (a storage format change, for no gain once the mask runs last). Queries that
+keep most rows (Q1, Q3) still test every row; getting under that needs a reader that marks
+deleted rows column-wise inside the vectorized batch (Delta's own Parquet file format does,
+in Scala): JVM code, which a Python connector cannot plug into Spark's Parquet scan.
 
 Limits: the paths must be readable by Spark's Hadoop file systems (``spark_uri`` maps the
 table root, e.g. ``s3://`` for fsspec to ``s3a://`` for Hadoop); the bitmaps are built on

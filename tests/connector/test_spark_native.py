@@ -119,6 +119,20 @@ def test_native_read_matches_the_data_source_and_hides_deleted_rows(spark, table
 
 
 @pytest.mark.spark
+def test_the_querys_filter_runs_before_the_inline_mask(spark, table):
+    """The mask is a generator, not a filter: Spark pushes the query's filter below it, so
+    the bitmaps are tested only on the rows the query keeps (a view's filter would be
+    evaluated first, on every row read)."""
+    _MASKS.clear()
+    df = read_native(spark, table.uri).where("id < 1000")
+    plan = df._jdf.queryExecution().optimizedPlan().toString().splitlines()
+    generate = next(i for i, line in enumerate(plan) if "Generate" in line and "element_at" in line)
+    assert any("Filter" in line and "(id" in line and "< 1000" in line for line in plan[generate + 1 :])
+    assert not any("Filter" in line and "element_at" in line for line in plan)
+    assert df.count() == 900
+
+
+@pytest.mark.spark
 def test_native_read_time_travel_and_pin(spark, table):
     history = table.history()
     assert read_native(spark, table.uri, version=history[-2].version).count() == 3000  # before the delete
@@ -149,6 +163,16 @@ def test_native_read_of_an_empty_table(spark, tmp_path):
     df = read_native(spark, t.uri)
     assert df.columns == ["id", "status", "price"] and df.count() == 0
     assert read_native(spark, t.uri, columns=["status"]).collect() == []
+
+
+@pytest.mark.spark
+def test_a_column_named_like_the_masks_generator_output_is_kept(spark, tmp_path):
+    t = Table.create(str(tmp_path / "k"), schema=pa.schema([("id", pa.int64()), ("_MV_KEEP", pa.string())]))
+    t.append(pa.table({"id": list(range(10)), "_MV_KEEP": [f"v{i}" for i in range(10)]}))
+    t.delete(pc.field("id") < 3)
+    df = read_native(spark, t.uri)
+    assert df.columns == ["id", "_MV_KEEP"]
+    assert rows(df) == [(i, f"v{i}") for i in range(3, 10)]
 
 
 @pytest.mark.spark
