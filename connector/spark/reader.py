@@ -32,7 +32,7 @@ from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
-from ..streaming.changes import change_schema
+from ..streaming.changes import CHANGE_COLUMNS, change_schema
 from .filters import to_predicate
 from .read_schema import check_requested_columns
 
@@ -41,6 +41,18 @@ def newest_snapshot(opts: ReadOptions) -> Snapshot:
     """The newest snapshot, unpinned: the schema of a read that binds to no one version
     (a change feed, a stream)."""
     return CommitLog(open_file_io(opts.path, opts.storage_options)).snapshot()
+
+
+def unbound_read_columns(schema: StructType, opts: ReadOptions) -> list[str]:
+    """The table columns a change feed or stream read asks for, as the newest version names
+    them, after checking the schema Spark hands it (the user's, when ``.schema()`` was given)
+    against that version's, change columns included: the batch read's rule
+    (``read_schema``), at the only version these reads can check at, since they bind to none."""
+    expected = spark_schema(newest_snapshot(opts), opts)
+    names = [f.name for f in schema.fields if f.name not in (ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW)]
+    check_requested_columns(schema, expected, names)
+    table_name = {n.lower(): n for n in expected.names}
+    return [table_name[n.lower()] for n in names if n.lower() not in CHANGE_COLUMNS]
 
 
 def pin_read(opts: ReadOptions) -> PinnedSnapshot:

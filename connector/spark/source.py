@@ -27,12 +27,12 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
-from mvtable.errors import InvalidOptionError
+from mvtable.errors import InvalidOptionError, MvTableError
 from mvtable.storage import open_file_io
 
 from ..options import read_options, stream_write_options, write_options
 from ..pinning import SnapshotPin, release
-from .reader import MvTableReader, PushdownReader, newest_snapshot, pin_read, spark_schema
+from .reader import MvTableReader, PushdownReader, newest_snapshot, pin_read, spark_schema, unbound_read_columns
 from .stream import ChangeFeedReader, MvTableStreamReader, MvTableStreamWriter, RefusedStreamReader
 from .writer import make_writer
 
@@ -86,8 +86,9 @@ class MvTableDataSource(DataSource):
         if self.pin is not None:  # schema() cannot tell a stream from a batch read: drop its pin
             release(open_file_io(opts.path, opts.storage_options), self.pin)
         try:
-            return MvTableStreamReader(opts.for_stream(), schema)
-        except InvalidOptionError as exc:
+            opts = opts.for_stream()
+            return MvTableStreamReader(opts, schema, columns=unbound_read_columns(schema, opts))
+        except MvTableError as exc:  # bad options, a .schema() of other types, no table
             return RefusedStreamReader(exc)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:

@@ -40,7 +40,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from mvtable.errors import InvalidOptionError
+from mvtable.errors import MvTableError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
@@ -48,7 +48,6 @@ from .. import writes
 from ..options import ReadOptions, StreamWriteOptions
 from ..pinning import pin_version
 from ..streaming import (
-    CHANGE_COLUMNS,
     ChangeUnit,
     Position,
     SourceOptions,
@@ -64,19 +63,21 @@ from ..streaming.source import parse_offset
 from ..streaming.walker import first_version_since
 from ..timeparse import parse_timestamp_ms
 from .arrow_types import write_schema
-from .reader import conform_batch, is_placeholder
+from .reader import conform_batch, is_placeholder, unbound_read_columns
 from .writer import SegmentsWritten, written_segments
 
 
 @dataclass
 class ChangePartition(InputPartition):
     units: list[ChangeUnit]
+    columns: list[str]  # the table columns to read, as the table names them
 
-    def __init__(self, units: list[ChangeUnit]) -> None:
+    def __init__(self, units: list[ChangeUnit], *, columns: list[str]) -> None:
         self.units = units
+        self.columns = columns
 
 
-def pack(units: Sequence[ChangeUnit], *, max_bytes: int) -> list[ChangePartition]:
+def pack(units: Sequence[ChangeUnit], *, max_bytes: int, columns: list[str]) -> list[ChangePartition]:
     """Consecutive units into partitions of at most ``max_bytes`` (one unit alone may be more)."""
     parts: list[list[ChangeUnit]] = []
     size = 0
@@ -86,7 +87,7 @@ def pack(units: Sequence[ChangeUnit], *, max_bytes: int) -> list[ChangePartition
             size = 0
         parts[-1].append(unit)
         size += unit.bytes
-    return [ChangePartition(p) for p in parts]
+    return [ChangePartition(p, columns=columns) for p in parts]
 
 
 def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -97,10 +98,13 @@ def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartit
     if not isinstance(partition, ChangePartition):
         raise TypeError(f"the mvtable change reader was handed a {type(partition).__name__}, not a partition it planned")
     target = to_arrow_schema(schema, timezone="UTC")
-    columns = [f.name for f in schema.fields if f.name not in CHANGE_COLUMNS]
     io = open_file_io(opts.path, opts.storage_options)
     for unit in partition.units:
-        for table in read_unit(io, unit, columns=columns, with_meta=opts.read_change_feed):
+        for table in read_unit(io, unit, columns=partition.columns, with_meta=opts.read_change_feed):
+            if table.column_names != target.names:
+                # a .schema() may name a few change columns, in any order: by name, not position
+                at = {n.lower(): i for i, n in enumerate(table.column_names)}
+                table = table.select([at[n.lower()] for n in target.names])
             for batch in table.to_batches():
                 yield conform_batch(batch, target)
 
@@ -113,6 +117,7 @@ class ChangeFeedReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
+        columns = unbound_read_columns(self.schema, self.opts)
         io = open_file_io(self.opts.path, self.opts.storage_options)
         start = self.opts.starting_version_number
         if start is None:
@@ -121,7 +126,7 @@ class ChangeFeedReader(DataSourceReader):
             )
         pin_version(io, max(start - 1, 0), owner="change feed")  # the first diff's base; expires by itself (pinTtl)
         _, units = plan_changes(io, start, self.opts.ending_version)
-        return pack(units, max_bytes=self.opts.max_partition_bytes)
+        return pack(units, max_bytes=self.opts.max_partition_bytes, columns=columns)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, self.schema, partition)
@@ -131,9 +136,10 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("mvtable")``: the rows new versions append (or, with
     ``readChangeFeed``, every change), in version order."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, *, columns: list[str]) -> None:
         self.opts = opts
         self.schema = schema
+        self.columns = columns  # ``unbound_read_columns``
         self._source: StreamSource | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -181,7 +187,7 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         units = self.source.units_between(self._position(start), self._position(end))
-        return pack(units, max_bytes=self.opts.max_partition_bytes)
+        return pack(units, max_bytes=self.opts.max_partition_bytes, columns=self.columns)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, self.schema, partition)
@@ -191,13 +197,13 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class RefusedStreamReader(DataSourceStreamReader):
-    """The reader of a stream whose options are wrong: raises their error from the first
+    """The reader of a stream whose options or schema are wrong: raises their error from the first
     method Spark calls. Raised by ``streamReader()`` itself, the error would be followed by
     PySpark's ``UnboundLocalError: … 'reader'``, because its stream runner calls
     ``reader.stop()`` in a ``finally`` around that call
     (pyspark/sql/streaming/python_streaming_source_runner.py)."""
 
-    def __init__(self, error: InvalidOptionError) -> None:
+    def __init__(self, error: MvTableError) -> None:
         self.error = error
 
     def initialOffset(self) -> dict:
