@@ -139,6 +139,14 @@ def push_start(
     ]
 
 
+def check_new_batch(current: Snapshot, *, app_id: str, batch_id: int) -> None:
+    """``NothingToCommit`` when ``current`` records ``batch_id`` (or a later one) of
+    ``app_id``: the batch landed already."""
+    last = current.transactions.get(app_id)
+    if last is not None and batch_id <= last:
+        raise NothingToCommit(f"batch {batch_id} of application {app_id} is committed already (last: {last})")
+
+
 def stream_batch(
     current: Snapshot,
     segments: Sequence[SegmentFile],
@@ -155,9 +163,7 @@ def stream_batch(
     ``NothingToCommit`` instead of landing twice. With ``complete_entry`` the batch replaces
     every visible segment as a consistent push made in this one commit (start, segments,
     end), so the batch can be rolled back like any push."""
-    last = current.transactions.get(app_id)
-    if last is not None and batch_id <= last:
-        raise NothingToCommit(f"batch {batch_id} of application {app_id} is committed already (last: {last})")
+    check_new_batch(current, app_id=app_id, batch_id=batch_id)
     txn = SetTransaction(app_id=app_id, batch_id=batch_id)
     if complete_entry is None:
         return [*create_or_check(current, metadata), *(AddSegment(segment=s) for s in segments), txn]

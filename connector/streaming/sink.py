@@ -14,13 +14,19 @@ The application id is the streaming query's id, which Spark keeps in
 that stream's batches whose ids the old one used, as in Delta, so a skip logs a WARNING
 naming the version that recorded the batch. In complete mode each batch replaces the table as a
 consistent push made in one commit, so a bad batch can be rolled back like any push.
+
+A keyed table keeps its key through the sink as through any write: an append batch is a
+keyed append (``DuplicateKeyError`` for a key in the table or repeated in the batch, and the
+commit records the batch's key filter for racing keyed writers), a complete batch an
+overwrite whose keys must be unique among themselves. A replay is recognised first, since
+its keys are in the table because its first attempt put them there.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -30,12 +36,14 @@ import pyarrow as pa
 from mvtable.errors import InvalidOptionError, NothingToCommit, VersionNotFoundError
 from mvtable.ids import is_id
 from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import MetadataAction, SegmentFile
+from mvtable.lineage.actions import Action, MetadataAction, SegmentFile
 from mvtable.lineage.enums import Operation
-from mvtable.lineage.log import CommitLog
+from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from .. import writes
+from ..keys.writes import check_absent, commit_keyed, segment_keys
 
 log = logging.getLogger("mvtable.connector")
 
@@ -114,22 +122,76 @@ def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app
     complete = plan.mode == writes.OVERWRITE
     entry = writes.new_entry_id() if complete else None
     rows = sum(s.num_rows for s in segments)
+    operation = Operation.STREAM_COMPLETE if complete else Operation.STREAM_APPEND
+    parameters = {"appId": app_id, "batchId": batch_id, **({"entry": entry} if entry else {})}
+    metrics = {"added_rows": rows, "added_segments": len(segments), "added_bytes": sum(s.size_bytes for s in segments)}
+
+    def build(cur: Snapshot) -> list[Action]:
+        return ops.stream_batch(cur, segments, app_id=app_id, batch_id=batch_id, complete_entry=entry, metadata=create)
+
     try:
-        result = clog.commit(
-            read=read,
-            current=current,
-            operation=Operation.STREAM_COMPLETE if complete else Operation.STREAM_APPEND,
-            build=lambda cur: ops.stream_batch(
-                cur, segments, app_id=app_id, batch_id=batch_id, complete_entry=entry, metadata=create
-            ),
-            parameters={"appId": app_id, "batchId": batch_id, **({"entry": entry} if entry else {})},
-            metrics={"added_rows": rows, "added_segments": len(segments), "added_bytes": sum(s.size_bytes for s in segments)},
-        )
+        if plan.primary_key and segments:
+            # a replay is recognised before its keys are looked up: they are in the table
+            # because its first attempt put them there
+            ops.check_new_batch(current, app_id=app_id, batch_id=batch_id)
+            result = _commit_keyed(
+                clog,
+                plan,
+                segments,
+                read=read,
+                current=current,
+                operation=operation,
+                build=build,
+                parameters=parameters,
+                metrics=metrics,
+            )
+        else:
+            result = clog.commit(
+                read=read, current=current, operation=operation, build=build, parameters=parameters, metrics=metrics
+            )
     except NothingToCommit:
         warn_skipped(clog, app_id=app_id, batch_id=batch_id)
         discard_unreferenced(clog, segments)
         return BatchResult(batch_id, None, True, 0)
     return BatchResult(batch_id, result.commit.version, False, rows)
+
+
+def _commit_keyed(
+    clog: CommitLog,
+    plan: writes.WritePlan,
+    segments: Sequence[SegmentFile],
+    *,
+    read: Snapshot,
+    current: Snapshot,
+    operation: Operation,
+    build: Callable[[Snapshot], list[Action]],
+    parameters: dict[str, Any],
+    metrics: dict[str, int],
+) -> CommitResult:
+    """A batch into a keyed table, checked as a keyed append (no key repeated in the batch
+    or already in the table, nor made visible by a racing commit) or, in complete mode, as
+    an overwrite (unique among themselves: the batch replaces every visible row). The
+    commit records the batch's key filter, so racing keyed writers check against it."""
+    rows = segment_keys(clog.io, segments, plan.primary_key)  # DuplicateKeyError for a key repeated in the batch
+    complete = plan.mode == writes.OVERWRITE
+    if not complete:
+        check_absent(clog.io, current, rows)
+    return commit_keyed(
+        clog,
+        read=read,
+        current=current,
+        since=current,
+        operation=operation,
+        build=build,
+        rows=rows,
+        record=True,
+        # complete mode removes whatever is visible when it commits, racing rows included
+        on_new_rows=(lambda newer, ids: None)
+        if complete
+        else (lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=ids)),
+        parameters=parameters,
+        metrics=metrics,
+    )
 
 
 def warn_skipped(clog: CommitLog, *, app_id: str, batch_id: int) -> None:

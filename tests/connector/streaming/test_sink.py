@@ -18,7 +18,7 @@ import pytest
 
 from mvtable.connector import Table, writes
 from mvtable.connector.streaming import commit_batch, plan_batch, query_app_id
-from mvtable.errors import InvalidOptionError
+from mvtable.errors import DuplicateKeyError, InvalidOptionError
 
 from ..conftest import orders
 
@@ -126,3 +126,36 @@ def test_the_application_id_is_the_query_id_in_the_checkpoint(tmp_path):
     (tmp_path / "ckpt" / "metadata").write_text("[1]")
     with pytest.raises(InvalidOptionError, match="holds no query id"):
         query_app_id(str(tmp_path / "ckpt"))
+
+
+@pytest.fixture
+def keyed_uri(tmp_path) -> str:
+    uri = str(tmp_path / "keyed")
+    Table.create(uri, schema=orders(0, 1).schema, primary_key=["id"]).append(orders(0, 10))
+    return uri
+
+
+def test_a_batch_into_a_keyed_table_is_checked_as_a_keyed_append(keyed_uri):
+    with pytest.raises(DuplicateKeyError, match="already in the table") as exc:
+        write_batch(keyed_uri, orders(5, 10), batch_id=0)  # keys 5..9 are in the table
+    assert (5,) in exc.value.keys
+    with pytest.raises(DuplicateKeyError):
+        write_batch(keyed_uri, pa.concat_tables([orders(100, 3), orders(100, 3)]), batch_id=0)  # repeated in the batch
+    t = Table.open(keyed_uri)
+    assert t.snapshot().transactions == {} and sorted(t.to_arrow().column("id").to_pylist()) == list(range(10))
+    assert not write_batch(keyed_uri, orders(10, 5), batch_id=0).skipped
+    with pytest.raises(DuplicateKeyError):  # the batch's keys now count for every later write
+        Table.open(keyed_uri).append(orders(12, 1))
+
+
+def test_a_replayed_keyed_batch_is_skipped_not_refused_for_its_own_keys(keyed_uri):
+    assert not write_batch(keyed_uri, orders(10, 5), batch_id=0).skipped
+    assert write_batch(keyed_uri, orders(10, 5), batch_id=0).skipped
+    assert sorted(Table.open(keyed_uri).to_arrow().column("id").to_pylist()) == list(range(15))
+
+
+def test_a_complete_batch_into_a_keyed_table_needs_unique_keys_only(keyed_uri):
+    with pytest.raises(DuplicateKeyError):
+        write_batch(keyed_uri, pa.concat_tables([orders(200, 3), orders(200, 3)]), batch_id=0, complete=True)
+    assert not write_batch(keyed_uri, orders(5, 10), batch_id=0, complete=True).skipped  # replaces keys 0..9
+    assert sorted(Table.open(keyed_uri).to_arrow().column("id").to_pylist()) == list(range(5, 15))
