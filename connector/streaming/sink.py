@@ -131,13 +131,12 @@ def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app
 
     try:
         if plan.primary_key and segments:
-            # a replay is recognised before its keys are looked up: they are in the table
-            # because its first attempt put them there
-            ops.check_new_batch(current, app_id=app_id, batch_id=batch_id)
             result = _commit_keyed(
                 clog,
                 plan,
                 segments,
+                app_id=app_id,
+                batch_id=batch_id,
                 read=read,
                 current=current,
                 operation=operation,
@@ -161,6 +160,8 @@ def _commit_keyed(
     plan: writes.WritePlan,
     segments: Sequence[SegmentFile],
     *,
+    app_id: str,
+    batch_id: int,
     read: Snapshot,
     current: Snapshot,
     operation: Operation,
@@ -172,10 +173,18 @@ def _commit_keyed(
     or already in the table, nor made visible by a racing commit) or, in complete mode, as
     an overwrite (unique among themselves: the batch replaces every visible row). The
     commit records the batch's key filter, so racing keyed writers check against it."""
+    ops.check_new_batch(current, app_id=app_id, batch_id=batch_id)  # a replay's keys are in the table: its own
     rows = segment_keys(clog.io, segments, plan.primary_key)  # DuplicateKeyError for a key repeated in the batch
     complete = plan.mode == writes.OVERWRITE
     if not complete:
         check_absent(clog.io, current, rows)
+
+    def on_new_rows(newer: Snapshot, segment_ids: list[str]) -> None:
+        # another attempt of this batch that landed meanwhile is a replay, not a duplicate
+        ops.check_new_batch(newer, app_id=app_id, batch_id=batch_id)
+        if not complete:  # complete mode removes whatever is visible when it commits
+            check_absent(clog.io, newer, rows, segment_ids=segment_ids)
+
     return commit_keyed(
         clog,
         read=read,
@@ -185,10 +194,7 @@ def _commit_keyed(
         build=build,
         rows=rows,
         record=True,
-        # complete mode removes whatever is visible when it commits, racing rows included
-        on_new_rows=(lambda newer, ids: None)
-        if complete
-        else (lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=ids)),
+        on_new_rows=on_new_rows,
         parameters=parameters,
         metrics=metrics,
     )

@@ -18,7 +18,7 @@ import pytest
 
 from mvtable.connector import Table, writes
 from mvtable.connector.streaming import commit_batch, plan_batch, query_app_id
-from mvtable.errors import DuplicateKeyError, InvalidOptionError
+from mvtable.errors import DuplicateKeyError, InvalidOptionError, NothingToCommit
 
 from ..conftest import orders
 
@@ -159,3 +159,43 @@ def test_a_complete_batch_into_a_keyed_table_needs_unique_keys_only(keyed_uri):
         write_batch(keyed_uri, pa.concat_tables([orders(200, 3), orders(200, 3)]), batch_id=0, complete=True)
     assert not write_batch(keyed_uri, orders(5, 10), batch_id=0, complete=True).skipped  # replaces keys 0..9
     assert sorted(Table.open(keyed_uri).to_arrow().column("id").to_pylist()) == list(range(5, 15))
+
+
+def _race_keyed(uri: str) -> bool:
+    return write_batch(uri, orders(1000, 20), batch_id=7).skipped  # attempts of one batch carry the same keys
+
+
+def test_attempts_of_one_keyed_batch_racing_land_it_once_and_skip_the_rest(keyed_uri):
+    with ProcessPoolExecutor(3, mp_context=get_context("spawn")) as pool:
+        skipped = list(pool.map(_race_keyed, [keyed_uri] * 3))
+    assert sorted(skipped) == [False, True, True]
+    assert sorted(Table.open(keyed_uri).to_arrow().column("id").to_pylist()) == [*range(10), *range(1000, 1020)]
+
+
+def test_a_keyed_batch_whose_other_attempt_lands_during_its_commit_is_a_replay(keyed_uri):
+    """The window inside ``commit_batch``: the other attempt lands after this one caught up.
+    Its keys then look like a racing duplicate; the batch id says it is this batch."""
+    from mvtable.connector.streaming.sink import _commit_keyed
+    from mvtable.lineage import operations as ops
+    from mvtable.lineage.enums import Operation
+
+    data = orders(1000, 20)
+    plan = plan_batch(keyed_uri, storage_options=None, incoming=data.schema, complete=False)
+    segments = writes.write_data(plan, data.to_batches())
+    clog = plan.commit_log()
+    stale = clog.snapshot()
+    assert not write_batch(keyed_uri, data, batch_id=7).skipped  # the other attempt
+    with pytest.raises(NothingToCommit):
+        _commit_keyed(
+            clog,
+            plan,
+            segments,
+            app_id="query-1",
+            batch_id=7,
+            read=stale,
+            current=stale,
+            operation=Operation.STREAM_APPEND,
+            build=lambda cur: ops.stream_batch(cur, segments, app_id="query-1", batch_id=7),
+            parameters={},
+            metrics={},
+        )
