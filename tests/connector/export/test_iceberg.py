@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyiceberg.table import StaticTable
 
@@ -131,3 +133,24 @@ def test_type_iceberg_cannot_hold_is_typed(tmp_path) -> None:
     with pytest.raises(UnsupportedExportTypeError, match="'d'.*Iceberg.*decimal\\(5,-2\\)"):
         export_iceberg(t.io, [t.snapshot()])
     assert not os.path.exists(os.path.join(t.uri, "metadata"))
+
+
+def test_a_reused_puffin_with_a_stale_blob_does_not_hide_rows_a_restore_brought_back(tmp_path: Path) -> None:
+    # v3 and v4 put inline DVs on B and then A; the run exporting v4 and v5 copies both
+    # into one Puffin file at v4. v5 restores v3: A is back without its DV while B keeps
+    # its own, so v5 must not reuse that file (pyiceberg would apply A's stale blob too)
+    schema = pa.schema([("id", pa.int64())])
+    t = Table.create(str(tmp_path / "t"), schema=schema)
+    t.append(pa.table({"id": pa.array(range(0, 1000), pa.int64())}))
+    t.append(pa.table({"id": pa.array(range(1000, 2000), pa.int64())}))
+    t.delete(pc.field("id") == 1500)
+    t.export_iceberg()
+    t.delete(pc.field("id") == 5)
+    t.restore(version=3)
+    assert all(ref.inline is not None for ref in t.snapshot(4).dvs.values())
+    result = t.export_iceberg(all_versions=True)
+    assert result.versions == (4, 5)
+    for v in (3, 4, 5):
+        expected = sorted(t.scan(version=v).to_arrow().to_pylist(), key=lambda r: r["id"])
+        assert iceberg_rows(result.metadata, v) == expected, f"version {v}"
+    assert {"id": 5} in iceberg_rows(result.metadata, 5)
