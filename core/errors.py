@@ -299,6 +299,18 @@ class ExportConflictError(ExportError):
     """Another export wrote the same metadata version at the same time; run it again."""
 
 
+class ForeignExportMetadataError(ExportError):
+    """The export folder (``metadata/`` or ``_delta_log/``) holds something an export cannot
+    continue: files mvtable did not write, or damaged ones. Exports only append to their own
+    metadata, so nothing is overwritten; move the folder away to export afresh."""
+
+
+class ExportOfAnotherTableError(ForeignExportMetadataError):
+    """The export folder holds the export of another mvtable table: the table was deleted and
+    created again at the same location, so the old export's versions (and files) are not
+    this table's. Move the folder away to export afresh."""
+
+
 # -- streaming ---------------------------------------------------------------------------
 class StreamingError(MvTableError):
     """Base of the errors a streaming read or write stops with."""

@@ -9,12 +9,13 @@ mvtable table exactly as it was.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import ExportError, ExportPathNotWritableError, FilesMissingError
+from mvtable.errors import ExportError, ExportOfAnotherTableError, ExportPathNotWritableError, FilesMissingError
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot, replay
 from mvtable.paths import location_uri
@@ -30,6 +31,7 @@ __all__ = [
     "newer_versions",
     "retained_snapshots",
     "table_location",
+    "table_uuid",
 ]
 
 
@@ -80,6 +82,12 @@ def table_location(io: FileIO) -> str:
     return location_uri(io.uri)
 
 
+def table_uuid(table_id: str) -> str:
+    """The id an export gives the table (Iceberg ``table-uuid``, Delta ``metaData.id``):
+    derived from the mvtable table id, so an export tells which table it belongs to."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"mvtable:{table_id}"))
+
+
 class FileSizes:
     """Actual sizes of the table's files, one listing per folder per export. Both formats
     need the exact byte size (readers seek to the Parquet footer from it), and the log's
@@ -128,12 +136,30 @@ def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[Live
 
 
 def newer_versions(
-    snapshots: Iterable[Snapshot], *, after: int, location: str, sizes: FileSizes, skipped: list[int]
+    snapshots: Iterable[Snapshot],
+    *,
+    after: int,
+    location: str,
+    sizes: FileSizes,
+    skipped: list[int],
+    owner: str | None = None,
+    folder: str = "",
 ) -> Iterator[tuple[Snapshot, list[LiveFile]]]:
     """(snapshot, live files) of each snapshot newer than ``after``, the last version an
     export already holds (exports only append, so the newest version stays current);
-    versions whose files are gone are appended to ``skipped`` instead."""
+    versions whose files are gone are appended to ``skipped`` instead.
+
+    ``owner`` is the ``table_uuid`` the existing export in ``folder`` was written for: every
+    snapshot is checked against it before its version is compared with ``after``, because a
+    table deleted and created again at the same location starts its versions afresh, and
+    resuming from the old export's version would mix two tables (or export nothing)."""
     for snap in snapshots:
+        if owner is not None and table_uuid(snap.table_id) != owner:
+            raise ExportOfAnotherTableError(
+                f"{location}/{folder}/ holds the export of another table (export table uuid {owner}), not of table "
+                f"{snap.table_id} now at {location} (uuid {table_uuid(snap.table_id)}): was the table deleted and "
+                f"created again? Move {folder}/ away to export afresh"
+            )
         if snap.version <= after:
             continue
         try:

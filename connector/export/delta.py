@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, unquote
@@ -29,7 +28,7 @@ from mvtable.errors import ExportConflictError, ExportError
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
-from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location
+from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location, table_uuid
 from .types import delta_schema
 
 __all__ = ["export_delta", "DELTA_LOG_DIR", "z85"]
@@ -55,12 +54,14 @@ def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     the last one exported. Metadata only; commits land one by one, each complete."""
     location = table_location(io)
     writer = MetadataWriter(io, location)
-    state, next_version, last_exported = _replay(writer)
+    state, next_version, last_exported, owner = _replay(writer)
     sizes = FileSizes(io)
     new_versions: list[int] = []
     skipped: list[int] = []
     copied = 0
-    for snap, files in newer_versions(snapshots, after=last_exported, location=location, sizes=sizes, skipped=skipped):
+    for snap, files in newer_versions(
+        snapshots, after=last_exported, location=location, sizes=sizes, skipped=skipped, owner=owner, folder=DELTA_LOG_DIR
+    ):
         actions, wanted, n = _commit_actions(io, snap, files, state, first=next_version == 0)
         path = f"{DELTA_LOG_DIR}/{next_version:020d}.json"
         body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
@@ -73,12 +74,14 @@ def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     return ExportResult("delta", location, tuple(new_versions), len(writer.written), writer.bytes, copied, skipped=tuple(skipped))
 
 
-def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int]:
-    """(live ``add`` actions by path, next Delta version, last exported mvtable version)
-    from the JSON commits this exporter wrote."""
+def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int, str | None]:
+    """(live ``add`` actions by path, next Delta version, last exported mvtable version,
+    the ``metaData.id`` naming the table the log was written for) from the JSON commits
+    this exporter wrote."""
     names = sorted(n for n in writer.names(DELTA_LOG_DIR) if n.endswith(".json") and n[:-5].isdigit())
     adds: dict[str, dict[str, Any]] = {}
     last = -1
+    owner: str | None = None
     for i, name in enumerate(names):
         if int(name[:-5]) != i:
             raise ExportError(
@@ -95,7 +98,9 @@ def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int
                 adds.pop(unquote(action["remove"]["path"]), None)
             elif "commitInfo" in action:
                 last = int(action["commitInfo"].get("mvtableVersion", last))
-    return adds, len(names), last
+            elif "metaData" in action:
+                owner = str(action["metaData"]["id"])
+    return adds, len(names), last, owner
 
 
 def _commit_actions(
@@ -120,7 +125,7 @@ def _commit_actions(
         actions.append(
             {
                 "metaData": {
-                    "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"mvtable:{snap.table_id}")),
+                    "id": table_uuid(snap.table_id),
                     "format": {"provider": "parquet", "options": {}},
                     "schemaString": json.dumps(schema),
                     "partitionColumns": [],

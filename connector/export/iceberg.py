@@ -26,7 +26,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
 from . import avro
-from .common import METADATA_DIR, ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location
+from .common import METADATA_DIR, ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location, table_uuid
 from .deletion_vectors import DVPlacer
 from .types import iceberg_schema
 
@@ -100,9 +100,12 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     try:
         number, previous = _read_current(writer)
         last = max((int(s["summary"].get("mvtable.version", -1)) for s in (previous or {}).get("snapshots", [])), default=-1)
+        owner = table_uuid(previous["properties"]["mvtable.table-id"]) if previous is not None else None
         meta = previous
         new_versions: list[int] = []
-        for snap, files in newer_versions(snapshots, after=last, location=location, sizes=sizes, skipped=skipped):
+        for snap, files in newer_versions(
+            snapshots, after=last, location=location, sizes=sizes, skipped=skipped, owner=owner, folder=METADATA_DIR
+        ):
             meta = _add_snapshot(writer, meta, snap, files, placer, location)
             new_versions.append(snap.version)
         current = f"{location}/{METADATA_DIR}/v{number}.metadata.json" if number else ""
@@ -224,7 +227,7 @@ def _add_snapshot(
         snapshot["parent-snapshot-id"] = parent
     base = meta or {
         "format-version": 3,
-        "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"mvtable:{snap.table_id}")),
+        "table-uuid": table_uuid(snap.table_id),
         "location": location,
         "snapshots": [],
         "snapshot-log": [],
