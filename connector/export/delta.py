@@ -26,7 +26,7 @@ import numpy as np
 
 from mvtable.errors import ExportConflictError, ExportError
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.storage import FileIO
+from mvtable.storage import FileIO, LocalFileIO
 
 from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location, table_uuid
 from .types import delta_schema
@@ -67,11 +67,20 @@ def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
         body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
         if not writer.write(path, body, exclusive=True):
             raise ExportConflictError(f"another export wrote {location}/{path} at the same time; run the export again")
+        _date(io, path, snap.timestamp_ms)
         state, last_exported = wanted, snap.version
         next_version += 1
         copied += n
         new_versions.append(snap.version)
     return ExportResult("delta", location, tuple(new_versions), len(writer.written), writer.bytes, copied, skipped=tuple(skipped))
+
+
+def _date(io: FileIO, path: str, timestamp_ms: int) -> None:
+    """Give a commit file the mvtable commit's time as its modification time: delta-rs (and
+    so polars) time travel by timestamp uses the file's mtime, not ``commitInfo.timestamp``.
+    Only local disk can set it; on object storage the export time stays (see the README)."""
+    if isinstance(io, LocalFileIO):
+        io.set_mtime(path, timestamp_ms / 1000)
 
 
 def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int, str | None]:

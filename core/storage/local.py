@@ -100,6 +100,12 @@ class LocalFileIO:
             except FileNotFoundError:
                 pass
 
+    def set_mtime(self, path: str, seconds: float) -> None:
+        """Set a file's modification time (local disk only; object stores set it on upload
+        and cannot change it). A Delta export dates each commit file so, because delta-rs
+        times a commit by its file's modification time."""
+        os.utime(self._p(path), (seconds, seconds))
+
     def exists(self, path: str) -> bool:
         return os.path.exists(self._p(path))
 

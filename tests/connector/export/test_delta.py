@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from pathlib import Path
 
 import deltalake
 import polars as pl
@@ -88,3 +90,25 @@ def test_delta_typed_errors_leave_the_table_alone(tmp_path, history_table: Table
     with pytest.raises(ExportPathNotWritableError, match="_delta_log"):
         history_table.export_delta()
     assert tree(history_table.uri, "data", "_mvtable") == before
+
+
+def test_delta_time_travel_by_timestamp_lands_on_the_version_of_that_time(tmp_path: Path) -> None:
+    # delta-rs times a commit by its file's mtime: the export dates each commit file with
+    # the mvtable commit's time, so an export made later still travels to the right version
+    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64())]))
+    for i in range(3):
+        time.sleep(0.05)
+        t.append(pa.table({"id": pa.array([i], pa.int64())}))
+    time.sleep(0.5)
+    t.export_delta(all_versions=True)
+    for entry in t.history()[1:]:
+        expected = t.scan(timestamp=entry.timestamp).count()
+        assert expected == entry.version
+        dtab = DeltaTable(t.uri)
+        dtab.load_as_version(entry.timestamp)
+        assert dtab.version() == entry.version
+        assert pl.read_delta(t.uri, version=entry.timestamp).height == expected
+    first = os.path.join(t.uri, "_delta_log", f"{1:020d}.json")
+    with open(first) as f:
+        info = next(json.loads(line)["commitInfo"] for line in f if "commitInfo" in line)
+    assert abs(os.path.getmtime(first) * 1000 - info["timestamp"]) < 1
