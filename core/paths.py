@@ -48,9 +48,20 @@ def path_problem(path: object) -> str | None:
 
 
 def location_uri(root: str, path: str = "") -> str:
-    """The absolute URI of ``path`` under the table root ``root`` (a local path becomes a
-    ``file://`` URI): what other formats' metadata names files by."""
+    """The absolute location of ``path`` under the table root ``root``: what other formats'
+    metadata (Iceberg manifests, the Puffin footers of DV files) names files by.
+
+    A local path becomes ``file://`` followed by the absolute path as it is, not
+    percent-encoded: that is what pyiceberg writes and what it opens (it does not decode
+    ``%20``), so a table under ``/data/my table`` must be named ``file:///data/my table``.
+    A path with ``?`` or ``#`` stays a plain absolute path: in a URI those start a query or
+    fragment, which pyiceberg would cut off, while it opens a path without a scheme as a
+    local file whole. Every caller has to agree, as a DV file's footer is matched against
+    the export's locations by string."""
     base = root.rstrip("/")
     if "://" not in base:
-        base = pathlib.Path(base).absolute().as_uri()
+        absolute = pathlib.Path(base).absolute().as_posix()
+        if not absolute.startswith("/"):
+            absolute = "/" + absolute  # a Windows drive: file:///C:/...
+        base = absolute if "?" in absolute or "#" in absolute else "file://" + absolute
     return f"{base}/{path}" if path else base
