@@ -64,6 +64,8 @@ def _hint(exc: BaseException, args: argparse.Namespace) -> str:
         return "use a longer --retention, or add --force if no reader or writer needs the older files"
     if isinstance(exc, e.UnsupportedExportTypeError):
         return "the export wrote nothing; export a table whose columns the target can hold"
+    if isinstance(exc, e.ForeignExportMetadataError):
+        return "move the export folder named above away (rename it) and export again; nothing was written"
     if isinstance(exc, e.ExportError):
         return "the export wrote nothing into data/ or _mvtable/; the mvtable table is unchanged"
     if isinstance(exc, e.CorruptMetadataError):

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import ExportError, ExportOfAnotherTableError, ExportPathNotWritableError, FilesMissingError
+from mvtable.errors import (
+    ExportError,
+    ExportOfAnotherTableError,
+    ExportPathNotWritableError,
+    FilesMissingError,
+    ForeignExportMetadataError,
+)
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot, replay
 from mvtable.paths import location_uri
@@ -28,7 +34,9 @@ __all__ = [
     "LiveFile",
     "MetadataWriter",
     "live_files",
+    "PARSE_ERRORS",
     "newer_versions",
+    "not_ours",
     "retained_snapshots",
     "table_location",
     "table_uuid",
@@ -80,6 +88,19 @@ class ExportResult:
 def table_location(io: FileIO) -> str:
     """The table root as an absolute URI (``file:///…`` for local disk)."""
     return location_uri(io.uri)
+
+
+# what parsing and checking a document another program may have written can raise (JSON
+# and UTF-8 decoding errors are ValueErrors)
+PARSE_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
+
+
+def not_ours(location: str, path: str, folder: str, exc: BaseException | str) -> ForeignExportMetadataError:
+    """The error for an existing export file that does not hold what mvtable writes there."""
+    why = f"no {exc.args[0]!r} field" if isinstance(exc, KeyError) else str(exc)
+    return ForeignExportMetadataError(
+        f"{location}/{path} was not written by mvtable (or is damaged): {why}; move {folder}/ away to export afresh"
+    )
 
 
 def table_uuid(table_id: str) -> str:
@@ -212,6 +233,7 @@ class MetadataWriter:
         try:
             if exclusive:
                 if not self.io.put_if_absent(path, data):
+                    self._check_a_file_is_in_the_way(path)
                     return False
             else:
                 self.io.write(path, data)
@@ -226,6 +248,13 @@ class MetadataWriter:
         self.written.append(path)
         self.bytes += len(data)
         return True
+
+    def _check_a_file_is_in_the_way(self, path: str) -> None:
+        """After a lost ``put_if_absent``: a regular file there is another export's (a race
+        worth retrying); anything else (a directory) is not, and retrying cannot help."""
+        folder, _, name = path.rpartition("/")
+        if name not in self.io.list_names(folder):
+            raise not_ours(self.location, path, folder or path, "it is not a regular file (a directory?)")
 
     def names(self, folder: str) -> list[str]:
         """The file names in ``folder`` (none if it does not exist yet)."""

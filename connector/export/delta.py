@@ -24,11 +24,21 @@ from urllib.parse import quote, unquote
 
 import numpy as np
 
-from mvtable.errors import ExportConflictError, ExportError
+from mvtable.errors import ExportConflictError
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, LocalFileIO
 
-from .common import ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location, table_uuid
+from .common import (
+    PARSE_ERRORS,
+    ExportResult,
+    FileSizes,
+    LiveFile,
+    MetadataWriter,
+    newer_versions,
+    not_ours,
+    table_location,
+    table_uuid,
+)
 from .types import delta_schema
 
 __all__ = ["export_delta", "DELTA_LOG_DIR", "z85"]
@@ -86,30 +96,62 @@ def _date(io: FileIO, path: str, timestamp_ms: int) -> None:
 def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int, str | None]:
     """(live ``add`` actions by path, next Delta version, last exported mvtable version,
     the ``metaData.id`` naming the table the log was written for) from the JSON commits
-    this exporter wrote."""
+    this exporter wrote. Anything else in ``_delta_log/`` (another writer's commits, a gap,
+    a damaged file) is refused before anything is written."""
     names = sorted(n for n in writer.names(DELTA_LOG_DIR) if n.endswith(".json") and n[:-5].isdigit())
     adds: dict[str, dict[str, Any]] = {}
     last = -1
     owner: str | None = None
     for i, name in enumerate(names):
+        path = f"{DELTA_LOG_DIR}/{name}"
         if int(name[:-5]) != i:
-            raise ExportError(
-                f"{DELTA_LOG_DIR}/ is missing version {i}; it was not written by mvtable alone. "
-                f"Move {DELTA_LOG_DIR}/ away to export afresh"
-            )
-        for line in writer.io.read(f"{DELTA_LOG_DIR}/{name}").decode().splitlines():
-            if not line.strip():
-                continue
-            action = json.loads(line)
-            if "add" in action:
-                adds[unquote(action["add"]["path"])] = action["add"]
-            elif "remove" in action:
-                adds.pop(unquote(action["remove"]["path"]), None)
-            elif "commitInfo" in action:
-                last = int(action["commitInfo"].get("mvtableVersion", last))
-            elif "metaData" in action:
-                owner = str(action["metaData"]["id"])
+            raise not_ours(writer.location, path, DELTA_LOG_DIR, f"version {i} is missing before it")
+        try:
+            version, added, removed, meta_id = _read_commit(writer.io.read(path))
+        except PARSE_ERRORS as exc:
+            raise not_ours(writer.location, path, DELTA_LOG_DIR, exc) from None
+        for p in removed:
+            adds.pop(p, None)
+        adds.update(added)
+        last, owner = version, meta_id or owner
+    if names and owner is None:
+        raise not_ours(writer.location, f"{DELTA_LOG_DIR}/{names[0]}", DELTA_LOG_DIR, "no metaData action")
     return adds, len(names), last, owner
+
+
+def _read_commit(data: bytes) -> tuple[int, dict[str, dict[str, Any]], list[str], str | None]:
+    """(mvtable version, ``add`` actions by path, removed paths, ``metaData.id``) of one
+    commit this exporter wrote; a KeyError, TypeError or ValueError for anything else."""
+    version: int | None = None
+    added: dict[str, dict[str, Any]] = {}
+    removed: list[str] = []
+    meta_id: str | None = None
+    for line in data.decode().splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if not isinstance(action, dict):
+            raise TypeError(f"an action that is not a JSON object: {line[:80]}")
+        if "add" in action:
+            add = action["add"]
+            path = unquote(add["path"])
+            int(add["size"])
+            if not isinstance(add.get("tags", {}), dict):
+                raise TypeError("'tags' of an add is not an object")
+            added[path] = add
+        elif "remove" in action:
+            path = unquote(action["remove"]["path"])
+            added.pop(path, None)
+            removed.append(path)
+        elif "commitInfo" in action:
+            version = int(action["commitInfo"]["mvtableVersion"])
+        elif "metaData" in action:
+            meta_id = action["metaData"]["id"]
+            if not isinstance(meta_id, str):
+                raise TypeError("'metaData.id' is not a string")
+    if version is None:
+        raise ValueError("no commitInfo naming the mvtable version it exports")
+    return version, added, removed, meta_id
 
 
 def _commit_actions(

@@ -21,12 +21,23 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from mvtable.errors import ExportConflictError, ExportError
+from mvtable.errors import ExportConflictError
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
 from . import avro
-from .common import METADATA_DIR, ExportResult, FileSizes, LiveFile, MetadataWriter, newer_versions, table_location, table_uuid
+from .common import (
+    METADATA_DIR,
+    PARSE_ERRORS,
+    ExportResult,
+    FileSizes,
+    LiveFile,
+    MetadataWriter,
+    newer_versions,
+    not_ours,
+    table_location,
+    table_uuid,
+)
 from .deletion_vectors import DVPlacer
 from .types import iceberg_schema
 
@@ -98,9 +109,7 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     placer = DVPlacer(writer, sizes, location)
     skipped: list[int] = []
     try:
-        number, previous = _read_current(writer)
-        last = max((int(s["summary"].get("mvtable.version", -1)) for s in (previous or {}).get("snapshots", [])), default=-1)
-        owner = table_uuid(previous["properties"]["mvtable.table-id"]) if previous is not None else None
+        number, previous, last, owner = _read_current(writer)
         meta = previous
         new_versions: list[int] = []
         for snap, files in newer_versions(
@@ -132,24 +141,42 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
         raise
 
 
-def _read_current(writer: MetadataWriter) -> tuple[int, dict[str, Any] | None]:
-    """(number, content) of the newest ``vN.metadata.json`` (0, None when there is none).
+def _read_current(writer: MetadataWriter) -> tuple[int, dict[str, Any] | None, int, str | None]:
+    """(number, content, last exported mvtable version, ``table_uuid`` of the table it was
+    written for) of the newest ``vN.metadata.json`` (0, None, -1, None when there is none).
     Found by listing rather than from ``version-hint.text``, which is written last and so
-    may lag behind after a crash."""
+    may lag behind after a crash. Anything an export would trip on later is checked here,
+    so foreign or damaged metadata is refused before anything is written."""
     numbers = [int(m.group(1)) for m in map(_METADATA_NAME.fullmatch, writer.names(METADATA_DIR)) if m]
     if not numbers:
-        return 0, None
+        return 0, None, -1, None
     number = max(numbers)
     path = f"{METADATA_DIR}/v{number}.metadata.json"
     try:
         meta = json.loads(writer.io.read(path))
-        if not isinstance(meta, dict) or not isinstance(meta.get("snapshots"), list):
-            raise ValueError("not an Iceberg table metadata document")
-    except ValueError as exc:
-        raise ExportError(
-            f"{path} is not readable Iceberg metadata ({exc}); move {METADATA_DIR}/ away to export afresh"
-        ) from None
-    return number, meta
+        last, owner = _check_metadata(meta)
+    except PARSE_ERRORS as exc:
+        raise not_ours(writer.location, path, METADATA_DIR, exc) from None
+    return number, meta, last, owner
+
+
+def _check_metadata(meta: Any) -> tuple[int, str]:
+    """(last exported mvtable version, export owner) of a metadata document this exporter
+    wrote; a KeyError, TypeError or ValueError for anything else."""
+    if not isinstance(meta, dict):
+        raise TypeError("not an Iceberg table metadata document (a JSON object)")
+    snapshots = meta["snapshots"]
+    if not isinstance(snapshots, list) or not all(isinstance(s, dict) for s in snapshots):
+        raise TypeError("'snapshots' is not a list of objects")
+    last = max((int(s["summary"]["mvtable.version"]) for s in snapshots), default=-1)
+    if not isinstance(meta["snapshot-log"], list) or not isinstance(meta.get("metadata-log", []), list):
+        raise TypeError("'snapshot-log' or 'metadata-log' is not a list")
+    for key in ("last-updated-ms", "next-row-id", "last-sequence-number"):
+        int(meta.get(key, 0) if key != "last-updated-ms" else meta[key])
+    table_id = meta["properties"]["mvtable.table-id"]
+    if not isinstance(table_id, str):
+        raise TypeError("'mvtable.table-id' is not a string")
+    return last, table_uuid(table_id)
 
 
 def _add_snapshot(
