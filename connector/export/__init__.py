@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from mvtable import checks
 from mvtable.conf import TableProperties
 from mvtable.errors import InvalidOptionError, MvTableError
 from mvtable.lineage.log import CommitLog, add_commit_hook
@@ -35,7 +36,9 @@ log = logging.getLogger("mvtable.export")
 
 def export(io: FileIO, log_: CommitLog, *, format: str, all_versions: bool = False) -> ExportResult:
     """Export the newest version (``all_versions``: every version the log can still
-    rebuild) of the table at ``io`` as ``format`` (``"iceberg"`` or ``"delta"``)."""
+    rebuild) of the table at ``io`` as ``format`` (``"iceberg"`` or ``"delta"``).
+    ``all_versions`` must be a real bool: the string ``"false"`` would mean every version."""
+    all_versions = checks.flag(all_versions, name="all_versions")
     if format not in FORMATS:
         raise InvalidOptionError(f"unknown export format {format!r}; choose one of {list(FORMATS)}")
     snapshots: Iterable[Snapshot] = retained_snapshots(log_) if all_versions else [log_.snapshot()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -15,7 +16,7 @@ from mvtable.connector.export import export_iceberg
 from mvtable.connector.export.common import oldest_rebuildable
 from mvtable.connector.export.types import delta_schema, iceberg_schema
 from mvtable.connector.schema import schema_to_json
-from mvtable.errors import ExportConflictError, UnsupportedExportTypeError
+from mvtable.errors import ExportConflictError, InvalidOptionError, UnsupportedExportTypeError
 
 from .conftest import sorted_rows
 
@@ -145,3 +146,14 @@ def test_exports_follow_compaction_and_later_deletes(tmp_path) -> None:
         expected = sorted_rows(t.scan(version=v).to_arrow())
         assert sorted_rows(table.scan(snapshot_id=v + 1).to_arrow()) == expected, f"iceberg, version {v}"
         assert sorted_rows(pl.read_delta(t.uri, version=v).to_arrow()) == expected, f"delta, version {v}"
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+@pytest.mark.parametrize("fmt", ["iceberg", "delta"])
+def test_all_versions_must_be_a_bool(tmp_path: Path, fmt: str, value: object) -> None:
+    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": pa.array([1], pa.int64())}))
+    call = t.export_iceberg if fmt == "iceberg" else t.export_delta
+    with pytest.raises(InvalidOptionError, match="all_versions must be True or False"):
+        call(all_versions=value)  # type: ignore[arg-type]
+    assert not os.path.exists(os.path.join(t.uri, "metadata" if fmt == "iceberg" else "_delta_log"))
