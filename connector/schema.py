@@ -94,11 +94,37 @@ RESERVED_COLUMNS: Mapping[str, str] = MappingProxyType(
 
 
 def check_new_table_columns(schema: pa.Schema) -> None:
-    """``SchemaMismatchError`` when a new table's column takes a name mvtable adds to rows."""
+    """``SchemaMismatchError`` when a new table's column takes a name mvtable adds to rows,
+    or when a struct (at any depth) has two fields whose names differ only in case."""
     clash = [(n, RESERVED_COLUMNS[n.lower()]) for n in schema.names if n.lower() in RESERVED_COLUMNS]
     if clash:
         named = "; ".join(f"{n!r} (used by {use})" for n, use in clash)
         raise SchemaMismatchError(f"column names reserved by mvtable: {named}; rename the column(s) before creating the table")
+    for f in schema:
+        _check_struct_field_names(f.type, f.name)
+
+
+def _check_struct_field_names(t: pa.DataType, column: str) -> None:
+    """Struct field names are matched case-insensitively like column names (a write's
+    schema check, ``nested_names``; Spark and Delta readers refuse such a schema), so two
+    fields ``x`` and ``X`` of one struct could not be told apart: refused at create, as
+    duplicate column names are."""
+    if pa.types.is_struct(t):
+        names = [t.field(i).name.lower() for i in range(t.num_fields)]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise SchemaMismatchError(
+                f"duplicate field names (case-insensitive) in struct column {column}: {dup}; rename them before creating the table"
+            )
+        for i in range(t.num_fields):
+            _check_struct_field_names(t.field(i).type, f"{column}.{t.field(i).name}")
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        _check_struct_field_names(t.value_type, f"{column}[]")
+    elif pa.types.is_map(t):
+        _check_struct_field_names(t.key_type, f"{column}.key")
+        _check_struct_field_names(t.item_type, f"{column}.value")
+    elif pa.types.is_dictionary(t):
+        _check_struct_field_names(t.value_type, column)
 
 
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:

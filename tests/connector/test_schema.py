@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
+from mvtable.connector import Table
 from mvtable.connector.schema import check_write_schema, schema_to_json
 from mvtable.errors import SchemaMismatchError
 
@@ -54,3 +59,27 @@ def test_a_nested_mismatch_shows_both_types_in_full(column, changed, shown) -> N
 def test_struct_fields_that_differ_only_in_case_match() -> None:
     upper = pa.struct([("A", pa.int32()), ("B", pa.string())])
     assert check_write_schema(TABLE, data(st=upper, tags=pa.list_(upper))) == ["id", "st", "tags", "m"]
+
+
+@pytest.mark.parametrize(
+    ("column_type", "named"),
+    [
+        (pa.struct([("x", pa.int64()), ("X", pa.int64())]), "st"),
+        (pa.list_(pa.struct([("id", pa.int64()), ("s", pa.struct([("ab", pa.int32()), ("aB", pa.int32())]))])), "st[].s"),
+        (pa.map_(pa.string(), pa.struct([("v", pa.int32()), ("V", pa.int32())])), "st.value"),
+    ],
+)
+def test_struct_fields_that_differ_only_in_case_are_refused_at_create(
+    tmp_path: Path, column_type: pa.DataType, named: str
+) -> None:
+    # a write matches struct fields case-insensitively (as columns): x and X could not be
+    # told apart, so the table is refused as one with columns a and A is
+    schema = pa.schema([("id", pa.int64()), ("st", column_type)])
+    with pytest.raises(
+        SchemaMismatchError, match=rf"duplicate field names \(case-insensitive\) in struct column {re.escape(named)}:"
+    ):
+        Table.create(str(tmp_path / "t"), schema=schema)
+    assert not os.path.exists(tmp_path / "t" / "_mvtable")
+    Table.create(
+        str(tmp_path / "ok"), schema=pa.schema([("id", pa.int64()), ("st", pa.struct([("x", pa.int64()), ("y", pa.int64())]))])
+    )
