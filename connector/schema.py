@@ -46,6 +46,13 @@ def type_to_json(t: pa.DataType, *, column: str) -> Any:
     if pa.types.is_decimal(t):
         if t.precision > 38:
             raise UnsupportedTypeError(f"column {column}: decimal precision {t.precision} exceeds Spark's 38")
+        if not 0 <= t.scale <= t.precision:
+            # Parquet (and Spark) store only 0 <= scale <= precision: such a table would take
+            # no row, each append failing in the Parquet writer
+            raise UnsupportedTypeError(
+                f"column {column}: decimal scale {t.scale} with precision {t.precision}; Parquet and Spark need "
+                "0 <= scale <= precision: cast the column (e.g. to decimal(precision - scale, 0)) before creating the table"
+            )
         return f"decimal({t.precision},{t.scale})"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t):
         return "string"

@@ -11,7 +11,7 @@ import pytest
 
 from mvtable.connector import Table
 from mvtable.connector.schema import check_write_schema, schema_to_json
-from mvtable.errors import SchemaMismatchError
+from mvtable.errors import SchemaMismatchError, UnsupportedTypeError
 
 ST = pa.struct([("a", pa.int32()), ("b", pa.string())])
 TABLE = schema_to_json(
@@ -83,3 +83,14 @@ def test_struct_fields_that_differ_only_in_case_are_refused_at_create(
     Table.create(
         str(tmp_path / "ok"), schema=pa.schema([("id", pa.int64()), ("st", pa.struct([("x", pa.int64()), ("y", pa.int64())]))])
     )
+
+
+@pytest.mark.parametrize("decimal", [pa.decimal128(5, -2), pa.decimal128(5, 6), pa.decimal128(10, 12)])
+def test_decimals_with_a_negative_scale_or_one_above_the_precision_are_refused_at_create(
+    tmp_path: Path, decimal: pa.DataType
+) -> None:
+    # Parquet (and Spark) cannot store them: every append would fail with a raw error
+    schema = pa.schema([("id", pa.int64()), ("c", decimal)])
+    with pytest.raises(UnsupportedTypeError, match=r"column c: decimal scale"):
+        Table.create(str(tmp_path / "t"), schema=schema)
+    assert not os.path.exists(tmp_path / "t" / "_mvtable")

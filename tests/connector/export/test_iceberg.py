@@ -12,7 +12,8 @@ import pytest
 from pyiceberg.table import StaticTable
 
 from mvtable.connector import Table
-from mvtable.connector.export import after_commit, export_iceberg
+from mvtable.connector.export import after_commit
+from mvtable.connector.export.types import iceberg_schema
 from mvtable.errors import ExportPathNotWritableError, UnsupportedExportTypeError
 from mvtable.lineage.actions import SetDeletionVector
 from mvtable.lineage.enums import Operation
@@ -128,11 +129,11 @@ def test_unwritable_metadata_path_is_typed_and_leaves_the_table_alone(history_ta
     assert os.path.getsize(os.path.join(t.uri, "metadata")) == 0
 
 
-def test_type_iceberg_cannot_hold_is_typed(tmp_path) -> None:
-    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64()), ("d", pa.decimal128(5, -2))]))
+def test_type_iceberg_cannot_hold_is_typed() -> None:
+    # create refuses a negative scale now; a table created before that still has one
+    schema = {"type": "struct", "fields": [{"name": "d", "type": "decimal(5,-2)", "nullable": True, "metadata": {}}]}
     with pytest.raises(UnsupportedExportTypeError, match="'d'.*Iceberg.*decimal\\(5,-2\\)"):
-        export_iceberg(t.io, [t.snapshot()])
-    assert not os.path.exists(os.path.join(t.uri, "metadata"))
+        iceberg_schema(schema)
 
 
 def test_a_reused_puffin_with_a_stale_blob_does_not_hide_rows_a_restore_brought_back(tmp_path: Path) -> None:
