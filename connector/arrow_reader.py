@@ -76,12 +76,40 @@ def record_batch_reader(
     ``on_close`` runs once the stream is exhausted, fails or is closed (it releases the
     scan's reader pin)."""
 
+    nested = [i for i, f in enumerate(schema) if _nests_struct(f.type)]
+
     def batches() -> Iterator[pa.RecordBatch]:
         try:
             for tables in ordered_map(read, split_tasks(tasks, chunk_rows=chunk_rows), workers=workers):
                 for table in tables:
-                    yield from table.to_batches()
+                    for batch in table.to_batches():
+                        yield _unsliced(batch, nested) if nested else batch
         finally:
             on_close()
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _nests_struct(t: pa.DataType, *, in_struct: bool = False) -> bool:
+    """Whether ``t`` has a struct inside a struct (at any depth, through lists and maps)."""
+    if pa.types.is_struct(t):
+        return in_struct or any(_nests_struct(t.field(i).type, in_struct=True) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _nests_struct(t.value_type, in_struct=in_struct)
+    if pa.types.is_map(t):
+        return _nests_struct(t.key_type, in_struct=in_struct) or _nests_struct(t.item_type, in_struct=in_struct)
+    return False
+
+
+def _unsliced(batch: pa.RecordBatch, columns: Sequence[int]) -> pa.RecordBatch:
+    """``batch`` with its ``columns`` copied to offset 0 where they are slices. DuckDB (2.0)
+    refuses a struct below a struct in a batch with a non-zero offset (its conversion would
+    drop the offset and read the wrong rows), and the reader's batches are slices of the
+    pieces it reads. Only such columns are copied: a flat schema's batches pass as they are."""
+    arrays = batch.columns
+    if not any(arrays[i].offset for i in columns):
+        return batch
+    for i in columns:
+        if arrays[i].offset:
+            arrays[i] = pa.concat_arrays([arrays[i]])
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
