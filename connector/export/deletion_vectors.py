@@ -53,6 +53,7 @@ class DVPlacer:
         self.sizes = sizes
         self.location = location
         self.footers: dict[str, tuple[int, dict[tuple[int, int], str]]] = {}
+        self.blobs_in_place: dict[str, list[tuple[str, str]]] = {}  # DV file -> [(data file, DV identity)]
         self.copies: dict[tuple[str, str], tuple[str, int, int, int]] = {}  # -> (puffin, file size, offset, size)
         self.blobs: dict[str, list[tuple[str, str]]] = {}  # copied puffin -> [(data file, DV identity)] of its blobs
         self.copied_bytes = 0
@@ -75,9 +76,11 @@ class DVPlacer:
             if dv.path is not None:
                 if dv.path not in self.footers:
                     self.footers[dv.path] = _puffin_footer(self.writer.io, dv.path, self.sizes.get(dv.path))
+                    self.blobs_in_place[dv.path] = [
+                        (ref, f"{dv.path}@{offset}+{length}") for (offset, length), ref in self.footers[dv.path][1].items()
+                    ]
                 size, footer = self.footers[dv.path]
-                in_file = [(ref, f"{dv.path}@{offset}+{length}") for (offset, length), ref in footer.items()]
-                if footer.get((dv.offset, dv.size)) == f.location and consistent(dv.path, in_file):
+                if footer.get((dv.offset, dv.size)) == f.location and consistent(dv.path, self.blobs_in_place[dv.path]):
                     out.append(_dv_entry(f, f"{self.location}/{dv.path}", size, dv.offset, dv.size, dv.cardinality))
                     continue
             key = (_identity(dv), f.location)

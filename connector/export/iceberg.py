@@ -171,8 +171,9 @@ def _check_metadata(meta: Any) -> tuple[int, str]:
     last = max((int(s["summary"]["mvtable.version"]) for s in snapshots), default=-1)
     if not isinstance(meta["snapshot-log"], list) or not isinstance(meta.get("metadata-log", []), list):
         raise TypeError("'snapshot-log' or 'metadata-log' is not a list")
-    for key in ("last-updated-ms", "next-row-id", "last-sequence-number"):
-        int(meta.get(key, 0) if key != "last-updated-ms" else meta[key])
+    int(meta["last-updated-ms"])  # the next metadata-log entry's time
+    int(meta.get("next-row-id", 0))
+    int(meta.get("last-sequence-number", 0))
     table_id = meta["properties"]["mvtable.table-id"]
     if not isinstance(table_id, str):
         raise TypeError("'mvtable.table-id' is not a string")

@@ -13,6 +13,7 @@ from pyiceberg.table import StaticTable
 
 from mvtable.connector import Table
 from mvtable.connector.export import after_commit
+from mvtable.connector.export.common import table_location
 from mvtable.connector.export.types import iceberg_schema
 from mvtable.errors import ExportPathNotWritableError, UnsupportedExportTypeError
 from mvtable.lineage.actions import SetDeletionVector
@@ -174,3 +175,31 @@ def test_pyiceberg_reads_the_export_of_a_table_whose_path_has_special_characters
         for task in tasks
         for d in task.delete_files
     )
+
+
+def test_a_dv_file_whose_other_blob_is_stale_is_not_referenced_in_place(tmp_path: Path) -> None:
+    # one DV file holds the DVs of segments A and B; a later version gives A another DV
+    # (one that keeps rows the old one deleted) while B keeps its blob in that file. Used in
+    # place, the file would still apply A's old blob to A (pyiceberg applies every blob)
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
+    t.append(rows(0, 2000))
+    t.append(rows(2000, 2000))
+    snap = t.snapshot()
+    a, b = snap.visible_segment_ids()
+    located = {sid: f"{table_location(t.io)}/{snap.segments[sid].file.path}" for sid in (a, b)}
+    both = write_dvs(t.io, {a: list(range(0, 2000, 3)), b: list(range(0, 2000, 5))}, inline_max_bytes=0, data_files=located)
+    t.log.commit(
+        read=snap,
+        operation=Operation.DELETE,
+        build=lambda _: [SetDeletionVector(segment_id=sid, dv=both[sid]) for sid in (a, b)],
+    )
+    other = write_dvs(t.io, {a: list(range(1, 2000, 7))}, inline_max_bytes=0, data_files={a: located[a]})
+    t.log.commit(read=t.snapshot(), operation=Operation.DELETE, build=lambda _: [SetDeletionVector(segment_id=a, dv=other[a])])
+    result = t.export_iceberg(all_versions=True)
+    for v in range(t.version + 1):
+        assert iceberg_rows(result.metadata, v) == sorted_rows(t.scan(version=v).to_arrow()), f"version {v}"
+    shared = f"{table_location(t.io)}/{both[b].path}"
+    tasks = StaticTable.from_metadata(result.metadata).scan(snapshot_id=t.version).plan_files()  # version t.version - 1: in place
+    assert any(d.file_path == shared for task in tasks for d in task.delete_files)
+    tasks = StaticTable.from_metadata(result.metadata).scan().plan_files()
+    assert all(d.file_path != shared for task in tasks for d in task.delete_files)
