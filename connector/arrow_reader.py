@@ -79,11 +79,15 @@ def record_batch_reader(
     nested = [i for i, f in enumerate(schema) if _nests_struct(f.type)]
 
     def batches() -> Iterator[pa.RecordBatch]:
+        empty = True
         try:
             for tables in ordered_map(read, split_tasks(tasks, chunk_rows=chunk_rows), workers=workers):
                 for table in tables:
                     for batch in table.to_batches():
+                        empty = False
                         yield _unsliced(batch, nested) if nested else batch
+            if empty:  # polars' from_arrow refuses a stream of no batches ("at least one RecordBatch")
+                yield pa.RecordBatch.from_pylist([], schema=schema)
         finally:
             on_close()
 

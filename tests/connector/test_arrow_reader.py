@@ -44,6 +44,17 @@ def test_polars_reads_the_reader(deleted_table: Table) -> None:
     assert frame.sort("id").to_arrow().equals(expected.sort_by("id"))
 
 
+def test_polars_and_duckdb_read_a_reader_of_no_rows(table_uri) -> None:
+    t = Table.create(table_uri, schema=orders(0, 1).schema)
+    frame = pl.from_arrow(t.scan().to_reader())  # polars refuses a stream without a batch
+    assert frame.shape == (0, 3) and frame.columns == ["id", "status", "price"]
+    t.append(orders(0, 10))
+    t.delete(pc.field("id") >= 0)
+    reader = t.scan().to_reader()
+    assert reader.schema.names == ["id", "status", "price"]
+    assert duckdb.sql("select count(*) from reader").fetchall() == [(0,)]
+
+
 def test_reader_streams_in_bounded_pieces_and_releases_its_pin(deleted_table: Table) -> None:
     scan = deleted_table.scan()
     reader = scan.to_reader(chunk_rows=1000)
