@@ -7,6 +7,10 @@ What Spark 4.3 does with them (checked in pyspark's workers and the JVM classes)
   ``StreamSource`` it holds (the walked log, the pin) persists between micro-batches.
   Another instance is made and pickled for the executors' ``read``: the constructor only
   keeps options, and the source is built on first use.
+* When the query ends (finished, stopped, failed) ``stop()`` releases the source's pin. The
+  JVM ends the runner process with SIGTERM rather than asking it to stop, so the reader
+  turns that signal into the exit that runs PySpark's ``finally: reader.stop()``
+  (``RunnerExit``).
 * ``latestOffset(start, limit)`` gets ``ReadAllAvailable`` for ``Trigger.Once`` and our
   own default limit otherwise; ``ReadMaxRows`` names its field ``max_rows``. The limits
   are taken from the options, so ``maxRowsPerTrigger`` and ``maxBytesPerTrigger`` apply
@@ -18,8 +22,12 @@ What Spark 4.3 does with them (checked in pyspark's workers and the JVM classes)
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import pyarrow as pa
@@ -163,6 +171,7 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     change_feed=o.read_change_feed,
                 ),
             )
+            RunnerExit.install()  # the source holds a pin from now on: stop() must run
         return self._source
 
     def _position(self, offset: dict) -> Position:
@@ -194,6 +203,70 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         self.source.committed(self._position(end))
+
+    def stop(self) -> None:
+        """The query has terminated (finished, stopped or failed): release the stream's pin
+        so GC and vacuum need not wait ``pinTtl`` for it. PySpark calls this in the driver's
+        stream runner, in a ``finally`` around the loop that serves the JVM's calls (see
+        ``RunnerExit`` for how the end of a query gets there), so it also runs after an
+        error and when the source was never built: nothing to release then, and nothing is
+        built for it. Twice is fine."""
+        RunnerExit.begin_stop()
+        if self._source is not None:
+            self._source.close()
+
+
+class RunnerExit:
+    """Makes the end of a query reach ``stop()`` in PySpark's stream runner process.
+
+    PySpark calls ``reader.stop()`` in a ``finally`` around the loop that serves the JVM
+    (pyspark/sql/streaming/python_streaming_source_runner.py), but when the query ends the
+    JVM does not tell that loop to end: ``PythonStreamingSourceRunner.stop()`` has the
+    worker factory ``destroy()`` the process, a SIGTERM (two, 0.5 ms apart, seen with
+    strace), whose default action ends Python without running any ``finally``; the
+    stream's pin would then block GC and vacuum for ``pinTtl``.
+
+    So in that process alone (its ``__main__``), and only if nobody else handles SIGTERM
+    there, the first SIGTERM becomes ``SystemExit``: the ``finally`` runs ``stop()`` and
+    the process ends right after. Once stopping (by that signal, or by ``stop()`` after the
+    JVM closed the socket) further SIGTERMs are ignored, so they cannot cut the pin's
+    release short, and an alarm ends the process if stopping takes more than
+    ``STOP_WITHIN_S`` (storage that hangs). Anywhere else (a user's process, a PySpark that
+    runs the reader elsewhere) nothing changes, and a pin left behind expires by itself."""
+
+    RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+    STOP_WITHIN_S = 30
+    installed = False
+    stopping = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.installed:
+            return
+        main = sys.modules.get("__main__")
+        if getattr(getattr(main, "__spec__", None), "name", None) != cls.RUNNER:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal.signal works in the main thread only
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return  # someone else's handler: theirs to run
+        signal.signal(signal.SIGTERM, cls._on_sigterm)
+        cls.installed = True
+
+    @classmethod
+    def _on_sigterm(cls, signum: int, frame: FrameType | None) -> None:
+        if cls.stopping:
+            return  # on the way out already
+        cls.begin_stop()
+        raise SystemExit(128 + signum)
+
+    @classmethod
+    def begin_stop(cls) -> None:
+        """The process is about to stop the reader and exit: from now on SIGTERM waits, and
+        the alarm bounds how long. Nothing where ``install`` did not install."""
+        if cls.installed and not cls.stopping:
+            cls.stopping = True
+            signal.alarm(cls.STOP_WITHIN_S)
 
 
 class RefusedStreamReader(DataSourceStreamReader):

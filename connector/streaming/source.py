@@ -15,7 +15,8 @@ unless ``skipChangeCommits`` (ignore it) or ``readChangeFeed`` (emit its changes
 A micro-batch admits whole units up to ``maxRowsPerTrigger`` / ``maxBytesPerTrigger``,
 always at least one, so a segment larger than the limit still makes progress. The source
 pins the version it will diff against next (``pins``), extending the pin on every trigger, so
-GC and vacuum keep the log and files the stream still has to read.
+GC and vacuum keep the log and files the stream still has to read; ``close`` (Spark's
+``stop()`` when the query ends) releases it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from mvtable.conf import connector_settings, parse_period
 from mvtable.errors import (
     ChangeCommitInStreamError,
     InvalidStreamOffsetError,
+    MvTableError,
     PinError,
     StreamTableReplacedError,
     VersionNotFoundError,
@@ -220,6 +222,22 @@ class StreamSource:
         self._pin = (pin_version(self.io, version, ttl_s=self._ttl_s(), owner="stream"), now)
         if old is not None:
             release(self.io, old[0])
+
+    def close(self) -> None:
+        """The query has ended: release the pin now. Left in place, it would keep GC and
+        vacuum from collecting what its version needs for ``pinTtl`` (an hour by
+        default) although no query reads the table any more. Calling it twice, or on a
+        source that never pinned, does nothing; a source used again pins again.
+
+        A pin that cannot be removed (storage unreachable) is logged, not raised: the query
+        is over either way, and the pin expires by itself."""
+        held, self._pin = self._pin, None
+        if held is None:
+            return
+        try:
+            release(self.io, held[0])
+        except (OSError, MvTableError) as exc:
+            log.warning("stream pin %s could not be released (%s); it expires by itself (pinTtl)", held[0], exc)
 
     def _ttl_s(self) -> float:
         return parse_period(self.pin_ttl or connector_settings().pinTtl, name="pinTtl")

@@ -6,6 +6,9 @@ stream or are skipped, and the change feed in batch and streaming reads."""
 from __future__ import annotations
 
 import os
+import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
+from mvtable.visibility import pins
 
 from .conftest import orders
 from .streaming.test_changes import compact
@@ -214,3 +218,61 @@ def test_a_change_feed_schema_may_name_change_columns_in_any_order_and_case(spar
     feed = spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", "0")
     got = feed.schema("_COMMIT_VERSION bigint, _change_type string, ID bigint").load(src).collect()
     assert sorted(tuple(r) for r in got) == [(1, "insert", 0), (1, "insert", 1), (1, "insert", 2)]
+
+
+def stream_pins(t: Table) -> list[int]:
+    """Versions pinned by stream sources (sinks and batch reads pin under other owners)."""
+    return [p.version for p in pins.live_pins(t.io) if p.owner.startswith("stream")]
+
+
+def eventually(check: Callable[[], bool], *, timeout_s: float = 30.0) -> bool:
+    """Whether ``check`` holds within ``timeout_s``: the runner process releases the pin
+    as it exits, just after the JVM has stopped the query."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_a_query_that_ends_or_is_stopped_releases_its_pin(spark, tmp_path):
+    zero = ("replacedSegmentsRetentionPeriod", "lineageEntryCleanupRetentionPeriod", "versionRetentionPeriod")
+    src = str(tmp_path / "src")
+    t = Table.create(src, schema=orders(0, 1).schema, properties=dict.fromkeys(zero, "0s"))
+    for i in range(3):
+        t.append(orders(i * 10, 10))
+    assert sum(run_available_now(stream(spark, src), str(tmp_path / "dst"), str(tmp_path / "ck"))) == 30
+    assert eventually(lambda: stream_pins(t) == []), f"the finished query still pins {stream_pins(t)}"
+
+    q = (
+        stream(spark, src)
+        .writeStream.format("mvtable")
+        .option("checkpointLocation", str(tmp_path / "ck2"))
+        .start(str(tmp_path / "dst2"))
+    )
+    try:
+        assert eventually(lambda: q.lastProgress is not None and stream_pins(t) == [3])  # running: pinned
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert eventually(lambda: stream_pins(t) == []), f"the stopped query still pins {stream_pins(t)}"
+    t.overwrite(orders(100, 5))
+    assert t.vacuum(retention="0s", force=True).files  # nothing holds the replaced segments any more
+
+
+def test_stopping_a_stream_reader_that_never_read_does_nothing(small_table):
+    from mvtable.connector.spark.source import MvTableDataSource
+
+    ds = MvTableDataSource({"path": small_table.uri})
+    reader = ds.streamReader(ds.schema())
+    reader.stop()
+    reader.stop()
+    assert pins.live_pins(small_table.io) == [] and reader._source is None  # stop built nothing
+    before = signal.getsignal(signal.SIGTERM)
+    reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+    assert stream_pins(small_table) == [2]
+    assert signal.getsignal(signal.SIGTERM) is before  # SIGTERM is only taken over in PySpark's runner
+    reader.stop()
+    reader.stop()
+    assert pins.live_pins(small_table.io) == []

@@ -189,3 +189,36 @@ def test_the_source_pins_what_it_reads_next_and_gc_keeps_it(table_uri):
     batches, _ = drain(source(t, starting_version=1, change_feed=True), end)  # a restarted query from its offset
     # 2..7 inserted, 8 deletes id 0, 9 deletes everything left and inserts 900, 901
     assert sorted(i for b in batches for i in b) == sorted([*range(100, 106), 0, *range(1, 5), *range(100, 106), 900, 901])
+
+
+def test_close_releases_the_pin_and_twice_or_without_a_pin_does_nothing(small_table):
+    t = small_table
+    source(t).close()  # never pinned: nothing to release
+    src = source(t, starting_version=1)
+    start = src.initial_position()
+    src.latest_position(start, limited=True)
+    assert [p.version for p in pins.live_pins(t.io)] == [0]
+    src.close()
+    assert pins.live_pins(t.io) == []
+    src.close()
+    assert pins.live_pins(t.io) == []
+    src.latest_position(start, limited=True)  # a source used again pins again
+    assert [p.version for p in pins.live_pins(t.io)] == [0]
+    src.close()
+    assert pins.live_pins(t.io) == []
+
+
+def test_close_logs_a_pin_it_cannot_release_instead_of_failing(small_table, monkeypatch, caplog):
+    from mvtable.connector.streaming import source as source_module
+
+    src = source(small_table, starting_version=1)
+    src.latest_position(src.initial_position(), limited=True)
+
+    def unreachable(io, pin):
+        raise OSError("storage unreachable")
+
+    monkeypatch.setattr(source_module, "release", unreachable)
+    src.close()  # the query is over either way: the pin expires by itself
+    assert "could not be released" in caplog.text and "pinTtl" in caplog.text
+    src.close()  # forgotten: not tried again
+    assert caplog.text.count("could not be released") == 1
