@@ -133,7 +133,7 @@ class ChangeFeedReader(DataSourceReader):
                 CommitLog(io), parse_timestamp_ms(self.opts.starting_timestamp, option="startingTimestamp")
             )
         pin_version(io, max(start - 1, 0), owner="change feed")  # the first diff's base; expires by itself (pinTtl)
-        _, units = plan_changes(io, start, self.opts.ending_version)
+        _, units = plan_changes(io, start, self.opts.ending_version, names=("startingVersion", "endingVersion"))
         return pack(units, max_bytes=self.opts.max_partition_bytes, columns=columns)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -37,7 +37,7 @@ from ..scan import ScanTask, read_task
 from ..schema import project, schema_from_json
 from ..segments import iter_segment
 from .versions import ChangeKind, SegmentChange, VersionDelta
-from .walker import VersionWalker
+from .walker import VersionWalker, check_readable
 
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
@@ -185,19 +185,25 @@ def _member(table: pa.Table, other: pa.Table, key: Sequence[str]) -> np.ndarray:
     return mask
 
 
-def plan_changes(io: FileIO, start_version: int, end_version: int | None = None) -> tuple[pa.Schema, list[ChangeUnit]]:
+def plan_changes(
+    io: FileIO, start_version: int, end_version: int | None = None, *, names: tuple[str, str] = ("start_version", "end_version")
+) -> tuple[pa.Schema, list[ChangeUnit]]:
     """The table schema and the units of versions ``start_version`` to ``end_version`` (the
-    newest when None), inclusive, in version order."""
-    start_version = checks.version(start_version, name="start_version")
-    end_version = None if end_version is None else checks.version(end_version, name="end_version")
+    newest when None), inclusive, in version order. ``names`` are what the caller calls the
+    two bounds (Spark's ``startingVersion``/``endingVersion``), for the errors."""
+    start_name, end_name = names
+    start_version = checks.version(start_version, name=start_name)
+    end_version = None if end_version is None else checks.version(end_version, name=end_name)
     clog = CommitLog(io)
-    latest = clog.latest_version()
+    listing = clog.listing()
+    latest = listing.latest
     end = latest if end_version is None else end_version
     if end > latest:
-        raise VersionNotFoundError(f"end_version {end} does not exist; the table's versions end at {latest}")
+        raise VersionNotFoundError(f"{end_name} {end} does not exist; the table's versions end at {latest}")
+    check_readable(start_version, listing, option=start_name)
     if start_version > end:
-        raise InvalidOptionError(f"start_version {start_version} is after end_version {end}")
-    schema = schema_from_json(clog.snapshot(end).table_schema)
+        raise InvalidOptionError(f"{start_name} {start_version} is after {end_name} {end}")
+    schema = schema_from_json(clog.snapshot(end, listing=listing).table_schema)
     walker = VersionWalker(clog)
     return schema, [unit for version in range(start_version, end + 1) for unit in units_of(walker.delta(version))]
 

@@ -42,7 +42,7 @@ from mvtable.storage import FileIO
 from ..pinning import SnapshotPin, pin_version, release, renew
 from .changes import ChangeUnit, units_of
 from .versions import ChangeKind, CommitKind, SegmentChange, normalized_dv
-from .walker import VersionWalker, first_version_since
+from .walker import VersionWalker, check_readable, first_version_since
 
 log = logging.getLogger("mvtable.connector")
 
@@ -112,7 +112,8 @@ class StreamSource:
 
     # -- offsets -------------------------------------------------------------------------
     def initial_position(self) -> Position:
-        latest = self.log.latest_version()
+        listing = self.log.listing()
+        latest = listing.latest
         opts = self.options
         if opts.starting_latest:
             return Position(latest + 1)
@@ -121,6 +122,7 @@ class StreamSource:
                 raise VersionNotFoundError(
                     f"startingVersion {opts.starting_version} does not exist yet; the table's versions end at {latest}"
                 )
+            check_readable(opts.starting_version, listing, option="startingVersion")
             return Position(opts.starting_version)
         if opts.starting_timestamp_ms is not None:
             return Position(first_version_since(self.log, opts.starting_timestamp_ms))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from mvtable.lineage.log import CommitLog
+from mvtable.errors import VersionNotFoundError
+from mvtable.lineage.log import CommitLog, Listing
 from mvtable.lineage.snapshot import Snapshot
 
 from .versions import VersionDelta, advance
@@ -56,9 +57,47 @@ class VersionWalker:
             del self._deltas[v]
 
 
+def first_readable_change(listing: Listing) -> int:
+    """The oldest version whose changes the log can still tell, and those of every version
+    after it; one past the newest when it can tell none.
+
+    The changes of version ``v`` are the snapshot at ``v - 1`` advanced by commit ``v``
+    (``VersionWalker.delta``), so they need commit ``v`` and a way to rebuild ``v - 1``:
+    nothing for ``v == 0``, else a checkpoint at or before ``v - 1`` with every commit after
+    it. GC cuts the log oldest first down to a checkpoint, so the readable part is the run
+    of commits that ends at the newest, read from the first checkpoint at or after the
+    version just below that run. The history a snapshot carries still lists the versions
+    before (``Snapshot.history``), which is why it cannot answer this. Pure: names only."""
+    commits, checkpoints = set(listing.commits), listing.checkpoints
+    low = listing.latest + 1
+    while low - 1 in commits:
+        low -= 1  # commits low..latest are all there
+    if low == 0:
+        return 0
+    base = next((c for c in checkpoints if c >= low - 1), None)  # below low - 1 a commit is missing
+    return listing.latest + 1 if base is None else base + 1
+
+
+def check_readable(start: int, listing: Listing, *, option: str) -> None:
+    """Refuse an explicit start (``option`` names it) whose changes GC has removed, naming
+    the oldest one that can be read: reading on would fail on the first version anyway,
+    with a message that names neither the option nor a way out. Pure."""
+    first = first_readable_change(listing)
+    if start < first:
+        raise VersionNotFoundError(
+            f"{option} {start} can no longer be read: the log files its changes are read from were "
+            f"garbage-collected (history is kept for versionRetentionPeriod). The oldest version whose "
+            f"changes can still be read is {first}; start there or later"
+        )
+
+
 def first_version_since(log: CommitLog, timestamp_ms: int) -> int:
-    """The first version committed at or after ``timestamp_ms`` (``startingTimestamp``);
-    one past the newest when every commit is older."""
-    history = log.snapshot().history
+    """The first version committed at or after ``timestamp_ms`` (``startingTimestamp``) whose
+    changes can still be read: a timestamp older than the log GC left starts at the oldest
+    readable version, as Delta's ``getActiveCommitAtTime(..., canReturnEarliestCommit=true)``
+    does. One past the newest when every commit is older."""
+    listing = log.listing()
+    history = log.snapshot(listing=listing).history
     later = [h.version for h in history if h.timestamp_ms >= timestamp_ms]
-    return min(later) if later else (history[-1].version + 1 if history else 0)
+    since = min(later) if later else listing.latest + 1
+    return max(since, first_readable_change(listing))

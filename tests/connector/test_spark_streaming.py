@@ -19,7 +19,7 @@ from mvtable.connector import Table
 from mvtable.visibility import pins
 
 from .conftest import orders
-from .streaming.test_changes import compact
+from .streaming.test_changes import collected_table, compact
 
 pytestmark = pytest.mark.spark
 
@@ -276,3 +276,18 @@ def test_stopping_a_stream_reader_that_never_read_does_nothing(small_table):
     reader.stop()
     reader.stop()
     assert pins.live_pins(small_table.io) == []
+
+
+def test_a_starting_timestamp_before_the_collected_log_reads_from_the_oldest_readable_version(spark, tmp_path):
+    src = str(tmp_path / "src")
+    collected_table(src)  # log: checkpoint 3, commits 4..7; history still lists 0..7
+    old = "1970-01-01 00:00:00"
+    feed = spark.read.format("mvtable").option("readChangeFeed", "true").option("startingTimestamp", old).load(src)
+    got = feed.select("id", "_commit_version").collect()
+    assert sorted(r.id for r in got) == list(range(30, 70)) and {r._commit_version for r in got} == {4, 5, 6, 7}
+    assert sum(run_available_now(stream(spark, src, startingTimestamp=old), str(tmp_path / "dst"), str(tmp_path / "ck"))) == 40
+    assert ids(str(tmp_path / "dst")) == list(range(30, 70))
+    with pytest.raises(Exception, match="VersionNotFoundError: startingVersion 2 can no longer be read.*is 4"):
+        spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", "2").load(src).collect()
+    with pytest.raises(Exception, match="VersionNotFoundError: startingVersion 0 can no longer be read.*is 4"):
+        run_available_now(stream(spark, src, startingVersion=0), str(tmp_path / "dst2"), str(tmp_path / "ck2"))

@@ -148,3 +148,49 @@ def test_the_walker_goes_back_and_forth_and_recovers_from_a_missing_commit(small
         walker.delta(4)
     t.io.write(commit_path(3), moved)
     assert walker.delta(4) == fresh[0]
+
+
+def collected_table(uri: str) -> Table:
+    """Versions 0..7 of appends (ids 0..69) whose log GC cut to checkpoint 3 and commits 4..7,
+    while the newest snapshot's history still lists versions 0..7."""
+    zero = ("replacedSegmentsRetentionPeriod", "lineageEntryCleanupRetentionPeriod", "versionRetentionPeriod")
+    t = Table.create(uri, schema=orders(0, 1).schema, properties={"checkpointInterval": "3", **dict.fromkeys(zero, "0s")})
+    for i in range(5):
+        t.append(orders(i * 10, 10))  # 1..5
+    t.vacuum(retention="0s", force=True)
+    t.collect_garbage()
+    t.append(orders(50, 10))  # 6
+    t.append(orders(60, 10))  # 7
+    listing = t.log.listing()
+    assert (listing.commits, listing.checkpoints) == ([4, 5, 6, 7], [3, 6])
+    assert [h.version for h in t.history()] == list(range(8))
+    return t
+
+
+@pytest.mark.parametrize(
+    ("commits", "checkpoints", "first"),
+    [
+        ([0, 1, 2, 3], [], 0),  # the whole log: version 0's changes are diffed against nothing
+        ([0, 1, 2, 3], [3], 0),
+        ([4, 5, 6, 7], [3, 6], 4),  # 4 is diffed against checkpoint 3
+        ([3, 4, 5], [3], 4),  # 3 needs snapshot 2, which nothing rebuilds
+        ([2, 3, 4, 5], [3], 4),  # commit 2 alone does not rebuild 2 (no checkpoint at or before it)
+        ([4, 5, 6, 7], [6], 7),  # a pass cut short after checkpoint 3: 6 is the first base left
+        ([7], [7], 8),  # only what the newest version needs: no version's changes
+        ([2, 3, 5, 6], [1, 4], 5),  # a hole at 4, bridged by its checkpoint
+    ],
+)
+def test_first_readable_change_needs_the_previous_snapshot(commits, checkpoints, first):
+    from mvtable.connector.streaming.walker import first_readable_change
+    from mvtable.lineage.log import Listing
+
+    assert first_readable_change(Listing(commits, checkpoints)) == first
+
+
+def test_a_collected_start_is_refused_naming_the_oldest_readable_version(table_uri):
+    t = collected_table(table_uri)
+    for start in (0, 3):
+        with pytest.raises(VersionNotFoundError, match=f"start_version {start} can no longer be read.*is 4; start there"):
+            t.changes(start)
+    feed = t.changes(4)
+    assert sorted(feed["id"].to_pylist()) == list(range(30, 70)) and set(feed["_commit_version"].to_pylist()) == {4, 5, 6, 7}

@@ -19,7 +19,7 @@ from mvtable.errors import (
 from mvtable.visibility import pins
 
 from ..conftest import orders
-from .test_changes import compact
+from .test_changes import collected_table, compact
 
 
 def drain(src: StreamSource, start: Position, *, limited: bool = True) -> tuple[list[list[int]], Position]:
@@ -222,3 +222,20 @@ def test_close_logs_a_pin_it_cannot_release_instead_of_failing(small_table, monk
     assert "could not be released" in caplog.text and "pinTtl" in caplog.text
     src.close()  # forgotten: not tried again
     assert caplog.text.count("could not be released") == 1
+
+
+def test_a_starting_timestamp_before_the_collected_log_starts_at_the_oldest_readable_version(table_uri):
+    t = collected_table(table_uri)
+    src = source(t, starting_timestamp_ms=0)
+    start = src.initial_position()
+    assert start == Position(4)  # not 0: versions 0..3 can no longer be diffed
+    batches, end = drain(src, start)
+    assert sorted(i for b in batches for i in b) == list(range(30, 70)) and end == Position(8)
+    src.close()
+    stamps = [int(h.timestamp.timestamp() * 1000) for h in t.history()]
+    first_at_ts5 = min(v for v, ts in enumerate(stamps) if ts >= stamps[5])  # 5, unless 4 shares its millisecond
+    assert source(t, starting_timestamp_ms=stamps[5]).initial_position() == Position(first_at_ts5)  # inside: as before
+    for start_version in (0, 3):  # an explicit start is not moved: refused, naming the way out
+        with pytest.raises(VersionNotFoundError, match=f"startingVersion {start_version} can no longer be read.*is 4"):
+            source(t, starting_version=start_version).initial_position()
+    assert source(t, starting_version=4).initial_position() == Position(4)
