@@ -22,6 +22,7 @@ What Spark 4.3 does with them (checked in pyspark's workers and the JVM classes)
 
 from __future__ import annotations
 
+import datetime as dt
 import signal
 import sys
 import threading
@@ -48,7 +49,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from mvtable.errors import MvTableError
+from mvtable.errors import InvalidOptionError, MvTableError, VersionNotFoundError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
@@ -117,6 +118,38 @@ def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartit
                 yield conform_batch(batch, target)
 
 
+def feed_start(log: CommitLog, opts: ReadOptions) -> int:
+    """The first version a batch change feed reads: ``startingVersion`` (checked by
+    ``plan_changes``), or the first version committed at or after ``startingTimestamp``
+    whose changes can still be read. A timestamp after the range is refused naming the
+    option, as Delta does ("The provided timestamp … is after the latest version
+    available"), rather than as a range of versions the user never gave."""
+    if opts.starting_version_number is not None:
+        return opts.starting_version_number
+    given = opts.starting_timestamp
+    since_ms = parse_timestamp_ms(given, option="startingTimestamp")
+    start = first_version_since(log, since_ms)
+    latest = log.snapshot()
+    if start > latest.version and since_ms <= latest.timestamp_ms:
+        raise VersionNotFoundError(
+            f"startingTimestamp {given!r}: the changes of every version since were garbage-collected "
+            f"(the log keeps only what version {latest.version} itself needs); the next commit's changes will be readable"
+        )
+    if start > latest.version:
+        stamp = dt.datetime.fromtimestamp(latest.timestamp_ms / 1000, tz=dt.timezone.utc).isoformat()
+        raise InvalidOptionError(
+            f"startingTimestamp {given!r} is after the latest version available (version {latest.version}, "
+            f"committed at {stamp}); give a timestamp at or before {stamp}"
+        )
+    if opts.ending_version is not None and start > opts.ending_version:
+        raise InvalidOptionError(
+            f"startingTimestamp {given!r} starts at version {start} (the first committed at or after it whose "
+            f"changes can still be read), after endingVersion {opts.ending_version}; give an earlier timestamp "
+            "or a later endingVersion"
+        )
+    return start
+
+
 class ChangeFeedReader(DataSourceReader):
     """``spark.read.option("readChangeFeed", "true")``: the changes of a range of versions."""
 
@@ -127,11 +160,7 @@ class ChangeFeedReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         columns = unbound_read_columns(self.schema, self.opts)
         io = open_file_io(self.opts.path, self.opts.storage_options)
-        start = self.opts.starting_version_number
-        if start is None:
-            start = first_version_since(
-                CommitLog(io), parse_timestamp_ms(self.opts.starting_timestamp, option="startingTimestamp")
-            )
+        start = feed_start(CommitLog(io), self.opts)
         pin_version(io, max(start - 1, 0), owner="change feed")  # the first diff's base; expires by itself (pinTtl)
         _, units = plan_changes(io, start, self.opts.ending_version, names=("startingVersion", "endingVersion"))
         return pack(units, max_bytes=self.opts.max_partition_bytes, columns=columns)

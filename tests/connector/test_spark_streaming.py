@@ -291,3 +291,45 @@ def test_a_starting_timestamp_before_the_collected_log_reads_from_the_oldest_rea
         spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", "2").load(src).collect()
     with pytest.raises(Exception, match="VersionNotFoundError: startingVersion 0 can no longer be read.*is 4"):
         run_available_now(stream(spark, src, startingVersion=0), str(tmp_path / "dst2"), str(tmp_path / "ck2"))
+
+
+def test_a_change_feed_starting_after_its_range_names_starting_timestamp(spark, tmp_path):
+    src = str(tmp_path / "src")
+    t = Table.create(src, schema=orders(0, 1).schema)
+    t.append(orders(0, 5))  # 1
+    time.sleep(0.01)  # version 2's millisecond is its own
+    t.append(orders(5, 5))  # 2
+    newest = t.history()[-1].timestamp
+
+    def feed(**options):
+        r = spark.read.format("mvtable").option("readChangeFeed", "true")
+        for k, v in options.items():
+            r = r.option(k, v)
+        return r.load(src).collect()
+
+    with pytest.raises(Exception, match="InvalidOptionError: startingTimestamp '2999-01-01' is after the latest version") as exc:
+        feed(startingTimestamp="2999-01-01")
+    assert f"at or before {newest.isoformat()}" in str(exc.value) and "start_version" not in str(exc.value)
+    at2 = str(int(newest.timestamp() * 1000))  # version 2's own commit time
+    with pytest.raises(Exception, match="startingTimestamp '[0-9]+' starts at version 2 .* after endingVersion 1"):
+        feed(startingTimestamp=at2, endingVersion="1")
+    assert sorted(r.id for r in feed(startingTimestamp=at2)) == list(range(5, 10))
+    with pytest.raises(Exception, match="startingVersion 2 is after endingVersion 1"):
+        feed(startingVersion="2", endingVersion="1")
+
+
+def test_a_change_feed_of_a_log_cut_to_its_newest_version_says_nothing_since_is_readable(table_uri):
+    from mvtable.connector.options import read_options
+    from mvtable.connector.spark.stream import feed_start
+    from mvtable.errors import VersionNotFoundError
+
+    zero = ("replacedSegmentsRetentionPeriod", "lineageEntryCleanupRetentionPeriod", "versionRetentionPeriod")
+    t = Table.create(table_uri, schema=orders(0, 1).schema, properties={"checkpointInterval": "1", **dict.fromkeys(zero, "0s")})
+    t.append(orders(0, 5))
+    t.append(orders(5, 5))  # 2
+    t.collect_garbage()
+    listing = t.log.listing()
+    assert (listing.commits, listing.checkpoints) == ([2], [2])  # what version 2 needs, no more
+    opts = read_options({"path": table_uri, "readChangeFeed": "true", "startingTimestamp": "1970-01-01"})
+    with pytest.raises(VersionNotFoundError, match="startingTimestamp '1970-01-01': the changes of every version since"):
+        feed_start(t.log, opts)
