@@ -135,7 +135,8 @@ def _read_commit(data: bytes) -> tuple[int, dict[str, dict[str, Any]], list[str]
         if "add" in action:
             add = action["add"]
             path = unquote(add["path"])
-            int(add["size"])
+            if isinstance(add["size"], bool) or not isinstance(add["size"], int):
+                raise TypeError("'size' of an add is not an integer")
             if not isinstance(add.get("tags", {}), dict):
                 raise TypeError("'tags' of an add is not an object")
             added[path] = add
