@@ -1,9 +1,10 @@
 """Which Parquet codec segments use: ``python -m benchmarks.codecs [--sf 1] [--rows N]``.
 
-Writes lineitem with mvtable's segment writer options once per codec (zstd at levels 1, 3
-and pyarrow's default, lz4, snappy, none; dictionary pages where the segment writer puts
-them, ``segment_encoding.dictionary_columns_for``) and once with dictionary pages on every
-column (pyarrow's default, what segments used before), and prints, per variant, the write
+Writes lineitem with mvtable's segment writer options once per codec variant (the default:
+zstd with the dictionary-encoded columns snappy; zstd everywhere, as before; lz4, snappy or
+nothing on the dictionary columns or everywhere; dictionary pages where the segment writer
+puts them, ``segment_encoding.dictionary_columns_for``) and once with dictionary pages on
+every column (pyarrow's default), and prints, per variant, the write
 CPU and wall time, the wall and CPU time to read the file back with ``pyarrow.parquet`` (what
 ``Table.scan`` decodes), and the bytes, as a Markdown table. One process, variants
 interleaved over ``--repeat`` rounds, medians. Then the same for a small segment
@@ -25,16 +26,50 @@ import pyarrow.parquet as pq
 
 from .data import generate, load_lineitem, sf_label
 
-CODECS: dict[str, dict[str, object]] = {
-    "zstd (default level)": {"compression": "zstd"},
-    "zstd level 1": {"compression": "zstd", "compression_level": 1},
-    "zstd level 3": {"compression": "zstd", "compression_level": 3},
-    "lz4": {"compression": "lz4"},
-    "snappy": {"compression": "snappy"},
-    "none": {"compression": "none"},
-    "zstd, plain integers (no delta encoding)": {"compression": "zstd", "column_encoding": None},
-    "zstd, dictionary on every column": {"compression": "zstd", "use_dictionary": True, "column_encoding": None},
+# Each variant: (codec of the dictionary-encoded columns, codec of the other non-delta
+# columns, extra writer options). Delta-packed columns stay uncompressed in every variant
+# but the last two, which turn delta packing off.
+CODECS: dict[str, tuple[str | None, str | None, dict[str, object]]] = {
+    "default: zstd, dictionary columns snappy": (None, None, {}),
+    "zstd everywhere (before)": ("zstd", "zstd", {}),
+    "zstd, dictionary columns lz4": ("lz4", "zstd", {}),
+    "zstd, dictionary columns uncompressed": ("none", "zstd", {}),
+    "zstd level 3, dictionary columns snappy": (None, None, {"compression_level": 3}),
+    "lz4": ("lz4", "lz4", {}),
+    "snappy": ("snappy", "snappy", {}),
+    "none": ("none", "none", {}),
+    "zstd, plain integers (no delta encoding)": ("zstd", "zstd", {"column_encoding": None, "all": "zstd"}),
+    "zstd, dictionary on every column": ("zstd", "zstd", {"column_encoding": None, "use_dictionary": True, "all": "zstd"}),
 }
+
+
+def variant_options(
+    base: dict[str, object], dictionary: object, variant: tuple[str | None, str | None, dict[str, object]]
+) -> dict[str, object]:
+    """The segment writer's options (``base``) with one variant's codecs."""
+    on_dictionary, on_rest, extra = variant
+    extra = dict(extra)
+    everything = extra.pop("all", None)
+    options = {**base, **extra}
+    if options.get("column_encoding") is None:
+        options.pop("column_encoding", None)
+    if everything is not None:
+        options["compression"] = everything
+        return options
+    codecs = dict(base["compression"])  # type: ignore[call-overload]
+    picked = set(dictionary) if isinstance(dictionary, list) else set()
+    for name, codec in codecs.items():
+        if codec == "none":
+            continue  # delta-packed
+        if name in picked and on_dictionary is not None:
+            codecs[name] = on_dictionary
+        elif name not in picked and on_rest is not None:
+            codecs[name] = on_rest
+    options["compression"] = codecs
+    if "compression_level" in options:  # a level for the zstd columns only
+        level = options["compression_level"]
+        options["compression_level"] = {name: level for name, codec in codecs.items() if codec == "zstd"}
+    return options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes: dict[str, int] = {}
     try:
         for _ in range(a.repeat):
-            for codec, extra in CODECS.items():
+            for codec, variant in CODECS.items():
                 path = work / "seg.parquet"
-                options = {**parquet_writer_options(use_dictionary=dictionary, schema=data.schema), **extra}
+                options = variant_options(
+                    parquet_writer_options(use_dictionary=dictionary, schema=data.schema), dictionary, variant
+                )
                 start, cpu = time.perf_counter(), time.process_time()
                 pq.write_table(data, path, row_group_size=a.row_group_rows, **options)
                 times[codec]["write"].append(time.perf_counter() - start)
