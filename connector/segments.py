@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mvtable.errors import CorruptSegmentError, FilesMissingError
@@ -295,10 +296,15 @@ def read_row_groups(
 
 
 def _decode_dictionaries(table: pa.Table, as_dictionary: frozenset[str]) -> pa.Table:
-    """Columns read as dictionaries (``open_parquet``) back to plain strings."""
+    """Columns read as dictionaries (``open_parquet``) back to plain strings: a ``take`` of
+    each chunk's dictionary by its indices, without the bounds check a ``cast`` makes on
+    every index (the Parquet reader made them from the file's own dictionary page; the
+    check was ~2% of a whole-table scan's CPU)."""
     for i, field in enumerate(table.schema):
         if field.name in as_dictionary and pa.types.is_dictionary(field.type):
-            table = table.set_column(i, field.with_type(field.type.value_type), table.column(i).cast(field.type.value_type))
+            chunks = [pc.take(chunk.dictionary, chunk.indices, boundscheck=False) for chunk in table.column(i).chunks]
+            plain = pa.chunked_array(chunks, type=field.type.value_type)
+            table = table.set_column(i, field.with_type(field.type.value_type), plain)
     return table
 
 
