@@ -15,11 +15,13 @@ Measured choices (SF-1 lineitem, row groups of 131,072 rows; ``benchmarks/README
   than plain pages under zstd (``delta_columns``). zstd finds next to nothing left in
   them (0-4% of their bytes) and was a third of their decode, so they skip it.
 * **Dictionary-encoded columns are snappy, the rest zstd.** A dictionary column's pages are
-  small (bit-packed indices), and pyarrow's zstd sets up a fresh decompression context for
-  every page it reads, which cost more than zstd saved: ``Table.scan`` of SF-1 lineitem with
-  10% deleted, 13 interleaved rounds, read 712 → 621 ms (CPU 1.37 → 1.19 s) for 2% more
-  bytes (132.4 → 135.0 MiB); lz4 and no compression measured within noise of snappy (lz4
-  the same bytes, none 3.4% more), Spark's TPC-H queries alike. Snappy because every
+  small (bit-packed indices), and pyarrow's zstd sets up (and zero-fills) a fresh
+  decompression context for every page it reads, which cost more than zstd saved: a
+  profile of ``Table.scan`` had 4% of its samples in ``ZSTD_createDCtx`` and a fifth in
+  the kernel zeroing fresh pages. ``Table.scan`` of SF-1 lineitem with 10% deleted went from
+  1.07-1.11× of pyiceberg's read to 0.91-0.92× for 2% more bytes (132.4 → 135.0 MiB). lz4
+  and no compression on those columns measured within noise of snappy (lz4 the same
+  bytes, none 3.4% more), and Spark read lz4 there as fast as zstd. Snappy because every
   Parquet reader has it. The text and other plain columns, where zstd's ratio pays, stay
   zstd.
 * **Small segments are snappy-compressed.** zstd's set-up per column chunk is most of a
