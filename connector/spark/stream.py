@@ -128,8 +128,9 @@ def feed_start(log: CommitLog, opts: ReadOptions) -> int:
         return opts.starting_version_number
     given = opts.starting_timestamp
     since_ms = parse_timestamp_ms(given, option="startingTimestamp")
-    start = first_version_since(log, since_ms)
-    latest = log.snapshot()
+    listing = log.listing()
+    latest = log.snapshot(listing=listing)
+    start = first_version_since(listing, latest, since_ms)
     if start > latest.version and since_ms <= latest.timestamp_ms:
         raise VersionNotFoundError(
             f"startingTimestamp {given!r}: the changes of every version since were garbage-collected "

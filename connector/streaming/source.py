@@ -125,7 +125,8 @@ class StreamSource:
             check_readable(opts.starting_version, listing, option="startingVersion")
             return Position(opts.starting_version)
         if opts.starting_timestamp_ms is not None:
-            return Position(first_version_since(self.log, opts.starting_timestamp_ms))
+            newest = self.log.snapshot(listing=listing)
+            return Position(first_version_since(listing, newest, opts.starting_timestamp_ms))
         return Position(latest, phase=0)
 
     def prepare_available_now(self) -> None:

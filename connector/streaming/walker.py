@@ -91,13 +91,12 @@ def check_readable(start: int, listing: Listing, *, option: str) -> None:
         )
 
 
-def first_version_since(log: CommitLog, timestamp_ms: int) -> int:
+def first_version_since(listing: Listing, newest: Snapshot, timestamp_ms: int) -> int:
     """The first version committed at or after ``timestamp_ms`` (``startingTimestamp``) whose
     changes can still be read: a timestamp older than the log GC left starts at the oldest
     readable version, as Delta's ``getActiveCommitAtTime(..., canReturnEarliestCommit=true)``
-    does. One past the newest when every commit is older."""
-    listing = log.listing()
-    history = log.snapshot(listing=listing).history
-    later = [h.version for h in history if h.timestamp_ms >= timestamp_ms]
+    does. One past the newest when every commit is older. Pure: ``newest`` is the snapshot
+    of ``listing.latest``, whose history dates every version."""
+    later = [h.version for h in newest.history if h.timestamp_ms >= timestamp_ms]
     since = min(later) if later else listing.latest + 1
     return max(since, first_readable_change(listing))
