@@ -1,8 +1,9 @@
-"""What ``mvtable inspect`` shows: segments, row groups, delete density, and the lineage
-as a timeline, as one plain ``dict`` (so the CLI, a notebook or a future UDTF can use it).
+"""What ``mvtable inspect`` shows: segments, row groups, delete density, the lineage as a
+timeline, and how far each Iceberg or Delta export lags behind, as one plain ``dict`` (so
+the CLI, a notebook or a future UDTF can use it).
 
-``inspect_table`` only reads: the snapshot, and for the timeline the log files of the
-versions at which the lineage entries changed state. Timestamps are ``datetime`` (UTC);
+``inspect_table`` only reads: the snapshot, for the timeline the log files of the versions
+at which the lineage entries changed state, and each export's newest metadata file. Timestamps are ``datetime`` (UTC);
 the CLI turns them into ISO-8601 for ``--json``.
 """
 
@@ -16,6 +17,8 @@ from mvtable.lineage.actions import LineageEnd, LineagePurge, LineageRevert, Lin
 from mvtable.lineage.enums import LineageState
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
+
+from .export import export_status
 
 # Segment status: what a reader of this version sees of it.
 VISIBLE = "visible"
@@ -200,6 +203,7 @@ def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
         "totals": _totals(visible),
         "retained": _totals(retained),
         "lineage": _timeline(commit_log, snapshot),
+        "exports": [s.to_json() for s in export_status(commit_log.io, commit_log.listing())],
     }
 
 

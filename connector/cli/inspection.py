@@ -62,6 +62,8 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
     from rich.table import Table as Grid
     from rich.tree import Tree
 
+    from ..export.status import ExportStatus
+
     out = stdout_console()
     out.print(as_text(f"table {info['uri']}  version {info['version']}  ({fmt_time(info['timestamp'])})  id {info['table_id']}"))
     if info["schema"]:
@@ -70,6 +72,9 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
         out.print(as_text("primary key: " + ", ".join(info["primary_key"])))
     if info["properties"]:
         out.print(as_text("properties: " + fmt_compact(info["properties"])))
+    for e in info["exports"]:
+        status = ExportStatus(**{k: e[k] for k in ("format", "folder", "version", "behind", "expired", "problem")})
+        out.print(as_text(status.advice(info["uri"])), style=None if status.current else "yellow")
     out.print()
     visible = [s for s in info["segments"] if s["status"] == "visible"]
     retained = [s for s in info["segments"] if s["status"] != "visible"]

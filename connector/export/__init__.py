@@ -10,6 +10,7 @@ Apache XTable, with nothing rewritten.
 ``export_delta`` and the ``mvtable export`` command are thin callers. With the table
 property ``icebergCompat`` on, every commit is added to the Iceberg metadata right after it
 lands (``after_commit``); a failed export is logged and never fails the commit.
+``export_status`` tells how far each export lags behind the table (``mvtable inspect``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,20 @@ from mvtable.storage import FileIO
 from .common import ExportResult, retained_snapshots
 from .delta import DELTA_LOG_DIR, export_delta
 from .iceberg import METADATA_DIR, export_iceberg
+from .status import ExportStatus, export_status
 
-__all__ = ["DELTA_LOG_DIR", "FORMATS", "METADATA_DIR", "ExportResult", "after_commit", "export", "export_delta", "export_iceberg"]
+__all__ = [
+    "DELTA_LOG_DIR",
+    "FORMATS",
+    "METADATA_DIR",
+    "ExportResult",
+    "ExportStatus",
+    "after_commit",
+    "export",
+    "export_delta",
+    "export_iceberg",
+    "export_status",
+]
 
 FORMATS = ("iceberg", "delta")
 log = logging.getLogger("mvtable.export")

@@ -98,7 +98,7 @@ def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int
     the ``metaData.id`` naming the table the log was written for) from the JSON commits
     this exporter wrote. Anything else in ``_delta_log/`` (another writer's commits, a gap,
     a damaged file) is refused before anything is written."""
-    names = sorted(n for n in writer.names(DELTA_LOG_DIR) if n.endswith(".json") and n[:-5].isdigit())
+    names = _commit_names(writer)
     adds: dict[str, dict[str, Any]] = {}
     last = -1
     owner: str | None = None
@@ -117,6 +117,23 @@ def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int
     if names and owner is None:
         raise not_ours(writer.location, f"{DELTA_LOG_DIR}/{names[0]}", DELTA_LOG_DIR, "no metaData action")
     return adds, len(names), last, owner
+
+
+def newest_exported_version(writer: MetadataWriter) -> int | None:
+    """The mvtable version the newest Delta commit shows (``None``: never exported). Reads
+    that one commit only: for a status, not for appending to the log."""
+    names = _commit_names(writer)
+    if not names:
+        return None
+    path = f"{DELTA_LOG_DIR}/{names[-1]}"
+    try:
+        return _read_commit(writer.io.read(path))[0]
+    except PARSE_ERRORS as exc:
+        raise not_ours(writer.location, path, DELTA_LOG_DIR, exc) from None
+
+
+def _commit_names(writer: MetadataWriter) -> list[str]:
+    return sorted(n for n in writer.names(DELTA_LOG_DIR) if n.endswith(".json") and n[:-5].isdigit())
 
 
 def _read_commit(data: bytes) -> tuple[int, dict[str, dict[str, Any]], list[str], str | None]:

@@ -141,6 +141,12 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
         raise
 
 
+def newest_exported_version(writer: MetadataWriter) -> int | None:
+    """The newest mvtable version the Iceberg metadata shows (``None``: never exported)."""
+    number, _, last, _ = _read_current(writer)
+    return last if number else None
+
+
 def _read_current(writer: MetadataWriter) -> tuple[int, dict[str, Any] | None, int, str | None]:
     """(number, content, last exported mvtable version, ``table_uuid`` of the table it was
     written for) of the newest ``vN.metadata.json`` (0, None, -1, None when there is none).
