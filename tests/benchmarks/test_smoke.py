@@ -44,7 +44,11 @@ EXPECTED = {
     "export_bytes_iceberg",
     "export_bytes_delta",
     "pyiceberg_export_del10",
-    *(f"tpch_{q}_{way}" for q in ("q1", "q3", "q6", "q14") for way in ("native_view", "using_view", "compacted_view")),
+    *(
+        f"tpch_{q}_{way}"
+        for q in ("q1", "q3", "q6", "q14")
+        for way in ("native_view", "using_view", "compacted_view", "predicate_mask")
+    ),
 }
 PEER_CASES = {
     f"{case}_vs_{peer}"
