@@ -42,7 +42,12 @@ from .enums import LineageState, Operation
 @dataclass(slots=True)
 class SegmentState:
     """A segment in a snapshot. ``file`` is a light ``SegmentDescriptor`` (not the pydantic
-    ``SegmentFile`` of the commit that added it): a snapshot may hold 100,000 of these."""
+    ``SegmentFile`` of the commit that added it): a snapshot may hold 100,000 of these.
+
+    Never changed once made: applying a commit puts a new ``SegmentState`` in the snapshot's
+    dict instead, so copies of a snapshot share these (``Snapshot.copy`` copies the dict, not
+    every segment: an append to a 1,000-segment table copied 1,000 records, twice). Not
+    ``frozen``: that would slow the checkpoint parse that builds 100,000 of them."""
 
     file: SegmentDescriptor
     added_version: int
@@ -119,8 +124,8 @@ class Snapshot:
         return [e for e in self.lineage.values() if e.live]
 
     def copy(self) -> Snapshot:
-        # Segment descriptors and DV refs are immutable, so a shallow copy of the mutable
-        # containers (and of the small per-segment/per-entry records) suffices.
+        # Segment states, descriptors and DV refs are never changed in place, so a shallow
+        # copy of the containers suffices; lineage entries are (few, and updated in place).
         return Snapshot(
             version=self.version,
             timestamp_ms=self.timestamp_ms,
@@ -128,9 +133,7 @@ class Snapshot:
             table_schema=self.table_schema,
             properties=dict(self.properties),
             primary_key=self.primary_key,
-            segments={
-                k: SegmentState(v.file, v.added_version, v.removed_version, v.lineage_entry) for k, v in self.segments.items()
-            },
+            segments=dict(self.segments),
             lineage={k: dataclasses.replace(v) for k, v in self.lineage.items()},
             dvs=dict(self.dvs),
             history=list(self.history),
@@ -210,7 +213,7 @@ def _remove(s: Snapshot, a: RemoveSegment, v: int, ts: int) -> None:
             raise SegmentInUseError(
                 f"segment {a.segment_id} is held by IN_PROGRESS lineage entry {entry.id}; end or revert that push first"
             )
-    seg.removed_version = v
+    s.segments[a.segment_id] = dataclasses.replace(seg, removed_version=v)
     s.dvs.pop(a.segment_id, None)
 
 
@@ -408,10 +411,10 @@ def _compact(s: Snapshot, a: CompactSegments, v: int, ts: int) -> None:
             )
     moved = {inp.segment_id: inp.output for inp in a.inputs}
     for sid in moved:
-        s.segments[sid].removed_version = v
+        s.segments[sid] = dataclasses.replace(s.segments[sid], removed_version=v)
         s.dvs.pop(sid, None)
     for out_id, origin in output_origin.items():
-        s.segments[out_id].lineage_entry = origin
+        s.segments[out_id] = dataclasses.replace(s.segments[out_id], lineage_entry=origin)
     for entry in s.lineage.values():
         entry.segments_from = _substitute(entry.segments_from, moved)
         entry.segments_to = _substitute(entry.segments_to, moved)

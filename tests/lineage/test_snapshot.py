@@ -125,6 +125,19 @@ def test_append_and_overwrite_visibility_in_add_order() -> None:
     t.durable_forms_agree()
 
 
+def test_a_copy_shares_segment_states_until_a_commit_replaces_them() -> None:
+    # copies share SegmentState records (copying them all made appends slower as the table
+    # grew), so applying a commit must replace a record, never change it in place
+    t = Table()
+    t.do(add("a", "b"))
+    copy = t.snap.copy()
+    assert copy.segments["a"] is t.snap.segments["a"]
+    apply_commit(copy, t.commit(remove("a")))
+    assert copy.segments["a"].removed_version == copy.version
+    assert t.snap.segments["a"].removed_version is None and t.visible == ["a", "b"]
+    assert copy.segments["b"] is t.snap.segments["b"]
+
+
 def test_copy_is_independent() -> None:
     t = Table()
     t.do(add("a", "b"), start("e", ["a"], []), add("x", entry="e"))
