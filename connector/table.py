@@ -173,19 +173,11 @@ class Table:
             return Snapshot()
 
     def _latest(self) -> Snapshot:
-        """The newest snapshot, caught up from the last one this object saw: a listing and
-        the new commits instead of a checkpoint read per call (an append is ~10 ms, and the
+        """The newest snapshot, caught up from the last one this object saw: the new
+        commits instead of a checkpoint read per call (an append is ~10 ms, and the
         checkpoint was a quarter of it)."""
         seen = self._seen
-        if seen is not None:
-            latest = self.log.latest_version()
-            if latest == seen.version:
-                return seen
-            if latest > seen.version:
-                self._seen = self.log.catch_up(seen)
-                return self._seen
-            # fewer versions than we saw: the table was replaced under us; read it afresh
-        self._seen = self.log.snapshot()
+        self._seen = self.log.snapshot() if seen is None else self.log.catch_up(seen)
         return self._seen
 
     @property

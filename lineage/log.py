@@ -236,14 +236,27 @@ class CommitLog:
         return base
 
     def catch_up(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` advanced to the newest version by replaying the commits after it."""
-        latest = self.latest_version()
-        if latest <= snapshot.version:
+        """``snapshot`` advanced to the newest version by replaying the commits after it.
+
+        Found by reading forward from ``snapshot``, not by listing the log: a listing grows
+        with every version retention keeps (a week of one commit a second is 600,000 names,
+        and on object storage 600 list requests), while nothing new costs one failed read.
+        Commits are consecutive, and GC removes them oldest first, so while the commit of
+        ``snapshot`` itself is there, the first missing one after it is the end of the log;
+        once GC has cut past it, the snapshot is read afresh."""
+        commits = []
+        version = snapshot.version + 1
+        while True:
+            try:
+                commits.append(self.read_commit(version))
+            except VersionNotFoundError:
+                break
+            version += 1
+        if commits:
+            return replay(commits, base=snapshot)
+        if snapshot.version < 0 or self.io.exists(commit_path(snapshot.version)):
             return snapshot
-        try:
-            return replay((self.read_commit(v) for v in range(snapshot.version + 1, latest + 1)), base=snapshot)
-        except VersionNotFoundError:
-            return self.snapshot()
+        return self.snapshot()
 
     def version_at(self, timestamp_ms: int) -> int:
         """Newest version committed at or before ``timestamp_ms`` (``timestampAsOf``)."""

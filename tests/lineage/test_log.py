@@ -338,3 +338,30 @@ def test_catch_up(tmp_path) -> None:
     assert old.version == 0  # untouched
     latest = log.snapshot()
     assert log.catch_up(latest) is latest
+
+
+def test_catch_up_reads_forward_without_listing_the_log(tmp_path) -> None:
+    log = new_log(tmp_path)
+    old = log.snapshot()
+    append(log, "a")
+    append(log, "b")
+
+    def no_listing(folder: str) -> list[str]:
+        raise AssertionError(f"catch_up listed {folder}")
+
+    log.io.list_names = no_listing  # type: ignore[method-assign]
+    caught_up = log.catch_up(old)
+    assert caught_up.version == 2 and set(caught_up.segments) == {"a", "b"}
+    assert log.catch_up(caught_up) is caught_up
+
+
+def test_catch_up_after_gc_cut_the_log_past_the_snapshot_reads_it_afresh(tmp_path) -> None:
+    log = new_log(tmp_path)
+    old = log.snapshot()
+    for sid in "abc":
+        append(log, sid)
+    log.write_checkpoint(log.snapshot())
+    log.io.delete([commit_path(v) for v in range(0, 4)])  # as GC does: oldest first, up to a checkpoint
+    assert not log.io.exists(commit_path(old.version + 1))
+    caught_up = log.catch_up(old)
+    assert caught_up.version == 3 and set(caught_up.segments) == {"a", "b", "c"}
