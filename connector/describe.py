@@ -3,8 +3,8 @@ timeline, and how far each Iceberg or Delta export lags behind, as one plain ``d
 the CLI, a notebook or a future UDTF can use it).
 
 ``inspect_table`` only reads: the snapshot, for the timeline the log files of the versions
-at which the lineage entries changed state, and each export's newest metadata file. Timestamps are ``datetime`` (UTC);
-the CLI turns them into ISO-8601 for ``--json``.
+at which the lineage entries changed state, and each export's newest metadata file.
+Timestamps are ``datetime`` (UTC); the CLI turns them into ISO-8601 for ``--json``.
 """
 
 from __future__ import annotations
