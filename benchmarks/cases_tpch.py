@@ -1,6 +1,6 @@
 """TPC-H Q1, Q3, Q6 and Q14 as a SQL user runs them, lineitem with 10% deleted.
 
-Three ways to name lineitem in SQL, same query text:
+The ways to name lineitem in SQL, same query text:
 
 * ``native``: a Parquet copy of lineitem's *visible* rows (``spark.read.parquet``) — the
   baseline, and the reference answer. It is written with the table's own Parquet options
@@ -22,8 +22,8 @@ Three ways to name lineitem in SQL, same query text:
   rows are still decoded, as in every reader that leaves them in place (merge-on-read, as
   Delta's and Iceberg's deletion vectors do), but removing them costs as little as Spark
   can (plus ``l_partkey``'s decode where the query does not read it): about the floor of a
-  merge-on-read reader. The distance from it to
-  ``native_view`` is what the bitmaps cost; from ``native`` to it, the extra rows and files.
+  merge-on-read reader. The distance from it to ``native_view`` is what the bitmaps cost;
+  from ``native`` to it, the extra rows and files.
 
 orders, customer and part are plain Parquet views shared by all of them. Every answer is
 checked equal to the native one (decimal arithmetic: exact).
@@ -111,8 +111,8 @@ def prepare(spark: Any, built: Built, tpch_dir: Path) -> dict[str, str]:
     mvtable.create_view(spark, "lineitem_compacted", str(compacted))
     segments = Table(str(built.mv_del10)).snapshot().visible_segments()
     files = [str(built.mv_del10 / seg.file.path) for seg in segments]
-    unmasked = spark.read.schema(spark.table("lineitem_fast").schema).parquet(*files)
-    unmasked.where(f"NOT ({del10_sql(built.sf)})").createOrReplaceTempView("lineitem_predicate")
+    same_files = spark.read.schema(spark.table("lineitem_fast").schema).parquet(*files)
+    same_files.where(f"NOT ({del10_sql(built.sf)})").createOrReplaceTempView("lineitem_predicate")
     return {
         "native": "lineitem_native",
         "using_view": "lineitem_using",
