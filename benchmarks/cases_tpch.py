@@ -13,7 +13,10 @@ The ways to name lineitem in SQL, same query text:
 * ``using_view``: ``CREATE TEMPORARY VIEW … USING mvtable OPTIONS (path …)`` after
   ``mvtable.register(spark)``, with Spark's defaults (no Python filter pushdown, see
   ``mvtable.register``): the Python data source, no column pruning;
-* ``native_view``: ``mvtable.create_view`` (Spark's Parquet reader + deletion bitmaps);
+* ``native_view``: ``mvtable.create_view`` (Spark's Parquet reader, deleted rows marked in
+  its batches by mvtable's JVM mask, ``native_jvm``);
+* ``expression_mask`` (info): the same view with ``MVTABLE_JVM_MASK=off``: the deletion
+  bitmaps tested in Spark expressions (``native_mask``), the fallback without a JDK;
 * ``compacted_view`` (info): the same, over a copy of the table after
   ``compact(delete_ratio=0.05)``, which purges the deleted rows: what a user who compacts gets;
 * ``predicate_mask`` (info): ``spark.read.parquet`` of exactly the files ``native_view``
@@ -31,6 +34,7 @@ checked equal to the native one (decimal arithmetic: exact).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mvtable.connector.segment_encoding import dictionary_columns_for, parquet_writer_options
+from mvtable.connector.spark import native_jvm
 
 from .common import CaseResult, System, hardlink_copy, log, measure
 from .data import Built, del10_sql, generate_tables
@@ -70,6 +75,7 @@ QUERIES = {
 }
 TARGET = 1.1  # native-speed view vs native Parquet
 DATA = {
+    "expression_mask": "10% of lineitem deleted, masked by Spark expressions (no JVM mask)",
     "compacted_view": "lineitem compacted after 10% deleted",
     "predicate_mask": "10% of lineitem deleted, dropped by the delete's predicate instead of its bitmaps",
 }
@@ -103,6 +109,11 @@ def prepare(spark: Any, built: Built, tpch_dir: Path) -> dict[str, str]:
     mvtable.register(spark)  # as a SQL user would
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW lineitem_using USING mvtable OPTIONS (path '{built.mv_del10}')")
     mvtable.create_view(spark, "lineitem_fast", str(built.mv_del10))
+    os.environ[native_jvm.SWITCH] = "off"
+    try:
+        mvtable.create_view(spark, "lineitem_expression", str(built.mv_del10))
+    finally:
+        del os.environ[native_jvm.SWITCH]
     # the remedy for what the deletes cost a reader: the same table compacted (deleted rows
     # purged, no masks left), through the same create_view
     compacted = hardlink_copy(built.mv_del10, built.root / "mv_del10_compacted_tpch")
@@ -117,6 +128,7 @@ def prepare(spark: Any, built: Built, tpch_dir: Path) -> dict[str, str]:
         "native": "lineitem_native",
         "using_view": "lineitem_using",
         "native_view": "lineitem_fast",
+        "expression_mask": "lineitem_expression",
         "compacted_view": "lineitem_compacted",
         "predicate_mask": "lineitem_predicate",
     }
@@ -138,14 +150,20 @@ def run(spark: Any, built: Built, tpch_dir: Path, *, repeat: int) -> list[CaseRe
             # the other two, it ran right before ``native_view`` in two rotations of three.
             # So the baseline and the native-speed views alternate on their own, and the
             # ``USING`` view (an info row) is timed after them.
-            fast = ("native", "native_view", "compacted_view", "predicate_mask")
+            fast = ("native", "native_view", "expression_mask", "compacted_view", "predicate_mask")
             timings = measure({n: systems[n] for n in fast}, repeat=repeat)
             timings |= measure({n: s for n, s in systems.items() if n not in fast}, repeat=repeat)
             expected = timings["native"].result
             wrong = [n for n, t in timings.items() if t.result != expected]
             check = "ok" if not wrong else f"{', '.join(wrong)} differ from native Parquet"
             js = {n: t.to_json() for n, t in timings.items()}
-            contenders = (("native_view", TARGET), ("using_view", None), ("compacted_view", None), ("predicate_mask", None))
+            contenders = (
+                ("native_view", TARGET),
+                ("using_view", None),
+                ("expression_mask", None),
+                ("compacted_view", None),
+                ("predicate_mask", None),
+            )
             for contender, target in contenders:
                 out.append(
                     CaseResult(
@@ -166,5 +184,6 @@ def run(spark: Any, built: Built, tpch_dir: Path, *, repeat: int) -> list[CaseRe
         import mvtable
 
         mvtable.drop_view(spark, "lineitem_fast")
+        mvtable.drop_view(spark, "lineitem_expression")
         mvtable.drop_view(spark, "lineitem_compacted")
     return out

@@ -10,39 +10,27 @@ since Spark 3.5 it generates each row's position in its file (``_metadata.row_in
 which is exactly what a deletion vector addresses. So:
 
 * the snapshot (version, time travel, staged lineage entry) is resolved and pinned on the
-  driver, like the data source does, and ``spark.read.parquet`` reads just its visible
-  segment files, with the table's schema (no inference, no listing of ``data/``);
-* segments without a deletion vector are a plain Parquet scan; the others are scanned
-  with ``_metadata.row_index`` and ``_metadata.file_size`` and filtered by their dense
-  deletion bitmaps (1 bit per row, 125 KB per million rows), and the two are unioned.
-  ``native_mask`` puts the bitmaps in the plan as one array literal when they fit (a
-  ``CASE`` on the file size picks the file's bitmap; no join, no broadcast stage) and falls
-  back to a broadcast left join on the file size otherwise (see there for both, and numbers).
+  driver, like the data source does, and Spark reads just its visible segment files, with
+  the table's schema (no inference, no listing of ``data/``);
+* segments without a deletion vector are a plain Parquet scan; the others are read by
+  ``native_jvm``'s ``MaskedParquetFileFormat`` (Spark's Parquet format plus a column that
+  marks each deleted row, filled in the JVM from the row positions Spark's reader
+  generates), and the two are unioned.
 
-Spark's own Parquet filter pushdown, row-group skipping and column pruning apply to filters
-and projections written on the result (they are pushed below the mask). Requesting
-``row_index`` keeps the vectorized reader and page skipping (the generator follows the
-pages Parquet skipped) and, in Spark 4.3, file splitting too.
+Spark's own Parquet filter pushdown, row-group skipping, column pruning and file splitting
+apply to filters and projections written on the result (they are pushed into the scans).
 
-Where the time goes (TPC-H SF 1, lineitem sorted by ``l_shipdate`` with 10% deleted,
-against a one-file Parquet copy of the visible rows written with the same encodings and row
-groups; ``benchmarks/README.md``, "Where TPC-H Q6's time goes"): for Q6 (one year, ~1.1M
-rows read of 6M, little work per row) the segment files read *without* any mask cost ~1.05×
-the native wall time. The mask used to be a filter of the view, which Spark evaluates first,
-on every row read, before the query's own selective filter (1.24–1.39×); it is now a
-generator that Spark puts above the query's filters (``native_mask``), so it tests only the
-rows the query keeps and what is left is Spark's row-index generator and the ``_metadata``
-struct it builds for those rows (Q6 ~1.1×). Measured and not taken: the row index as a flat
-column under Spark's internal name (an internal name), and a position column written into
-every segment (a storage format change, for no gain once the mask runs last). Queries that
-keep most rows (Q1, Q3) still test every row; getting under that needs a reader that marks
-deleted rows column-wise inside the vectorized batch (Delta's own Parquet file format does,
-in Scala): JVM code, which a Python connector cannot plug into Spark's Parquet scan.
+Where that JVM class cannot be built or loaded (no JDK, Spark Connect,
+``MVTABLE_JVM_MASK=off``), the masked segments are read by ``spark.read.parquet`` with
+``_metadata.row_index`` and filtered by their dense deletion bitmaps in Spark expressions
+(``native_mask``): the same rows, but on TPC-H with 10% deleted 1.1-1.3× of native Parquet
+where the JVM mask is ~1.0× (``benchmarks/README.md``).
 
-Limits: the paths must be readable by Spark's Hadoop file systems (``spark_uri`` maps the
-table root, e.g. ``s3://`` for fsspec to ``s3a://`` for Hadoop); the bitmaps are built on
-the driver and shipped with the plan (inline, up to 32 MB) or broadcast (join), so a
-snapshot with deletes in a billion rows ships ~125 MB."""
+Limits: the paths (segments and deletion-vector files) must be readable by Spark's Hadoop
+file systems (``spark_uri`` maps the table root, e.g. ``s3://`` for fsspec to ``s3a://``
+for Hadoop). The JVM mask ships only the deletion vectors' locations and executors read
+them; the expression mask builds the bitmaps on the driver and ships them with the plan
+(inline, up to 32 MB) or broadcast (join), ~125 MB for deletes in a billion rows."""
 
 from __future__ import annotations
 
@@ -63,8 +51,9 @@ from ..pinning import PinnedSnapshot, pin_snapshot
 from ..scan import staged_segments
 from ..schema import schema_from_json, schema_to_json
 from ..stats import Predicate, row_groups_to_read
+from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
-from .native_mask import apply_mask, mask_for
+from .native_mask import apply_mask, mask_for, unused_name
 
 log = logging.getLogger("mvtable.connector")
 
@@ -148,11 +137,6 @@ def native_frame(
     _raise_min_partitions(spark, min_partitions)
     io, snapshot = pinned.io, pinned.snapshot
     table_schema = schema_from_json(snapshot.table_schema)
-    if any(n.lower() == "_metadata" for n in table_schema.names):
-        raise SchemaMismatchError(
-            "the table has a column named _metadata, which hides Spark's file metadata column that read_native and "
-            "create_view apply deletion vectors with; read it with spark.read.format('mvtable') instead"
-        )
     out_schema = checked_columns(columns, table_schema)
     predicates = to_predicates(filters, table_schema)
     segments = staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
@@ -173,14 +157,31 @@ def native_frame(
     for group in (plain, masked):
         if not group:
             continue
-        df = spark.read.schema(full).parquet(*[f"{root}/{seg.file.path}" for seg in group])
-        if where:
-            df = df.where(where)
-        if group is masked:
-            df = apply_mask(df, mask_for(spark, io, snapshot, masked), full.names)
-        parts.append(df)
+        files = [f"{root}/{seg.file.path}" for seg in group]
+        if group is plain:
+            df = spark.read.schema(full).parquet(*files)
+        elif native_jvm.available(spark):
+            lines = [native_jvm.dv_line(_file_name(seg), seg.file.num_rows, snapshot.dvs[seg.id], root=root) for seg in group]
+            df = native_jvm.masked_scan(spark, full, files, lines, mask_column=unused_name("_mv_deleted", full.names))
+        else:
+            _refuse_metadata_column(table_schema)
+            df = apply_mask(spark.read.schema(full).parquet(*files), mask_for(spark, io, snapshot, masked), full.names)
+        parts.append(df.where(where) if where else df)
     out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     return out.selectExpr(*[_quote(n) for n in names])
+
+
+def _file_name(seg: Any) -> str:
+    return seg.file.path.rsplit("/", 1)[-1]
+
+
+def _refuse_metadata_column(table_schema: pa.Schema) -> None:
+    if any(n.lower() == "_metadata" for n in table_schema.names):
+        raise SchemaMismatchError(
+            "the table has a column named _metadata, which hides Spark's file metadata column that the expression "
+            "mask applies deletion vectors with (used where mvtable's JVM mask is not available: "
+            f"{native_jvm.SWITCH}=off, no javac, Spark Connect); read it with spark.read.format('mvtable') instead"
+        )
 
 
 _MIN_PARTITIONS = "spark.sql.files.minPartitionNum"

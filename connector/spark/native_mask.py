@@ -1,4 +1,6 @@
-"""How ``read_native`` removes deleted rows from Spark's Parquet scan, in the JVM.
+"""The expression mask: how ``read_native`` removes deleted rows with Spark expressions alone,
+where the JVM mask (``native_jvm``, the default and ~1.0× of a plain scan) is not available
+(no JDK to build it, Spark Connect, ``MVTABLE_JVM_MASK=off``).
 
 Spark's vectorized Parquet reader generates each row's position in its file
 (``_metadata.row_index``), which is what a deletion vector addresses; ``_metadata.file_size``
@@ -125,7 +127,7 @@ def apply_mask(df: Any, mask: Mask, names: Sequence[str]) -> Any:
         # is deleted drops the same rows, but Spark pushes the query's filters below a
         # ``Generate`` (and defers building ``_metadata`` until a row passes them): the mask
         # is tested only on the rows the query keeps.
-        keep = _unused_name("_mv_keep", names)
+        keep = unused_name("_mv_keep", names)
         one_if_live = F.when(mask.live, F.array(F.lit(True))).otherwise(F.array().cast("array<boolean>"))
         return df.withColumn(keep, F.explode(one_if_live)).drop(keep)
     # SQL text rather than Column objects: each Column is a py4j round trip (~0.2 s of
@@ -201,7 +203,7 @@ def _join_mask(spark: Any, files: Sequence[FileBits]) -> Mask:
     return Mask(deletes=spark.createDataFrame(pa.table(build)), join_on=tuple(join_on))
 
 
-def _unused_name(base: str, names: Sequence[str]) -> str:
+def unused_name(base: str, names: Sequence[str]) -> str:
     taken = {n.lower() for n in names}
     while base.lower() in taken:
         base += "_"

@@ -47,7 +47,7 @@ EXPECTED = {
     *(
         f"tpch_{q}_{way}"
         for q in ("q1", "q3", "q6", "q14")
-        for way in ("native_view", "using_view", "compacted_view", "predicate_mask")
+        for way in ("native_view", "using_view", "expression_mask", "compacted_view", "predicate_mask")
     ),
 }
 PEER_CASES = {

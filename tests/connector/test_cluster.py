@@ -37,6 +37,9 @@ spark.range(0, 2000, numPartitions=2).selectExpr("id", "cast(id AS string) AS s"
 spark.range(1500, 2500, numPartitions=3).selectExpr("id", "'new' AS s") \
     .write.format("mvtable").mode("append").option("operation", "upsert").save(kpath)
 keyed = spark.read.format("mvtable").load(kpath)
+# read_native: the JVM deletion mask, compiled from the wheel's source, shipped to the executors
+native = mvtable.read_native(spark, path, version=2)
+native_plan = native._jdf.queryExecution().executedPlan().toString()
 tasks = spark.read.format("mvtable").option("maxPartitionBytes", "1").load(path) \
     .rdd.mapPartitions(lambda it: [(os.getpid(), __import__("mvtable").__file__)]).collect()
 emit({
@@ -49,6 +52,8 @@ emit({
     "driver_mvtable": [mvtable.__file__, source.__file__, pyspark_mvtable.__file__],
     "scan_sees_shim": any(m.name == "pyspark_mvtable" for m in pkgutil.iter_modules()),
     "partitions": now.rdd.getNumPartitions(),
+    "native_before": native.selectExpr("count(*) AS n", "sum(id) AS s").first().asDict(),
+    "native_masked_in_jvm": "MvtableMaskedParquet" in native_plan,
     "upsert": keyed.selectExpr("count(*) AS n", "count(distinct id) AS d", "sum(if(s = 'new', 1, 0)) AS new").first().asDict(),
 })
 """
@@ -74,6 +79,7 @@ def test_wheel_install_writes_pushes_deletes_and_reads_on_a_cluster(spark_cluste
     assert result["now"] == {"n": 600, "s": sum(i * 7 for i in range(600))}
     kept = [i for i in range(5000) if i % 10 != 3]
     assert result["before"] == {"n": len(kept), "s": sum(kept)}
+    assert result["native_before"] == result["before"] and result["native_masked_in_jvm"] is True
     assert result["driver_pid"] not in result["partition_pids"]  # read() ran in executor processes
     t = Table.open(path)
     assert [e.state for e in t.lineage()] == ["COMPLETED"]

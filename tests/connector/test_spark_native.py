@@ -1,5 +1,5 @@
-"""``read_native`` (Spark's Parquet reader + deletion bitmaps, inline in the plan or as a
-broadcast join), the balanced partitioning of the Python source, and ``delete()``'s column
+"""``read_native`` (Spark's Parquet reader + deletion bitmaps: the JVM mask, or the
+expression mask's bitmaps inline in the plan or as a broadcast join), the balanced partitioning of the Python source, and ``delete()``'s column
 projection."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 
 from mvtable.connector import Table, delete
 from mvtable.connector.scan import plan_scan, split_tasks
-from mvtable.connector.spark import native_mask, read_native
+from mvtable.connector.spark import native_jvm, native_mask, read_native
 from mvtable.connector.spark.delete_where import condition_columns
 from mvtable.connector.spark.native_mask import _MASKS, deletion_bitmap
-from mvtable.errors import InvalidOptionError, MvTableError, SchemaMismatchError
+from mvtable.errors import InvalidOptionError, MvTableError
 from mvtable.visibility import pins
 from tests.support.spark_session import spark_conf
 
@@ -31,9 +31,12 @@ def arrow_rows(table: pa.Table) -> list[tuple]:
     return sorted(zip(*[c.to_pylist() for c in table.columns]))
 
 
-@pytest.fixture(params=["inline", "join"])
+@pytest.fixture(params=["jvm", "inline", "join"])
 def mask_kind(request, monkeypatch) -> str:
-    """Run a test with the bitmaps inline in the plan, then as a broadcast join."""
+    """Run a test with the JVM mask (``native_jvm``), then with the expression mask's
+    bitmaps inline in the plan, then as a broadcast join."""
+    if request.param != "jvm":
+        monkeypatch.setenv(native_jvm.SWITCH, "off")
     if request.param == "join":
         monkeypatch.setattr(native_mask, "MAX_INLINE_FILES", 0)
     _MASKS.clear()
@@ -100,12 +103,17 @@ def test_split_tasks_never_exceeds_max_bytes(table):
 @pytest.mark.spark
 def test_native_read_matches_the_data_source_and_hides_deleted_rows(spark, table, mask_kind):
     native = read_native(spark, table.uri)
-    [mask] = _MASKS.values()
-    assert mask.inline == (mask_kind == "inline")
     plan = plan_of(native)
-    # inline: no join, no broadcast stage; the third segment (no deletes) is a plain scan
+    # jvm and inline: no join, no broadcast stage; the third segment (no deletes) is a plain scan
     assert ("BroadcastHashJoin" in plan) == (mask_kind == "join")
-    assert plan.count("FileScan parquet") == 2 and "Union" in plan
+    assert "Union" in plan
+    if mask_kind == "jvm":
+        assert not _MASKS
+        assert plan.count("FileScan parquet") == 1 and plan.count("FileScan mvtable-parquet") == 1
+    else:
+        [mask] = _MASKS.values()
+        assert mask.inline == (mask_kind == "inline")
+        assert plan.count("FileScan parquet") == 2
     assert native.columns == ["id", "status", "price"]
     got = rows(native)
     assert got == rows(spark.read.format("mvtable").load(table.uri))
@@ -119,10 +127,11 @@ def test_native_read_matches_the_data_source_and_hides_deleted_rows(spark, table
 
 
 @pytest.mark.spark
-def test_the_querys_filter_runs_before_the_inline_mask(spark, table):
-    """The mask is a generator, not a filter: Spark pushes the query's filter below it, so
-    the bitmaps are tested only on the rows the query keeps (a view's filter would be
-    evaluated first, on every row read)."""
+def test_the_querys_filter_runs_before_the_inline_mask(spark, table, monkeypatch):
+    """The expression mask is a generator, not a filter: Spark pushes the query's filter
+    below it, so the bitmaps are tested only on the rows the query keeps (a view's filter
+    would be evaluated first, on every row read)."""
+    monkeypatch.setenv(native_jvm.SWITCH, "off")
     _MASKS.clear()
     df = read_native(spark, table.uri).where("id < 1000")
     plan = df._jdf.queryExecution().optimizedPlan().toString().splitlines()
@@ -166,13 +175,14 @@ def test_native_read_of_an_empty_table(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_a_column_named_like_the_masks_generator_output_is_kept(spark, tmp_path):
-    t = Table.create(str(tmp_path / "k"), schema=pa.schema([("id", pa.int64()), ("_MV_KEEP", pa.string())]))
-    t.append(pa.table({"id": list(range(10)), "_MV_KEEP": [f"v{i}" for i in range(10)]}))
+def test_columns_named_like_the_masks_own_are_kept(spark, tmp_path, mask_kind):
+    schema = pa.schema([("id", pa.int64()), ("_MV_KEEP", pa.string()), ("_mv_Deleted", pa.int8())])
+    t = Table.create(str(tmp_path / "k"), schema=schema)
+    t.append(pa.table({"id": list(range(10)), "_MV_KEEP": [f"v{i}" for i in range(10)], "_mv_Deleted": [1] * 10}, schema))
     t.delete(pc.field("id") < 3)
     df = read_native(spark, t.uri)
-    assert df.columns == ["id", "_MV_KEEP"]
-    assert rows(df) == [(i, f"v{i}") for i in range(3, 10)]
+    assert df.columns == ["id", "_MV_KEEP", "_mv_Deleted"]
+    assert rows(df) == [(i, f"v{i}", 1) for i in range(3, 10)]
 
 
 @pytest.mark.spark
@@ -276,11 +286,3 @@ def test_native_read_of_delta_encoded_columns(spark, tmp_path):
     assert len(expected) == n - 100
     assert rows(read_native(spark, t.uri)) == expected
     assert rows(spark.read.format("mvtable").load(t.uri)) == expected
-
-
-def test_a_table_with_a_metadata_column_is_refused_with_the_reader_to_use(spark, tmp_path):
-    """A data column named ``_metadata`` hides Spark's file metadata, which the mask needs."""
-    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64()), ("_metadata", pa.string())]))
-    t.append(pa.table({"id": [1, 2], "_metadata": ["a", "b"]}))
-    with pytest.raises(SchemaMismatchError, match="_metadata.*format\\('mvtable'\\)"):
-        read_native(spark, t.uri)

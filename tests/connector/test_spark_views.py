@@ -11,6 +11,7 @@ import pytest
 
 import mvtable
 from mvtable.connector import Table
+from mvtable.connector.spark import native_jvm
 from mvtable.connector.spark import views as view_registry
 from mvtable.connector.spark.native_mask import _MASKS
 from mvtable.errors import InvalidOptionError
@@ -149,7 +150,14 @@ def test_bad_view_input_is_typed(spark, table):
     assert not spark.catalog.tableExists("v")
 
 
-def test_filters_prune_files_and_bitmaps(spark, table):
+def test_filters_prune_files_and_bitmaps(spark, table, monkeypatch):
+    # the JVM mask: only the surviving segments are scanned, so only their vectors are read
+    df = mvtable.read_native(spark, table.uri, filters=[("day", ">=", dt.date(2026, 1, 15))])
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert len(df.inputFiles()) == 2 and plan.count("FileScan mvtable-parquet") == 1
+    assert sorted(r.id for r in df.select("id").collect()) == [i for i in live_ids(table) if i >= 1400]
+    # the expression mask builds bitmaps on the driver: only for the surviving segments
+    monkeypatch.setenv(native_jvm.SWITCH, "off")
     _MASKS.clear()
     df = mvtable.read_native(spark, table.uri, filters=[("day", ">=", dt.date(2026, 1, 21))])
     assert len(df.inputFiles()) == 1  # only the third segment can match
@@ -168,7 +176,8 @@ def test_filters_prune_files_and_bitmaps(spark, table):
         mvtable.read_native(spark, table.uri, filters=[("id", "~", 1)])
 
 
-def test_the_masked_plan_is_reused_for_the_same_version(spark, table):
+def test_the_expression_masks_bitmaps_are_reused_for_the_same_version(spark, table, monkeypatch):
+    monkeypatch.setenv(native_jvm.SWITCH, "off")
     _MASKS.clear()
     a = mvtable.read_native(spark, table.uri)
     b = mvtable.read_native(spark, table.uri)

@@ -1,0 +1,487 @@
+package io.mvtable.spark;
+
+import java.io.Closeable;
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.zip.CRC32;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.execution.vectorized.OffHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.util.SerializableConfiguration;
+import org.roaringbitmap.RoaringBitmap;
+
+import scala.Function1;
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * Spark's Parquet file format, plus one column that says whether a row is deleted.
+ *
+ * <p>mvtable's deletion vectors name deleted rows by their position in the segment file.
+ * Spark's vectorized Parquet reader can generate that position for every row (the
+ * temporary row-index column behind {@code _metadata.row_index}). This format asks for it
+ * in place of the mask column, then turns each batch's positions into the mask column:
+ * one bit test per row against the file's dense bitmap, in a plain loop. The query then
+ * filters on {@code mask = 0}, a byte comparison in Spark's generated code. Testing the
+ * bitmaps in Spark expressions instead (mvtable's fallback) costs up to 1.3x of a plain
+ * Parquet scan on TPC-H; this costs about what any one-column filter costs.
+ *
+ * <p>Options (set by mvtable's Python side, never by hand):
+ * <ul>
+ *   <li>{@code mvtable.maskColumn}: the name of the mask column (a byte, 1 = deleted) that
+ *       the read schema carries and no file holds;
+ *   <li>{@code mvtable.deletionVectors}: one line per file with deletes, tab-separated:
+ *       file name, row count, cardinality, then {@code inline} and the base64 blob, or
+ *       {@code file}, the DV file's URI, offset and size.
+ * </ul>
+ *
+ * <p>Executors read the deletion vectors themselves (through Hadoop's file systems, like
+ * the segments) and keep a few recent ones per JVM, so the driver ships only their
+ * locations. The blob framing is mvtable's: big-endian length, magic, portable 64-bit
+ * roaring bitmap, big-endian CRC-32; every check the Python reader makes is made here.
+ */
+public class MaskedParquetFileFormat extends ParquetFileFormat {
+  private static final long serialVersionUID = 1L;
+
+  public static final String MASK_COLUMN_OPTION = "mvtable.maskColumn";
+  public static final String DVS_OPTION = "mvtable.deletionVectors";
+
+  @Override
+  public String shortName() {
+    return "mvtable-parquet";
+  }
+
+  @Override
+  public String toString() {
+    return "MvtableMaskedParquet";
+  }
+
+  @Override
+  public boolean equals(Object other) {
+    return other instanceof MaskedParquetFileFormat;
+  }
+
+  @Override
+  public int hashCode() {
+    return MaskedParquetFileFormat.class.hashCode();
+  }
+
+  @Override
+  public Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
+      SparkSession session,
+      StructType dataSchema,
+      StructType partitionSchema,
+      StructType requiredSchema,
+      Seq<Filter> filters,
+      scala.collection.immutable.Map<String, String> options,
+      Configuration hadoopConf) {
+    String mask = options.get(MASK_COLUMN_OPTION).getOrElse(() -> "");
+    if (mask.isEmpty()) {
+      throw new IllegalArgumentException("mvtable: the " + MASK_COLUMN_OPTION + " option is missing");
+    }
+    Map<String, DvLocation> dvs = DvLocation.parseAll(options.get(DVS_OPTION).getOrElse(() -> ""));
+    // No file holds the mask column: Parquet must neither read it nor filter on it (a
+    // pushed-down "mask = 0" on a missing column reads as null and drops every row group).
+    @SuppressWarnings("unchecked")
+    Seq<Filter> fileFilters = (Seq<Filter>) filters.filterNot(new References(mask));
+    StructType fileSchema = without(dataSchema, mask);
+    int ordinal = indexOf(requiredSchema, mask);
+    if (ordinal < 0) {
+      return super.buildReaderWithPartitionValues(
+          session, fileSchema, partitionSchema, requiredSchema, fileFilters, options, hadoopConf);
+    }
+    StructField[] fields = requiredSchema.fields().clone();
+    fields[ordinal] = new StructField(
+        ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true, Metadata.empty());
+    Function1<PartitionedFile, Iterator<InternalRow>> inner = super.buildReaderWithPartitionValues(
+        session, fileSchema, partitionSchema, new StructType(fields), fileFilters, options, hadoopConf);
+    Broadcast<SerializableConfiguration> conf =
+        SerializableConfiguration.broadcast(session.sparkContext(), hadoopConf);
+    boolean offHeap = session.sessionState().conf().offHeapColumnVectorEnabled();
+    return new MaskingReader(inner, ordinal, dvs, conf, offHeap);
+  }
+
+  private static StructType without(StructType schema, String name) {
+    List<StructField> kept = new ArrayList<>();
+    for (StructField f : schema.fields()) {
+      if (!f.name().equals(name)) {
+        kept.add(f);
+      }
+    }
+    return new StructType(kept.toArray(new StructField[0]));
+  }
+
+  private static int indexOf(StructType schema, String name) {
+    StructField[] fields = schema.fields();
+    for (int i = 0; i < fields.length; i++) {
+      if (fields[i].name().equals(name)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /** A filter that names the mask column. */
+  private static final class References extends AbstractFunction1<Filter, Object> implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private final String column;
+
+    References(String column) {
+      this.column = column;
+    }
+
+    @Override
+    public Object apply(Filter filter) {
+      for (String ref : filter.references()) {
+        if (ref.equals(column)) {
+          return Boolean.TRUE;
+        }
+      }
+      return Boolean.FALSE;
+    }
+  }
+
+  /** Where one file's deletion vector lives (as the table's log describes it). */
+  static final class DvLocation implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final String fileName;
+    final long numRows;
+    final long cardinality;
+    final String inline; // base64 of the framed blob, or null
+    final String uri; // the DV file, or null
+    final long offset;
+    final int size;
+
+    private DvLocation(String fileName, long numRows, long cardinality, String inline, String uri, long offset, int size) {
+      this.fileName = fileName;
+      this.numRows = numRows;
+      this.cardinality = cardinality;
+      this.inline = inline;
+      this.uri = uri;
+      this.offset = offset;
+      this.size = size;
+    }
+
+    String key() {
+      return inline != null ? "inline:" + inline : uri + "@" + offset + "+" + size;
+    }
+
+    String describe() {
+      return inline != null ? "the inline deletion vector of " + fileName : uri + " at offset " + offset + " (size " + size + ")";
+    }
+
+    static Map<String, DvLocation> parseAll(String text) {
+      Map<String, DvLocation> out = new HashMap<>();
+      for (String line : text.split("\n")) {
+        if (line.isEmpty()) {
+          continue;
+        }
+        String[] p = line.split("\t", -1);
+        DvLocation loc;
+        if (p.length == 5 && p[3].equals("inline")) {
+          loc = new DvLocation(p[0], Long.parseLong(p[1]), Long.parseLong(p[2]), p[4], null, 0, 0);
+        } else if (p.length == 7 && p[3].equals("file")) {
+          loc = new DvLocation(p[0], Long.parseLong(p[1]), Long.parseLong(p[2]), null, p[4], Long.parseLong(p[5]), Integer.parseInt(p[6]));
+        } else {
+          throw new IllegalArgumentException("mvtable: bad " + DVS_OPTION + " line: " + line);
+        }
+        if (out.put(loc.fileName, loc) != null) {
+          throw new IllegalArgumentException("mvtable: two files with deletes are named " + loc.fileName);
+        }
+      }
+      return out;
+    }
+  }
+
+  /** Reads a file with the inner Parquet reader and fills in the mask column. */
+  private static final class MaskingReader
+      extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>> implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private final Function1<PartitionedFile, Iterator<InternalRow>> inner;
+    private final int ordinal;
+    private final Map<String, DvLocation> dvs;
+    private final Broadcast<SerializableConfiguration> conf;
+    private final boolean offHeap;
+
+    MaskingReader(
+        Function1<PartitionedFile, Iterator<InternalRow>> inner,
+        int ordinal,
+        Map<String, DvLocation> dvs,
+        Broadcast<SerializableConfiguration> conf,
+        boolean offHeap) {
+      this.inner = inner;
+      this.ordinal = ordinal;
+      this.dvs = dvs;
+      this.conf = conf;
+      this.offHeap = offHeap;
+    }
+
+    @Override
+    @SuppressWarnings("unchecked")
+    public Iterator<InternalRow> apply(PartitionedFile file) {
+      DvLocation loc = dvs.get(file.toPath().getName());
+      long[] bits = loc == null ? null : Bitmaps.load(loc, conf.value().value());
+      // The vectorized reader hands out ColumnarBatches through an Iterator[InternalRow]
+      // (Spark's FileScanRDD tells them apart at run time): erase the element type so that
+      // no cast to InternalRow is ever made on a batch.
+      Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) inner.apply(file);
+      return (Iterator<InternalRow>) (Iterator<?>) new MaskingIterator(rows, ordinal, bits, offHeap);
+    }
+  }
+
+  private static final class MaskingIterator extends AbstractIterator<Object> implements Closeable {
+    private final Iterator<Object> rows;
+    private final int ordinal;
+    private final long[] bits; // null: nothing deleted in this file
+    private final boolean offHeap;
+    private WritableColumnVector mask;
+    private byte[] scratch;
+    private int capacity;
+
+    MaskingIterator(Iterator<Object> rows, int ordinal, long[] bits, boolean offHeap) {
+      this.rows = rows;
+      this.ordinal = ordinal;
+      this.bits = bits;
+      this.offHeap = offHeap;
+    }
+
+    @Override
+    public boolean hasNext() {
+      return rows.hasNext();
+    }
+
+    @Override
+    public Object next() {
+      Object next = rows.next();
+      if (next instanceof ColumnarBatch) {
+        return mark((ColumnarBatch) next);
+      }
+      return mark((InternalRow) next);
+    }
+
+    private boolean deleted(long row) {
+      return bits != null && ((word(row) >>> row) & 1L) != 0;
+    }
+
+    private long word(long row) {
+      long word = row >>> 6;
+      if (row < 0 || word >= bits.length) {
+        throw new IllegalStateException(
+            "mvtable: row " + row + " is past the deletion vector of its file: the segment holds more rows than the table's log says");
+      }
+      return bits[(int) word];
+    }
+
+    private ColumnarBatch mark(ColumnarBatch batch) {
+      int n = batch.numRows();
+      if (mask == null || capacity < n) {
+        if (mask != null) {
+          mask.close();
+        }
+        capacity = Math.max(n, 4096);
+        mask = offHeap
+            ? new OffHeapColumnVector(capacity, DataTypes.ByteType)
+            : new OnHeapColumnVector(capacity, DataTypes.ByteType);
+        scratch = new byte[capacity];
+      }
+      ColumnVector rowIndex = batch.column(ordinal);
+      if (bits == null || n == 0) {
+        mask.putBytes(0, n, (byte) 0);
+      } else {
+        long first = rowIndex.getLong(0);
+        long last = rowIndex.getLong(n - 1);
+        if (last - first == n - 1) {
+          // Positions ascend within a file, so first and last n - 1 apart means every
+          // position in between (no page was skipped): test the words directly, and skip
+          // any run of 64 rows without a delete.
+          word(first);
+          word(last);
+          for (int i = 0; i < n; ) {
+            long row = first + i;
+            long w = bits[(int) (row >>> 6)];
+            int upTo = (int) Math.min(n, i + (64 - (row & 63)));
+            if (w == 0) {
+              Arrays.fill(scratch, i, upTo, (byte) 0);
+            } else {
+              for (; i < upTo; i++) {
+                scratch[i] = (byte) ((w >>> (first + i)) & 1L);
+              }
+            }
+            i = upTo;
+          }
+        } else {
+          for (int i = 0; i < n; i++) {
+            scratch[i] = deleted(rowIndex.getLong(i)) ? (byte) 1 : (byte) 0;
+          }
+        }
+        mask.putBytes(0, n, scratch, 0);
+      }
+      ColumnVector[] columns = new ColumnVector[batch.numCols()];
+      for (int c = 0; c < columns.length; c++) {
+        columns[c] = c == ordinal ? mask : batch.column(c);
+      }
+      return new ColumnarBatch(columns, n);
+    }
+
+    private InternalRow mark(InternalRow row) {
+      byte value = deleted(row.getLong(ordinal)) ? (byte) 1 : (byte) 0;
+      if (row instanceof UnsafeRow) {
+        // a fixed-width slot: clear the position's 8 bytes, then write the byte
+        row.setLong(ordinal, 0L);
+        row.setByte(ordinal, value);
+        return row;
+      }
+      Object[] values = new Object[row.numFields()];
+      for (int i = 0; i < values.length; i++) {
+        values[i] = i == ordinal ? (Object) value : row.get(i, null);
+      }
+      return new GenericInternalRow(values);
+    }
+
+    @Override
+    public void close() throws IOException {
+      if (mask != null) {
+        mask.close();
+        mask = null;
+      }
+      if (rows instanceof Closeable) {
+        ((Closeable) rows).close();
+      }
+    }
+  }
+
+  /** Deletion vectors as dense bitmaps (bit p of word p / 64 set = row p deleted). */
+  static final class Bitmaps {
+    private static final byte[] MAGIC = {(byte) 0xD1, (byte) 0xD3, (byte) 0x39, (byte) 0x64};
+    private static final int MAX_CACHED = 256;
+    private static final Map<String, long[]> CACHE = new LinkedHashMap<String, long[]>(16, 0.75f, true) {
+      @Override
+      protected boolean removeEldestEntry(Map.Entry<String, long[]> eldest) {
+        return size() > MAX_CACHED;
+      }
+    };
+
+    private Bitmaps() {}
+
+    static long[] load(DvLocation loc, Configuration conf) {
+      String key = loc.key() + "#" + loc.numRows;
+      synchronized (CACHE) {
+        long[] hit = CACHE.get(key);
+        if (hit != null) {
+          return hit;
+        }
+      }
+      long[] bits;
+      try {
+        bits = dense(decode(read(loc, conf), loc), loc);
+      } catch (IOException e) {
+        throw new UncheckedIOException("mvtable: cannot read the deletion vector " + loc.describe() + ": " + e.getMessage(), e);
+      }
+      synchronized (CACHE) {
+        CACHE.put(key, bits);
+      }
+      return bits;
+    }
+
+    private static byte[] read(DvLocation loc, Configuration conf) throws IOException {
+      if (loc.inline != null) {
+        return Base64.getDecoder().decode(loc.inline);
+      }
+      Path path = new Path(URI.create(loc.uri));
+      FileSystem fs = path.getFileSystem(conf);
+      byte[] blob = new byte[loc.size];
+      try (FSDataInputStream in = fs.open(path)) {
+        in.readFully(loc.offset, blob);
+      }
+      return blob;
+    }
+
+    private static RoaringBitmap decode(byte[] blob, DvLocation loc) throws IOException {
+      ByteBuffer buf = ByteBuffer.wrap(blob).order(ByteOrder.BIG_ENDIAN);
+      if (blob.length < 12) {
+        throw corrupt(loc, "the blob has only " + blob.length + " bytes");
+      }
+      int length = buf.getInt(0);
+      if (length < 4 || length != blob.length - 8) {
+        throw corrupt(loc, "length field says " + length + " bytes of magic+bitmap but the blob holds " + (blob.length - 8));
+      }
+      for (int i = 0; i < 4; i++) {
+        if (blob[4 + i] != MAGIC[i]) {
+          throw corrupt(loc, "bad magic");
+        }
+      }
+      CRC32 crc = new CRC32();
+      crc.update(blob, 4, length);
+      if ((int) crc.getValue() != buf.getInt(4 + length)) {
+        throw corrupt(loc, "CRC-32 mismatch");
+      }
+      // portable 64-bit roaring: bucket count (u64 LE), then per bucket its high 32 bits
+      // (u32 LE) and a portable 32-bit roaring bitmap of the low bits
+      ByteBuffer body = ByteBuffer.wrap(blob, 8, length - 4).slice().order(ByteOrder.LITTLE_ENDIAN);
+      long buckets = body.getLong();
+      RoaringBitmap out = new RoaringBitmap();
+      for (long b = 0; b < buckets; b++) {
+        int high = body.getInt();
+        RoaringBitmap low = new RoaringBitmap();
+        low.deserialize(body.slice().order(ByteOrder.LITTLE_ENDIAN));
+        body.position(body.position() + low.serializedSizeInBytes());
+        if (high != 0 && !low.isEmpty()) {
+          throw corrupt(loc, "names a row past 2^32");
+        }
+        out.or(low);
+      }
+      if (body.hasRemaining()) {
+        throw corrupt(loc, body.remaining() + " bytes after the bitmap");
+      }
+      return out;
+    }
+
+    private static long[] dense(RoaringBitmap positions, DvLocation loc) throws IOException {
+      if (positions.getLongCardinality() != loc.cardinality) {
+        throw corrupt(loc, "holds " + positions.getLongCardinality() + " positions but the descriptor says " + loc.cardinality);
+      }
+      if (!positions.isEmpty() && Integer.toUnsignedLong(positions.last()) >= loc.numRows) {
+        throw corrupt(loc, "names row " + Integer.toUnsignedLong(positions.last()) + " of a " + loc.numRows + "-row segment");
+      }
+      long[] words = new long[(int) ((loc.numRows + 63) >>> 6)];
+      positions.forEach((int p) -> words[p >>> 6] |= 1L << p);
+      return words;
+    }
+
+    private static IOException corrupt(DvLocation loc, String why) {
+      return new IOException("mvtable: corrupt deletion vector " + loc.describe() + ": " + why);
+    }
+  }
+}
