@@ -385,13 +385,11 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
   /** Deletion vectors as dense bitmaps (bit p of word p / 64 set = row p deleted). */
   static final class Bitmaps {
     private static final byte[] MAGIC = {(byte) 0xD1, (byte) 0xD3, (byte) 0x39, (byte) 0x64};
-    private static final int MAX_CACHED = 256;
-    private static final Map<String, long[]> CACHE = new LinkedHashMap<String, long[]>(16, 0.75f, true) {
-      @Override
-      protected boolean removeEldestEntry(Map.Entry<String, long[]> eldest) {
-        return size() > MAX_CACHED;
-      }
-    };
+    // recently used bitmaps of this JVM (an executor scans the same files query after
+    // query), least recently used dropped first past 256 MB (125 KB per million rows)
+    private static final long MAX_CACHED_BYTES = 256L << 20;
+    private static final Map<String, long[]> CACHE = new LinkedHashMap<>(16, 0.75f, true);
+    private static long cachedBytes;
 
     private Bitmaps() {}
 
@@ -410,7 +408,16 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
         throw new UncheckedIOException("mvtable: cannot read the deletion vector " + loc.describe() + ": " + e.getMessage(), e);
       }
       synchronized (CACHE) {
-        CACHE.put(key, bits);
+        long[] old = CACHE.put(key, bits);
+        cachedBytes += 8L * bits.length - (old == null ? 0 : 8L * old.length);
+        java.util.Iterator<long[]> eldest = CACHE.values().iterator();
+        while (cachedBytes > MAX_CACHED_BYTES && eldest.hasNext()) {
+          long[] dropped = eldest.next();
+          if (dropped != bits) {
+            cachedBytes -= 8L * dropped.length;
+            eldest.remove();
+          }
+        }
       }
       return bits;
     }
