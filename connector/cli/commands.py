@@ -1,4 +1,5 @@
-"""The lineage and lifecycle commands: lineage, history, rollback, restore, publish."""
+"""The lineage and lifecycle commands (lineage, history, rollback, restore, publish), and
+``spark-jar``."""
 
 from __future__ import annotations
 
@@ -100,3 +101,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     return _report_action(args, open_table(args).publish(args.entry))
+
+
+def cmd_spark_jar(args: argparse.Namespace) -> int:
+    """The jar's path alone on stdout, for ``spark-submit --jars "$(mvtable spark-jar)"``."""
+    from mvtable.connector.spark.native_jvm import spark_jar
+
+    jar = spark_jar()
+    if args.json:
+        print_json([{"jar": str(jar)}])
+    else:
+        print(jar)
+    return EXIT_OK

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from .commands import cmd_history, cmd_lineage, cmd_publish, cmd_restore, cmd_rollback
+from .commands import cmd_history, cmd_lineage, cmd_publish, cmd_restore, cmd_rollback, cmd_spark_jar
 from .export import cmd_export
 from .inspection import cmd_inspect
 from .maintenance import cmd_compact, cmd_gc, cmd_vacuum
@@ -39,6 +39,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compact": cmd_compact,
     "inspect": cmd_inspect,
     "export": cmd_export,
+    "spark-jar": cmd_spark_jar,
 }
 
 

@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", type=_version, metavar="N", help="inspect version N instead of the newest")
     p.add_argument("--row-groups", action="store_true", help="also list every row group")
 
+    p = sub.add_parser("spark-jar", help="build (once per machine) mvtable's JVM Parquet deletion mask and print its path")
+    p.add_argument("--json", action="store_true", help="print a JSON array of objects (for scripts)")
+
     p = sub.add_parser("export", help="write Iceberg or Delta metadata naming the table's own files (no data copied)")
     formats = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
     for name, what in (("iceberg", "Iceberg v3 metadata under metadata/"), ("delta", "a Delta log under _delta_log/")):

@@ -22,8 +22,9 @@ hashes the source and the Spark version: one build per machine, shared by proces
 writes its own temporary jar and renames it into place). It is then added to the running
 session (``ADD JAR``), which also ships it to a cluster's executors. Where it cannot be
 built or added (no ``javac``, Spark Connect, ``MVTABLE_JVM_MASK=off``), ``read_native`` logs
-why once and falls back to the expression mask: same rows, slower. ``spark_jar()`` gives
-the jar's path for ``spark-submit --jars`` where jobs should not compile anything."""
+why once and falls back to the expression mask: same rows, slower. ``spark_jar()`` (or ``mvtable spark-jar``)
+builds the jar and gives its path, for ``spark-submit --jars`` where jobs should not
+compile anything."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ data source whatever reader path, vector kind, split or deletion-vector storage 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -67,6 +68,22 @@ def test_the_jar_is_built_once_and_named_by_its_source_and_spark(tmp_path, monke
         target = other / (f.name.replace("spark-core_", "spark-core_x") if f.name.startswith("spark-core_") else f.name)
         target.symlink_to(f)
     assert native_jvm.spark_jar(jars=other) != jar
+
+
+def test_the_cli_prints_the_jar_for_spark_submit(tmp_path, monkeypatch, capsys):
+    from mvtable.connector.cli import main
+
+    monkeypatch.setenv("MVTABLE_JVM_CACHE", str(tmp_path / "cache"))
+    assert main(["spark-jar"]) == 0
+    [jar] = (tmp_path / "cache").glob("mvtable-spark-*.jar")
+    assert capsys.readouterr().out == f"{jar}\n"
+    assert main(["spark-jar", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"jar": str(jar)}]
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("MVTABLE_JVM_CACHE", str(tmp_path / "empty"))
+    assert main(["spark-jar"]) == 1
+    assert "no javac" in capsys.readouterr().err
 
 
 def test_without_javac_the_jar_cannot_be_built_and_says_what_to_install(tmp_path, monkeypatch):
