@@ -31,6 +31,7 @@ import org.apache.spark.sql.execution.vectorized.OffHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
@@ -130,7 +131,19 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     Broadcast<SerializableConfiguration> conf =
         SerializableConfiguration.broadcast(session.sparkContext(), hadoopConf);
     boolean offHeap = session.sessionState().conf().offHeapColumnVectorEnabled();
-    return new MaskingReader(inner, ordinal, dvs, conf, offHeap);
+    return new MaskingReader(inner, ordinal, readTypes(fields, partitionSchema), dvs, conf, offHeap);
+  }
+
+  /** The types of the rows the inner reader returns: the read columns, then the partition values. */
+  private static DataType[] readTypes(StructField[] fields, StructType partitionSchema) {
+    List<DataType> types = new ArrayList<>();
+    for (StructField f : fields) {
+      types.add(f.dataType());
+    }
+    for (StructField f : partitionSchema.fields()) {
+      types.add(f.dataType());
+    }
+    return types.toArray(new DataType[0]);
   }
 
   private static StructType without(StructType schema, String name) {
@@ -231,6 +244,7 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     private static final long serialVersionUID = 1L;
     private final Function1<PartitionedFile, Iterator<InternalRow>> inner;
     private final int ordinal;
+    private final DataType[] types;
     private final Map<String, DvLocation> dvs;
     private final Broadcast<SerializableConfiguration> conf;
     private final boolean offHeap;
@@ -238,11 +252,13 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     MaskingReader(
         Function1<PartitionedFile, Iterator<InternalRow>> inner,
         int ordinal,
+        DataType[] types,
         Map<String, DvLocation> dvs,
         Broadcast<SerializableConfiguration> conf,
         boolean offHeap) {
       this.inner = inner;
       this.ordinal = ordinal;
+      this.types = types;
       this.dvs = dvs;
       this.conf = conf;
       this.offHeap = offHeap;
@@ -257,22 +273,24 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       // (Spark's FileScanRDD tells them apart at run time): erase the element type so that
       // no cast to InternalRow is ever made on a batch.
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) inner.apply(file);
-      return (Iterator<InternalRow>) (Iterator<?>) new MaskingIterator(rows, ordinal, bits, offHeap);
+      return (Iterator<InternalRow>) (Iterator<?>) new MaskingIterator(rows, ordinal, types, bits, offHeap);
     }
   }
 
   private static final class MaskingIterator extends AbstractIterator<Object> implements Closeable {
     private final Iterator<Object> rows;
     private final int ordinal;
+    private final DataType[] types;
     private final long[] bits; // null: nothing deleted in this file
     private final boolean offHeap;
     private WritableColumnVector mask;
     private byte[] scratch;
     private int capacity;
 
-    MaskingIterator(Iterator<Object> rows, int ordinal, long[] bits, boolean offHeap) {
+    MaskingIterator(Iterator<Object> rows, int ordinal, DataType[] types, long[] bits, boolean offHeap) {
       this.rows = rows;
       this.ordinal = ordinal;
+      this.types = types;
       this.bits = bits;
       this.offHeap = offHeap;
     }
@@ -358,14 +376,15 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     private InternalRow mark(InternalRow row) {
       byte value = deleted(row.getLong(ordinal)) ? (byte) 1 : (byte) 0;
       if (row instanceof UnsafeRow) {
-        // a fixed-width slot: clear the position's 8 bytes, then write the byte
+        // what Spark's row reader returns: a fixed-width slot, so clear the position's
+        // 8 bytes and write the byte in place
         row.setLong(ordinal, 0L);
         row.setByte(ordinal, value);
         return row;
       }
       Object[] values = new Object[row.numFields()];
       for (int i = 0; i < values.length; i++) {
-        values[i] = i == ordinal ? (Object) value : row.get(i, null);
+        values[i] = i == ordinal ? (Object) value : row.get(i, types[i]);
       }
       return new GenericInternalRow(values);
     }
