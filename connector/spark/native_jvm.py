@@ -114,7 +114,7 @@ def spark_jar(*, jars: Path | None = None) -> Path:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: mvtable\n")
             for f in sorted(classes.rglob("*.class")):
                 jar.write(f, f.relative_to(classes).as_posix())
-        os.replace(partial, target)  # atomic: a racing process's jar is the same bytes
+        os.replace(partial, target)  # atomic: a racing process renames the same classes into place
     log.info("mvtable: built %s", target)
     return target
 
