@@ -339,3 +339,9 @@ class StreamTableReplacedError(StreamingError):
 
 class InvalidStreamOffsetError(StreamingError):
     """A stream offset (from a query's checkpoint) that mvtable did not write."""
+
+
+# -- Spark's own Parquet reader ----------------------------------------------------------
+class JvmMaskUnavailableError(MvTableError):
+    """mvtable's JVM deletion mask (``connector/spark/jvm/``) cannot be built or loaded
+    here (no JDK, a failed compile); ``read_native`` falls back to the expression mask."""

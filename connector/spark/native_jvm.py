@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mvtable.errors import MvTableError
+from mvtable.errors import JvmMaskUnavailableError
 
 log = logging.getLogger("mvtable.connector")
 
@@ -49,10 +49,6 @@ SOURCE = Path(__file__).with_name("jvm") / "MaskedParquetFileFormat.java"
 MASK_COLUMN_OPTION = "mvtable.maskColumn"
 DVS_OPTION = "mvtable.deletionVectors"
 SWITCH = "MVTABLE_JVM_MASK"  # "off": always use the expression mask
-
-
-class JvmReaderUnavailable(MvTableError):
-    """The JVM mask class could not be built or loaded here (what was missing is said)."""
 
 
 def spark_jars_dir() -> Path:
@@ -79,7 +75,7 @@ def _javac() -> str:
     for c in candidates:
         if Path(c).is_file() and os.access(c, os.X_OK):
             return c
-    raise JvmReaderUnavailable(
+    raise JvmMaskUnavailableError(
         "no javac (a JDK) on this machine to build mvtable's Parquet deletion mask; install a JDK 17+ "
         "(Debian: openjdk-17-jdk-headless) or set JAVA_HOME to one"
     )
@@ -95,7 +91,7 @@ def cache_dir() -> Path:
 
 def spark_jar(*, jars: Path | None = None) -> Path:
     """The path of the mask's jar for the Spark at ``jars`` (default: this process's),
-    built if it is not there yet. Raises ``JvmReaderUnavailable`` when it cannot be."""
+    built if it is not there yet. Raises ``JvmMaskUnavailableError`` when it cannot be."""
     jars = jars or spark_jars_dir()
     source = SOURCE.read_bytes()
     key = hashlib.sha256(source + _spark_version(jars).encode()).hexdigest()[:16]
@@ -108,7 +104,7 @@ def spark_jar(*, jars: Path | None = None) -> Path:
         command = [_javac(), "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(SOURCE)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise JvmReaderUnavailable(f"javac could not build {SOURCE.name} against {jars}: {done.stderr.strip()[-2000:]}")
+            raise JvmMaskUnavailableError(f"javac could not build {SOURCE.name} against {jars}: {done.stderr.strip()[-2000:]}")
         partial = Path(tmp) / "mvtable-spark.jar"
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: mvtable\n")
@@ -144,7 +140,7 @@ def _attach(spark: Any, jsession: Any) -> bool:
         if not _loadable(spark, jsession):
             jsession.sessionState().resourceLoader().addJar(str(spark_jar()))
             if not _loadable(spark, jsession):
-                raise JvmReaderUnavailable(f"{FORMAT_CLASS} is still not loadable after adding its jar")
+                raise JvmMaskUnavailableError(f"{FORMAT_CLASS} is still not loadable after adding its jar")
     except Exception as exc:  # any failure here only costs speed: fall back, and say so
         log.warning("read_native: deleted rows are masked by Spark expressions (slower): %s", exc)
         return False

@@ -15,7 +15,7 @@ import pytest
 from mvtable.connector import Table
 from mvtable.connector.spark import native_jvm, read_native
 from mvtable.connector.spark.native_mask import _MASKS
-from mvtable.errors import SchemaMismatchError
+from mvtable.errors import JvmMaskUnavailableError, SchemaMismatchError
 from tests.support.spark_session import spark_conf
 
 from .conftest import orders
@@ -90,7 +90,7 @@ def test_without_javac_the_jar_cannot_be_built_and_says_what_to_install(tmp_path
     monkeypatch.setenv("MVTABLE_JVM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    with pytest.raises(native_jvm.JvmReaderUnavailable, match="no javac.*install a JDK"):
+    with pytest.raises(JvmMaskUnavailableError, match="no javac.*install a JDK"):
         native_jvm.spark_jar()
 
 
@@ -181,7 +181,7 @@ def test_switched_off_or_unavailable_it_falls_back_to_the_expression_mask(spark,
 
     # a session where the class cannot be made available: one warning, then the fallback
     def broken(*_: object) -> bool:
-        raise native_jvm.JvmReaderUnavailable("no javac (test)")
+        raise JvmMaskUnavailableError("no javac (test)")
 
     monkeypatch.setattr(native_jvm, "_loadable", broken)
     monkeypatch.setattr(native_jvm, "_attached", {})
