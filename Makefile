@@ -1,5 +1,6 @@
 # The commands of the README. `.ci/run` calls `make test`; `make lint` is ruff (lint and
-# format check) and mypy (through .ci/typecheck, which maps the source folders to `mvtable`).
+# format check), mypy (through .ci/typecheck, which maps the source folders to `mvtable`),
+# the import contracts (.ci/importlint, on the same mapping) and the strict docs build.
 PYTHON ?= python3
 
 .PHONY: demo test install-test lint
@@ -19,3 +20,5 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) .ci/typecheck
+	$(PYTHON) .ci/importlint
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict --quiet
