@@ -26,10 +26,10 @@ from mvtable.errors import StorageLocationError
 
 from .base import FileInfo, FileIO
 from .fsspec import FsspecFileIO
-from .local import LocalFileIO, check_not_a_file
+from .local import LocalFileIO, check_not_a_file, is_temp_name
 from .memory import MemoryFileIO
 
-__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "make_root", "open_file_io"]
+__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "is_temp_name", "make_root", "open_file_io"]
 
 _cache: dict[tuple[int, str, tuple[tuple[str, str], ...]], FileIO] = {}
 _cache_lock = threading.Lock()
