@@ -11,6 +11,9 @@ The branches separate what a caller can do about a failure:
   landed. Re-read and decide again (the CLI exits 3).
 * ``CommitStateUnknownError`` — the store failed so that we cannot tell whether our commit
   landed; look at the log before retrying.
+* ``StorageError`` — the store refused an operation (full, read-only, no permission, a file
+  in a folder's way), with the errno, the path and the operation. Nothing committed is
+  lost; free space, fix permissions, or read where writes are not possible.
 
 ``lineage`` and ``visibility`` may not import each other, so this module lives in the
 root package that both may import; it imports nothing of mvtable.

@@ -10,6 +10,10 @@ root, whole-object reads and writes, and the one primitive the commit protocol n
   (``s3``);
 * ``memory`` — ``memory://``, for tests: put-if-absent under a process-wide lock.
 
+A store's refusal (a full disk, a read-only mount, missing permissions) leaves every
+backend as a typed ``mvtable.errors.StorageError`` naming the path and the operation
+(``oserror``), never as a bare ``OSError``.
+
 ``FileIO`` objects are not shipped to Spark executors; their ``spec()`` (URL + options)
 is, and ``open_file_io`` rebuilds (and caches) one per process.
 """
