@@ -143,9 +143,10 @@ class SegmentWriter:
     def abort(self) -> None:
         """Remove what was written. Closing may fail the way the write did (a full disk):
         the file goes either way, and the caller sees the write's own error."""
-        if self._writer is not None:
+        if self._sink is not None:  # the file exists, though its writer may not (it failed to start)
             try:
-                self._writer.close()
+                if self._writer is not None:
+                    self._writer.close()
                 self._sink.close()
             except Exception:
                 pass
@@ -212,7 +213,8 @@ def open_parquet(
     ``read_row_groups`` turns them back into plain strings after the deletion filter."""
     fs, base = io.arrow()
     try:
-        source = fs.open_input_file(f"{base}/{path}")
+        with translated("read", f"{io.uri}/{path}"):
+            source = fs.open_input_file(f"{base}/{path}")
     except FileNotFoundError:
         raise FilesMissingError(
             f"segment file {path} of {io.uri} is gone: vacuum removed it (the version is older than the retention "

@@ -58,6 +58,7 @@ def test_every_write_on_a_full_disk_is_a_typed_error_and_loses_nothing(
     t.append(rows(100, 200))
     t.delete(pc.field("id") < 10)
     expected, version = sorted_rows(t), t.version
+    files = sorted(str(p.relative_to(small_disk)) for p in small_disk.rglob("*") if p.is_file())
     filler = mounts.fill(small_disk)
 
     attempts = {
@@ -85,9 +86,13 @@ def test_every_write_on_a_full_disk_is_a_typed_error_and_loses_nothing(
     assert sorted_rows(t).equals(expected)
     assert sorted_rows(Table.open(uri), version - 1).num_rows == 200
     assert sum("without a reader pin" in r.getMessage() for r in caplog.records) <= 1
-    # nothing committed, nothing lost, no temp file of the failed writes left anywhere
+    # GC only deletes: it runs on a full disk
+    assert t.collect_garbage().complete
+    # nothing committed, nothing lost, no file of the failed writes left anywhere
     assert Table.open(uri).version == version
     assert temp_files(small_disk) == []
+    left = sorted(str(p.relative_to(small_disk)) for p in small_disk.rglob("*") if p.is_file() and p != filler)
+    assert left == files
 
     filler.unlink()
     t = Table.open(uri)
