@@ -205,3 +205,22 @@ def test_a_live_push_that_did_not_give_up_still_blocks(small_disk: Path) -> None
     assert not out["ok"] and plan.entry_id in str(out["error"])
     writes.abort_write(plan, [])
     assert Table.open(uri).snapshot().lineage[plan.entry_id].state.value == "REVERTED"
+
+
+@pytest.mark.parametrize("free_bytes", [0, 4096, 8192, 16384])
+def test_a_push_that_fills_the_disk_never_blocks_the_next_one(small_disk: Path, free_bytes: int) -> None:
+    """The issue's run: a consistent push with a few KiB free. Wherever it fails (before
+    its start, or after it with an abort that does not fit), it fails with the typed
+    error of its own write, and the next push from another process goes through at once."""
+    uri = str(small_disk / "t")
+    t = Table.create(uri, schema=SCHEMA)
+    t.append(rows(0, 10))
+    filler = mounts.fill(small_disk, leave_bytes=free_bytes)
+    with pytest.raises(errors.StorageFullError):
+        t.overwrite(rows(100, 3000), consistent_push=True)
+    stuck = [e for e in Table.open(uri).snapshot().lineage.values() if e.state.value == "IN_PROGRESS"]
+    assert all(recovery.gave_up(t.io, e.id) for e in stuck)
+    filler.unlink()
+    out = push_from_another_process(uri)
+    assert out["ok"], out
+    assert Table.open(uri).to_arrow().column("id").to_pylist() == [7]
