@@ -4,10 +4,9 @@ A push records its owner and a first lease in its start (``lineage.actions.PushO
 and renews the lease in ``_mvtable/leases/<entry>.json`` while it runs (``leases``). When a
 new push (or vacuum) meets an IN_PROGRESS entry, this package gathers the facts with I/O —
 the lease file, whether the owner's process still runs on this machine (``owner``), whether
-its writer gave it up (``leases.give_up``) — and
-hands them as plain data to the pure rules in ``mvtable.lineage.ownership``, which decide
-between reverting the dead entry in the same commit, ``PushInProgressError`` and
-``StagedPushError``.
+its writer gave it up (``leases.give_up``) — and hands them as plain data to the pure
+rules in ``mvtable.lineage.ownership``, which decide between reverting the dead entry in
+the same commit, ``PushInProgressError`` and ``StagedPushError``.
 """
 
 from __future__ import annotations
