@@ -10,6 +10,12 @@ through ``pin_scan``. A pin protects its version from visibility GC (DV and log 
 vacuum (data files) until it is released or ``pinTtl`` passes: pins expire so that a
 reader that dies never blocks GC for long.
 
+Pinning is best effort where the store cannot take a pin (a read-only mount or read-only
+credentials, a full disk): the read goes on unpinned (``UNPINNED``), with one warning per
+table and process, because a reader that cannot pin is better than none; it is then
+exposed only to a vacuum running elsewhere, which it reports as ``FilesMissingError``
+rather than reading wrong rows.
+
 Why the version is checked after pinning: GC may have planned before the pin landed. A
 version that was the newest when it was resolved is safe (GC never collects what the
 newest version needs, and a DV file committed after GC read the log is younger than its
@@ -24,7 +30,9 @@ it (extend, or pin again if it expired) and ``release`` it.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -37,11 +45,13 @@ from mvtable.errors import (
     InvalidOptionError,
     PinExpiredError,
     PinNotFoundError,
+    StorageFullError,
     VersionNotFoundError,
 )
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
+from mvtable.storage.oserror import READ_ONLY
 from mvtable.visibility import pins
 from mvtable.visibility.files import DV_DIR
 
@@ -62,6 +72,15 @@ __all__ = [
 
 _EXISTS_CALLS = 16
 
+logger = logging.getLogger("mvtable.connector")
+
+# The pin id of a read that could not pin (``SnapshotPin.pinned`` is False): releasing it
+# does nothing, renewing it tries to pin again.
+UNPINNED = ""
+_CANNOT_PIN = (*READ_ONLY, StorageFullError)
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
 
 @dataclass(frozen=True)
 class SnapshotPin:
@@ -69,6 +88,10 @@ class SnapshotPin:
 
     version: int
     pin_id: str
+
+    @property
+    def pinned(self) -> bool:
+        return self.pin_id != UNPINNED
 
 
 def pin_ttl_s(ttl_s: float | None = None) -> float:
@@ -152,18 +175,18 @@ def pin_snapshot(
     wanted = resolve_version(log, version=version, timestamp=timestamp)
     if wanted is None:
         read = log.snapshot()  # the newest: safe to pin after reading
-        pin_id = pins.pin(io, read.version, ttl_s=ttl, owner=label)
+        pin_id = try_pin(io, read.version, ttl_s=ttl, owner=label)
         return PinnedSnapshot(io, log, read, SnapshotPin(read.version, pin_id), owner=owner)
     if wanted < 0:
         raise VersionNotFoundError(f"version {wanted} does not exist; versions start at 0")
-    pin_id = pins.pin(io, wanted, ttl_s=ttl, owner=label)
+    pin_id = try_pin(io, wanted, ttl_s=ttl, owner=label)
     try:
         listing = log.listing()  # after the pin: GC planning from now on sees it
         read = log.snapshot(wanted, listing=listing)
         if wanted < listing.latest:
             check_files(io, read)
     except BaseException:
-        pins.release(io, pin_id)
+        _release_id(io, pin_id)
         raise
     return PinnedSnapshot(io, log, read, SnapshotPin(wanted, pin_id), owner=owner)
 
@@ -172,7 +195,31 @@ def pin_version(io: FileIO, version: int, *, ttl_s: float | None = None, owner: 
     """Pin ``version`` without reading its snapshot, for a caller that read it already
     (a compaction batch, a stream moving from version to version). Like pinning a
     snapshot given, no file check: the caller read the version while it was there."""
-    return SnapshotPin(version, pins.pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})"))
+    return SnapshotPin(version, try_pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})"))
+
+
+def try_pin(io: FileIO, version: int, *, ttl_s: float, owner: str) -> str:
+    """Write a pin of ``version``; ``UNPINNED`` (and one warning per table and process)
+    when the store cannot take it: read-only, no write permission, no space."""
+    try:
+        return pins.pin(io, version, ttl_s=ttl_s, owner=owner)
+    except _CANNOT_PIN as exc:
+        with _warned_lock:
+            first = io.uri not in _warned
+            _warned.add(io.uri)
+        if first:
+            logger.warning(
+                "reading %s without a reader pin: %s. Reads work; a vacuum run elsewhere meanwhile may remove files "
+                "this read needs (it then fails with FilesMissingError, never wrong rows)",
+                io.uri,
+                exc,
+            )
+        return UNPINNED
+
+
+def _release_id(io: FileIO, pin_id: str) -> None:
+    if pin_id != UNPINNED:
+        pins.release(io, pin_id)
 
 
 def renew(
@@ -180,9 +227,14 @@ def renew(
 ) -> SnapshotPin:
     """Extend ``pin`` by ``ttl_s`` (default ``pinTtl``). If it expired or was removed, pin
     the version again and check it is still readable (needs ``log``); otherwise raise
-    ``PinExpiredError`` naming the version."""
+    ``PinExpiredError`` naming the version. A read that could not pin tries again."""
+    if not pin.pinned:
+        return SnapshotPin(pin.version, try_pin(io, pin.version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})"))
     try:
         pins.extend(io, pin.pin_id, pin_ttl_s(ttl_s))
+        return pin
+    except _CANNOT_PIN as exc:  # the pin holds until it expires; the read goes on
+        logger.warning("could not extend the pin of version %s of %s: %s", pin.version, io.uri, exc)
         return pin
     except (PinExpiredError, PinNotFoundError) as exc:
         if log is None:
@@ -218,11 +270,11 @@ def renew_when_due(
 
 
 def _repin(io: FileIO, log: CommitLog, version: int, *, ttl_s: float | None, owner: str) -> SnapshotPin:
-    pin_id = pins.pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})")
+    pin_id = try_pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})")
     try:
         check_files(io, log.snapshot(version))
     except BaseException:
-        pins.release(io, pin_id)
+        _release_id(io, pin_id)
         raise
     return SnapshotPin(version, pin_id)
 
@@ -230,7 +282,7 @@ def _repin(io: FileIO, log: CommitLog, version: int, *, ttl_s: float | None, own
 def release(io: FileIO, pin: SnapshotPin | None) -> None:
     """Remove ``pin`` (``None`` or a pin already gone: nothing to do)."""
     if pin is not None:
-        pins.release(io, pin.pin_id)
+        _release_id(io, pin.pin_id)
 
 
 def check_files(io: FileIO, snapshot: Snapshot) -> None:

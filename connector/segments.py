@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from mvtable.errors import CorruptSegmentError, FilesMissingError
 from mvtable.lineage.actions import RowGroupInfo, SegmentFile
 from mvtable.storage import FileIO
+from mvtable.storage.oserror import translated
 
 from .keys.index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
@@ -89,7 +90,8 @@ class SegmentWriter:
             self._pending.append(batch)
             self._pending_rows += batch.num_rows
             while self._pending_rows >= self.row_group_rows:
-                self._flush(self.row_group_rows)
+                with translated("write", f"{self.io.uri}/{self.path}"):
+                    self._flush(self.row_group_rows)
 
     def _flush(self, rows: int, *, last: bool = False) -> None:
         table = pa.Table.from_batches(self._pending, schema=self.schema)
@@ -118,12 +120,13 @@ class SegmentWriter:
         self._rows += head.num_rows
 
     def close(self) -> SegmentFile | None:
-        if self._pending_rows:
-            self._flush(self._pending_rows, last=True)
-        if self._writer is None:
-            return None
-        self._writer.close()
-        self._sink.close()
+        with translated("write", f"{self.io.uri}/{self.path}"):
+            if self._pending_rows:
+                self._flush(self._pending_rows, last=True)
+            if self._writer is None:
+                return None
+            self._writer.close()
+            self._sink.close()
         md = self._writer.writer.metadata
         sizes = [
             sum(md.row_group(i).column(j).total_compressed_size for j in range(md.num_columns)) for i in range(md.num_row_groups)
@@ -138,10 +141,15 @@ class SegmentWriter:
         return SegmentFile(id=self.segment_id, path=self.path, num_rows=self._rows, size_bytes=size_bytes, row_groups=row_groups)
 
     def abort(self) -> None:
-        if self._writer is not None:
+        """Remove what was written. Closing may fail the way the write did (a full disk):
+        the file goes either way, and the caller sees the write's own error."""
+        if self._sink is not None:  # the file exists, though its writer may not (it failed to start)
             try:
-                self._writer.close()
+                if self._writer is not None:
+                    self._writer.close()
                 self._sink.close()
+            except Exception:
+                pass
             finally:
                 self.io.delete([self.path, *([index_path(self.path)] if self._index is not None else [])])
 
@@ -205,7 +213,8 @@ def open_parquet(
     ``read_row_groups`` turns them back into plain strings after the deletion filter."""
     fs, base = io.arrow()
     try:
-        source = fs.open_input_file(f"{base}/{path}")
+        with translated("read", f"{io.uri}/{path}"):
+            source = fs.open_input_file(f"{base}/{path}")
     except FileNotFoundError:
         raise FilesMissingError(
             f"segment file {path} of {io.uri} is gone: vacuum removed it (the version is older than the retention "

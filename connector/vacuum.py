@@ -7,6 +7,13 @@ still shows them. Data files that no commit names (failed task attempts, aborted
 are orphans and go once older than ``orphanGracePeriod`` — the one place file times are
 used, because an uncommitted file has no commit time. Every phase works in batches
 bounded by ``gcBatchBytes`` of paths and stops (resumably) at the time budget.
+
+On a full disk vacuum must free space before it can write anything: the data files that
+commits already in the log made unreachable go first (``_free_first``), before the
+retention commit; if that commit still does not fit, the GC pass (deletes only) runs and
+``StorageFullError`` says what was freed. Leftovers of writes that died go too, once
+older than the grace period (``_plan_leftovers``): temp files of interrupted writes in
+the log, lease and export folders, and lease files of pushes that are no longer running.
 """
 
 from __future__ import annotations
@@ -19,17 +26,27 @@ from functools import partial
 
 from mvtable import checks
 from mvtable.conf import parse_period
-from mvtable.errors import CorruptMetadataError, InvalidOptionError, RetentionTooShortError, SettingsError, VersionNotFoundError
+from mvtable.errors import (
+    CorruptMetadataError,
+    InvalidOptionError,
+    RetentionTooShortError,
+    SettingsError,
+    StorageFullError,
+    VersionNotFoundError,
+)
 from mvtable.lineage import faults
 from mvtable.lineage.actions import Action, AddSegment, Commit, PruneState
-from mvtable.lineage.enums import Operation
+from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR, CommitLog
 from mvtable.lineage.log_retention import safe_version
 from mvtable.lineage.snapshot import Snapshot, apply_commit
+from mvtable.storage import is_temp_name
 from mvtable.visibility.gc import batches
 
 from . import recovery
+from .export.common import METADATA_DIR
+from .export.delta import DELTA_LOG_DIR
 from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbage
 from .keys.index import segment_path_of
 from .pinning import pin_scan
@@ -108,32 +125,40 @@ def vacuum(
     for chunk in chunks:
         _simulate(simulated, [a for c in chunk for a in c.actions], now_ms=now)
     gc_plan = plan_garbage(commit_log, now_ms=now, retention_s=retention_s)
-    data = _plan_data(commit_log, simulated, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
+    data = _plan_files(commit_log, simulated, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
     prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan, cleanups=bool(cleanups))
     reuse_plan: GCPlan | None = gc_plan  # for the GC pass below, unless the log moves meanwhile
     report.safe_version = data.safe
     report.orphans = data.orphans
     report.segments_pruned = len(prune.segment_ids) if prune else 0
+    commits = ([*chunks] if chunks else ([[]] if prune else [])) if not dry_run else []
+    freed: set[str] = set()
+    if commits:  # 1. space first: what needs no commit goes before vacuum writes anything
+        freed = _free_first(commit_log, snapshot, data, report, now_ms=now, retention_s=retention_s, max_bytes=max_bytes)
     if progress:
         progress(0, len(chunks), "retention")
-    if not dry_run:
-        commits = [*chunks] if chunks else ([[]] if prune else [])
-        for i, chunk in enumerate(commits):
-            version = _commit_cleanup(commit_log, chunk, plan_cleanup, prune=prune if i == len(commits) - 1 else None)
-            if version is not None:
-                report.retention_commits.append(version)
-            faults.point("vacuum.after_retention_commit")
-            if progress:
-                progress(i + 1, len(commits), "retention")
-            if time.monotonic() >= deadline:
-                report.complete = False
-                return report
+    if commits:
+        try:
+            for i, chunk in enumerate(commits):
+                version = _commit_cleanup(commit_log, chunk, plan_cleanup, prune=prune if i == len(commits) - 1 else None)
+                if version is not None:
+                    report.retention_commits.append(version)
+                faults.point("vacuum.after_retention_commit")
+                if progress:
+                    progress(i + 1, len(commits), "retention")
+                if time.monotonic() >= deadline:
+                    report.complete = False
+                    return report
+        except StorageFullError as exc:
+            raise _full_after_freeing(commit_log, exc, report, now_ms=now, retention_s=retention_s, plan=reuse_plan) from exc
         if report.retention_commits != list(range(snapshot.version + 1, snapshot.version + 1 + len(commits))):
             # someone committed in between: plan the files again on what the log now says
-            data = _plan_data(
+            data = _plan_files(
                 commit_log, commit_log.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s
             )
             reuse_plan = None
+    if freed:
+        data.doomed = [p for p in data.doomed if p not in freed]
 
     # 2. data files no retained or pinned version needs, and old orphans
     if progress:
@@ -289,6 +314,86 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
             sizes[path] = int(info.size or 0)
             orphans += 1
     return _DataPlan(doomed, sizes, orphans, safe)
+
+
+def _plan_files(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retention_s: float, grace_s: float) -> _DataPlan:
+    """``_plan_data`` and the leftovers of dead writes (``_plan_leftovers``)."""
+    data = _plan_data(commit_log, latest, now_ms=now_ms, retention_s=retention_s, grace_s=grace_s)
+    for path, size in _plan_leftovers(commit_log, now_ms=now_ms, grace_s=grace_s).items():
+        data.doomed.append(path)
+        data.sizes[path] = size
+        data.orphans += 1
+    return data
+
+
+# folders whose temp files nothing else collects (data, DV and pin folders: their own GC
+# takes every file no version needs once it is old; the log: ``_plan_data``)
+_TEMP_FOLDERS = (recovery.LEASE_DIR, METADATA_DIR, DELTA_LOG_DIR)
+
+
+def _plan_leftovers(commit_log: CommitLog, *, now_ms: int, grace_s: float) -> dict[str, int]:
+    """What writes that died left (path -> size), once older than the grace period: temp
+    files of ``FileIO`` writes, and lease files and gave-up markers of pushes that are no
+    longer IN_PROGRESS. The lease folder is listed before the log is read, so a push that
+    starts meanwhile (its start commit lands before its lease file) is seen running."""
+    io = commit_log.io
+    old = lambda mtime: mtime is not None and (now_ms / 1000 - mtime) >= grace_s
+    out: dict[str, int] = {}
+    leases = io.list(recovery.LEASE_DIR)
+    for folder in _TEMP_FOLDERS:
+        for info in leases if folder == recovery.LEASE_DIR else io.list(folder):
+            if is_temp_name(info.name) and old(info.mtime):
+                out[f"{folder}/{info.name}"] = int(info.size or 0)
+    if leases:
+        lineage = commit_log.snapshot().lineage
+        for info in leases:
+            entry_id = recovery.entry_of(info.name)
+            entry = lineage.get(entry_id) if entry_id else None
+            if entry_id and (entry is None or entry.state != LineageState.IN_PROGRESS) and old(info.mtime):
+                out[f"{recovery.LEASE_DIR}/{info.name}"] = int(info.size or 0)
+    return out
+
+
+def _free_first(
+    commit_log: CommitLog,
+    snapshot: Snapshot,
+    data: _DataPlan,
+    report: VacuumReport,
+    *,
+    now_ms: int,
+    retention_s: float,
+    max_bytes: int,
+) -> set[str]:
+    """Delete the planned files that commits already in the log made unreachable (and old
+    leftovers), before vacuum commits anything: on a full disk the retention commit fits
+    only after them. Planned as ``_plan_data`` plans on the log as it is, and only files
+    the whole run's plan deletes too, so a dry run still lists exactly what a run deletes."""
+    grace_s = table_properties(snapshot).orphan_grace_s
+    now = set(_plan_files(commit_log, snapshot, now_ms=now_ms, retention_s=retention_s, grace_s=grace_s).doomed)
+    early = [p for p in data.doomed if p in now]
+    for batch in batches(early, max_bytes=max_bytes):
+        commit_log.io.delete(batch)
+        report.batches += 1
+        report.files.extend(batch)
+        report.bytes += sum(data.sizes.get(p, 0) for p in batch)
+    return set(early)
+
+
+def _full_after_freeing(
+    commit_log: CommitLog, exc: StorageFullError, report: VacuumReport, *, now_ms: int, retention_s: float, plan: GCPlan | None
+) -> StorageFullError:
+    """The retention commit does not fit even after ``_free_first``: run the GC pass,
+    which only deletes, and say what was freed and what to do."""
+    gc = collect_garbage(commit_log, now_ms=now_ms, retention_s=retention_s, plan=plan)
+    freed = report.bytes + gc.bytes_freed
+    n = len(report.files) + len(gc.deleted)
+    return StorageFullError(
+        f"vacuum of {commit_log.io.uri} freed {n} file(s), {freed} bytes, but its retention commit still does not fit "
+        f"({exc}); free more space and run vacuum again",
+        path=exc.path,
+        operation="vacuum",
+        errno=exc.errno,
+    )
 
 
 def _readable_at_or_after(commit_log: CommitLog, version: int, latest: Snapshot) -> Snapshot:

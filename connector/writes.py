@@ -305,21 +305,41 @@ def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFi
 
 
 def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
+    """Undo a write that failed: revert its push, remove its files, release its pin.
+
+    Runs while the write's own error propagates, so that a store which refuses this too
+    (a full disk, a lost connection) leaves the rest to recovery instead of hiding the
+    first error: a push whose abort cannot be committed is marked given up
+    (``recovery.give_up``) and the next push reverts it at once; files left behind are
+    orphans for vacuum; a pin left behind expires."""
     clog = plan.commit_log()
     if commit_landed(clog, plan, segments):
         log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
         return
     entry_id = plan.entry_id
     if entry_id is not None:
-        current = load_snapshot(clog)
-        entry = current.lineage.get(entry_id)
-        if entry is not None and entry.state == LineageState.IN_PROGRESS:
-            clog.commit(
-                read=current,
-                operation=Operation.PUSH_ABORT,
-                parameters={"entry": entry_id},
-                build=lambda cur: ops.revert(cur, entry_id),
-            )
-        recovery.drop(clog.io, entry_id)
-    clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
-    release_pin(plan)
+        try:
+            revert_push(clog, entry_id)
+        except Exception as exc:
+            log.warning("could not write the abort of push %s (%s); marking it given up", entry_id, exc)
+            recovery.give_up(clog.io, entry_id)
+        else:
+            recovery.drop(clog.io, entry_id)
+    try:
+        clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
+        release_pin(plan)
+    except Exception as exc:
+        log.warning("abort of a write to %s left files or a pin behind (vacuum and pin expiry remove them): %s", plan.uri, exc)
+
+
+def revert_push(clog: CommitLog, entry_id: str) -> None:
+    """Commit the revert of push ``entry_id`` if it is still IN_PROGRESS."""
+    current = load_snapshot(clog)
+    entry = current.lineage.get(entry_id)
+    if entry is not None and entry.state == LineageState.IN_PROGRESS:
+        clog.commit(
+            read=current,
+            operation=Operation.PUSH_ABORT,
+            parameters={"entry": entry_id},
+            build=lambda cur: ops.revert(cur, entry_id),
+        )

@@ -11,6 +11,9 @@ The branches separate what a caller can do about a failure:
   landed. Re-read and decide again (the CLI exits 3).
 * ``CommitStateUnknownError`` — the store failed so that we cannot tell whether our commit
   landed; look at the log before retrying.
+* ``StorageError`` — the store refused an operation (full, read-only, no permission, a file
+  in a folder's way), with the errno, the path and the operation. Nothing committed is
+  lost; free space, fix permissions, or read where writes are not possible.
 
 ``lineage`` and ``visibility`` may not import each other, so this module lives in the
 root package that both may import; it imports nothing of mvtable.
@@ -229,6 +232,58 @@ class CorruptKeyIndexError(CorruptionError):
 
 class CorruptPinError(PinError, CorruptionError):
     """A pin file that is not what ``pins.pin`` writes."""
+
+
+# -- the store refused an operation --------------------------------------------------------
+class StorageError(MvTableError, OSError):
+    """The store refused a read, write or delete: it is full, the credentials or mount do
+    not allow it, a file stands where a folder belongs. ``errno``, ``path`` (also
+    ``filename``) and ``operation`` say which; nothing the table had committed is lost.
+    Each subclass also derives from the builtin ``OSError`` subclass of its errno
+    (``PermissionError``, ``NotADirectoryError``, …), so handlers written for those still
+    match."""
+
+    def __init__(self, message: str, *, path: str, operation: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.strerror = message
+        self.filename = path
+        self.path = path
+        self.operation = operation
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses process boundaries (Spark tasks)
+        return _rebuild_storage_error, (type(self), self.strerror, self.path, self.operation, self.errno)
+
+
+def _rebuild_storage_error(cls: type[StorageError], message: str, path: str, operation: str, errno: int | None) -> StorageError:
+    return cls(message, path=path, operation=operation, errno=errno)
+
+
+class StorageFullError(StorageError):
+    """The store has no room left (``ENOSPC``, ``EDQUOT``). Whatever the failed operation
+    wrote half is removed or unreferenced; free space (``vacuum`` can, even on a full
+    disk) and run it again."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """The credentials or the mount do not allow the operation (``EACCES``, ``EPERM``)."""
+
+
+class StorageReadOnlyError(StoragePermissionError):
+    """The store is read-only (``EROFS``: a read-only mount, a snapshot, a replica). Reads
+    work there; pins are skipped with a warning; every write raises this."""
+
+
+class StorageNotADirectoryError(StorageError, NotADirectoryError):
+    """A file stands where the path needs a folder (``ENOTDIR``): a table created under a
+    regular file, a file named like one of the table's folders."""
+
+
+class StorageIsADirectoryError(StorageError, IsADirectoryError):
+    """A folder stands where the path needs a file (``EISDIR``)."""
 
 
 # -- committing --------------------------------------------------------------------------

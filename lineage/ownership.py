@@ -7,8 +7,10 @@ this module only decides. The rules (Pinot's ``forceCleanup``, made safe):
 * a **staged** entry (a ``publish=False`` push whose data has landed) waits for a person:
   never reverted automatically (``StagedPushError``);
 * an entry whose owner **provably died** (same machine, and its process is gone or is
-  another process with the same pid) or whose **lease expired** is reverted, in the same
-  commit that starts the new push, with the reason recorded in the revert;
+  another process with the same pid), whose **writer gave up** on it (it could not write
+  the push's abort and said so, ``recovery.leases.give_up``) or whose **lease expired** is
+  reverted, in the same commit that starts the new push, with the reason recorded in the
+  revert;
 * otherwise the owner is alive: ``PushInProgressError`` names the entry, its owner and the
   end of its lease. Never a silent wait, never two live pushes over one base.
 """
@@ -47,6 +49,7 @@ class Liveness:
     process_gone: bool  # same machine, and the owner's process no longer runs
     detail: str  # for people: what was checked
     lease_expires_ms: int | None  # the newest lease known (start action or lease file)
+    writer_gave_up: bool = False  # its writer stopped for good and could not revert it
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ def verdict(entry: LineageEntry, facts: Liveness | None, *, now_ms: int, default
     if entry.staged:
         return Verdict(STAGED, "staged (publish=False): waiting to be published or rolled back", None)
     expires = lease_end(entry, facts, default_lease_ms=default_lease_ms)
+    if facts is not None and facts.writer_gave_up:
+        return Verdict(DEAD, f"its writer gave up on it (could not write its abort): {facts.detail}", expires)
     if facts is not None and facts.process_gone:
         return Verdict(DEAD, f"owner died: {facts.detail}", expires)
     if expires <= now_ms:

@@ -69,6 +69,10 @@ def _hint(exc: BaseException, args: argparse.Namespace) -> str:
         return "move the export folder named above away (rename it) and export again; nothing was written"
     if isinstance(exc, e.ExportError):
         return "the export wrote nothing into data/ or _mvtable/; the mvtable table is unchanged"
+    if isinstance(exc, e.StorageFullError):
+        return f"free space; {PROG} vacuum {uri} frees what no version needs, even on a full disk"
+    if isinstance(exc, e.StorageReadOnlyError):
+        return "the storage is read-only: reads work here, write where the table is writable"
     if isinstance(exc, e.CorruptMetadataError):
         return "a metadata file is damaged; do not write to this table until it is repaired"
     if isinstance(exc, (e.InvalidOptionError, ValueError)):

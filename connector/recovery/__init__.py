@@ -3,10 +3,10 @@
 A push records its owner and a first lease in its start (``lineage.actions.PushOwner``)
 and renews the lease in ``_mvtable/leases/<entry>.json`` while it runs (``leases``). When a
 new push (or vacuum) meets an IN_PROGRESS entry, this package gathers the facts with I/O —
-the lease file, whether the owner's process still runs on this machine (``owner``) — and
-hands them as plain data to the pure rules in ``mvtable.lineage.ownership``, which decide
-between reverting the dead entry in the same commit, ``PushInProgressError`` and
-``StagedPushError``.
+the lease file, whether the owner's process still runs on this machine (``owner``), whether
+its writer gave it up (``leases.give_up``) — and hands them as plain data to the pure
+rules in ``mvtable.lineage.ownership``, which decide between reverting the dead entry in
+the same commit, ``PushInProgressError`` and ``StagedPushError``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from mvtable.lineage.ownership import Liveness, PushClaim, Verdict, verdict
 from mvtable.lineage.snapshot import LineageEntry, Snapshot
 from mvtable.storage import FileIO
 
-from .leases import LEASE_DIR, LeaseKeeper, drop, lease_path, now_ms, read_lease, renew
+from .leases import LEASE_DIR, LeaseKeeper, drop, entry_of, gave_up, give_up, lease_path, now_ms, read_lease, renew
 from .owner import machine_id, probe, process_owner, spark_driver_owner
 
 log = logging.getLogger("mvtable.connector")
@@ -32,7 +32,10 @@ __all__ = [
     "LEASE_DIR",
     "LeaseKeeper",
     "drop",
+    "entry_of",
     "entry_verdicts",
+    "gave_up",
+    "give_up",
     "gather_liveness",
     "keep_lease",
     "lease_path",
@@ -49,11 +52,13 @@ __all__ = [
 
 
 def liveness_of(io: FileIO, entry: LineageEntry) -> Liveness:
-    """The facts about one entry's owner: its process (same machine only) and its lease
-    (the later of the start's and the lease file's)."""
+    """The facts about one entry's owner: its process (same machine only), its lease (the
+    later of the start's and the lease file's), and whether it gave the push up."""
     gone, detail = probe(entry.owner)
     leases = [x for x in (entry.lease_expires_ms, read_lease(io, entry.id)) if x is not None]
-    return Liveness(process_gone=gone, detail=detail, lease_expires_ms=max(leases) if leases else None)
+    return Liveness(
+        process_gone=gone, detail=detail, lease_expires_ms=max(leases) if leases else None, writer_gave_up=gave_up(io, entry.id)
+    )
 
 
 def gather_liveness(io: FileIO, snapshot: Snapshot) -> dict[str, Liveness]:

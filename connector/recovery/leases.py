@@ -8,6 +8,11 @@ never shorten one, because the log's lease stays the floor.
 
 ``LeaseKeeper`` renews from a daemon thread every third of the lease; the Spark writer
 renews at the start and end of each write task instead (executors come and go).
+
+A writer that could not write the abort of its push (a full disk) leaves
+``<entry>.gave-up`` beside the lease (``give_up``): an empty file, which a full disk still
+takes. It is the writer's own word that it stopped for good, so the next push reverts the
+entry at once, from any process, although the writer's process lives and its lease holds.
 """
 
 from __future__ import annotations
@@ -26,8 +31,39 @@ LEASE_DIR = "_mvtable/leases"
 LEASE_FORMAT = 1
 
 
+GAVE_UP_SUFFIX = ".gave-up"
+
+
 def lease_path(entry_id: str) -> str:
     return f"{LEASE_DIR}/{entry_id}.json"
+
+
+def gave_up_path(entry_id: str) -> str:
+    return f"{LEASE_DIR}/{entry_id}{GAVE_UP_SUFFIX}"
+
+
+def entry_of(name: str) -> str | None:
+    """The entry id a file of the lease folder belongs to (lease or gave-up marker)."""
+    for suffix in (".json", GAVE_UP_SUFFIX):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def give_up(io: FileIO, entry_id: str) -> bool:
+    """Record that this push's writer stopped for good without reverting it; ``False``
+    (and a warning) when even that cannot be written: then its lease must run out."""
+    try:
+        io.write(gave_up_path(entry_id), b"")
+        return True
+    except Exception as exc:
+        log.warning("could not mark push %s as given up (%s): it blocks other pushes until its lease ends", entry_id, exc)
+        return False
+
+
+def gave_up(io: FileIO, entry_id: str) -> bool:
+    """Whether the writer of ``entry_id`` gave up on it (``give_up``)."""
+    return io.exists(gave_up_path(entry_id))
 
 
 def now_ms() -> int:
@@ -67,9 +103,10 @@ def read_lease(io: FileIO, entry_id: str) -> int | None:
 
 
 def drop(io: FileIO, entry_id: str) -> None:
-    """Remove the lease file of a push that ended (best effort: vacuum removes leftovers)."""
+    """Remove the lease file (and gave-up marker) of a push that ended (best effort: vacuum
+    removes leftovers)."""
     try:
-        io.delete([lease_path(entry_id)])
+        io.delete([lease_path(entry_id), gave_up_path(entry_id)])
     except Exception as exc:  # the push itself is done; a leftover file is harmless
         log.warning("could not remove lease file of %s: %s", entry_id, exc)
 

@@ -10,6 +10,10 @@ root, whole-object reads and writes, and the one primitive the commit protocol n
   (``s3``);
 * ``memory`` — ``memory://``, for tests: put-if-absent under a process-wide lock.
 
+A store's refusal (a full disk, a read-only mount, missing permissions) leaves every
+backend as a typed ``mvtable.errors.StorageError`` naming the path and the operation
+(``oserror``), never as a bare ``OSError``.
+
 ``FileIO`` objects are not shipped to Spark executors; their ``spec()`` (URL + options)
 is, and ``open_file_io`` rebuilds (and caches) one per process.
 """
@@ -26,10 +30,10 @@ from mvtable.errors import StorageLocationError
 
 from .base import FileInfo, FileIO
 from .fsspec import FsspecFileIO
-from .local import LocalFileIO, check_not_a_file
+from .local import LocalFileIO, check_not_a_file, is_temp_name
 from .memory import MemoryFileIO
 
-__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "make_root", "open_file_io"]
+__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "is_temp_name", "make_root", "open_file_io"]
 
 _cache: dict[tuple[int, str, tuple[tuple[str, str], ...]], FileIO] = {}
 _cache_lock = threading.Lock()

@@ -21,6 +21,7 @@ from mvtable.errors import CommitError, CommitStateUnknownError, UnknownProtocol
 
 from . import s3
 from .base import FileInfo
+from .oserror import translated, typed
 
 
 class FsspecFileIO:
@@ -47,16 +48,22 @@ class FsspecFileIO:
     def _p(self, path: str) -> str:
         return f"{self.base}/{path}" if path else self.base
 
+    def _where(self, path: str) -> str:
+        return f"{self.uri}/{path}" if path else self.uri
+
     def read(self, path: str) -> bytes:
-        return bytes(self.fs.cat_file(self._p(path)))
+        with translated("read", self._where(path)):
+            return bytes(self.fs.cat_file(self._p(path)))
 
     def read_range(self, path: str, offset: int, size: int) -> bytes:
         if size <= 0:
             return b""
-        return bytes(self.fs.cat_file(self._p(path), start=offset, end=offset + size))
+        with translated("read", self._where(path)):
+            return bytes(self.fs.cat_file(self._p(path), start=offset, end=offset + size))
 
     def write(self, path: str, data: bytes) -> None:
-        self.fs.pipe_file(self._p(path), data)
+        with translated("write", self._where(path)):
+            self.fs.pipe_file(self._p(path), data)
 
     def sync(self, paths: Iterable[str]) -> None:
         """Nothing to do: an object store's put is durable once acknowledged."""
@@ -69,7 +76,8 @@ class FsspecFileIO:
         ``CommitStateUnknownError`` only when the store's answers do not tell."""
         target = self._p(path)
         if self._s3:
-            return s3.put_if_absent(self.fs, target, bytes(data))
+            with translated("create", self._where(path)):
+                return s3.put_if_absent(self.fs, target, bytes(data))
         if not data:
             raise CommitError(f"refusing a zero-byte conditional write to {path}")
         try:
@@ -81,6 +89,9 @@ class FsspecFileIO:
         except OSError as exc:
             if s3.looks_like_precondition(exc):
                 return False
+            refused = typed(exc, operation="create", path=self._where(path))
+            if refused is not exc:
+                raise refused from exc
             raise CommitStateUnknownError(f"conditional write of {target} failed: {exc}") from exc
         except Exception as exc:  # network errors: the PUT may or may not have landed
             raise CommitStateUnknownError(f"conditional write of {target} failed: {exc}") from exc
@@ -88,14 +99,16 @@ class FsspecFileIO:
     def exists(self, path: str) -> bool:
         target = self._p(path)
         self.fs.invalidate_cache(target)  # s3fs answers from a cached parent listing
-        return bool(self.fs.exists(target))
+        with translated("look up", self._where(path)):
+            return bool(self.fs.exists(target))
 
     def _ls(self, folder: str) -> list[dict[str, Any]]:
         return list(self.fs.ls(self._p(folder), detail=True, refresh=True))
 
     def list(self, folder: str) -> list[FileInfo]:
         try:
-            entries = self._ls(folder)
+            with translated("list", self._where(folder)):
+                entries = self._ls(folder)
         except FileNotFoundError:
             return []
         out = []
@@ -112,6 +125,11 @@ class FsspecFileIO:
         return [info.name for info in self.list(folder)]
 
     def delete(self, paths: Iterable[str]) -> None:
+        paths = builtins.list(paths)
+        with translated("delete", self._where(paths[0]) if len(paths) == 1 else f"{len(paths)} files under {self.uri}"):
+            self._delete(paths)
+
+    def _delete(self, paths: builtins.list[str]) -> None:
         targets = [self._p(p) for p in paths]
         if not targets:
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -14,6 +15,7 @@ import pyarrow.fs as pafs
 from mvtable.errors import CommitError, StorageLocationError
 
 from .base import FileInfo
+from .oserror import translated, typed
 
 
 class LocalFileIO:
@@ -38,21 +40,30 @@ class LocalFileIO:
         return os.path.join(self.root, *path.split("/")) if path else self.root
 
     def read(self, path: str) -> bytes:
-        with open(self._p(path), "rb") as f:
+        target = self._p(path)
+        with translated("read", target), open(target, "rb") as f:
             return f.read()
 
     def read_range(self, path: str, offset: int, size: int) -> bytes:
-        with open(self._p(path), "rb") as f:
+        target = self._p(path)
+        with translated("read", target), open(target, "rb") as f:
             f.seek(offset)
             return f.read(size)
 
     def write(self, path: str, data: bytes) -> None:
+        """Replace ``path`` whole (a temp file renamed into place); a failed write removes
+        its temp file (``temp_name`` tells vacuum the ones a killed process left)."""
         target = self._p(path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
+        with translated("write", target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                _unlink_quietly(tmp)
+                raise
 
     def sync(self, paths: Iterable[str]) -> None:
         folders = set()
@@ -62,10 +73,11 @@ class LocalFileIO:
                 fd = os.open(target, os.O_RDONLY)
             except FileNotFoundError:
                 continue  # nothing of it to flush (whether it should exist is not storage's call)
-            try:
-                _sync_data(fd)
-            finally:
-                os.close(fd)
+            with translated("sync", target):
+                try:
+                    _sync_data(fd)
+                finally:
+                    os.close(fd)
             folders.add(os.path.dirname(target))
         for folder in sorted(folders):
             _fsync_dir(folder)
@@ -75,6 +87,10 @@ class LocalFileIO:
         before the link and ``fsync`` of its folder after it (without them a power loss,
         not a process crash, may lose the newest commits: ``commitDurability=os``)."""
         target = self._p(path)
+        with translated("create", target):
+            return self._put_if_absent(target, data, durable=durable)
+
+    def _put_if_absent(self, target: str, data: bytes, *, durable: bool) -> bool:
         folder = os.path.dirname(target)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
@@ -90,21 +106,22 @@ class LocalFileIO:
                 return False
             except OSError as exc:
                 # link(2) is atomic: on any other failure the name was not created.
+                typed_exc = typed(exc, operation="create", path=target)
+                if typed_exc is not exc:
+                    raise typed_exc from exc
                 raise CommitError(f"could not create {target}: {exc}") from exc
             if durable:
                 _fsync_dir(folder)  # the new name survives a crash once we say it landed
             return True
         finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            _unlink_quietly(tmp)
 
     def set_mtime(self, path: str, seconds: float) -> None:
         """Set a file's modification time (local disk only; object stores set it on upload
         and cannot change it). A Delta export dates each commit file so, because delta-rs
         times a commit by its file's modification time."""
-        os.utime(self._p(path), (seconds, seconds))
+        with translated("set the time of", self._p(path)):
+            os.utime(self._p(path), (seconds, seconds))
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self._p(path))
@@ -112,7 +129,7 @@ class LocalFileIO:
     def list(self, folder: str) -> list[FileInfo]:
         out = []
         try:
-            with os.scandir(self._p(folder)) as it:
+            with translated("list", self._p(folder)), os.scandir(self._p(folder)) as it:
                 for e in it:
                     try:
                         if e.is_file():
@@ -128,15 +145,17 @@ class LocalFileIO:
         """Names of the files in ``folder``: no ``stat`` per file (the directory entry
         type suffices), so listing a 10,000-version log costs milliseconds, not 100."""
         try:
-            with os.scandir(self._p(folder)) as it:
+            with translated("list", self._p(folder)), os.scandir(self._p(folder)) as it:
                 return [e.name for e in it if e.is_file()]
         except FileNotFoundError:
             return []
 
     def delete(self, paths: Iterable[str]) -> None:
         for path in paths:
+            target = self._p(path)
             try:
-                os.unlink(self._p(path))
+                with translated("delete", target):
+                    os.unlink(target)
             except FileNotFoundError:
                 pass
 
@@ -160,6 +179,13 @@ def _sync_data(fd: int) -> None:
     sync(fd)
 
 
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # gone already, or the store refuses: vacuum collects it once it is old
+
+
 def _fsync_dir(folder: str) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -173,8 +199,26 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+_TEMP_NAME = re.compile(r"^\.?.+\.[0-9a-f]{32}\.tmp$")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a temp file of ``write`` / ``put_if_absent``: one a process
+    killed in the middle of a write left behind (failed writes remove their own), for
+    vacuum to collect once it is older than any write could take."""
+    return bool(_TEMP_NAME.match(name))
+
+
 def check_not_a_file(root: str) -> None:
-    """A table is a folder: a regular file at its path would otherwise surface as a bare
-    ``NotADirectoryError`` from the first listing or write."""
+    """A table is a folder: a regular file at its path, or at the path of a folder above
+    it, would otherwise surface as a bare ``NotADirectoryError`` from the first listing or
+    write."""
+    if os.path.isdir(root):
+        return
     if os.path.isfile(root):
         raise StorageLocationError(f"{root} is a file, not a table directory; give the path of the table's folder")
+    child, parent = root, os.path.dirname(root)
+    while parent and parent != child and not os.path.isdir(parent):
+        if os.path.isfile(parent):
+            raise StorageLocationError(f"{parent} is a file, so no table can live under it at {root}; give a path under a folder")
+        child, parent = parent, os.path.dirname(parent)

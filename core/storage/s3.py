@@ -18,6 +18,8 @@ from typing import Any
 
 from mvtable.errors import CommitError, CommitStateUnknownError
 
+from .oserror import access_denied
+
 # Attempts of the conditional PUT itself (s3fs and botocore retry inside each attempt).
 PUT_ATTEMPTS = 4
 # HTTP answers that say the PUT was not applied and may simply be sent again.
@@ -48,6 +50,8 @@ def put_if_absent(fs: Any, target: str, data: bytes) -> bool:
             if kind == "retry":  # not applied (409 conflict, throttling): send it again
                 continue
             if kind == "rejected" and maybe_landed is None:
+                if access_denied(exc):  # read-only credentials: a typed StoragePermissionError
+                    raise PermissionError(errno.EACCES, f"access denied ({exc})") from exc
                 raise CommitError(f"conditional write of {target} was refused: {exc}") from exc
             # "exists": the key is there (ours, if an earlier attempt landed unseen);
             # "unknown": the PUT may or may not have been applied. Look.
@@ -167,4 +171,6 @@ def delete_objects(fs: Any, targets: Iterable[str]) -> None:
             errors = [e for e in out.get("Errors", []) if e.get("Code") != "NoSuchKey"]
             if errors:
                 e = errors[0]
+                if e.get("Code") == "AccessDenied":
+                    raise PermissionError(errno.EACCES, f"could not delete s3://{bucket}/{e.get('Key')}: access denied")
                 raise OSError(errno.EIO, f"could not delete s3://{bucket}/{e.get('Key')}: {e.get('Code')} {e.get('Message')}")

@@ -30,7 +30,7 @@ import pytest
 from support.process_gang import ProcessGang
 from support.s3_server import S3Endpoint  # the S3 fixtures themselves come from tests/conftest.py
 
-from mvtable.errors import CommitError, CommitStateUnknownError
+from mvtable.errors import CommitError, CommitStateUnknownError, StoragePermissionError
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog, commit_path
 from mvtable.storage import FsspecFileIO, LocalFileIO, open_file_io
@@ -340,9 +340,9 @@ def test_put_if_absent_unknown_only_when_it_cannot_tell(seaweedfs_s3: S3Endpoint
 def test_put_if_absent_refusals_are_not_unknown(seaweedfs_s3: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
     io = _private_io(seaweedfs_s3)
     _Faults(io, monkeypatch, ["403"])
-    with pytest.raises(CommitError) as info:
+    with pytest.raises(StoragePermissionError) as info:  # read-only credentials: typed, not unknown
         io.put_if_absent("v.json", b"ours")
-    assert not isinstance(info.value, CommitStateUnknownError)
+    assert info.value.path.endswith("v.json") and info.value.operation == "create"
     assert not io.exists("v.json")
     # a missing bucket is a refusal too
     gone = FsspecFileIO(

@@ -22,6 +22,9 @@ from .s3_server import STARTUP_TIMEOUT_S, S3Server, ServerStartError, ServerUnav
 
 SEAWEED_KEY = "mvtable-test-key"
 SEAWEED_SECRET = "mvtable-test-secret"
+# an identity that may only read and list (read-only credentials)
+SEAWEED_READER_KEY = "mvtable-reader-key"
+SEAWEED_READER_SECRET = "mvtable-reader-secret"
 
 
 def find_weed() -> str | None:
@@ -69,7 +72,12 @@ def _start_once(weed: str, timeout: float) -> S3Server:
         "credentials": [{"accessKey": SEAWEED_KEY, "secretKey": SEAWEED_SECRET}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"],
     }
-    (workdir / "s3.json").write_text(json.dumps({"identities": [identity]}))
+    reader = {
+        "name": "mvtable-reader",
+        "credentials": [{"accessKey": SEAWEED_READER_KEY, "secretKey": SEAWEED_READER_SECRET}],
+        "actions": ["Read", "List"],
+    }
+    (workdir / "s3.json").write_text(json.dumps({"identities": [identity, reader]}))
     ports = free_ports(8)
     master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = ports
     # weed mini's maintenance worker dials the admin server at its HTTP port + 10000
