@@ -84,8 +84,15 @@ def ids(t: Table) -> list[int]:
     return sorted(t.to_arrow(columns=["id"]).column("id").to_pylist())
 
 
+def console_script() -> str | None:
+    """The installed ``mvtable`` script: beside this interpreter (a venv's ``bin/``, which
+    need not be on ``PATH``), else on ``PATH``."""
+    beside = shutil.which("mvtable", path=os.path.dirname(sys.executable))
+    return beside or shutil.which("mvtable")
+
+
 def test_console_script_is_installed():
-    exe = shutil.which("mvtable")
+    exe = console_script()
     assert exe is not None, "the `mvtable` entry point is missing: pip install -e . (again)"
     proc = run("--help", cmd=[exe])
     assert proc.returncode == 0
