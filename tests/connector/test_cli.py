@@ -72,7 +72,7 @@ def pushed(table_uri):
     t = Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": "100"})
     t.append(orders(0, 1000))
     t.append(orders(1000, 500))
-    assert t.delete(pc.field("status") == "cancelled") == 150
+    assert t.delete(pc.field("status") == "cancelled").deleted_rows == 150
     t.overwrite(orders(5000, 300), consistent_push=True)
     t.overwrite(orders(6000, 200), consistent_push=True, publish=False)
     a, b = t.lineage()
