@@ -1,10 +1,14 @@
 """What the ``Table`` API's writes and maintenance calls return: frozen values, one per call.
 
 Every result ends in ``Result`` and says what the call did, with the version it committed
-(``None`` where nothing was committed). They are values: frozen, comparable, and free of
-the internal commit and snapshot objects, so holding one never pins a table's state nor
-lets a caller change it. The internal tallies that compaction, vacuum and GC fill while
-they run are converted here, at the API's edge (``of``).
+(``None`` where nothing was committed). They are values: frozen, compared by their fields,
+with tuples where a tally had lists, so a caller can keep, hash and share one without
+changing the table or another caller's copy. The internal tallies that compaction, vacuum
+and GC fill while they run are converted here, at the API's edge (``of``).
+
+``append`` and ``overwrite`` returned the commit log's internal ``CommitResult`` before
+``WriteResult``: its ``commit`` and ``snapshot`` still answer for one release, with a
+``DeprecationWarning`` (the snapshot read-only, as ``Table.snapshot()`` gives it).
 
 ``delete`` returned an ``int`` before ``DeleteResult``: for one release a ``DeleteResult``
 still compares, adds and converts like that number, with a ``DeprecationWarning``; read
