@@ -100,6 +100,12 @@ def test_console_script_is_installed():
         assert command in proc.stdout
 
 
+def test_the_console_script_is_found_when_the_venvs_bin_is_not_on_path(monkeypatch):
+    beside = os.path.join(os.path.dirname(sys.executable), "mvtable")  # pip puts it there
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in ("/usr/bin", "/bin") if p != os.path.dirname(sys.executable)))
+    assert console_script() == beside
+
+
 def test_lineage_for_people_and_scripts(pushed):
     t, a, b = pushed
     human = run("lineage", t.uri)
