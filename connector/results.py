@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitResult
@@ -75,8 +75,10 @@ class WriteResult:
     added_bytes: int = 0
     attempts: int = 1
     entry: str | None = None
-    _commit: Commit | None = field(default=None, repr=False, compare=False)
-    _snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+    # for the deprecated ``commit``/``snapshot`` only: attributes, not fields, so that
+    # ``asdict``, ``repr`` and ``==`` see the result's values and nothing internal
+    _commit: ClassVar[Commit | None] = None
+    _snapshot: ClassVar[Snapshot | None] = None
 
     @classmethod
     def of(cls, result: CommitResult) -> WriteResult:
@@ -84,7 +86,7 @@ class WriteResult:
         c = result.commit
         metrics = c.metrics
         entry = c.parameters.get("entry")
-        return cls(
+        written = cls(
             version=c.version,
             read_version=c.read_version,
             operation=c.operation,
@@ -93,9 +95,10 @@ class WriteResult:
             added_bytes=int(metrics.get("added_bytes", 0)),
             attempts=result.attempts,
             entry=entry if isinstance(entry, str) else None,
-            _commit=c,
-            _snapshot=result.snapshot,
         )
+        object.__setattr__(written, "_commit", c)  # frozen: set past __setattr__, as dataclasses do
+        object.__setattr__(written, "_snapshot", result.snapshot)
+        return written
 
     @property
     def commit(self) -> Commit:

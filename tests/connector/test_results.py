@@ -78,6 +78,8 @@ def test_a_write_result_says_what_the_commit_did(small_table):
     assert (appended.version, appended.read_version, appended.operation) == (3, 2, Operation.APPEND)
     assert (appended.added_rows, appended.added_segments, appended.attempts, appended.entry) == (7, 1, 1, None)
     assert appended.added_bytes > 0
+    fields = {"version", "read_version", "operation", "added_rows", "added_segments", "added_bytes", "attempts", "entry"}
+    assert set(dataclasses.asdict(appended)) == fields  # values only: nothing internal rides along
     pushed = small_table.overwrite(orders(0, 3), consistent_push=True, publish=False)
     assert pushed.operation == Operation.PUSH_STAGE and pushed.added_rows == 3
     assert pushed.entry == small_table.lineage()[-1].id  # the entry to publish or roll back
