@@ -31,11 +31,10 @@ if TYPE_CHECKING:
     from mvtable.lineage.actions import Commit
     from mvtable.lineage.snapshot import Snapshot
 
-    from .compaction.driver import DroppedBin
-
 __all__ = [
     "CompactionResult",
     "DeleteResult",
+    "DroppedBin",
     "GCResult",
     "UpsertResult",
     "VacuumResult",
@@ -184,6 +183,14 @@ class UpsertResult:
     inserted_rows: int
     updated_rows: int
     version: int
+
+
+@dataclass(frozen=True)
+class DroppedBin:
+    """A bin a compaction left as it was, and why (a concurrent push replaced its segments)."""
+
+    segments: tuple[str, ...]
+    reason: str
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, positions_array, process_cache, write_dvs
 
 from ..pinning import pin_version, release
-from ..results import CompactionResult
+from ..results import CompactionResult, DroppedBin
 from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
@@ -42,12 +42,6 @@ log = logging.getLogger("mvtable.compaction")
 
 Rewriter = Callable[[Sequence[Bin]], list[RewrittenBin]]
 Progress = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class DroppedBin:
-    segments: tuple[str, ...]
-    reason: str
 
 
 @dataclass
