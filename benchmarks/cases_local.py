@@ -174,7 +174,7 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
             "mvtable_scan_pred_column": System(lambda: Table(base).scan(columns=["l_suppkey"]).to_arrow().num_rows),
             "pyarrow_read_pred_column": System(lambda: pq.read_table(files, columns=["l_suppkey"]).num_rows),
             "mvtable_delete": System(
-                lambda path: Table(path).delete(del1_expr(built.sf)),
+                lambda path: Table(path).delete(del1_expr(built.sf)).deleted_rows,
                 setup=lambda: str(hardlink_copy(built.mv_base, built.scratch / tag("mv_delete"))),
             ),
         }

@@ -138,7 +138,7 @@ def worn_segments(a: argparse.Namespace, data: pa.Table, work: Path) -> dict[str
     for off in range(0, data.num_rows, a.segment_rows):
         t.append(data.slice(off, a.segment_rows))
     worn = pc.field("l_partkey") <= worn_bound(a.sf)
-    deleted = t.delete(worn)
+    deleted = t.delete(worn).deleted_rows
     log(
         f"  {data.num_rows} rows in {len(t.snapshot().visible_segment_ids())} segments, {deleted} deleted ({deleted / data.num_rows:.1%})"
     )

@@ -180,7 +180,7 @@ def build_mvtable(data: pa.Table, root: Path, *, sf: float, row_group_rows: int,
 
     hardlink_copy(mv_base, mv_del10)
     start = time.perf_counter()
-    deleted = Table(str(mv_del10)).delete(del10_expr(sf))
+    deleted = Table(str(mv_del10)).delete(del10_expr(sf)).deleted_rows
     times["mvtable_delete10"] = time.perf_counter() - start
     log(
         f"  mvtable: deleted {deleted} rows ({deleted / data.num_rows:.1%}) with {del10_sql(sf)} in {times['mvtable_delete10']:.1f} s"

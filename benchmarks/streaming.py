@@ -215,7 +215,7 @@ def change_feed_case(root: Path, sf: float, *, repeat: int) -> list[dict[str, An
         step = max(1, lineitem.num_rows // 4)
         for s in range(0, lineitem.num_rows, step):  # a few segments
             t.append(lineitem.slice(s, step))
-        deleted = t.delete(expr)
+        deleted = t.delete(expr).deleted_rows
         v = t.version
         full, feed = [], []
         for _ in range(repeat + 1):

@@ -5,7 +5,9 @@ three-step write protocol: plan on the driver, write segments on executors, one 
 ``pinning`` (the one way reads pin a version), ``deletes``, ``lifecycle`` (rollback,
 restore, publish), ``recovery`` (dead pushes), ``compaction``, ``keys``, ``streaming``,
 ``export`` (Iceberg/Delta metadata), ``vacuum`` and ``gc``, the ``cli`` and the Spark data
-source in ``spark``.
+source in ``spark``. What ``Table``'s calls return lives in ``results`` (frozen values),
+what they take in ``parameters``, and the read-only snapshots they hand out in
+``snapshot_view``.
 
 ``delete`` and ``register`` import pyspark only when called, so ``Table`` works on a
 machine without a JVM."""

@@ -37,6 +37,7 @@ from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_
 
 from .compaction.auto import after_commit
 from .compaction.rowmap import CompactionMoves, relocate
+from .results import DeleteResult
 from .scan import ScanTask, task_masks
 from .segments import (
     DEFAULT_READ_ROWS,
@@ -45,18 +46,6 @@ from .segments import (
     read_row_groups,
     read_runs,
 )
-
-
-@dataclass(frozen=True)
-class DeleteResult:
-    """``version`` is None when nothing changed (every addressed row was deleted already).
-    ``remapped_rows``: rows addressed in segments that a compaction rewrote after the read,
-    deleted in its outputs instead."""
-
-    deleted_rows: int
-    version: int | None
-    segments: int
-    remapped_rows: int = 0
 
 
 def matching_positions(

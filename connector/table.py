@@ -22,32 +22,33 @@ from mvtable.errors import (
 from mvtable.lineage import faults
 from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
-from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, make_root, open_file_io
 from mvtable.visibility import bitmap_from_array
 
 from . import recovery, writes
-from .deletes import DeleteResult, commit_deletes, matching_positions
+from .deletes import commit_deletes, matching_positions
 from .export import ExportResult, export
 from .expressions import check_filter, referenced_columns
-from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
+from .keys.upsert import delete_by_key, require_key, upsert
 from .keys.validate import key_data, parse_primary_key
 from .keys.writes import write_keyed
 from .parallel import default_workers, ordered_map
+from .parameters import Keys, Timestamp, WriteMode
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
+from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
 from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
 from .segments import write_segments
+from .snapshot_view import read_only
 from .stats import Predicate
 from .table_scan import TableScan
 
 if TYPE_CHECKING:
-    from .compaction import CompactionReport
-    from .gc import GCReport, Progress
+    from .gc import Progress
     from .lifecycle import ActionResult
-    from .vacuum import VacuumReport
 
 
 @dataclass(frozen=True)
@@ -149,19 +150,34 @@ class Table:
             raise TableNotFoundError(f"no mvtable table at {self.uri}")
         return version
 
-    def snapshot(self, version: int | None = None, *, timestamp: Any = None) -> Snapshot:
+    def snapshot(self, version: int | None = None, *, timestamp: Timestamp | None = None) -> Snapshot:
+        """The table's state at ``version`` or ``timestamp`` (the newest by default), read-only.
+
+        Its mappings refuse changes (``TypeError``): they are the state this ``Table``
+        reads from, shared rather than copied (see ``snapshot_view``).
+
+        Raises:
+            VersionNotFoundError: no such version, or none at or before ``timestamp``.
+            TableNotFoundError: there is no table at the URI.
+        """
         version = resolve_version(self.log, version=version, timestamp=timestamp)
-        if version is None:
-            return self._latest()
-        return self.log.snapshot(version)
+        return read_only(self._latest() if version is None else self.log.snapshot(version))
 
     def pin(
-        self, version: int | None = None, *, timestamp: Any = None, ttl_s: float | None = None, owner: str = "reader"
+        self, version: int | None = None, *, timestamp: Timestamp | None = None, ttl_s: float | None = None, owner: str = "reader"
     ) -> PinnedSnapshot:
         """Pin a version (the newest by default) so that GC and vacuum keep everything it
         needs until the pin is released (``with t.pin() as p: … p.snapshot …``) or
         ``ttl_s`` (default ``pinTtl``) passes; a long reader calls ``renew()``.
-        See ``mvtable.connector.pinning``."""
+        See ``mvtable.connector.pinning``. ``snapshot`` is read-only, as ``snapshot()``'s."""
+        pinned = self._pin(version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
+        pinned.snapshot = read_only(pinned.snapshot)
+        return pinned
+
+    def _pin(
+        self, version: int | None = None, *, timestamp: Timestamp | None = None, ttl_s: float | None = None, owner: str = "reader"
+    ) -> PinnedSnapshot:
+        """``pin`` for this object's own reads: the snapshot itself, never handed out."""
         if version is None and timestamp is None:  # the newest, caught up from the last one seen
             return pin_snapshot(self.io, self.log, snapshot=self._latest(), ttl_s=ttl_s, owner=owner)
         return pin_snapshot(self.io, self.log, version=version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
@@ -182,7 +198,7 @@ class Table:
 
     @property
     def schema(self) -> pa.Schema:
-        return schema_from_json(self.snapshot().table_schema)
+        return schema_from_json(self._latest().table_schema)
 
     def scan(
         self,
@@ -190,7 +206,7 @@ class Table:
         columns: Sequence[str] | None = None,
         filter: pc.Expression | None = None,
         version: int | None = None,
-        timestamp: Any = None,
+        timestamp: Timestamp | None = None,
         predicates: Sequence[Predicate] = (),
         with_row_address: bool = False,
         lineage_entry: str | None = None,
@@ -204,7 +220,7 @@ class Table:
         (write-audit-publish). ``use_threads=False`` reads on the calling thread only, one
         row group at a time (see ``TableScan``)."""
         columns = checks.column_names(columns)
-        pinned = self.pin(version, timestamp=timestamp, owner="Table.scan")
+        pinned = self._pin(version, timestamp=timestamp, owner="Table.scan")
         try:
             if filter is not None:
                 check_filter(filter, schema_from_json(pinned.snapshot.table_schema))
@@ -222,7 +238,7 @@ class Table:
         columns: Sequence[str] | None = None,
         filter: pc.Expression | None = None,
         version: int | None = None,
-        timestamp: Any = None,
+        timestamp: Timestamp | None = None,
         predicates: Sequence[Predicate] = (),
         with_row_address: bool = False,
         lineage_entry: str | None = None,
@@ -243,7 +259,7 @@ class Table:
     def history(self) -> list[HistoryEntry]:
         """Every commit, oldest first (``t.history()[-1]`` is the newest)."""
         out = []
-        for item in self.snapshot().history:
+        for item in self._latest().history:
             try:
                 c = self.log.read_commit(item.version)
                 out.append(
@@ -266,7 +282,7 @@ class Table:
     def lineage(self) -> list[LineageView]:
         """Lineage entries, oldest first. IN_PROGRESS ones say who owns them, when their
         lease ends and whether the next push may clean them up (``status``)."""
-        snapshot = self.snapshot()
+        snapshot = self._latest()
         lease_ms = writes.table_properties(snapshot).push_lease_ms
         verdicts = recovery.entry_verdicts(self.io, snapshot, default_lease_ms=lease_ms)
         out = []
@@ -290,21 +306,39 @@ class Table:
         return out
 
     # -- writing -------------------------------------------------------------------------
-    def append(self, data: pa.Table | pa.RecordBatch) -> CommitResult:
-        return self._write(data, mode=writes.APPEND)
+    def append(self, data: pa.Table | pa.RecordBatch) -> WriteResult:
+        """Add ``data``'s rows in one commit (``write(data, mode="append")``)."""
+        return self.write(data, mode=WriteMode.APPEND)
 
-    def overwrite(self, data: pa.Table | pa.RecordBatch, *, consistent_push: bool = False, publish: bool = True) -> CommitResult:
-        return self._write(data, mode=writes.OVERWRITE, consistent_push=consistent_push, publish=publish)
+    def overwrite(self, data: pa.Table | pa.RecordBatch, *, consistent_push: bool = False, publish: bool = True) -> WriteResult:
+        """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``)."""
+        return self.write(data, mode=WriteMode.OVERWRITE, consistent_push=consistent_push, publish=publish)
 
-    def _write(
-        self, data: pa.Table | pa.RecordBatch, *, mode: str, consistent_push: bool = False, publish: bool = True
-    ) -> CommitResult:
+    def write(
+        self,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        mode: WriteMode | str = WriteMode.APPEND,
+        consistent_push: bool = False,
+        publish: bool = True,
+    ) -> WriteResult:
+        """Write ``data`` in one commit, as ``mode`` says (a ``WriteMode`` or its name).
+
+        ``consistent_push`` (overwrite only) replaces the rows as one lineage entry that
+        readers see all at once or not at all; ``publish=False`` stages it for ``publish``.
+
+        Raises:
+            InvalidOptionError: an unknown mode, or options that do not fit it.
+            SchemaMismatchError: ``data`` does not fit the table's schema.
+            DuplicateKeyError: a keyed table already holds one of ``data``'s keys.
+        """
+        mode = WriteMode.parse(mode)
         data = _as_table(data)
         plan = writes.begin_write(
             self.uri,
             storage_options=self.storage_options,
             incoming=data.schema,
-            mode=mode,
+            mode=mode.value,
             consistent_push=consistent_push,
             publish=publish,
             snapshot=self._latest_or_empty(),
@@ -323,14 +357,14 @@ class Table:
                 if plan.primary_key:  # key errors (nulls …) before the schema cast complains
                     read = writes.read_snapshot(self.log, plan)
                     rows, segments = write_keyed(
-                        self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE, write=write
+                        self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode is WriteMode.OVERWRITE, write=write
                     )
                 else:
                     segments = write()
                 faults.point("write.after_files")
             result = writes.finish_write(plan, segments, keys=rows)
             self._seen = result.snapshot
-            return result
+            return WriteResult.of(result)
         except BaseException:
             writes.abort_write(plan, segments)
             raise
@@ -345,21 +379,28 @@ class Table:
     @property
     def primary_key(self) -> tuple[str, ...]:
         """The key columns (empty when the table has no primary key)."""
-        return self.snapshot().primary_key
+        return self._latest().primary_key
 
-    def delete(self, filter: pc.Expression | None = None, *, keys: Any = None) -> int:
+    def delete(self, filter: pc.Expression | None = None, *, keys: Keys | None = None) -> DeleteResult:
         """Delete the rows matching ``filter`` (exactly), or those whose primary key is one
         of ``keys`` (a table or dict of the key columns and no other: a delete matches on the
         key only, so another column would be ignored, and is refused instead; for a
-        one-column key also a list of values). Returns how many were deleted. A filter that
-        does not fit the schema is an ``InvalidFilterError``; nothing is deleted then.
-        Writes deletion vectors only: no data file is rewritten."""
+        one-column key also a list of values).
+
+        Writes deletion vectors only: no data file is rewritten. The result's
+        ``deleted_rows`` is how many rows went (``delete`` returned that number itself
+        before; the result still compares like it for one release, with a warning).
+
+        Raises:
+            InvalidFilterError: ``filter`` does not fit the schema; nothing is deleted.
+            NoPrimaryKeyError: ``keys`` on a table without a primary key.
+        """
         if (filter is None) == (keys is None):
             raise InvalidOptionError("delete takes exactly one of a filter expression and keys=…")
         if keys is not None:
             return self._delete_keys(keys)
         # the pin also covers the commit's merge of these rows with the snapshot's DVs
-        with self.pin(owner="Table.delete") as pinned:
+        with self._pin(owner="Table.delete") as pinned:
             snapshot = pinned.snapshot
             schema = schema_from_json(snapshot.table_schema)
             check_filter(filter, schema, what="delete filter")
@@ -384,14 +425,14 @@ class Table:
                 inline_max_bytes=writes.table_properties(snapshot).dvInlineMaxBytes,
                 parameters={"predicate": str(filter)},
             )
-            return result.deleted_rows
+            return result
 
-    def _delete_keys(self, keys: Any) -> int:
-        with self.pin(owner="Table.delete by key") as pinned:
+    def _delete_keys(self, keys: Keys) -> DeleteResult:
+        with self._pin(owner="Table.delete by key") as pinned:
             snapshot = pinned.snapshot
             data = key_data(keys, require_key(snapshot, uri=self.uri, what="delete by key"))
             inline = writes.table_properties(snapshot).dvInlineMaxBytes
-            return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline).deleted_rows
+            return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline)
 
     def delete_rows(
         self,
@@ -405,7 +446,7 @@ class Table:
         pyarrow integer arrays); anything else, and unknown addresses, raise and commit
         nothing (see ``row_positions``)."""
         arrays = row_positions(positions)
-        read = read or self.snapshot()
+        read = read or self._latest()
         with pin_snapshot(self.io, self.log, snapshot=read, owner="Table.delete_rows"):  # its DVs are merged with ours
             return commit_deletes(
                 self.io,
@@ -447,7 +488,7 @@ class Table:
         batch_bytes: int | None = None,
         now_ms: int | None = None,
         progress: Progress | None = None,
-    ) -> GCReport:
+    ) -> GCResult:
         """Visibility GC: superseded DV files, old log files, expired pins. Safe beside
         readers (pinned and retained versions stay readable) and resumable: a pass stops
         after ``time_budget_s`` (default: the ``gcTimeBudget`` setting) and the next one goes
@@ -455,9 +496,10 @@ class Table:
         the clock for retention, pin expiry and grace; ``progress(done, total, phase)``."""
         from .gc import collect_garbage
 
-        return collect_garbage(
+        report = collect_garbage(
             self.log, dry_run=dry_run, time_budget_s=time_budget_s, batch_bytes=batch_bytes, now_ms=now_ms, progress=progress
         )
+        return GCResult.of(report)
 
     def vacuum(
         self,
@@ -469,14 +511,14 @@ class Table:
         batch_bytes: int | None = None,
         now_ms: int | None = None,
         progress: Progress | None = None,
-    ) -> VacuumReport:
+    ) -> VacuumResult:
         """Lineage retention, then data/DV/log files that no retained version needs and
         orphans past the grace period. ``retention`` defaults to the table's
         ``versionRetentionPeriod``; a shorter one needs ``force=True``. The other options
         are those of ``collect_garbage``."""
         from .vacuum import vacuum
 
-        return vacuum(
+        report = vacuum(
             self.log,
             retention=retention,
             dry_run=dry_run,
@@ -486,6 +528,7 @@ class Table:
             now_ms=now_ms,
             progress=progress,
         )
+        return VacuumResult.of(report)
 
     # -- other formats -------------------------------------------------------------------
     def export_iceberg(self, *, all_versions: bool = False) -> ExportResult:
@@ -508,7 +551,7 @@ class Table:
         max_bytes_per_commit: int | str | None = None,
         dry_run: bool = False,
         progress: Callable[[int, int, str], None] | None = None,
-    ) -> CompactionReport:
+    ) -> CompactionResult:
         """Merge small segments and rewrite segments worn by deletes, beside concurrent
         appends and deletes (neither ever fails because of it). Defaults come from the
         table properties ``compactTargetFileSize`` (sizes take ``128MiB``-style units),
@@ -516,7 +559,7 @@ class Table:
         (see ``mvtable.connector.compaction``)."""
         from .compaction import compact
 
-        return compact(
+        report = compact(
             self.io,
             self.log,
             target_file_size=target_file_size,
@@ -526,6 +569,7 @@ class Table:
             dry_run=dry_run,
             progress=progress,
         )
+        return CompactionResult.of(report)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"

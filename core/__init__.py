@@ -22,7 +22,13 @@ The package is four layers (each a folder of the source tree):
 
 ``lineage`` and ``visibility`` import neither each other nor pyspark. The names below are
 imported lazily, so ``import mvtable.errors`` from the lower layers never drags in the
-connector.
+connector. ``_EXPORTS`` is the one list of them: ``__all__`` and ``dir(mvtable)`` come from
+it, and a test holds the imports that type checkers read (under ``TYPE_CHECKING``) to it.
+
+What the calls return are frozen values named ``…Result`` (``WriteResult``,
+``DeleteResult``, ``UpsertResult``, ``CompactionResult``, ``VacuumResult``, ``GCResult``,
+``ActionResult``, ``ExportResult``); ``Table.snapshot()`` is a read-only ``Snapshot``.
+Parameters are typed by ``WriteMode`` (or its name), ``Timestamp`` and ``Keys``.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# public name -> (module, attribute); resolved on first use (PEP 562)
-_EXPORTS: dict[str, tuple[str, str]] = {
+# public name -> (module, attribute; None for the module itself), resolved on first use (PEP 562)
+_EXPORTS: dict[str, tuple[str, str | None]] = {
+    "errors": ("mvtable.errors", None),
+    # tables and Spark
     "Table": ("mvtable.connector.table", "Table"),
     "register": ("mvtable.connector", "register"),
     "delete": ("mvtable.connector", "delete"),
@@ -42,44 +50,58 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "create_view": ("mvtable.connector.spark.views", "create_view"),
     "refresh_view": ("mvtable.connector.spark.views", "refresh_view"),
     "drop_view": ("mvtable.connector.spark.views", "drop_view"),
+    # what Table's calls return
+    "Snapshot": ("mvtable.lineage.snapshot", "Snapshot"),
+    "WriteResult": ("mvtable.connector.results", "WriteResult"),
+    "DeleteResult": ("mvtable.connector.results", "DeleteResult"),
+    "UpsertResult": ("mvtable.connector.results", "UpsertResult"),
+    "CompactionResult": ("mvtable.connector.results", "CompactionResult"),
+    "VacuumResult": ("mvtable.connector.results", "VacuumResult"),
+    "GCResult": ("mvtable.connector.results", "GCResult"),
+    "ActionResult": ("mvtable.connector.lifecycle", "ActionResult"),
+    "ExportResult": ("mvtable.connector.export.common", "ExportResult"),
+    # what they take
+    "WriteMode": ("mvtable.connector.parameters", "WriteMode"),
+    "Timestamp": ("mvtable.connector.parameters", "Timestamp"),
+    "Keys": ("mvtable.connector.parameters", "Keys"),
 }
 
-__all__ = [
-    "Table",
-    "__version__",
-    "compact",
-    "create_view",
-    "delete",
-    "drop_view",
-    "errors",
-    "read_native",
-    "refresh_view",
-    "register",
-]
+__all__ = ["__version__", *_EXPORTS]  # noqa: PLE0604 (built from the one list; tools read the imports below)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what type checkers read; test_front_door holds it to _EXPORTS
     from mvtable import errors as errors
     from mvtable.connector import delete as delete
     from mvtable.connector import register as register
+    from mvtable.connector.export.common import ExportResult as ExportResult
+    from mvtable.connector.lifecycle import ActionResult as ActionResult
+    from mvtable.connector.parameters import Keys as Keys
+    from mvtable.connector.parameters import Timestamp as Timestamp
+    from mvtable.connector.parameters import WriteMode as WriteMode
+    from mvtable.connector.results import CompactionResult as CompactionResult
+    from mvtable.connector.results import DeleteResult as DeleteResult
+    from mvtable.connector.results import GCResult as GCResult
+    from mvtable.connector.results import UpsertResult as UpsertResult
+    from mvtable.connector.results import VacuumResult as VacuumResult
+    from mvtable.connector.results import WriteResult as WriteResult
     from mvtable.connector.spark.compaction import compact as compact
     from mvtable.connector.spark.native import read_native as read_native
     from mvtable.connector.spark.views import create_view as create_view
     from mvtable.connector.spark.views import drop_view as drop_view
     from mvtable.connector.spark.views import refresh_view as refresh_view
     from mvtable.connector.table import Table as Table
+    from mvtable.lineage.snapshot import Snapshot as Snapshot
 
 
 def __getattr__(name: str) -> Any:
-    if name == "errors":
-        return import_module("mvtable.errors")
     try:
         module, attr = _EXPORTS[name]
     except KeyError:
         raise AttributeError(f"module 'mvtable' has no attribute {name!r}") from None
-    value = getattr(import_module(module), attr)
+    value = import_module(module) if attr is None else getattr(import_module(module), attr)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # the public names only: not the helpers this module imports for itself
+    return sorted(__all__)

@@ -13,7 +13,6 @@ what is left."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, positions_array, process_cache, write_dvs
 
 from ..pinning import pin_version, release
+from ..results import CompactionResult, DroppedBin
 from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
@@ -42,12 +42,6 @@ log = logging.getLogger("mvtable.compaction")
 
 Rewriter = Callable[[Sequence[Bin]], list[RewrittenBin]]
 Progress = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class DroppedBin:
-    segments: tuple[str, ...]
-    reason: str
 
 
 @dataclass
@@ -77,24 +71,11 @@ class CompactionReport:
 
     def as_dict(self) -> dict[str, Any]:
         """Every field, plus ``complete`` and ``changed`` (for JSON output)."""
-        return {**dataclasses.asdict(self), "complete": self.complete, "changed": self.changed}
+        return CompactionResult.of(self).as_dict()
 
     def summary(self) -> str:
         """One line for people."""
-        if not self.bins:
-            return "nothing to compact"
-        verb = "would rewrite" if self.dry_run else "rewrote"
-        bins = self.bins if self.dry_run else self.committed_bins
-        text = (
-            f"{verb} {self.input_segments} segment(s) in {bins} bin(s)"
-            + ("" if self.dry_run else f" into {self.output_segments}, {len(self.commits)} commit(s)")
-            + f"; {self.rows_dropped} deleted row(s) purged"
-        )
-        if self.deletes_remapped:
-            text += f", {self.deletes_remapped} concurrent delete(s) carried over"
-        if self.dropped:
-            text += f"; {len(self.dropped)} bin(s) dropped (a concurrent push replaced them): run again later"
-        return text
+        return CompactionResult.of(self).summary()
 
 
 def refresh(bins: Sequence[Bin], snapshot: Snapshot) -> tuple[list[Bin], list[DroppedBin]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -22,22 +21,12 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
 
 from .. import writes
-from ..deletes import DeleteResult
+from ..results import DeleteResult, UpsertResult
 from ..segments import write_segments
 from .index import index_path
 from .writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
 
 __all__ = ["UpsertResult", "commit_upsert", "delete_by_key", "require_key", "upsert"]
-
-
-@dataclass(frozen=True)
-class UpsertResult:
-    """What an upsert did: rows of the data whose key was new (``inserted_rows``) or
-    replaced a row of the table (``updated_rows``), and the version it committed."""
-
-    inserted_rows: int
-    updated_rows: int
-    version: int
 
 
 def require_key(snapshot: Snapshot, *, uri: str, what: str) -> tuple[str, ...]:

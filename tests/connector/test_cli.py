@@ -72,7 +72,7 @@ def pushed(table_uri):
     t = Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": "100"})
     t.append(orders(0, 1000))
     t.append(orders(1000, 500))
-    assert t.delete(pc.field("status") == "cancelled") == 150
+    assert t.delete(pc.field("status") == "cancelled").deleted_rows == 150
     t.overwrite(orders(5000, 300), consistent_push=True)
     t.overwrite(orders(6000, 200), consistent_push=True, publish=False)
     a, b = t.lineage()
@@ -84,13 +84,26 @@ def ids(t: Table) -> list[int]:
     return sorted(t.to_arrow(columns=["id"]).column("id").to_pylist())
 
 
+def console_script() -> str | None:
+    """The installed ``mvtable`` script: beside this interpreter (a venv's ``bin/``, which
+    need not be on ``PATH``), else on ``PATH``."""
+    beside = shutil.which("mvtable", path=os.path.dirname(sys.executable))
+    return beside or shutil.which("mvtable")
+
+
 def test_console_script_is_installed():
-    exe = shutil.which("mvtable")
+    exe = console_script()
     assert exe is not None, "the `mvtable` entry point is missing: pip install -e . (again)"
     proc = run("--help", cmd=[exe])
     assert proc.returncode == 0
     for command in ("lineage", "history", "rollback", "restore", "publish", "vacuum", "gc", "inspect"):
         assert command in proc.stdout
+
+
+def test_the_console_script_is_found_when_the_venvs_bin_is_not_on_path(monkeypatch):
+    beside = os.path.join(os.path.dirname(sys.executable), "mvtable")  # pip puts it there
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in ("/usr/bin", "/bin") if p != os.path.dirname(sys.executable)))
+    assert console_script() == beside
 
 
 def test_lineage_for_people_and_scripts(pushed):

@@ -71,10 +71,10 @@ def many(table_uri) -> Table:
 def test_every_version_reads_the_same_rows_after_compaction(many):
     before = all_versions(many)
     segments = len(many.snapshot().visible_segment_ids())
-    assert many.compact(dry_run=True).commits == []
+    assert many.compact(dry_run=True).commits == ()
     assert all_versions(many) == before
     report = many.compact()
-    assert report.commits == [many.version] and report.committed_bins == report.bins == 1
+    assert report.commits == (many.version,) and report.committed_bins == report.bins == 1
     assert report.input_segments == segments == 12 and report.output_segments == 1
     assert report.rows_dropped == 48 + 6  # the cancelled rows and ids 1..6 are gone from storage
     after = all_versions(many)
@@ -82,7 +82,7 @@ def test_every_version_reads_the_same_rows_after_compaction(many):
     assert after[many.version] == before[many.version - 1]
     assert many.snapshot().dvs == {}  # the output has no deleted rows
     again = many.compact()
-    assert again.commits == [] and again.bins == 0
+    assert again.commits == () and again.bins == 0
 
 
 def test_rows_keep_their_order_within_a_bin(many):

@@ -22,7 +22,7 @@ def data_files(t: Table) -> set[str]:
 
 def test_delete_by_predicate_rewrites_no_data_file(small_table):
     files = data_files(small_table)
-    assert small_table.delete(pc.field("status") == "cancelled") == 200
+    assert small_table.delete(pc.field("status") == "cancelled").deleted_rows == 200
     assert data_files(small_table) == files
     live = small_table.to_arrow()
     assert live.num_rows == 1800
@@ -36,9 +36,9 @@ def test_delete_by_predicate_rewrites_no_data_file(small_table):
 def test_deleting_deleted_rows_is_a_noop(small_table):
     small_table.delete(pc.field("id") < 10)
     version = small_table.version
-    assert small_table.delete(pc.field("id") < 10) == 0
+    assert small_table.delete(pc.field("id") < 10).deleted_rows == 0
     assert small_table.version == version
-    assert small_table.delete(pc.field("id") < 12) == 2
+    assert small_table.delete(pc.field("id") < 12).deleted_rows == 2
 
 
 def test_dvs_accumulate_per_segment(small_table):

@@ -111,7 +111,7 @@ def test_delete_holds_a_pin_on_the_version_it_read_while_it_commits(small_table,
 
     monkeypatch.setattr(t.log, "commit", commit)
     read = t.version
-    assert t.delete(pc.field("id") < 5) == 5
+    assert t.delete(pc.field("id") < 5).deleted_rows == 5
     assert t.delete_rows({t.snapshot().visible_segments()[1].id: [0]}).deleted_rows == 1
     assert seen == [[read], [read + 1]]
     assert live_versions(t) == []

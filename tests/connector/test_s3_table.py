@@ -32,7 +32,7 @@ def test_table_lifecycle_on_s3(s3):
     )
     t.append(rows(0, 200))
     t.append(rows(200, 100))
-    assert t.delete(pc.field("id") < 20) == 20  # a DV file on S3 (nothing inlined)
+    assert t.delete(pc.field("id") < 20).deleted_rows == 20  # a DV file on S3 (nothing inlined)
     assert any(ref.path for ref in t.snapshot().dvs.values())
     t.overwrite(rows(1000, 10), consistent_push=True)
     again = Table.open(uri, storage_options=opts)

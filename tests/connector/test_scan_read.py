@@ -63,7 +63,7 @@ def test_threaded_scan_equals_single_threaded_with_dvs_spanning_row_groups(wide_
     ids = np.arange(2500)
     # deletes cross row-group and segment boundaries, and empty a whole row group (128..191)
     gone = ((ids >= 60) & (ids < 70)) | ((ids >= 128) & (ids < 192)) | ((ids >= 990) & (ids < 1010)) | (ids % 17 == 3)
-    assert wide_table.delete(pc.field("id").isin(pa.array(ids[gone]))) == int(gone.sum())
+    assert wide_table.delete(pc.field("id").isin(pa.array(ids[gone]))).deleted_rows == int(gone.sum())
     threaded = wide_table.scan().to_arrow()
     single = wide_table.scan(use_threads=False).to_arrow()
     assert threaded.schema == single.schema == wide_table.schema
@@ -137,12 +137,12 @@ def test_delete_with_predicate_on_several_columns_and_nulls(wide_table):
     want = full.filter(expr).num_rows
     amount = np.array([a is not None and a > decimal.Decimal("24.50") for a in full.column("amount").to_pylist()])
     assert want == int((((k == 3) & ~note_null) | amount).sum()) > 0
-    assert wide_table.delete(expr) == want
+    assert wide_table.delete(expr).deleted_rows == want
     assert wide_table.to_arrow().num_rows == 2500 - want
     # k is null on every 7th row: ``k != 100`` is null there, not true, so those rows stay
     live = wide_table.to_arrow()
     non_null = live.num_rows - live.column("k").null_count
-    assert wide_table.delete(pc.field("k") != 100) == non_null
+    assert wide_table.delete(pc.field("k") != 100).deleted_rows == non_null
     left = wide_table.to_arrow()
     assert left.num_rows == live.column("k").null_count > 0
     assert left.column("k").null_count == left.num_rows
@@ -150,16 +150,16 @@ def test_delete_with_predicate_on_several_columns_and_nulls(wide_table):
 
 def test_delete_nothing_matches_commits_nothing(wide_table):
     version = wide_table.version
-    assert wide_table.delete(pc.field("id") < 0) == 0
+    assert wide_table.delete(pc.field("id") < 0).deleted_rows == 0
     assert wide_table.version == version
-    assert wide_table.delete(pc.field("note") == "no such note") == 0
+    assert wide_table.delete(pc.field("note") == "no such note").deleted_rows == 0
     assert wide_table.version == version
 
 
 def test_delete_skips_rows_already_deleted_and_counts_exactly(wide_table):
-    assert wide_table.delete(pc.field("id") < 300) == 300
-    assert wide_table.delete(pc.field("id") < 310) == 10  # row groups 0..3 are fully deleted now
-    assert wide_table.delete(pc.field("id") >= 0) == 2500 - 310
+    assert wide_table.delete(pc.field("id") < 300).deleted_rows == 300
+    assert wide_table.delete(pc.field("id") < 310).deleted_rows == 10  # row groups 0..3 are fully deleted now
+    assert wide_table.delete(pc.field("id") >= 0).deleted_rows == 2500 - 310
     assert wide_table.to_arrow().num_rows == 0
     assert wide_table.scan(use_threads=False).to_arrow().num_rows == 0
 
@@ -167,7 +167,7 @@ def test_delete_skips_rows_already_deleted_and_counts_exactly(wide_table):
 def test_empty_table_and_empty_results(table_uri):
     t = Table.create(table_uri, schema=orders(0, 1).schema)
     assert t.to_arrow().num_rows == 0 and t.to_arrow().schema == t.schema
-    assert t.delete(pc.field("id") > 0) == 0
+    assert t.delete(pc.field("id") > 0).deleted_rows == 0
     t.append(orders(0, 10))
     assert t.scan(filter=pc.field("id") > 100).to_arrow().num_rows == 0
 
@@ -258,7 +258,7 @@ def test_low_cardinality_strings_read_as_dictionaries_come_back_as_strings(table
         assert got.schema == data.schema
         assert got.equals(want)
     assert t.scan(columns=["flag"]).to_arrow().column("flag").equals(want.column("flag"))
-    assert t.delete(pc.field("flag") == "A") == want.filter(pc.field("flag") == "A").num_rows
+    assert t.delete(pc.field("flag") == "A").deleted_rows == want.filter(pc.field("flag") == "A").num_rows
 
 
 def test_delete_filter_must_be_boolean_and_may_name_no_column(small_table):
@@ -266,9 +266,9 @@ def test_delete_filter_must_be_boolean_and_may_name_no_column(small_table):
 
     with pytest.raises(InvalidOptionError, match="boolean"):
         small_table.delete(pc.field("id") + 1)
-    assert small_table.delete(pc.scalar(False)) == 0
-    assert small_table.delete(pc.scalar(True) & (pc.field("id") < 5)) == 5
-    assert small_table.delete(pc.scalar(True)) == 1995
+    assert small_table.delete(pc.scalar(False)).deleted_rows == 0
+    assert small_table.delete(pc.scalar(True) & (pc.field("id") < 5)).deleted_rows == 5
+    assert small_table.delete(pc.scalar(True)).deleted_rows == 1995
     assert small_table.to_arrow().num_rows == 0
 
 

@@ -54,7 +54,7 @@ def table(tmp_path) -> Table:
     t = Table.create(str(tmp_path / "t"), schema=orders(0, 1).schema, properties={"rowGroupRows": "300"})
     for start in (0, 1000, 2000):
         t.append(orders(start, 1000))
-    assert t.delete((pc.field("id") < 2000) & (pc.field("status") == "cancelled")) == 200
+    assert t.delete((pc.field("id") < 2000) & (pc.field("status") == "cancelled")).deleted_rows == 200
     return t
 
 

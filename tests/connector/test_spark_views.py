@@ -37,7 +37,7 @@ def table(tmp_path) -> Table:
     t = Table.create(str(tmp_path / "t"), schema=days(0, 1).schema, properties={"rowGroupRows": "250"})
     for start in (0, 1000, 2000):
         t.append(days(start, 1000))
-    assert t.delete((pc.field("id") < 2000) & (pc.field("status") == "cancelled")) == 200
+    assert t.delete((pc.field("id") < 2000) & (pc.field("status") == "cancelled")).deleted_rows == 200
     return t
 
 

@@ -67,7 +67,7 @@ def test_python_workers_run_this_mvtable_and_keep_the_dv_cache_between_queries(s
     t = Table.create(str(tmp_path / "t"), schema=orders(0, 1).schema)
     t.append(orders(0, 1000))
     t.append(orders(1000, 1000))
-    assert t.delete(pc.field("status") == "cancelled") == 200
+    assert t.delete(pc.field("status") == "cancelled").deleted_rows == 200
     spark.dataSource.register(CacheProbe)
 
     for info in _probe(spark):

@@ -92,3 +92,33 @@ def test_capabilities_below_the_facade_never_import_table():
             ):
                 bad.append(f"connector/{rel}:{node.lineno} imports {module or '.'} {sorted(names)}")
     assert bad == []
+
+
+def test_dir_and_all_come_from_the_one_list_of_exports():
+    public = sorted(["__version__", *mvtable._EXPORTS])
+    assert sorted(mvtable.__all__) == public
+    assert dir(mvtable) == public  # not the helpers the module imports for itself
+    for helper in ("Any", "TYPE_CHECKING", "import_module", "annotations"):
+        assert helper not in dir(mvtable)
+
+
+def test_what_type_checkers_read_is_the_list_of_exports():
+    """The ``TYPE_CHECKING`` imports are what mypy/pyright see of the lazy names: each is
+    one of ``_EXPORTS``, from the same module, and none is missing."""
+    tree = ast.parse((REPO / "core" / "__init__.py").read_text())
+    [block] = [n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
+    seen = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name}: re-export it as itself (`as {alias.name}`)"
+            seen[alias.name] = (f"{node.module}.{alias.name}", None) if node.module == "mvtable" else (node.module, alias.name)
+    assert seen == {name: (module, attr) for name, (module, attr) in mvtable._EXPORTS.items()}
+
+
+def test_the_result_and_parameter_types_are_documented_at_the_front_door():
+    names = ("WriteResult", "DeleteResult", "UpsertResult", "CompactionResult", "VacuumResult", "GCResult")
+    for name in (*names, "ActionResult", "ExportResult", "WriteMode", "Timestamp", "Keys", "Snapshot"):
+        assert name in mvtable.__all__ and getattr(mvtable, name) is not None
+        assert name in mvtable.__doc__
+    assert not [n for n in mvtable.__all__ if n.endswith("Report")]  # one suffix for results

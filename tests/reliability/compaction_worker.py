@@ -28,7 +28,7 @@ def appender(t: Table, wid: int, rng: random.Random, deadline: float) -> list[di
         ids = [wid * 10**9 + seq * 1000 + i for i in range(rng.randint(1, 40))]
         try:
             result = t.append(pa.table({"id": pa.array(ids, pa.int64())}))
-            out.append({"op": "append", "version": result.commit.version, "ids": ids, "attempts": result.attempts})
+            out.append({"op": "append", "version": result.version, "ids": ids, "attempts": result.attempts})
         except Exception as exc:
             out.append({"op": "append", "failed": type(exc).__name__, "error": traceback.format_exc()[-1500:]})
     return out

@@ -37,8 +37,8 @@ def writer(t: Table, wid: int, rng: random.Random, deadline: float) -> list[dict
             if op in ("append", "push"):
                 ids = [wid * 10**9 + seq * 1000 + i for i in range(rng.randint(1, 30))]
                 result = t.append(rows(ids)) if op == "append" else t.overwrite(rows(ids), consistent_push=True)
-                added = [a.segment.id for a in result.commit.actions if isinstance(a, AddSegment)]
-                record.update(version=result.commit.version, segments={sid: ids for sid in added}, attempts=result.attempts)
+                added = [a.segment.id for a in t.log.read_commit(result.version).actions if isinstance(a, AddSegment)]
+                record.update(version=result.version, segments={sid: ids for sid in added}, attempts=result.attempts)
             elif op == "delete":
                 snap = t.snapshot()
                 scanned = t.scan(version=snap.version, with_row_address=True).to_arrow()

@@ -25,7 +25,7 @@ def keyed(table_uri) -> Table:
 
 def push(t: Table, data: pa.Table) -> str:
     """A completed consistent push of ``data``; its lineage entry id."""
-    return str(t.overwrite(data, consistent_push=True).commit.parameters["entry"])
+    return str(t.overwrite(data, consistent_push=True).entry)
 
 
 def view(t: Table) -> tuple[int, list[tuple[int, str]]]:
@@ -59,7 +59,7 @@ def test_rows_deleted_before_the_push_do_not_come_back_or_count(keyed: Table) ->
 
 
 def test_rolling_back_a_staged_push_brings_nothing_back_and_is_never_refused(keyed: Table) -> None:
-    entry = str(keyed.overwrite(rows([500], "push"), consistent_push=True, publish=False).commit.parameters["entry"])
+    entry = str(keyed.overwrite(rows([500], "push"), consistent_push=True, publish=False).entry)
     keyed.append(rows([1000], "late"))
     assert keyed.rollback(entry=entry).changed
     assert sorted(Table.open(keyed.uri).to_arrow().column("id").to_pylist()) == [*range(100), 1000]

@@ -33,7 +33,8 @@ def keyed(table_uri) -> Table:
 def stage(t: Table, data: pa.Table) -> str:
     """Stage a consistent push of ``data``; its lineage entry id."""
     result = t.overwrite(data, consistent_push=True, publish=False)
-    return str(result.commit.parameters["entry"])
+    assert result.entry is not None
+    return result.entry
 
 
 def state(t: Table) -> tuple[int, list[tuple[int, str]]]:

@@ -94,7 +94,7 @@ def test_commit_kinds(small_table):
     t.append(orders(3000, 5))  # 3
     t.delete(pc.field("id") == 1)  # 4
     compact(t)  # 5
-    state = t.snapshot(2)
+    state = t.log.snapshot(2)  # advanced in place below: a snapshot of our own, not the read-only view
     kinds = [advance(state, t.log.read_commit(v)).kind for v in (3, 4, 5)]
     assert kinds == [CommitKind.APPEND, CommitKind.CHANGE, CommitKind.NEUTRAL]
     assert state.visible_segment_ids() == t.snapshot().visible_segment_ids()
