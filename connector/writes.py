@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from mvtable import checks
 from mvtable.conf import TableProperties, property_strings
-from mvtable.errors import InvalidOptionError, TableNotFoundError
+from mvtable.errors import CommitStateUnknownError, InvalidOptionError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
@@ -68,6 +68,9 @@ class WritePlan:
     # a Spark driver that planned the write) catches up from it instead of reading the log
     # again. Never pickled: an executor or another process reads the log itself.
     read_snapshot: Snapshot | None = field(default=None, compare=False, repr=False)
+    # Transaction ids of this plan's commits that ended in CommitStateUnknownError: such a
+    # commit may still land (a PUT held by the network), so abort_write keeps its files.
+    unsettled: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -249,27 +252,38 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         operation = Operation.APPEND if read.exists else Operation.CREATE
         build = lambda cur: ops.append(cur, segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
-    if plan.primary_key and segments:
-        rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
-        replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
-        result = commit_keyed(
-            clog,
-            read=read,
-            current=current,
-            operation=operation,
-            build=build,
-            rows=rows,
-            record=True,
-            # an overwrite or push replaces what it read: those rows never count as duplicates
-            on_new_rows=lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]),
-            parameters=params,
-            metrics=metrics,
+    try:
+        if plan.primary_key and segments:
+            rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
+            replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
+            result = commit_keyed(
+                clog,
+                read=read,
+                current=current,
+                operation=operation,
+                build=build,
+                rows=rows,
+                record=True,
+                # an overwrite or push replaces what it read: those rows never count as duplicates
+                on_new_rows=lambda newer, ids: check_absent(
+                    clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]
+                ),
+                parameters=params,
+                metrics=metrics,
+            )
+        else:
+            result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+    except CommitStateUnknownError as exc:
+        plan.unsettled.append(exc.txn or "")
+        raise
+    try:  # the commit stands: a failed clean-up must not report it as failed
+        if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
+            recovery.drop(clog.io, plan.entry_id)
+        release_pin(plan)
+    except Exception as exc:
+        log.warning(
+            "version %s landed; releasing its pin/lease failed (they expire on their own): %s", result.commit.version, exc
         )
-    else:
-        result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
-    if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
-        recovery.drop(clog.io, plan.entry_id)
-    release_pin(plan)
     from .compaction.auto import after_commit
 
     after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
@@ -305,9 +319,21 @@ def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFi
 
 
 def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
+    """Undo a write whose commit failed. Files are removed only once it is certain that no
+    commit names them, nor can still come to: when the log cannot be read, or the commit
+    ended in ``CommitStateUnknownError``, they stay (vacuum collects them after the grace
+    period if the commit never lands), and the write's own error is what the caller sees."""
     clog = plan.commit_log()
-    if commit_landed(clog, plan, segments):
+    try:
+        landed = commit_landed(clog, plan, segments)
+    except Exception as exc:
+        log.warning("abort: cannot tell whether the commit landed (%s); keeping %d segment(s)", exc, len(segments))
+        return
+    if landed:
         log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
+        return
+    if plan.unsettled:
+        log.warning("abort after a commit whose outcome is unknown: keeping %d segment(s) it may name", len(segments))
         return
     entry_id = plan.entry_id
     if entry_id is not None:

@@ -23,12 +23,10 @@ from typing import Any, Protocol, TypeVar
 
 from mvtable.conf import TableProperties
 from mvtable.errors import (
-    CommitConflictError,
     CommitStateUnknownError,
     ConcurrentLineageError,
     CorruptMetadataError,
     InvalidLineageTransitionError,
-    NothingToCommit,
     TableNotFoundError,
     TooManyRetriesError,
     VersionNotFoundError,
@@ -290,6 +288,7 @@ class CommitLog:
         txn = uuid.uuid4().hex
         current = current if current is not None else read
         uncertain = False  # a put of ours may have landed although the store said it failed
+        pending = False  # a put of ours is in flight, or landed and not yet returned
         tried: list[int] = []  # versions a put of ours was sent for
         synced: set[str] = set()  # files flushed by an earlier attempt
         try:
@@ -320,9 +319,18 @@ class CommitLog:
                         synced.update(named)
                 faults.point(f"commit.{operation}.before_put")
                 tried.append(candidate.version)
-                mine, unknown = self._put(candidate, txn, durable=durable)
+                pending = True
+                try:
+                    mine, unknown = self._put(candidate, txn, durable=durable)
+                except CommitStateUnknownError:
+                    raise
+                except Exception:
+                    pending = False  # the store refused the put (s3: 403, no bucket; disk: an OSError)
+                    raise
                 uncertain = uncertain or unknown
+                pending = mine is not None
                 if mine is not None and mine is candidate and self._landed_in_hole(candidate):
+                    pending = False  # withdrawn
                     current = self.snapshot()  # we were behind a log cut: start from the newest
                     continue
                 if mine is not None:
@@ -345,9 +353,8 @@ class CommitLog:
                             return CommitResult(winner, landed, attempt)
             raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
         except Exception as exc:
-            plain = isinstance(exc, (CommitConflictError, InvalidLineageTransitionError, NothingToCommit))
-            if not tried or (plain and not uncertain):
-                raise  # nothing sent, or every put was answered and the builder refused
+            if not (uncertain or pending):
+                raise  # every put of ours was answered: none of them landed
             settled = self._settle(txn, tried, exc)
             if settled is None:
                 raise

@@ -59,7 +59,7 @@ def run(wid: int, uri: str, options: dict, seconds: float) -> list[dict]:
         except CommitConflictError as exc:
             record.update(outcome="conflict", error=f"{type(exc).__name__}: {str(exc)[:200]}")
         except Exception as exc:
-            record.update(outcome="failed", error=f"{type(exc).__name__}: {str(exc)[:200]}", trace=traceback.format_exc()[-600:])
+            record.update(outcome="failed", error=f"{type(exc).__name__}: {str(exc)[:200]}", trace=traceback.format_exc()[-3000:])
         out.append(record)
     return out
 

@@ -32,12 +32,21 @@ WRITERS = 4
 SECONDS = float(os.environ.get("MVTABLE_S3_FAULT_SECONDS", "60"))
 WORKER = str(Path(__file__).with_name("s3_fault_worker.py"))
 CLIENT_TIMEOUT_S = 1.0
+# Tries per request inside botocore. Its default (5, with s3fs's own retries on top) absorbs
+# almost every fault at these rates; two leave enough of them to the commit protocol that
+# commits really end up ambiguous (the focused tests run botocore's default).
+CLIENT_ATTEMPTS = 2
 COMMITS = r"_mvtable/log/\d{20}\.json$"
+OUTAGE = (7.0, 1.0)  # (every, for how long) in seconds
 
 
 def fault_rules() -> list[FaultRule]:
     everything = ("error500", "slowdown", "reset", "timeout", "slow", "lost", "lost500", "late")
     return [
+        # every few seconds a short outage: commit PUTs land but their answers are lost,
+        # nothing else gets through (so a writer cannot read back what it wrote)
+        FaultRule(ops={"PUT"}, key=COMMITS, rate=1.0, kinds=("lost", "lost500"), window=OUTAGE),
+        FaultRule(rate=1.0, kinds=("error500", "reset", "timeout"), window=OUTAGE),
         FaultRule(ops={"PUT"}, key=COMMITS, rate=0.3, kinds=everything),
         FaultRule(ops={"PUT"}, rate=0.1, kinds=everything),
         FaultRule(ops={"GET", "LIST"}, rate=0.05, kinds=("error500", "slowdown", "reset", "timeout", "lost500")),
@@ -55,7 +64,7 @@ def test_four_writers_through_s3_faults(tmp_path: Path, s3_fault_proxy: FaultPro
     Table.create(uri, schema=pa.schema([("id", pa.int64())]), storage_options=direct)
 
     proxy.set_rules(fault_rules(), seed=27)
-    options = proxy.storage_options(timeout_s=CLIENT_TIMEOUT_S)
+    options = proxy.storage_options(timeout_s=CLIENT_TIMEOUT_S, attempts=CLIENT_ATTEMPTS)
     procs = []
     for wid in range(WRITERS):
         out = tmp_path / f"writer-{wid}.json"

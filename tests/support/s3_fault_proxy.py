@@ -19,8 +19,9 @@ the first :class:`FaultRule` that matches decides its fate (``FAULTS``):
   client gave up on it).
 
 The schedule: a rule either plays a script (the next matching requests get these faults,
-in order) or draws from ``random.Random(seed)`` with a rate. Requests arrive in whatever
-order the clients send them, but the sequence of decisions per rule is fixed by the seed.
+in order) or draws from ``random.Random(seed)`` with a rate, optionally only in periodic
+outage windows. Requests arrive in whatever order the clients send them, but the sequence
+of draws is fixed by the seed.
 ``stop()`` closes every connection and waits for every handler, so nothing held lands
 after it. Standard library only; the tests' fixture is ``s3_fault_proxy``."""
 
@@ -53,13 +54,15 @@ class FaultRule:
     """Which requests a rule takes (``ops``, ``key`` regex searched in the object key) and
     what it does to them: the next ``len(script)`` matches get ``script``'s faults in order
     (``None`` entries pass), after that each match gets one of ``kinds`` with probability
-    ``rate``."""
+    ``rate``. ``window=(period_s, length_s)`` makes it an outage: the rule takes requests
+    only during the first ``length_s`` of every ``period_s`` (counted from ``set_rules``)."""
 
     ops: frozenset[str] = OPS
     key: str = ""
     rate: float = 0.0
     kinds: Sequence[str] = ()
     script: list[str | None] = field(default_factory=list)
+    window: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         self.ops = frozenset(o.upper() for o in self.ops)
@@ -70,32 +73,41 @@ class FaultRule:
             raise ValueError("a rule with a rate needs kinds to draw from")
         self._key = re.compile(self.key)
 
-    def matches(self, op: str, key: str) -> bool:
+    def matches(self, op: str, key: str, elapsed_s: float) -> bool:
+        if self.window is not None and elapsed_s % self.window[0] >= self.window[1]:
+            return False
         return op in self.ops and bool(self._key.search(key))
 
 
-@dataclass(frozen=True)
+@dataclass
 class Event:
+    """One request, recorded when its fate is decided."""
+
     op: str
     key: str
     fault: str | None  # None: passed through untouched
-    status: int | None  # the server's answer, when one came back to the proxy
+    status: int | None = None  # the server's answer, once one came back to the proxy
 
 
 class FaultProxy:
     """A running proxy in front of the server of ``real`` (one bucket); see the module
     docstring. ``endpoint`` is that bucket through the proxy, ``real`` the bucket itself.
-    ``hold_s`` is how long ``timeout`` / ``late`` hold a request (set it above the client's
-    read timeout), ``slow_s`` how long a ``slow`` body trickles."""
+    ``hold_s`` is how long ``timeout`` holds a request and ``late_s`` how long ``late`` does
+    (``hold_s`` when ``None``; set both above the client's read timeout), ``slow_s`` how long
+    a ``slow`` body trickles."""
 
-    def __init__(self, real: S3Endpoint, *, seed: int = 0, hold_s: float = 2.0, slow_s: float = 0.5) -> None:
+    def __init__(
+        self, real: S3Endpoint, *, seed: int = 0, hold_s: float = 2.0, late_s: float | None = None, slow_s: float = 0.5
+    ) -> None:
         parts = urlsplit(real.endpoint_url)
         assert parts.hostname and parts.port, real.endpoint_url
         self.real = real
         self.upstream = (parts.hostname, parts.port)
         self.hold_s = hold_s
+        self.late_s = late_s
         self.slow_s = slow_s
         self.rules: list[FaultRule] = []
+        self._since = time.monotonic()
         self.events: list[Event] = []
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -117,6 +129,7 @@ class FaultProxy:
         """Replace the schedule (an empty list passes everything through)."""
         with self._lock:
             self.rules = list(rules)
+            self._since = time.monotonic()
             if seed is not None:
                 self._rng = random.Random(seed)
 
@@ -128,29 +141,34 @@ class FaultProxy:
         with self._lock:
             return collections.Counter(e.fault or "pass" for e in self.events)
 
-    def _decide(self, op: str, key: str) -> str | None:
+    def _decide(self, op: str, key: str) -> Event:
         with self._lock:
+            fault = None
+            elapsed = time.monotonic() - self._since
             for rule in self.rules:
-                if rule.matches(op, key):
+                if rule.matches(op, key, elapsed):
                     if rule.script:
-                        return rule.script.pop(0)
-                    if rule.rate and self._rng.random() < rule.rate:
-                        return self._rng.choice(list(rule.kinds))
-                    return None
-            return None
+                        fault = rule.script.pop(0)
+                    elif rule.rate and self._rng.random() < rule.rate:
+                        fault = self._rng.choice(list(rule.kinds))
+                    break
+            event = Event(op, key, fault)
+            self.events.append(event)
+            return event
 
-    def _record(self, op: str, key: str, fault: str | None, status: int | None) -> None:
-        with self._lock:
-            self.events.append(Event(op, key, fault, status))
-
-    def storage_options(self, *, timeout_s: float) -> dict[str, Any]:
+    def storage_options(self, *, timeout_s: float, attempts: int | None = None) -> dict[str, Any]:
         """s3fs options for the bucket through the proxy, with client timeouts short enough
-        for ``timeout`` / ``late`` faults to be seen as timeouts. botocore's and s3fs's own
-        retries stay on, as in production: the point is that they never turn a lost answer
-        into a false conflict."""
+        for ``timeout`` / ``late`` faults to be seen as timeouts. botocore's own retries stay
+        as in production unless ``attempts`` caps the tries per request (1: none, so that a
+        script meets exactly the requests it names; s3fs's own retries are a class
+        attribute: set ``fs.retries`` on the instance)."""
+        config: dict[str, Any] = {"connect_timeout": timeout_s, "read_timeout": timeout_s}
+        if attempts is not None:
+            config["retries"] = {"total_max_attempts": attempts, "mode": "standard"}
         return {
             **self.endpoint.storage_options(),
-            "config_kwargs": {"connect_timeout": timeout_s, "read_timeout": timeout_s},
+            "skip_instance_cache": True,
+            "config_kwargs": config,
             "client_kwargs": {"endpoint_url": self.url, "region_name": REGION},
         }
 
@@ -158,10 +176,11 @@ class FaultProxy:
     def stop(self) -> None:
         """Close every connection and wait for every handler: nothing held lands later."""
         self._stopping.set()
-        try:
-            self._listener.close()
+        try:  # shutdown wakes the blocked accept(); close alone does not on Linux
+            self._listener.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        self._listener.close()
         self._acceptor.join(timeout=5)
         with self._lock:
             conns, threads = list(self._conns), list(self._threads)
@@ -220,24 +239,22 @@ class FaultProxy:
 
     def _handle(self, conn: socket.socket, reader: BinaryIO, request: _Request) -> bool:
         """Answer one request; ``False`` when the connection is done."""
-        op, key = request.classify()
-        fault = self._decide(op, key)
+        event = self._decide(*request.classify())
+        fault = event.fault
         if fault in ("error500", "slowdown"):
-            self._record(op, key, fault, None)
             conn.sendall(_s3_error(503 if fault == "slowdown" else 500))
             return True
         if fault == "reset":
-            self._record(op, key, fault, None)
             _close(conn, reader, reset=True)
             return False
         if fault in ("timeout", "late"):
-            self._stopping.wait(self.hold_s)
+            held = self.late_s if fault == "late" and self.late_s is not None else self.hold_s
+            self._stopping.wait(held)
             if fault == "timeout" or self._stopping.is_set():
-                self._record(op, key, fault, None)
                 _close(conn, reader, reset=True)
                 return False
         response = self._forward(request, slow=fault == "slow")
-        self._record(op, key, fault, response.status if response else None)
+        event.status = response.status if response else None
         if fault in ("lost", "late") or response is None:
             _close(conn, reader, reset=True)
             return False
@@ -380,8 +397,10 @@ def _read_response(reader: BinaryIO, *, head_request: bool) -> _Response:
     status = int(line.split(" ", 2)[1])
     lower = {k.lower() for k, _ in headers}
     no_body = head_request or status in (204, 304) or 100 <= status < 200
-    framed = no_body or "content-length" in lower or any(
-        k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers
+    framed = (
+        no_body
+        or "content-length" in lower
+        or any(k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers)
     )
     body = b"" if no_body else _read_body(reader, headers, until_close=True)
     kept = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP]
