@@ -2,7 +2,9 @@
 numbered rows through the fault-injecting proxy until the deadline and records, for every
 attempt, what it was told. Run as a script:
 
-    python s3_fault_worker.py WORKER_ID URI OPTIONS_JSON SECONDS OUT_JSON
+    python s3_fault_worker.py WORKER_ID URI OPTIONS_JSON DEADLINE OUT_JSON
+
+``DEADLINE`` is a wall-clock time (``time.time()``): no append starts after it.
 
 Outcomes: ``landed`` (with the version, the transaction id and how many commit attempts it
 took), ``unknown`` (``CommitStateUnknownError``, with the transaction id and the first
@@ -29,7 +31,7 @@ def ids_of(wid: int, seq: int) -> list[int]:
 
 
 def open_table(uri: str, options: dict, deadline: float) -> Table | None:
-    while time.monotonic() < deadline:
+    while time.time() < deadline:
         try:
             return Table.open(uri, storage_options=options)
         except Exception:  # a fault on the first listing: try again
@@ -37,12 +39,11 @@ def open_table(uri: str, options: dict, deadline: float) -> Table | None:
     return None
 
 
-def run(wid: int, uri: str, options: dict, seconds: float) -> list[dict]:
-    deadline = time.monotonic() + seconds
+def run(wid: int, uri: str, options: dict, deadline: float) -> list[dict]:
     out: list[dict] = []
     t = open_table(uri, options, deadline)
     seq = 0
-    while t is not None and time.monotonic() < deadline:
+    while t is not None and time.time() < deadline:
         seq += 1
         ids = ids_of(wid, seq)
         record: dict = {"worker": wid, "seq": seq, "ids": ids}
@@ -65,8 +66,8 @@ def run(wid: int, uri: str, options: dict, seconds: float) -> list[dict]:
 
 
 def main() -> None:
-    wid, uri, options, seconds, out_path = sys.argv[1:6]
-    records = run(int(wid), uri, json.loads(options), float(seconds))
+    wid, uri, options, deadline, out_path = sys.argv[1:6]
+    records = run(int(wid), uri, json.loads(options), float(deadline))
     with open(out_path, "w") as f:
         json.dump(records, f)
 
