@@ -284,7 +284,18 @@ class CommitLog:
         holds; validation failures that only appear on a newer snapshot are conflicts too.
         ``current`` (a newer snapshot than ``read``, if the caller has one) saves a lost race.
         ``metrics`` and ``parameters`` may be functions, called after ``build`` so they can
-        report what the final attempt did (e.g. which dead push it cleaned up)."""
+        report what the final attempt did (e.g. which dead push it cleaned up).
+
+        Every commit carries a transaction id (``parameters["txn"]``). When a put of ours
+        may have landed although the store said otherwise (a lost answer, a timeout, a 5xx
+        after sending), whatever ends the loop first reads the log for that id: ours there
+        means success, exactly once.
+
+        Raises:
+            CommitConflictError: what ``build`` read no longer holds; nothing of ours landed.
+            CommitStateUnknownError: the store never said whether a put of ours landed; it
+                names the txn and the first version it may hold (see ``find_commit``).
+        """
         txn = uuid.uuid4().hex
         current = current if current is not None else read
         uncertain = False  # a put of ours may have landed although the store said it failed

@@ -39,7 +39,7 @@ CLIENT_TIMEOUT_S = 1.0
 CLIENT_ATTEMPTS = 2
 COMMITS = r"_mvtable/log/\d{20}\.json$"
 # (every, for how long) in seconds: long enough to outlast a writer's own read-backs
-OUTAGE = (9.0, 3.0)
+OUTAGE = (8.0, 3.0)
 
 
 def fault_rules() -> list[FaultRule]:
@@ -48,7 +48,7 @@ def fault_rules() -> list[FaultRule]:
         # every few seconds an outage of the log: commit PUTs land but their answers are
         # lost, and the log cannot be read or listed (so a writer cannot read back what it
         # wrote); data files still go through, so that writers get as far as committing
-        FaultRule(ops={"PUT"}, key=COMMITS, rate=1.0, kinds=("lost", "lost500"), window=OUTAGE),
+        FaultRule(ops={"PUT"}, key=COMMITS, rate=1.0, kinds=("lost", "lost500", "late"), window=OUTAGE),
         FaultRule(ops={"GET", "LIST"}, key="_mvtable/", rate=1.0, kinds=("error500", "reset"), window=OUTAGE),
         FaultRule(ops={"PUT"}, key=COMMITS, rate=0.3, kinds=everything),
         FaultRule(ops={"PUT"}, rate=0.1, kinds=everything),
@@ -61,6 +61,7 @@ def fault_rules() -> list[FaultRule]:
 def test_four_writers_through_s3_faults(tmp_path: Path, s3_fault_proxy: FaultProxy) -> None:
     proxy = s3_fault_proxy
     proxy.hold_s = CLIENT_TIMEOUT_S * 1.5
+    proxy.late_s = OUTAGE[1] + 1  # a held commit PUT lands after the outage, when its writer may have given up
     proxy.slow_s = 0.3
     direct = proxy.real.storage_options()
     uri = proxy.real.url("faults")
