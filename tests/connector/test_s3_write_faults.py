@@ -79,3 +79,30 @@ def test_commit_that_lands_after_the_writer_gave_up_finds_its_files(s3_fault_pro
     found = direct.log.find_commit(info.value.txn or "", since=info.value.version or 0)
     assert found is not None and found.version == 1
     assert sorted(direct.to_arrow().column("id").to_pylist()) == [0, 1, 2]
+
+
+def test_upsert_whose_commit_ends_unknown_keeps_its_files(s3_fault_proxy: FaultProxy) -> None:
+    """The same for an upsert, which writes segments and deletion vectors: none of them
+    may be removed while the commit that names them may have landed."""
+    proxy = s3_fault_proxy
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string())])
+    base = Table.create(proxy.real.url("t"), schema=schema, primary_key=["k"], storage_options=proxy.real.storage_options())
+    base.append(pa.table({"k": pa.array([1, 2], pa.int64()), "v": ["a", "b"]}, schema=schema))
+    faulty = Table.open(proxy.endpoint.url("t"), storage_options=proxy.storage_options(timeout_s=TIMEOUT_S, attempts=1))
+    faulty.io.fs.retries = 1  # type: ignore[attr-defined]
+    commit_2 = r"_mvtable/log/0{19}2\.json$"
+    proxy.set_rules(
+        [
+            FaultRule(ops={"PUT"}, key=commit_2, rate=1.0, kinds=("lost",)),
+            FaultRule(ops={"GET"}, key=commit_2, rate=1.0, kinds=("reset",)),
+        ]
+    )
+    with pytest.raises(CommitStateUnknownError) as info:
+        faulty.upsert(pa.table({"k": pa.array([2, 3], pa.int64()), "v": ["B", "c"]}, schema=schema))
+    proxy.clear()
+    direct = Table.open(proxy.real.url("t"), storage_options=proxy.real.storage_options())
+    found = direct.log.find_commit(info.value.txn or "", since=info.value.version or 0)
+    assert found is not None and found.version == 2
+    rows = direct.to_arrow().sort_by("k")
+    assert rows.column("k").to_pylist() == [1, 2, 3]
+    assert rows.column("v").to_pylist() == ["a", "B", "c"]
