@@ -1,7 +1,9 @@
 """Four writer processes append through an S3 fault-injecting proxy (5xx, resets,
 timeouts, slow PUTs, PUTs that land but whose answer is lost, PUTs that land after the
-client gave up) in front of SeaweedFS. Afterwards, with the proxy stopped, the table read
-straight from the server equals the model built from what each writer was told:
+client gave up), with short periodic outages of the log, in front of SeaweedFS; the
+schedule is seeded. Afterwards, with the proxy stopped (nothing it held can land later),
+the table read straight from the server equals the model built from what each writer was
+told:
 
 * every ``landed`` append is there exactly once, at the version and with the transaction
   id the writer was told;
