@@ -9,7 +9,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from support.s3_fault_proxy import FaultProxy, FaultRule
+from support.s3_fault_proxy import FAULTS, FaultProxy, FaultRule
 
 from mvtable.connector import Table
 from mvtable.errors import CommitStateUnknownError
@@ -30,6 +30,23 @@ def _tables(proxy: FaultProxy) -> tuple[Table, Table]:
 
 def _rows(n: int) -> pa.Table:
     return pa.table({"id": pa.array(range(n), pa.int64())})
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_fault_on_a_data_file_put_is_retried(fault: str, s3_fault_proxy: FaultProxy) -> None:
+    """Data files have unique names, so a PUT of one is simply sent again (by botocore),
+    whatever happened to the first: the append lands once, with every row."""
+    proxy = s3_fault_proxy
+    proxy.hold_s = TIMEOUT_S * 2
+    proxy.slow_s = 0.2
+    Table.create(proxy.real.url("t"), schema=pa.schema([("id", pa.int64())]), storage_options=proxy.real.storage_options())
+    faulty = Table.open(proxy.endpoint.url("t"), storage_options=proxy.storage_options(timeout_s=TIMEOUT_S))
+    proxy.set_rules([FaultRule(ops={"PUT"}, key=r"^t/data/", script=[fault])])
+    result = faulty.append(_rows(3))
+    assert proxy.counts()[fault] == 1
+    direct = Table.open(proxy.real.url("t"), storage_options=proxy.real.storage_options())
+    assert result.commit.version == direct.version == 1
+    assert sorted(direct.to_arrow().column("id").to_pylist()) == [0, 1, 2]
 
 
 def test_commit_landed_but_unreadable_keeps_the_write(s3_fault_proxy: FaultProxy) -> None:

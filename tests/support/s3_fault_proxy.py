@@ -4,7 +4,8 @@ object store shows in production, on a deterministic seeded schedule.
 Clients talk to the proxy as if it were the server (path-style URLs; SigV4 still checks
 out because the proxy forwards the signed request unchanged except for hop-by-hop
 headers, which are not signed). Each request is classified as ``PUT`` / ``GET`` (and
-HEAD) / ``LIST`` / ``DELETE`` with its object key (a listing's key is its prefix), and
+HEAD) / ``LIST`` / ``DELETE`` with its object key (a listing's key is its prefix, and a
+``DeleteObjects`` batch, whose keys are in its body, has the empty key), and
 the first :class:`FaultRule` that matches decides its fate (``FAULTS``):
 
 * ``error500`` / ``slowdown`` — answered 500 ``InternalError`` / 503 ``SlowDown`` by the
