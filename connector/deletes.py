@@ -14,6 +14,7 @@ or overwrite replaced is a conflict."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ from .segments import (
     read_row_groups,
     read_runs,
 )
+
+logger = logging.getLogger("mvtable.connector")
 
 
 def matching_positions(
@@ -221,6 +224,9 @@ def commit_deletes(
         io.delete(sorted(set(written)))
         return DeleteResult(0, None, 0, remapped[0])
     kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
-    io.delete([p for p in set(written) - kept])
+    try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
+        io.delete([p for p in set(written) - kept])
+    except Exception as exc:
+        logger.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
     after_commit(io, log, result.snapshot, list(counted))
     return DeleteResult(sum(counted.values()), result.commit.version, len(counted), remapped[0])

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from mvtable import checks
 from mvtable.conf import TableProperties, property_strings
-from mvtable.errors import InvalidOptionError, TableNotFoundError
+from mvtable.errors import CommitStateUnknownError, InvalidOptionError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
@@ -68,6 +68,9 @@ class WritePlan:
     # a Spark driver that planned the write) catches up from it instead of reading the log
     # again. Never pickled: an executor or another process reads the log itself.
     read_snapshot: Snapshot | None = field(default=None, compare=False, repr=False)
+    # Transaction ids of this plan's commits that ended in CommitStateUnknownError: such a
+    # commit may still land (a PUT held by the network), so abort_write keeps its files.
+    unsettled: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -249,27 +252,38 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         operation = Operation.APPEND if read.exists else Operation.CREATE
         build = lambda cur: ops.append(cur, segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
-    if plan.primary_key and segments:
-        rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
-        replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
-        result = commit_keyed(
-            clog,
-            read=read,
-            current=current,
-            operation=operation,
-            build=build,
-            rows=rows,
-            record=True,
-            # an overwrite or push replaces what it read: those rows never count as duplicates
-            on_new_rows=lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]),
-            parameters=params,
-            metrics=metrics,
+    try:
+        if plan.primary_key and segments:
+            rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
+            replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
+            result = commit_keyed(
+                clog,
+                read=read,
+                current=current,
+                operation=operation,
+                build=build,
+                rows=rows,
+                record=True,
+                # an overwrite or push replaces what it read: those rows never count as duplicates
+                on_new_rows=lambda newer, ids: check_absent(
+                    clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]
+                ),
+                parameters=params,
+                metrics=metrics,
+            )
+        else:
+            result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+    except CommitStateUnknownError as exc:
+        plan.unsettled.append(exc.txn or "")
+        raise
+    try:  # the commit stands: a failed clean-up must not report it as failed
+        if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
+            recovery.drop(clog.io, plan.entry_id)
+        release_pin(plan)
+    except Exception as exc:
+        log.warning(
+            "version %s landed; releasing its pin/lease failed (they expire on their own): %s", result.commit.version, exc
         )
-    else:
-        result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
-    if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
-        recovery.drop(clog.io, plan.entry_id)
-    release_pin(plan)
     from .compaction.auto import after_commit
 
     after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
@@ -309,12 +323,26 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
 
     Runs while the write's own error propagates, so that a store which refuses this too
     (a full disk, a lost connection) leaves the rest to recovery instead of hiding the
-    first error: a push whose abort cannot be committed is marked given up
-    (``recovery.give_up``) and the next push reverts it at once; files left behind are
-    orphans for vacuum; a pin left behind expires."""
+    first error. Files are removed only once it is certain that no commit names them, nor
+    can still come to: when the log cannot be read, or the commit ended in
+    ``CommitStateUnknownError``, they stay (vacuum collects them after the grace period if
+    the commit never lands). A push whose abort cannot be committed, or whose outcome is
+    unknown, is marked given up (``recovery.give_up``): the next push reverts it at once if
+    it is still IN_PROGRESS. Files left behind are orphans for vacuum; a pin left behind
+    expires."""
     clog = plan.commit_log()
-    if commit_landed(clog, plan, segments):
+    try:
+        landed = commit_landed(clog, plan, segments)
+    except Exception as exc:
+        log.warning("abort: cannot tell whether the commit landed (%s); keeping %d segment(s)", exc, len(segments))
+        _give_up_push(clog, plan)
+        return
+    if landed:
         log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
+        return
+    if plan.unsettled:
+        log.warning("abort after a commit whose outcome is unknown: keeping %d segment(s) it may name", len(segments))
+        _give_up_push(clog, plan)
         return
     entry_id = plan.entry_id
     if entry_id is not None:
@@ -330,6 +358,13 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
         release_pin(plan)
     except Exception as exc:
         log.warning("abort of a write to %s left files or a pin behind (vacuum and pin expiry remove them): %s", plan.uri, exc)
+
+
+def _give_up_push(clog: CommitLog, plan: WritePlan) -> None:
+    """Mark the plan's push given up: the writer stops here, and whether its end landed is
+    unknown; an entry that did complete ignores the marker."""
+    if plan.entry_id is not None:
+        recovery.give_up(clog.io, plan.entry_id)
 
 
 def revert_push(clog: CommitLog, entry_id: str) -> None:

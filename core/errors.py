@@ -322,7 +322,16 @@ class TooManyRetriesError(CommitConflictError):
 
 
 class CommitStateUnknownError(CommitError):
-    """The store failed in a way that leaves open whether our commit landed."""
+    """The store failed in a way that leaves open whether our commit landed.
+
+    ``txn`` is the commit's transaction id (``parameters["txn"]`` of the commit file) and
+    ``version`` the first version it may have landed at, when known:
+    ``CommitLog.find_commit(txn, since=version)`` reads the log and tells."""
+
+    def __init__(self, message: str, *, version: int | None = None, txn: str | None = None) -> None:
+        super().__init__(message)
+        self.version = version
+        self.txn = txn
 
 
 class NothingToCommit(MvTableError):

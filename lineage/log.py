@@ -284,61 +284,137 @@ class CommitLog:
         holds; validation failures that only appear on a newer snapshot are conflicts too.
         ``current`` (a newer snapshot than ``read``, if the caller has one) saves a lost race.
         ``metrics`` and ``parameters`` may be functions, called after ``build`` so they can
-        report what the final attempt did (e.g. which dead push it cleaned up)."""
+        report what the final attempt did (e.g. which dead push it cleaned up).
+
+        Every commit carries a transaction id (``parameters["txn"]``). When a put of ours
+        may have landed although the store said otherwise (a lost answer, a timeout, a 5xx
+        after sending), whatever ends the loop first reads the log for that id: ours there
+        means success, exactly once.
+
+        Raises:
+            CommitConflictError: what ``build`` read no longer holds; nothing of ours landed.
+            CommitStateUnknownError: the store never said whether a put of ours landed; it
+                names the txn and the first version it may hold (see ``find_commit``).
+        """
         txn = uuid.uuid4().hex
         current = current if current is not None else read
         uncertain = False  # a put of ours may have landed although the store said it failed
+        pending = False  # a put of ours is in flight, or landed and not yet returned
+        tried: list[int] = []  # versions a put of ours was sent for
         synced: set[str] = set()  # files flushed by an earlier attempt
-        for attempt in range(1, self.retry.max_attempts + 1):
-            actions = tuple(build(current))
-            candidate = Commit(
-                version=current.version + 1,
-                read_version=read.version,
-                timestamp_ms=max(int(time.time() * 1000), current.timestamp_ms + 1),
-                operation=operation,
-                parameters={**((parameters() if callable(parameters) else parameters) or {}), "txn": txn},
-                writer=writer_identity(),
-                metrics=dict((metrics() if callable(metrics) else metrics) or {}),
-                actions=actions,
-            )
-            trial = current.copy()
-            try:
-                apply_commit(trial, candidate)
-            except InvalidLineageTransitionError as exc:
-                if current.version != read.version:
-                    raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
+        try:
+            for attempt in range(1, self.retry.max_attempts + 1):
+                actions = tuple(build(current))
+                candidate = Commit(
+                    version=current.version + 1,
+                    read_version=read.version,
+                    timestamp_ms=max(int(time.time() * 1000), current.timestamp_ms + 1),
+                    operation=operation,
+                    parameters={**((parameters() if callable(parameters) else parameters) or {}), "txn": txn},
+                    writer=writer_identity(),
+                    metrics=dict((metrics() if callable(metrics) else metrics) or {}),
+                    actions=actions,
+                )
+                trial = current.copy()
+                try:
+                    apply_commit(trial, candidate)
+                except InvalidLineageTransitionError as exc:
+                    if current.version != read.version:
+                        raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
+                    raise
+                durable = commit_fsync(trial)
+                if durable:  # what the commit names reaches the disk before the commit does
+                    named = [p for p in files_named(candidate.actions) if p not in synced]
+                    if named:
+                        self.io.sync(named)
+                        synced.update(named)
+                faults.point(f"commit.{operation}.before_put")
+                tried.append(candidate.version)
+                pending = True
+                try:
+                    mine, unknown = self._put(candidate, txn, durable=durable)
+                except CommitStateUnknownError:
+                    raise
+                except Exception:
+                    pending = False  # the store refused the put (s3: 403, no bucket; disk: an OSError)
+                    raise
+                uncertain = uncertain or unknown
+                pending = mine is not None
+                if mine is not None and mine is candidate and self._landed_in_hole(candidate):
+                    pending = False  # withdrawn
+                    current = self.snapshot()  # we were behind a log cut: start from the newest
+                    continue
+                if mine is not None:
+                    if mine is not candidate:  # an earlier attempt of ours landed late, at this version
+                        trial = current.copy()
+                        apply_commit(trial, mine)
+                    faults.point(f"commit.{operation}.after_put")
+                    self._maybe_checkpoint(trial, checkpoint_interval)
+                    _run_commit_hooks(self.io, trial)
+                    return CommitResult(mine, trial, attempt)
+                time.sleep(self.retry.delay(attempt))
+                before = current.version
+                current = self.catch_up(current)
+                if uncertain:
+                    for v in range(before + 1, current.version + 1):
+                        winner = self.read_commit(v)
+                        if winner.parameters.get("txn") == txn:
+                            landed = self.snapshot(v)
+                            _run_commit_hooks(self.io, landed)
+                            return CommitResult(winner, landed, attempt)
+            raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
+        except Exception as exc:
+            if not (uncertain or pending):
+                raise  # every put of ours was answered: none of them landed
+            settled = self._settle(txn, tried, exc)
+            if settled is None:
                 raise
-            durable = commit_fsync(trial)
-            if durable:  # what the commit names reaches the disk before the commit does
-                named = [p for p in files_named(candidate.actions) if p not in synced]
-                if named:
-                    self.io.sync(named)
-                    synced.update(named)
-            faults.point(f"commit.{operation}.before_put")
-            mine, unknown = self._put(candidate, txn, durable=durable)
-            uncertain = uncertain or unknown
-            if mine is not None and mine is candidate and self._landed_in_hole(candidate):
-                current = self.snapshot()  # we were behind a log cut: start from the newest
-                continue
-            if mine is not None:
-                if mine is not candidate:  # an earlier attempt of ours landed late, at this version
-                    trial = current.copy()
-                    apply_commit(trial, mine)
-                faults.point(f"commit.{operation}.after_put")
-                self._maybe_checkpoint(trial, checkpoint_interval)
-                _run_commit_hooks(self.io, trial)
-                return CommitResult(mine, trial, attempt)
-            time.sleep(self.retry.delay(attempt))
-            before = current.version
-            current = self.catch_up(current)
-            if uncertain:
-                for v in range(before + 1, current.version + 1):
-                    winner = self.read_commit(v)
-                    if winner.parameters.get("txn") == txn:
-                        landed = self.snapshot(v)
-                        _run_commit_hooks(self.io, landed)
-                        return CommitResult(winner, landed, attempt)
-        raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
+            _run_commit_hooks(self.io, settled.snapshot)
+            return settled
+
+    def _settle(self, txn: str, tried: list[int], exc: Exception) -> CommitResult | None:
+        """After ``exc`` ended a commit whose puts (at versions ``tried``) may have landed:
+        read the log for our ``txn``. Ours → the commit stands (returned); every version
+        we tried taken by someone else → nothing of ours can land (``None``: re-raise
+        ``exc``); otherwise ``CommitStateUnknownError`` naming the txn and the version."""
+        first, last = min(tried), max(tried)
+        try:
+            found = self.find_commit(txn, since=first)
+            if found is not None:
+                return CommitResult(found, self.snapshot(found.version), len(tried))
+            latest = self.latest_version()
+        except Exception as read_exc:
+            raise CommitStateUnknownError(
+                f"cannot tell whether commit {txn} landed (at version {first} or later): {exc}; "
+                f"reading the log failed too: {read_exc}. Look it up with CommitLog.find_commit(txn, since={first})",
+                version=first,
+                txn=txn,
+            ) from exc
+        if latest >= last:
+            return None
+        raise CommitStateUnknownError(
+            f"cannot tell whether commit {txn} landed: {exc}; the log ends at version {latest}, before version {last} "
+            f"that a put of ours may still create. Look it up with CommitLog.find_commit(txn, since={first})",
+            version=first,
+            txn=txn,
+        ) from exc
+
+    def find_commit(self, txn: str, *, since: int = 0) -> Commit | None:
+        """The commit whose transaction id (``parameters["txn"]``) is ``txn``, at version
+        ``since`` or later; ``None`` if the log holds none. How the writer of a commit that
+        ended in ``CommitStateUnknownError`` learns whether it landed (the error carries
+        both). ``None`` is final once the log has grown past every version the writer tried
+        (conditional puts: a version someone else holds cannot become ours).
+
+        Raises:
+            VersionNotFoundError: a commit file from ``since`` on was garbage-collected.
+        """
+        listing = self.listing()
+        for v in range(max(since, 0), listing.latest + 1):
+            commit = self.read_commit(v)
+            if commit.parameters.get("txn") == txn:
+                return commit
+        return None
 
     def _put(self, commit: Commit, txn: str, *, durable: bool) -> tuple[Commit | None, bool]:
         """(our commit at ``commit.version`` if it landed else ``None``, whether the store
@@ -355,7 +431,9 @@ class CommitLog:
                 # recognises our txn id in whatever lands.
                 return None, True
             except Exception as read_exc:
-                raise CommitStateUnknownError(f"{exc}; reading {path} back failed too: {read_exc}") from read_exc
+                raise CommitStateUnknownError(
+                    f"{exc}; reading {path} back failed too: {read_exc}", version=commit.version, txn=txn
+                ) from read_exc
             return (existing if existing.parameters.get("txn") == txn else None), True
 
     def _landed_in_hole(self, commit: Commit) -> bool:

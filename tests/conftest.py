@@ -30,6 +30,7 @@ from support.fixtures import (  # noqa: E402,F401
     moto_s3,
     moto_server,
     mvtable_wheel_site,
+    s3_fault_proxy,
     seaweedfs_s3,
     seaweedfs_server,
     spark,
@@ -37,7 +38,7 @@ from support.fixtures import (  # noqa: E402,F401
 )
 
 _SPARK_FIXTURES = {"spark", "spark_cluster", "mvtable_wheel_site"}
-_S3_FIXTURES = {"moto_s3", "moto_server", "seaweedfs_s3", "seaweedfs_server"}
+_S3_FIXTURES = {"moto_s3", "moto_server", "seaweedfs_s3", "seaweedfs_server", "s3_fault_proxy"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -6,13 +6,14 @@ tasks looked the keys up and wrote the segments)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
 
-from mvtable.errors import NoPrimaryKeyError, TableNotFoundError
+from mvtable.errors import CommitStateUnknownError, NoPrimaryKeyError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, SegmentFile
 from mvtable.lineage.enums import Operation
@@ -25,6 +26,8 @@ from ..results import DeleteResult, UpsertResult
 from ..segments import write_segments
 from .index import index_path
 from .writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
+
+log = logging.getLogger("mvtable.connector")
 
 __all__ = ["UpsertResult", "commit_upsert", "delete_by_key", "require_key", "upsert"]
 
@@ -79,6 +82,8 @@ def upsert(
             deletes=deletes,
             inline_max_bytes=plan.dv_inline_max_bytes,
         )
+    except CommitStateUnknownError:
+        raise  # the commit may name these segments (now, or once a held PUT lands): they stay
     except BaseException:
         io.delete([p for s in segments for p in (s.path, index_path(s.path))])
         raise
@@ -165,7 +170,6 @@ def _commit_deleting(
     def on_new_rows(newer: Snapshot, segment_ids: list[str]) -> None:
         deletes.add(lookup(io, newer, rows, segment_ids=segment_ids))
 
-    result: CommitResult | None = None
     try:
         result = commit_keyed(
             clog,
@@ -179,6 +183,13 @@ def _commit_deleting(
             parameters=parameters,
             metrics=metrics,
         )
-    finally:
+    except CommitStateUnknownError:
+        raise  # the commit may name any DV file written: they stay (vacuum takes orphans)
+    except BaseException:
+        deletes.cleanup(io, None)
+        raise
+    try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
         deletes.cleanup(io, result)
+    except Exception as exc:
+        log.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
     return result

@@ -7,7 +7,8 @@
 * ``spark_jvm`` — how every Spark JVM here is set up (shadow SPARK_HOME, class-data
   archive, quick JIT, loopback environment, shared conf).
 * ``wheel_install`` — the project built as a wheel and installed into a folder.
-* ``s3_seaweed`` / ``s3_moto`` — S3 servers on loopback; ``s3_server`` — what they share.
+* ``s3_seaweed`` / ``s3_moto`` — S3 servers on loopback; ``s3_server`` — what they share;
+  ``s3_fault_proxy`` — an HTTP proxy in front of one that injects S3 faults on a schedule.
 * ``process_gang`` — Python processes that race together; ``processes`` — free ports,
   process trees and their cleanup.
 * ``prestart`` — slow things booted in the background after collection.

@@ -10,6 +10,8 @@ pytest, so that the benchmarks can use them with the ``bench`` extra alone.)
 * ``seaweedfs_server`` / ``moto_server``  session-scoped S3 servers on loopback;
   ``seaweedfs_s3`` / ``moto_s3``  a fresh, empty bucket on one (``S3Endpoint``).
   A missing binary skips, unless ``MVTABLE_REQUIRE_S3=1`` makes it a failure.
+* ``s3_fault_proxy``   a ``FaultProxy`` (``s3_fault_proxy``) in front of ``seaweedfs_s3``'s bucket,
+  no faults until a test sets rules; stopped after the test.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import pytest
 
 from . import prestart
+from .s3_fault_proxy import FaultProxy
 from .s3_moto import start_moto
 from .s3_seaweed import start_seaweedfs
 from .s3_server import S3Endpoint, S3Server, ServerUnavailable, registry
@@ -127,3 +130,14 @@ def seaweedfs_s3(seaweedfs_server: S3Server) -> S3Endpoint:
 def moto_s3(moto_server: S3Server) -> S3Endpoint:
     """A fresh bucket on the session's moto server."""
     return moto_server.new_endpoint()
+
+
+@pytest.fixture
+def s3_fault_proxy(seaweedfs_s3: S3Endpoint) -> Iterator[FaultProxy]:
+    """A fault-injecting proxy in front of a fresh SeaweedFS bucket (``proxy.endpoint`` is
+    the bucket through it, ``proxy.real`` the bucket itself)."""
+    proxy = FaultProxy(seaweedfs_s3)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
