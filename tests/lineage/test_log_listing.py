@@ -177,6 +177,7 @@ def test_stray_file_after_the_end_of_the_log(tmp_path) -> None:
     stray = os.path.join(t.io.uri, LOG_DIR, name(99))
     with open(stray, "wb") as f:
         f.write(b"junk\x00\xff not a commit")
+    assert CommitLog(LocalFileIO(t.io.uri)).listing().gaps == ((15, 98),)  # listed twice, read directly: absent
     fresh = Table.open(t.uri)
     for operation in (
         fresh.snapshot,

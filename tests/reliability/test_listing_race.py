@@ -59,7 +59,7 @@ def long_history(uri: str, options: dict, commits: int) -> None:
     assert Table.open(uri, storage_options=options).version == commits
 
 
-def run_race(tmp_path: Path, uri: str, options: dict, *, label: str, history: int, seconds: float) -> None:
+def run_race(tmp_path: Path, uri: str, options: dict, *, label: str, history: int, seconds: float, min_versions: int) -> None:
     long_history(uri, options, history)
     procs = []
     until = time.time() + seconds
@@ -78,7 +78,7 @@ def run_race(tmp_path: Path, uri: str, options: dict, *, label: str, history: in
     for _, rec in openers:
         distinct = set(rec["seen"])
         # each opener followed the appender: many versions, up to near the end
-        assert len(distinct) >= 8, f"an opener saw only versions {sorted(distinct)}"
+        assert len(distinct) >= min_versions, f"an opener saw only versions {sorted(distinct)}"
         assert max(distinct) >= history + len(appender["versions"]) // 2, "an opener did not follow the appender"
     opens = [len(rec["seen"]) for _, rec in openers]
     print(
@@ -90,11 +90,12 @@ def run_race(tmp_path: Path, uri: str, options: dict, *, label: str, history: in
 
 def test_listing_race_local(tmp_path):
     # 1,200 commits: ext4 returns the folder's names in more than one readdir buffer
-    run_race(tmp_path, str(tmp_path / "t"), {}, label="local disk", history=1200, seconds=float(SECONDS or 60))
+    run_race(tmp_path, str(tmp_path / "t"), {}, label="local disk", history=1200, seconds=float(SECONDS or 60), min_versions=50)
 
 
 @pytest.mark.s3
 def test_listing_race_seaweedfs(tmp_path, seaweedfs_s3):
-    # over 1,000 keys in the log, so that every listing takes two pages
+    # over 1,000 keys in the log, so that every listing takes two pages; each takes ~0.5 s
+    # on SeaweedFS here, so an opener's round takes seconds and it sees fewer versions
     uri, options = seaweedfs_s3.url("listing-race"), seaweedfs_s3.storage_options()
-    run_race(tmp_path, uri, options, label="SeaweedFS S3", history=1000, seconds=float(SECONDS or 45))
+    run_race(tmp_path, uri, options, label="SeaweedFS S3", history=1000, seconds=float(SECONDS or 45), min_versions=5)
