@@ -49,10 +49,10 @@ from .summary import CommitSummary, TableSummary, parse_commit_summary
 log = logging.getLogger("mvtable.lineage")
 
 LOG_DIR = "_mvtable/log"
-# How often a listing whose missing versions GC cannot explain is taken again before the
-# versions still missing are read directly: a listing that raced a writer is whole the
-# next time (every file that existed when it began is in it).
-LISTING_LOOKS = 3
+# Listings taken of a log whose missing versions GC cannot explain before the versions
+# still missing are read directly: a listing that raced a writer is whole the next time
+# (every file that existed when it began is in it), so the second look settles a race.
+LISTING_LOOKS = 2
 
 
 _COMMIT_NAME = re.compile(r"^([0-9]{20})\.json$", re.MULTILINE)
@@ -151,11 +151,15 @@ class CommitLog:
             )
             listing = self.raw_listing()
         unsettled = unsettled_runs(listing)
-        if not unsettled:
-            return listing
+        return self._read_forward(listing, unsettled) if unsettled else listing
+
+    def _read_forward(self, listing: Listing, missing: Sequence[tuple[int, int]]) -> Listing:
+        """``listing`` with the commits of the ``missing`` runs that a direct read finds,
+        read forward from the first of each run (commits are created in order, so the
+        first absent one ends the run); what stays absent is ``Listing.gaps``."""
         found: list[int] = []
         gaps: list[tuple[int, int]] = []
-        for first, last in unsettled:
+        for first, last in missing:
             v = first
             while v <= last and self.io.exists(commit_path(v)):
                 found.append(v)
@@ -281,7 +285,9 @@ class CommitLog:
             if look == LISTING_LOOKS - 1 or not any(self.io.exists(commit_path(v)) for v in {missing[0], missing[-1]}):
                 break
             log.debug("listing of %s/%s missed commit(s) of %s..%s; listing again", self.io.uri, LOG_DIR, missing[0], missing[-1])
-            listing = self.listing()  # the listing raced a writer: what it missed is there now
+            # the listing raced a writer: what it missed is in the next one, or read directly
+            listing = self.listing()
+            listing = self._read_forward(listing, runs(missing_commits(listing, start, target)))
         if skipped is not None:
             raise skipped
         if explain_missing(listing, missing) is MissingKind.COLLECTED:

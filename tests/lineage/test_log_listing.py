@@ -140,6 +140,17 @@ def test_first_commits_of_a_new_table_missed(tmp_path) -> None:
     assert CommitLog(io).snapshot(0).version == 0
 
 
+def test_commits_missed_below_a_checkpoint_are_read_directly(tmp_path) -> None:
+    """Versions 0..4 left out of every listing look like a log GC cut at checkpoint 5; a
+    read of version 3 finds them on a direct read instead of calling them collected."""
+    build_log(tmp_path, 12, checkpoint_every=5)
+    io = RacyLocalFileIO(str(tmp_path), hide={name(v) for v in range(5)}, times=1000)
+    log = CommitLog(io)
+    assert unsettled_runs(log.listing()) == [] and log.listing().commits[0] == 5
+    assert log.snapshot(3).visible_segment_ids() == ["s1", "s2", "s3"]
+    assert log.snapshot().version == 12
+
+
 def test_compaction_and_table_reads_beside_a_racing_listing(tmp_path) -> None:
     """``Table`` opens, appends and ``compact()`` all go through the settled listing."""
     t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64())]), properties={"checkpointInterval": "5"})
