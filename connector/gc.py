@@ -114,7 +114,8 @@ def collect_garbage(
     retention commit, so that its dry run lists exactly what its real run deletes."""
     dry_run = checks.flag(dry_run, name="dry_run")
     budget_s, max_bytes = budget_and_batch(time_budget_s, batch_bytes)
-    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    now_ms = checks.epoch_ms(now_ms)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
     deadline = time.monotonic() + max(0.0, budget_s)
     fault_after = _fault_after_batch()
 

@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 
 from mvtable.lineage.actions import ColumnStats
 
-from .stats import column_stats, encode_stat, statable
+from .stats import column_stats, date_bound, encode_stat, statable
 
 # A column is dictionary-encoded when its sample has at most this share of distinct values
 # (each value repeats 4 times or more on average): below it the dictionary pays for itself.
@@ -184,7 +184,10 @@ class FooterStats:
             if st is None:
                 continue
             nulls = st.null_count if st.has_null_count else None
-            if st.has_min_max:
+            if st.has_min_max and pa.types.is_date32(f.type):  # as days: a Python date cannot hold every date32
+                lo, hi = date_bound(st.min_raw), date_bound(st.max_raw)
+                out[f.name] = ColumnStats(min=lo, max=hi, null_count=nulls) if lo and hi else ColumnStats(null_count=nulls)
+            elif st.has_min_max:
                 out[f.name] = ColumnStats(min=encode_stat(st.min, f.type), max=encode_stat(st.max, f.type), null_count=nulls)
             else:
                 out[f.name] = ColumnStats(null_count=nulls)

@@ -24,6 +24,7 @@ from mvtable.lineage.actions import ColumnStats, RowGroupInfo
 from mvtable.lineage.descriptors import RowGroupDescriptor
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_DATE_EPOCH = dt.date(1970, 1, 1)
 
 
 def statable(t: pa.DataType) -> bool:
@@ -38,6 +39,19 @@ def statable(t: pa.DataType) -> bool:
         or pa.types.is_timestamp(t)
         or pa.types.is_decimal(t)
     )
+
+
+def date_bound(days: int | None) -> str | None:
+    """A ``date32`` min or max (days since the epoch) as the log stores it, or ``None`` for a
+    day that Python's dates cannot hold: ``date32`` spans millions of years, ISO dates (and
+    the filter literals Spark hands over) years 1 to 9999. A row group with such a bound
+    keeps no min/max for the column, so it is never skipped by it."""
+    if days is None:
+        return None
+    try:
+        return (_DATE_EPOCH + dt.timedelta(days=days)).isoformat()
+    except OverflowError:
+        return None
 
 
 def encode_stat(value: Any, t: pa.DataType) -> Any:
@@ -65,6 +79,11 @@ def column_stats(chunk: pa.Table) -> dict[str, ColumnStats]:
             mm = pc.min_max(ints).as_py()
         elif pa.types.is_floating(field.type) and pc.any(pc.is_nan(col)).as_py():
             out[field.name] = ColumnStats(null_count=nulls)
+            continue
+        elif pa.types.is_date32(field.type):  # as days: a Python date cannot hold every date32
+            days = pc.min_max(col.cast(pa.int32())).as_py()
+            lo, hi = date_bound(days["min"]), date_bound(days["max"])
+            out[field.name] = ColumnStats(min=lo, max=hi, null_count=nulls) if lo and hi else ColumnStats(null_count=nulls)
             continue
         else:
             mm = pc.min_max(col).as_py()

@@ -525,7 +525,7 @@ class Table:
             force=force,
             time_budget_s=time_budget_s,
             batch_bytes=batch_bytes,
-            now_ms=now_ms,
+            now_ms=checks.epoch_ms(now_ms),
             progress=progress,
         )
         return VacuumResult.of(report)

@@ -33,6 +33,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from . import recovery
+from .casting import cast_columns
 from .keys.index import index_path
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
@@ -201,7 +202,7 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
                 if order is None:
                     order = check_write_schema(plan.table_schema, batch.schema)
                 if batch.schema.names != order or batch.schema != schema:
-                    batch = pa.RecordBatch.from_arrays(_table_named(batch, order, schema), names=schema.names).cast(schema)
+                    batch = cast_columns(pa.RecordBatch, _table_named(batch, order, schema), schema, data_names=order)
                 writer.write(batch)
             segment = writer.close()
     except BaseException:
@@ -219,7 +220,7 @@ def align(plan: WritePlan, data: pa.Table) -> pa.Table:
         return schema.empty_table()
     if data.schema.equals(schema, check_metadata=True):  # already the table's columns, order and types
         return data
-    return pa.Table.from_arrays(_table_named(data, order, schema), names=schema.names).cast(schema)
+    return cast_columns(pa.Table, _table_named(data, order, schema), schema, data_names=order)
 
 
 def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str], schema: pa.Schema) -> list[Any]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from .errors import InvalidOptionError
 
-__all__ = ["column_names", "count", "flag", "seconds", "version"]
+__all__ = ["column_names", "count", "epoch_ms", "flag", "seconds", "version"]
 
 
 def flag(value: object, *, name: str) -> bool:
@@ -58,6 +58,21 @@ def seconds(value: object, *, name: str, error: type[InvalidOptionError] = Inval
     if number < 0:
         raise error(f"{name} cannot be negative ({value!r})")
     return number
+
+
+def epoch_ms(value: object, *, name: str = "now_ms") -> int | None:
+    """``None`` (the clock) or a time in epoch milliseconds: a finite number >= 0, as an
+    ``int``. NaN would compare false with every cutoff (nothing expires, or everything does,
+    depending on the comparison), infinity overflows, and a string or a ``datetime`` is
+    not a number of milliseconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidOptionError(f"{name} must be a time in epoch milliseconds (e.g. int(time.time() * 1000)), not {value!r}")
+    number = float(value) if not isinstance(value, numbers.Integral) else int(value)
+    if not math.isfinite(number) or number < 0:
+        raise InvalidOptionError(f"{name} must be a finite time in epoch milliseconds (>= 0), not {value!r}")
+    return int(number)
 
 
 def column_names(value: Iterable[str] | None, *, name: str = "columns") -> list[str] | None:

@@ -216,6 +216,33 @@ class UnsupportedFormatError(CorruptMetadataError):
     """A metadata file declares a format version this code cannot read."""
 
 
+class CorruptCommitError(CorruptMetadataError):
+    """A commit file that cannot be read as the commit its name promises (not JSON, not a
+    commit, another version). The message names the file and says what to do: restore it
+    from a backup, or move it out of the log if mvtable did not write it."""
+
+    def __init__(self, source: str, problem: str, *, version: int) -> None:
+        super().__init__(source, problem)
+        self.version = version
+
+
+class LogGapError(CorruptMetadataError):
+    """Commit files missing from the log while later ones are there, confirmed by a second
+    listing and a direct read: not garbage collection, which removes the oldest commits
+    first and only below a checkpoint it keeps. ``source`` names the first missing file;
+    ``missing`` is the (first, last) run of versions."""
+
+    def __init__(self, source: str, problem: str, *, missing: tuple[int, int]) -> None:
+        super().__init__(source, problem)
+        self.missing = missing
+
+
+class StrayLogFileError(CorruptMetadataError):
+    """A file or directory in ``_mvtable/log/`` named like a commit or checkpoint that is
+    not one of this table's: a directory, or an unreadable file after missing versions.
+    ``source`` names it; moving it out of the log is the fix the message gives."""
+
+
 class CorruptDeletionVectorError(CorruptionError):
     """A deletion vector (or the descriptor pointing at it) is not what we wrote: a DV that
     decodes "almost" right would silently resurrect or hide rows."""

@@ -25,8 +25,11 @@ from mvtable.conf import TableProperties
 from mvtable.errors import (
     CommitStateUnknownError,
     ConcurrentLineageError,
+    CorruptCommitError,
     CorruptMetadataError,
     InvalidLineageTransitionError,
+    LogGapError,
+    StrayLogFileError,
     TableNotFoundError,
     TooManyRetriesError,
     VersionNotFoundError,
@@ -38,12 +41,18 @@ from .actions import Action, Commit, files_named, parse_commit
 from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
 from .checkpoint_cache import process_checkpoints
 from .enums import Operation
+from .log_listing import Listing as Listing  # re-exported: where callers have always found it
+from .log_listing import MissingKind, explain_missing, missing_commits, runs, unsettled_runs
 from .snapshot import Snapshot, apply_commit, replay
 from .summary import CommitSummary, TableSummary, parse_commit_summary
 
 log = logging.getLogger("mvtable.lineage")
 
 LOG_DIR = "_mvtable/log"
+# Listings taken of a log whose missing versions GC cannot explain before the versions
+# still missing are read directly: a listing that raced a writer is whole the next time
+# (every file that existed when it began is in it), so the second look settles a race.
+LISTING_LOOKS = 2
 
 
 _COMMIT_NAME = re.compile(r"^([0-9]{20})\.json$", re.MULTILINE)
@@ -64,16 +73,6 @@ def commit_path(version: int) -> str:
 def checkpoint_path(version: int) -> str:
     """Where the checkpoint of ``version`` is written (format 2, Parquet)."""
     return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
-
-
-@dataclass(frozen=True)
-class Listing:
-    commits: list[int]
-    checkpoints: list[int]
-
-    @property
-    def latest(self) -> int:
-        return max(self.commits[-1] if self.commits else -1, self.checkpoints[-1] if self.checkpoints else -1)
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,43 @@ class CommitLog:
 
     # -- reading -------------------------------------------------------------------------
     def listing(self) -> Listing:
-        """The versions the log holds. Only names are needed, so a store that can list
+        """The versions the log holds, settled: a listing whose missing versions GC cannot
+        explain (``log_listing.unsettled_runs``: it raced a writer, or files are lost) is
+        taken again, and what is still missing then is read forward directly from the
+        first missing version. Versions still absent after that are ``Listing.gaps``.
+        A log GC alone has cut costs one listing, as before."""
+        listing = self.raw_listing()
+        for _ in range(LISTING_LOOKS - 1):
+            unsettled = unsettled_runs(listing)
+            if not unsettled:
+                return listing
+            log.debug(
+                "listing of %s/%s: versions %s missing, which GC cannot explain; listing again", self.io.uri, LOG_DIR, unsettled
+            )
+            listing = self.raw_listing()
+        unsettled = unsettled_runs(listing)
+        return self._read_forward(listing, unsettled) if unsettled else listing
+
+    def _read_forward(self, listing: Listing, missing: Sequence[tuple[int, int]]) -> Listing:
+        """``listing`` with the commits of the ``missing`` runs that a direct read finds,
+        read forward from the first of each run (commits are created in order, so the
+        first absent one ends the run); what stays absent is ``Listing.gaps``."""
+        found: list[int] = []
+        gaps: list[tuple[int, int]] = []
+        for first, last in missing:
+            v = first
+            while v <= last and self.io.exists(commit_path(v)):
+                found.append(v)
+                v += 1
+            if v <= last:
+                gaps.append((v, last))
+        if found:
+            log.info("log listing of %s missed commit(s) %s; read directly", self.io.uri, runs(found))
+        return Listing(sorted({*listing.commits, *found}), listing.checkpoints, tuple(gaps))
+
+    def raw_listing(self) -> Listing:
+        """One listing of the log's names as the store returns it, unsettled (``listing``
+        settles it). Only names are needed, so a store that can list
         names without per-file metadata (``list_names``; local disk skips a stat per file)
         is asked for those: a 10,000-version log lists in milliseconds."""
         list_names = getattr(self.io, "list_names", None)
@@ -152,26 +187,36 @@ class CommitLog:
         return Listing(commits, checkpoints)
 
     def exists(self) -> bool:
-        return self.listing().latest >= 0
+        return self.raw_listing().latest >= 0
 
     def latest_version(self) -> int:
         return self.listing().latest
 
     def read_commit(self, version: int) -> Commit:
         path, data = self._read_commit_file(version)
-        return parse_commit(data, source=self._where(path), expected_version=version)
+        try:
+            return parse_commit(data, source=self._where(path), expected_version=version)
+        except CorruptMetadataError as exc:
+            raise _undecodable(exc, version) from None
 
     def read_commit_summary(self, version: int) -> CommitSummary:
         """GC's view of commit ``version`` (``summary.parse_commit_summary``)."""
         path, data = self._read_commit_file(version)
-        return parse_commit_summary(data, source=self._where(path), expected_version=version)
+        try:
+            return parse_commit_summary(data, source=self._where(path), expected_version=version)
+        except CorruptMetadataError as exc:
+            raise _undecodable(exc, version) from None
 
     def _read_commit_file(self, version: int) -> tuple[str, bytes]:
         path = commit_path(version)
         try:
             return path, self.io.read(path)
         except FileNotFoundError:
-            raise VersionNotFoundError(f"version {version} is not in the log (it may have been garbage-collected)") from None
+            raise VersionNotFoundError(
+                f"version {version} is not in the log: {path} does not exist (not written yet, or garbage-collected)"
+            ) from None
+        except IsADirectoryError:
+            raise _directory_in_log(self._where(path), f"commit {version}") from None
 
     def read_checkpoint(self, version: int) -> Snapshot:
         """The snapshot the checkpoint of ``version`` holds, through the process-wide
@@ -193,11 +238,21 @@ class CommitLog:
     def _read_checkpoint_file(self, version: int) -> tuple[str, bytes]:
         """(path, content) of the checkpoint of ``version``; ``FileNotFoundError`` if none."""
         path = checkpoint_path(version)
-        return path, self.io.read(path)
+        try:
+            return path, self.io.read(path)
+        except IsADirectoryError:  # a CorruptMetadataError: snapshots fall back to an older checkpoint
+            raise _directory_in_log(self._where(path), f"checkpoint {version}") from None
 
     def snapshot(self, version: int | None = None, *, listing: Listing | None = None) -> Snapshot:
         """The snapshot at ``version`` (newest when ``None``): newest checkpoint at or before
-        it, plus the commits after the checkpoint."""
+        it, plus the commits after the checkpoint.
+
+        Raises:
+            TableNotFoundError: the log holds no version.
+            VersionNotFoundError: ``version`` is past the newest, or GC removed what it needs.
+            LogGapError: commit files it needs are missing while later ones are there.
+            StrayLogFileError: the newest name in the log is not a commit of this table.
+            CorruptCommitError: a commit it needs cannot be decoded."""
         listing = listing or self.listing()
         if listing.latest < 0:
             raise TableNotFoundError(f"no mvtable table at {self.io.uri} (no {LOG_DIR}/ files)")
@@ -212,28 +267,91 @@ class CommitLog:
     def newest_base(self, target: int, listing: Listing, read: Callable[[int], _Base]) -> _Base | None:
         """What version ``target`` is rebuilt from: the newest checkpoint at or before it
         that ``read`` can read (``None``: replay from version 0), once every commit after it
-        is known to be there. The one fallback rule for snapshots and GC's summaries."""
+        is known to be there. The one fallback rule for snapshots and GC's summaries.
+
+        A commit missing from ``listing`` is never taken for collected on the listing's
+        word: while a direct read finds it, the log is listed again; only a file that is
+        absent and that GC can have removed (``log_listing.explain_missing``) makes the
+        version collected. Anything else is a gap, which the error names."""
         base: _Base | None = None
+        skipped: Exception | None = None
+        missing: list[int] = []
+        for look in range(LISTING_LOOKS):
+            base, skipped = self._readable_checkpoint(target, listing, read)
+            start = base.version + 1 if base is not None else 0
+            missing = missing_commits(listing, start, target)
+            if not missing:
+                return base
+            if look == LISTING_LOOKS - 1 or not any(self.io.exists(commit_path(v)) for v in {missing[0], missing[-1]}):
+                break
+            log.debug("listing of %s/%s missed commit(s) of %s..%s; listing again", self.io.uri, LOG_DIR, missing[0], missing[-1])
+            # the listing raced a writer: what it missed is in the next one, or read directly
+            listing = self.listing()
+            listing = self._read_forward(listing, runs(missing_commits(listing, start, target)))
+        if skipped is not None:
+            raise skipped
+        if explain_missing(listing, missing) is MissingKind.COLLECTED:
+            first = next((c for c in listing.checkpoints if c >= missing[-1]), None)
+            raise VersionNotFoundError(
+                f"version {target} can no longer be read: log files from version {missing[0]} were garbage-collected "
+                f"(the log now starts at checkpoint {first}; history is kept for versionRetentionPeriod)"
+            )
+        raise self._gap_error(listing, missing)
+
+    def _readable_checkpoint(
+        self, target: int, listing: Listing, read: Callable[[int], _Base]
+    ) -> tuple[_Base | None, Exception | None]:
+        """(the newest checkpoint at or before ``target`` that ``read`` can read, the error
+        of the first newer one it could not)."""
         skipped: Exception | None = None
         for cp in reversed([c for c in listing.checkpoints if c <= target]):
             try:
-                base = read(cp)
-                break
+                return read(cp), skipped
             except (CorruptMetadataError, FileNotFoundError) as exc:
                 # A bad checkpoint only costs speed while an older one (or the whole log)
                 # plus the commits after it can stand in for it.
                 log.warning("ignoring unreadable checkpoint %s: %s", cp, exc)
                 skipped = skipped or exc
-        start = base.version + 1 if base is not None else 0
-        commit_set = set(listing.commits)
-        missing = [v for v in range(start, target + 1) if v not in commit_set]
-        if missing:
-            if skipped is not None:
-                raise skipped
-            raise VersionNotFoundError(
-                f"version {target} can no longer be read: log files from version {missing[0]} were garbage-collected"
+        return None, skipped
+
+    def _decode_problem(self, version: int) -> str | None:
+        """Why the commit file of ``version`` is not a commit of this table (``None``: it is)."""
+        path = commit_path(version)
+        try:
+            data = self.io.read(path)
+        except IsADirectoryError:
+            return "a directory"
+        except FileNotFoundError:
+            return None  # gone since the listing: the gap is what there is to name
+        try:
+            parse_commit(data, source=self._where(path), expected_version=version)
+        except CorruptMetadataError as exc:
+            return exc.problem
+        return None
+
+    def _gap_error(self, listing: Listing, missing: Sequence[int]) -> CorruptMetadataError:
+        """The error for commits missing in a way GC never leaves them: a stray file after
+        the end of the log when the first commit after the gap cannot be read, else the gap."""
+        first, last = runs(missing)[0]
+        after = next((c for c in listing.commits if c > last), None)
+        readable = (
+            f"versions up to {first - 1} can still be read (version={first - 1})" if first > 0 else "no version can be read"
+        )
+        if after is not None and (problem := self._decode_problem(after)) is not None:
+            return StrayLogFileError(
+                self._where(commit_path(after)),
+                f"named like commit {after}, but it is not a commit of this table ({problem}) and commits "
+                f"{first}..{last} before it do not exist: the log ends at version {first - 1}. Move the file "
+                f"out of {LOG_DIR}/ (keep a copy if unsure); {readable}",
             )
-        return base
+        later = f"while commit {after} is there" if after is not None else "with no checkpoint that stands in for them"
+        return LogGapError(
+            self._where(commit_path(first)),
+            f"commit files of versions {first}..{last} are missing {later}. Garbage collection never leaves such a gap "
+            f"(it removes the oldest commits first, down to a checkpoint): the files were lost or deleted by hand. "
+            f"Restore them from a backup; {readable}",
+            missing=(first, last),
+        )
 
     def catch_up(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` advanced to the newest version by replaying the commits after it.
@@ -481,3 +599,22 @@ class CommitLog:
 
     def _where(self, path: str) -> str:
         return f"{self.io.uri}/{path}"
+
+
+def _undecodable(exc: CorruptMetadataError, version: int) -> CorruptMetadataError:
+    """A commit that does not decode, with what to do about it. Subclasses (unsafe paths,
+    unknown formats) keep their own type and message."""
+    if type(exc) is not CorruptMetadataError:
+        return exc
+    return CorruptCommitError(
+        exc.source,
+        f"{exc.problem}. This is not the commit of version {version} as mvtable wrote it: restore the file from a "
+        f"backup, or, if mvtable did not write it, move it out of {LOG_DIR}/",
+        version=version,
+    )
+
+
+def _directory_in_log(where: str, what: str) -> StrayLogFileError:
+    return StrayLogFileError(
+        where, f"a directory where the file of {what} belongs; mvtable never makes one there: move it out of {LOG_DIR}/"
+    )

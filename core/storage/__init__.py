@@ -80,4 +80,12 @@ def _check_uri(uri: object) -> str:
         raise StorageLocationError(f"a table location must be a path or URL string, not {type(uri).__name__} {uri!r}")
     if not uri.strip():
         raise StorageLocationError("the table path is empty; give the table's folder or URL (use '.' for the current folder)")
+    try:
+        uri.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a name in another encoding, decoded with surrogate escapes
+        raise StorageLocationError(
+            f"the table path {uri!r} is not UTF-8 ({uri[exc.start : exc.end]!r} at position {exc.start}): Arrow and "
+            "Parquet write UTF-8 paths only, so such a table could be created but never written. Give a path "
+            "whose names are UTF-8 (rename the folder)"
+        ) from None
     return uri

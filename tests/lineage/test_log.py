@@ -13,6 +13,7 @@ from mvtable.errors import (
     ConcurrentReplaceError,
     CorruptMetadataError,
     InvalidLineageTransitionError,
+    LogGapError,
     SegmentInUseError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -106,10 +107,11 @@ def test_missing_commit_file(tmp_path) -> None:
     os.unlink(log.io._p(commit_path(2)))
     with pytest.raises(VersionNotFoundError):
         log.read_commit(2)
-    with pytest.raises(VersionNotFoundError):
-        log.snapshot()
-    with pytest.raises(VersionNotFoundError):
-        log.snapshot(3)
+    # not garbage collection (GC never leaves commit 1 and 3 around a missing 2): a gap, named
+    for version in (None, 3):
+        with pytest.raises(LogGapError, match=r"00000000000000000002\.json: commit files of versions 2\.\.2 are missing") as err:
+            log.snapshot(version)
+        assert err.value.missing == (2, 2) and "Restore them from a backup" in str(err.value)
     assert log.snapshot(1).visible_segment_ids() == ["a"]
 
 
