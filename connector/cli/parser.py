@@ -70,7 +70,7 @@ def _checked(check: Callable[[], T]) -> T:
     try:
         return check()
     except InvalidOptionError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def _number(text: str, kind: Callable[[str], N], what: str) -> N:
