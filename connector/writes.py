@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from mvtable import checks
 from mvtable.conf import TableProperties, property_strings
-from mvtable.errors import InvalidOptionError, TableNotFoundError
+from mvtable.errors import InvalidOptionError, TableAlreadyExistsError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
@@ -68,6 +68,9 @@ class WritePlan:
     # a Spark driver that planned the write) catches up from it instead of reading the log
     # again. Never pickled: an executor or another process reads the log itself.
     read_snapshot: Snapshot | None = field(default=None, compare=False, repr=False)
+    # Spark's default save mode (ErrorIfExists): the commit must create the table, so a table a
+    # concurrent writer created after this write planned is refused, not appended to
+    create_only: bool = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -247,7 +250,7 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
     else:
         operation = Operation.APPEND if read.exists else Operation.CREATE
-        build = lambda cur: ops.append(cur, segments, metadata=create)
+        build = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
     if plan.primary_key and segments:
         rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
@@ -274,6 +277,20 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
 
     after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
     return result
+
+
+def _still_new(current: Snapshot, plan: WritePlan) -> Snapshot:
+    if plan.create_only and current.exists:
+        raise TableAlreadyExistsError(table_exists_message(plan.uri, current.version))
+    return current
+
+
+def table_exists_message(uri: str, version: int) -> str:
+    """What Spark's default save mode (ErrorIfExists) says where a table exists."""
+    return (
+        f"a table exists at {uri} (version {version}), and Spark's default save mode ErrorIfExists "
+        "does not write into an existing table: use .mode('append') to add rows or .mode('overwrite') to replace them"
+    )
 
 
 def read_snapshot(clog: CommitLog, plan: WritePlan) -> Snapshot:

@@ -83,3 +83,9 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+# Spark's default save mode and partitionBy for format("mvtable"): see mvtable.spark_save
+from mvtable import spark_save as _spark_save  # noqa: E402
+
+_spark_save.install()

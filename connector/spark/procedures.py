@@ -406,11 +406,13 @@ PROCEDURES: dict[str, tuple[type, StructType]] = {
 
 
 def register_procedures(spark: Any) -> list[str]:
-    """Register every procedure as a SQL table function of ``spark``; returns the names.
-    Registering again replaces them (harmless)."""
+    """Register every procedure this session does not have yet as a SQL table function of
+    ``spark``; returns the names of all of them."""
     from pyspark.sql.functions import udtf
 
     for name, (cls, schema) in PROCEDURES.items():
+        if spark.catalog.functionExists(name):
+            continue
         # Plain (pickled-row) UDTFs: Arrow UDTFs need pandas, and these return a row or a few.
         spark.udtf.register(name, udtf(cls, returnType=schema, useArrow=False))
     return list(PROCEDURES)
