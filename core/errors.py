@@ -394,6 +394,11 @@ class PartitioningNotSupportedError(InvalidOptionError):
     most of what partitions would."""
 
 
+class CatalogTableNotSupportedError(InvalidOptionError):
+    """A write or statement that would make a Spark catalog table (``saveAsTable``,
+    ``CREATE TABLE … USING mvtable``): mvtable tables live at a path."""
+
+
 # -- stable error classes ------------------------------------------------------------------
 # The classes every error had when error classes were introduced, spelled out so that renaming
 # a class keeps what callers match on (tests/core/test_error_classes.py checks the list).

@@ -13,7 +13,8 @@ So the decision is made where the mode is still known, in the driver's Python
 write to ``format("mvtable")`` in mode ErrorIfExists or Ignore asks Spark for an append and
 passes the mode as the ``saveMode`` option (the data source then creates the table where none
 exists, and refuses with ``TableAlreadyExistsError``, or writes nothing, where one does), and
-``partitionBy`` raises ``PartitioningNotSupportedError`` at once. Other formats and modes pass
+``partitionBy`` raises ``PartitioningNotSupportedError`` at once (``saveAsTable``:
+``CatalogTableNotSupportedError``). Other formats and modes pass
 through untouched. ``import mvtable`` installs it (now if pyspark is loaded, else when it is),
 so it lives in the core package and imports nothing of mvtable's Spark code."""
 
@@ -58,6 +59,7 @@ def _wrap(module: ModuleType) -> None:
     cls.mode = _recording(cls.mode, "_mvtable_mode")
     cls.partitionBy = _recording(cls.partitionBy, "_mvtable_partition_by")
     cls.save = _save(cls.save)
+    cls.saveAsTable = _save_as_table(cls.saveAsTable)
     setattr(cls, _MARK, True)
 
 
@@ -107,6 +109,23 @@ def _save(save: Callable[..., Any]) -> Callable[..., Any]:
             if chosen in REFUSED_MODES:
                 self.mode("append").option("saveMode", chosen)
         return save(self, path)
+
+    return call
+
+
+def _save_as_table(save_as_table: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(save_as_table)
+    def call(self: Any, name: str, format: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        chosen = format if format is not None else self.__dict__.get("_mvtable_format", "")
+        if str(chosen).lower() == FORMAT:  # refused here: Spark would fail deep in its catalog
+            from mvtable.errors import CatalogTableNotSupportedError
+
+            raise CatalogTableNotSupportedError(
+                f"saveAsTable({name!r}): catalog tables are not supported yet: mvtable tables live at a path, not in "
+                "Spark's catalog. Write with .save(path) and query with mvtable.create_view(spark, name, path) or "
+                "CREATE TEMPORARY VIEW name USING mvtable OPTIONS (path '…')"
+            )
+        return save_as_table(self, name, format, *args, **kwargs)
 
     return call
 

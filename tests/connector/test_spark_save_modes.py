@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -133,6 +134,7 @@ def test_a_table_created_meanwhile_is_refused_at_commit(tmp_path):
 def test_import_mvtable_wraps_writers_loaded_before_and_after_it():
     script = """
 import sys
+from pathlib import Path
 import pyspark.sql.readwriter as classic
 import mvtable
 from mvtable import spark_save
@@ -145,3 +147,31 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
     assert spark_save.installed(__import__("pyspark.sql.readwriter", fromlist=["x"]).DataFrameWriter)
+
+
+def readme_block(heading: str, index: int = 0) -> str:
+    """The ``index``-th Python code block of the README section ``heading``."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    return section.split("```python\n")[index + 1].split("```", 1)[0]
+
+
+def test_the_readmes_first_spark_example_runs_as_written(spark, tmp_path):
+    code = readme_block("## Using it from Spark")
+    assert 'df.write.format("mvtable").save("/data/t")' in code  # Spark's default save mode
+    path = str(tmp_path / "t")
+    namespace: dict = {}
+    exec(compile(code.replace('"/data/t"', repr(path)), "README.md", "exec"), namespace)
+    t = Table.open(path)
+    assert [h.operation for h in t.history()] == ["CREATE", "APPEND", "PUSH_START", "CONSISTENT_PUSH", "DELETE"]
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [i for i in range(100) if i % 7 != 3]
+
+
+def test_save_as_table_is_refused_before_spark_runs(spark, tmp_path):
+    from mvtable.errors import CatalogTableNotSupportedError
+
+    with pytest.raises(CatalogTableNotSupportedError, match=r"^\[MVTABLE_CATALOG_TABLE_NOT_SUPPORTED\] saveAsTable\('t1'\)"):
+        spark.range(3).write.format("mvtable").saveAsTable("t1")
+    with pytest.raises(CatalogTableNotSupportedError, match="create_view"):
+        spark.range(3).write.saveAsTable("t1", format="mvtable", mode="append")
+    assert not spark.catalog.tableExists("t1")
