@@ -28,3 +28,17 @@ def test_every_package_folder_is_listed_in_pyproject():
             if package not in listed:
                 missing.append(f"{package} ({init.parent.relative_to(REPO)})")
     assert not missing, f"add to [tool.setuptools] packages (and package-dir if needed): {missing}"
+
+
+def test_extras_say_what_they_are_for_and_keep_pandas_where_pyspark_supports_it():
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for spark_extra in ("spark", "connect", "test"):
+        assert any(d.replace(" ", "").startswith("pandas") and "<3" in d for d in extras[spark_extra]), spark_extra
+    named = {"iceberg": "pyiceberg", "duckdb": "duckdb", "polars": "polars"}
+    for extra, package in named.items():
+        assert any(d.startswith(package) for d in extras[extra]), extra
+        assert any(d.startswith(package) for d in extras["engines"])
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Reading from other engines", 1)[1].split("\n## ", 1)[0]
+    for extra in (*named, "engines"):
+        assert f'"mvtable[{extra}]"' in section, extra
