@@ -34,7 +34,7 @@ from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, positions_array, process_cache, write_dvs
 
 from ..pinning import pin_version, release
-from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins
+from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins, why_no_bins
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
 
@@ -66,6 +66,7 @@ class CompactionReport:
     deletes_remapped: int = 0  # rows deleted during the compaction, carried onto outputs
     commits: list[int] = field(default_factory=list)
     dropped: list[DroppedBin] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # why there was nothing to compact
 
     @property
     def complete(self) -> bool:
@@ -82,7 +83,7 @@ class CompactionReport:
     def summary(self) -> str:
         """One line for people."""
         if not self.bins:
-            return "nothing to compact"
+            return "nothing to compact" + (": " + "; ".join(self.reasons) if self.reasons else "")
         verb = "would rewrite" if self.dry_run else "rewrote"
         bins = self.bins if self.dry_run else self.committed_bins
         text = (
@@ -127,7 +128,7 @@ def run(
     """Plan at ``snapshot``, then rewrite and commit batch by batch (see the module doc).
     ``only`` and ``max_batches`` bound auto compaction to what a write just made worse."""
     bins = plan_bins(snapshot, options, only=only)
-    report = CompactionReport(dry_run=dry_run, bins=len(bins))
+    report = CompactionReport(dry_run=dry_run, bins=len(bins), reasons=[] if bins else why_no_bins(snapshot, options))
     if dry_run:
         for b in bins:
             _count(report, b, None)

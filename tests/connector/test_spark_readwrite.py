@@ -140,7 +140,7 @@ def test_schema_mismatch_fails_before_commit(spark, tmp_path):
     files = set(os.listdir(os.path.join(path, "data")))
     with pytest.raises(Exception, match=r"SchemaMismatchError.*missing columns \['v'\].*unexpected columns \['w'\]"):
         write(spark.range(3).selectExpr("id", "id AS w"), path)
-    with pytest.raises(Exception, match=r"type mismatch in v \(table: long, data: string\)"):
+    with pytest.raises(Exception, match=r"type mismatch in v \(table: int64, data: string\)"):
         write(spark.range(3).selectExpr("id", "cast(id AS string) AS v"), path)
     assert Table.open(path).version == 0  # nothing was committed
     assert set(os.listdir(os.path.join(path, "data"))) == files
