@@ -71,6 +71,7 @@ class WritePlan:
     # Spark's default save mode (ErrorIfExists): the commit must create the table, so a table a
     # concurrent writer created after this write planned is refused, not appended to
     create_only: bool = False
+    segment_prefix: str = ""  # starts every segment id this write makes (SegmentWriter's id_prefix)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -193,7 +194,9 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     renewed while the task writes: the planner that started the push is long gone."""
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
-    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+    writer = SegmentWriter(
+        io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix
+    )
     order: list[str] | None = None
     try:
         with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):

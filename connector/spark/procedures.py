@@ -247,7 +247,7 @@ def vacuum_row(report) -> tuple:
         bool(report.complete),
         int(report.batches),
         files if report.dry_run else None,
-        vacuum_summary(report),
+        with_holds(vacuum_summary(report), report.held_back),
     )
 
 
@@ -266,7 +266,7 @@ def gc_row(report) -> tuple:
         bool(report.complete),
         int(report.batches),
         list(report.deleted) if report.dry_run else None,
-        gc_summary(report),
+        with_holds(gc_summary(report), report.held_back),
     )
 
 
@@ -403,6 +403,14 @@ PROCEDURES: dict[str, tuple[type, StructType]] = {
     "mvtable_gc": (GCProcedure, GC_SCHEMA),
     "mvtable_compact": (CompactProcedure, COMPACT_SCHEMA),
 }
+
+
+def with_holds(summary: str, holds: Any) -> str:
+    """A maintenance summary with what held the run back (pins, retention, grace periods)."""
+    from mvtable.connector.holds import describe
+
+    lines = describe(holds, limit=5)
+    return summary + ("; kept because: " + "; ".join(lines) if lines else "")
 
 
 def register_procedures(spark: Any) -> list[str]:

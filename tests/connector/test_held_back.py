@@ -135,3 +135,18 @@ def test_the_python_api_names_types_as_arrow_does(tmp_path):
 
 def test_format_duration():
     assert [format_duration(s) for s in (0, 45, 3600, 5400, 604800, 90061)] == ["0s", "45s", "1h", "1h 30m", "7d", "1d 1h"]
+
+
+@pytest.mark.spark
+def test_the_sql_procedures_say_what_held_them_back(spark, replaced):
+    from mvtable.connector import register
+
+    register(spark)
+    t = replaced
+    pin_version(t.io, 0, owner="dashboard", ttl_s=3600)
+    [row] = spark.sql(
+        f"SELECT * FROM mvtable_vacuum(table => '{t.uri}', retention => '0s', force => true, dry_run => true)"
+    ).collect()
+    assert "kept because: pin " in row.message and "of 'dashboard (pid " in row.message and "holds version 0" in row.message
+    [row] = spark.sql(f"SELECT * FROM mvtable_compact(table => '{t.uri}', dry_run => true)").collect()
+    assert row.message.startswith("dry run: nothing to compact: ")
