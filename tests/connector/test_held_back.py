@@ -149,4 +149,4 @@ def test_the_sql_procedures_say_what_held_them_back(spark, replaced):
     ).collect()
     assert "kept because: pin " in row.message and "of 'dashboard (pid " in row.message and "holds version 0" in row.message
     [row] = spark.sql(f"SELECT * FROM mvtable_compact(table => '{t.uri}', dry_run => true)").collect()
-    assert row.message.startswith("dry run: nothing to compact: ")
+    assert row.message.startswith("nothing to compact: ") and "compactMinInputFiles=5" in row.message
