@@ -46,6 +46,7 @@ from mvtable.visibility.files import DV_DIR
 from mvtable.visibility.gc import DVGCPlan, batches, plan_dv_gc
 from mvtable.visibility.pins import PIN_DIR
 
+from .holds import Hold, checkpoint_hold, grace_hold, version_holds
 from .pinning import pin_scan
 from .writes import table_properties
 
@@ -78,6 +79,7 @@ class GCReport:
     dv_files_in_grace: int = 0  # unreferenced DV files kept: younger than orphanGracePeriod
     replans: int = 0
     deleted: list[str] = field(default_factory=list)
+    held_back: list[Hold] = field(default_factory=list)  # why files stayed: pins, retention, grace, checkpoints
 
 
 @dataclass
@@ -87,6 +89,7 @@ class GCPlan:
     dv: DVGCPlan
     phases: list[tuple[str, list[str]]]
     sizes: dict[str, int]
+    held_back: list[Hold] = field(default_factory=list)
 
 
 def collect_garbage(
@@ -221,6 +224,7 @@ def _describe(report: GCReport, plan: GCPlan) -> None:
     report.pinned_version = plan.retention.pinned_version
     report.log_checkpoint = plan.retention.checkpoint
     report.dv_files_in_grace = plan.dv.kept_in_grace
+    report.held_back = plan.held_back
 
 
 # -- planning (reads only) --------------------------------------------------------------
@@ -289,7 +293,18 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
     sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
     sizes.update({f"{PIN_DIR}/{i.name}": int(i.size or 0) for i in io.list(PIN_DIR)})
     phases = [("dv", list(dv.delete)), ("log", retention.paths), ("pins", list(pins.expired))]
-    return GCPlan(safe, retention, dv, phases, sizes)
+    held_back = [
+        *version_holds(
+            pins.live,
+            retention_version=retention.retention_version,
+            latest=latest.version,
+            retention_s=props.version_retention_s if retention_s is None else retention_s,
+            now_ms=now_ms,
+        ),
+        *grace_hold(dv.kept_in_grace, what="deletion-vector file(s)", grace_s=props.orphan_grace_s),
+        *checkpoint_hold(safe_version=safe, checkpoint=retention.checkpoint, interval=props.checkpointInterval),
+    ]
+    return GCPlan(safe, retention, dv, phases, sizes, held_back)
 
 
 class _Summaries:

@@ -132,6 +132,20 @@ class WriteOptions(_Options):
     tag: str | None = Field(default=None, max_length=200)
     primary_key: str | None = Field(default=None, min_length=1)  # comma-separated key columns of a new table
     properties: dict[str, str] = Field(default_factory=dict)
+    # Spark's save mode where Spark does not hand it to a Python source (set by mvtable.spark_save)
+    save_mode: Literal["errorifexists", "ignore"] | None = None
+
+    @field_validator("save_mode", mode="before")
+    @classmethod
+    def _save_mode(cls, v: str | None) -> str | None:
+        text = None if v is None else str(v).strip().lower()
+        if text in ("error", "errorifexists", "default"):
+            return "errorifexists"
+        if text in (None, "ignore"):
+            return text
+        raise ValueError(
+            f"{v!r} is not a save mode this option takes; use errorIfExists or ignore (append and overwrite are .mode(…))"
+        )
 
     @field_validator("operation", mode="before")
     @classmethod
@@ -191,6 +205,7 @@ _WRITE_NAMES = {
     "readVersion": "read_version",
     "tag": "tag",
     "primaryKey": "primary_key",
+    "saveMode": "save_mode",
 }
 _STREAM_WRITE_NAMES = {"path": "path", "checkpointLocation": "checkpoint_location", "txnAppId": "txn_app_id"}
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}

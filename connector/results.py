@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitResult
 
+from .holds import Hold
 from .snapshot_view import read_only
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ class CompactionResult(_FromTally):
     deletes_remapped: int = 0  # rows deleted during the compaction, carried onto outputs
     commits: tuple[int, ...] = ()
     dropped: tuple[DroppedBin, ...] = ()
+    reasons: tuple[str, ...] = ()  # why there was nothing to compact
 
     @property
     def complete(self) -> bool:
@@ -226,7 +228,7 @@ class CompactionResult(_FromTally):
     def summary(self) -> str:
         """One line for people."""
         if not self.bins:
-            return "nothing to compact"
+            return "nothing to compact" + (": " + "; ".join(self.reasons) if self.reasons else "")
         verb = "would rewrite" if self.dry_run else "rewrote"
         bins = self.bins if self.dry_run else self.committed_bins
         text = (
@@ -259,6 +261,7 @@ class VacuumResult(_FromTally):
     batches: int = 0
     retention_commits: tuple[int, ...] = ()
     segments_pruned: int = 0  # removed segments the newest snapshot forgets
+    held_back: tuple[Hold, ...] = ()  # why files stayed: pins, retention, grace
 
 
 @dataclass(frozen=True)
@@ -273,6 +276,7 @@ class GCResult(_FromTally):
     pins_expired: int = 0
     bytes_freed: int = 0
     complete: bool = True
+    held_back: tuple[Hold, ...] = ()  # why files stayed: pins, retention, grace, checkpoints
     batches: int = 0
     dry_run: bool = False
     retention_version: int | None = None

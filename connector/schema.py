@@ -189,6 +189,15 @@ def type_string(t: Any) -> str:
     return str(kind)
 
 
+def arrow_type_name(t: Any) -> str:
+    """A stored (JSON) type by its Arrow name (``int64``, ``struct<a: int32>``), as the Python
+    API and ``mvtable inspect`` name types; the stored Spark name where Arrow has none."""
+    try:
+        return str(type_from_json(t))
+    except (UnsupportedTypeError, KeyError, TypeError, ValueError):
+        return type_string(t)
+
+
 @functools.lru_cache(maxsize=64)
 def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
     """``schema_to_json``'s fields by lower-case name, once per schema: a write checks the
@@ -211,7 +220,7 @@ def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> lis
     missing = [f["name"] for k, f in table_fields.items() if k not in incoming_json]
     extra = [f["name"] for k, f in incoming_json.items() if k not in table_fields]
     wrong = [
-        f"{table_fields[k]['name']} (table: {type_string(table_fields[k]['type'])}, data: {type_string(f['type'])})"
+        f"{table_fields[k]['name']} (table: {arrow_type_name(table_fields[k]['type'])}, data: {arrow_type_name(f['type'])})"
         for k, f in incoming_json.items()
         if k in table_fields and _strip_nullability(f["type"]) != _strip_nullability(table_fields[k]["type"])
     ]

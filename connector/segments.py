@@ -55,16 +55,18 @@ class SegmentWriter:
         compression: str = "zstd",
         primary_key: Sequence[str] = (),
         total_rows: int | None = None,
+        id_prefix: str = "",
     ) -> None:
         """``total_rows``: the segment's size when the caller knows it up front (it picks
         the codec, ``segment_encoding.is_small_segment``); else it is known only when the
-        first flush is the last."""
+        first flush is the last. ``id_prefix`` starts the segment's id (a streaming query
+        marks its files so that its next start can find those of batches it never committed)."""
         self.io = io
         self.total_rows = total_rows
         self.schema = schema
         self.row_group_rows = row_group_rows
         self.compression = compression
-        self.segment_id = new_segment_id()
+        self.segment_id = id_prefix + new_segment_id()
         self.path = f"{DATA_DIR}/{self.segment_id}.parquet"
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0

@@ -39,7 +39,7 @@ from mvtable.lineage.actions import Action, AddSegment, Commit, PruneState
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR, CommitLog
-from mvtable.lineage.log_retention import safe_version
+from mvtable.lineage.log_retention import retention_version, safe_version
 from mvtable.lineage.snapshot import Snapshot, apply_commit
 from mvtable.storage import is_temp_name
 from mvtable.visibility.gc import batches
@@ -48,6 +48,7 @@ from . import recovery
 from .export.common import METADATA_DIR
 from .export.delta import DELTA_LOG_DIR
 from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbage
+from .holds import Hold, grace_hold, version_holds
 from .keys.index import segment_path_of
 from .pinning import pin_scan
 from .segments import DATA_DIR
@@ -71,6 +72,7 @@ class VacuumReport:
     batches: int = 0
     retention_commits: list[int] = field(default_factory=list)
     segments_pruned: int = 0  # removed segments the newest snapshot forgets (PruneState)
+    held_back: list[Hold] = field(default_factory=list)  # why files stayed: pins, retention, grace
 
 
 def vacuum(
@@ -100,7 +102,7 @@ def vacuum(
         raise RetentionTooShortError(
             f"retention {retention!r} is shorter than the table's versionRetentionPeriod "
             f"({props.versionRetentionPeriod}): time travel and long readers inside that window would break. "
-            "Pass force=True (--force) if you mean it."
+            "Pass force=True if you mean it."
         )
     report = VacuumReport(dry_run=dry_run, retention_s=retention_s, safe_version=snapshot.version)
 
@@ -130,6 +132,7 @@ def vacuum(
     reuse_plan: GCPlan | None = gc_plan  # for the GC pass below, unless the log moves meanwhile
     report.safe_version = data.safe
     report.orphans = data.orphans
+    report.held_back = _holds(commit_log, snapshot, data, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
     report.segments_pruned = len(prune.segment_ids) if prune else 0
     commits = ([*chunks] if chunks else ([[]] if prune else [])) if not dry_run else []
     freed: set[str] = set()
@@ -273,6 +276,20 @@ class _DataPlan:
     sizes: dict[str, int]
     orphans: int
     safe: int
+    young_orphans: int = 0  # unreferenced data files kept: younger than orphanGracePeriod
+
+
+def _holds(
+    commit_log: CommitLog, snapshot: Snapshot, data: _DataPlan, *, now_ms: int, retention_s: float, grace_s: float
+) -> list[Hold]:
+    """What kept files this run plans to keep (see ``holds``)."""
+    history = {h.version: h.timestamp_ms for h in snapshot.history}
+    keep = retention_version(history, latest=snapshot.version, now_ms=now_ms, retention_s=retention_s)
+    pinned = pin_scan(commit_log.io, now_ms=now_ms).live
+    return [
+        *version_holds(pinned, retention_version=keep, latest=snapshot.version, retention_s=retention_s, now_ms=now_ms),
+        *grace_hold(data.young_orphans, what="data file(s)", grace_s=grace_s),
+    ]
 
 
 def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retention_s: float, grace_s: float) -> _DataPlan:
@@ -290,7 +307,7 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
     known = {seg.file.path for seg in latest.segments.values()}
     doomed: list[str] = []
     sizes: dict[str, int] = {}
-    orphans = 0
+    orphans = young = 0
     for info in listing_data:
         path = f"{DATA_DIR}/{info.name}"
         sizes[path] = int(info.size or 0)
@@ -302,6 +319,8 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
         elif info.mtime is not None and (now_ms / 1000 - info.mtime) >= grace_s:
             doomed.append(path)
             orphans += 1
+        else:
+            young += 1
     for info in commit_log.io.list(LOG_DIR):  # temp files of interrupted put-if-absent writes
         if (
             info.name.startswith(".")
@@ -313,7 +332,7 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
             doomed.append(path)
             sizes[path] = int(info.size or 0)
             orphans += 1
-    return _DataPlan(doomed, sizes, orphans, safe)
+    return _DataPlan(doomed, sizes, orphans, safe, young)
 
 
 def _plan_files(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retention_s: float, grace_s: float) -> _DataPlan:

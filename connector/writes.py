@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from mvtable import checks
 from mvtable.conf import TableProperties, property_strings
-from mvtable.errors import CommitStateUnknownError, InvalidOptionError, TableNotFoundError
+from mvtable.errors import CommitStateUnknownError, InvalidOptionError, TableAlreadyExistsError, TableNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
@@ -72,6 +72,10 @@ class WritePlan:
     # Transaction ids of this plan's commits that ended in CommitStateUnknownError: such a
     # commit may still land (a PUT held by the network), so abort_write keeps its files.
     unsettled: list[str] = field(default_factory=list, compare=False, repr=False)
+    # Spark's default save mode (ErrorIfExists): the commit must create the table, so a table a
+    # concurrent writer created after this write planned is refused, not appended to
+    create_only: bool = False
+    segment_prefix: str = ""  # starts every segment id this write makes (SegmentWriter's id_prefix)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -194,7 +198,9 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     renewed while the task writes: the planner that started the push is long gone."""
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
-    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+    writer = SegmentWriter(
+        io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix
+    )
     order: list[str] | None = None
     try:
         with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):
@@ -251,7 +257,7 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
     else:
         operation = Operation.APPEND if read.exists else Operation.CREATE
-        build = lambda cur: ops.append(cur, segments, metadata=create)
+        build = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
     try:
         if plan.primary_key and segments:
@@ -289,6 +295,20 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
 
     after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
     return result
+
+
+def _still_new(current: Snapshot, plan: WritePlan) -> Snapshot:
+    if plan.create_only and current.exists:
+        raise TableAlreadyExistsError(table_exists_message(plan.uri, current.version))
+    return current
+
+
+def table_exists_message(uri: str, version: int) -> str:
+    """What Spark's default save mode (ErrorIfExists) says where a table exists."""
+    return (
+        f"a table exists at {uri} (version {version}), and Spark's default save mode ErrorIfExists "
+        "does not write into an existing table: use .mode('append') to add rows or .mode('overwrite') to replace them"
+    )
 
 
 def read_snapshot(clog: CommitLog, plan: WritePlan) -> Snapshot:

@@ -105,3 +105,9 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     # the public names only: not the helpers this module imports for itself
     return sorted(__all__)
+
+
+# Spark's default save mode and partitionBy for format("mvtable"): see mvtable.spark_save
+from mvtable import spark_save as _spark_save  # noqa: E402
+
+_spark_save.install()

@@ -21,9 +21,48 @@ root package that both may import; it imports nothing of mvtable.
 
 from __future__ import annotations
 
+import inspect
+import re
+from typing import ClassVar
+
+
+def error_class_of(name: str) -> str:
+    """The error class a class named ``name`` gets unless it sets one: ``MVTABLE_`` and the
+    name in upper snake case without its ``Error`` suffix (``VersionNotFoundError`` ->
+    ``MVTABLE_VERSION_NOT_FOUND``), so a class added later has one without anyone thinking of it."""
+    stem = name[: -len("Error")] if name.endswith("Error") and name != "Error" else name
+    return "MVTABLE_" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", stem).upper()
+
 
 class MvTableError(Exception):
-    """Base of every mvtable error."""
+    """Base of every mvtable error.
+
+    Every error's message starts with its ``error_class`` in brackets
+    (``[MVTABLE_VERSION_NOT_FOUND] version 99 does not exist``), as Spark's and Delta's
+    errors do: the one part of the text that survives Spark wrapping it in its own
+    exceptions, so a caller of Spark can tell which error it was (``from_spark``) and a
+    person can search for it. The class is stable: renaming a class keeps its error class."""
+
+    error_class: ClassVar[str] = "MVTABLE_ERROR"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "error_class" not in cls.__dict__:
+            cls.error_class = error_class_of(cls.__name__)
+
+    def __str__(self) -> str:
+        return f"[{self.error_class}] {self.message}"
+
+    @property
+    def message(self) -> str:
+        """The message without the error class (a message taken from another mvtable error
+        keeps only this error's class)."""
+        text = super().__str__()
+        tag = _LEADING_TAG.match(text)
+        return text[tag.end() :] if tag else text
+
+
+_LEADING_TAG = re.compile(r"\[MVTABLE_[A-Z0-9_]+\] ")
 
 
 # -- the call was wrong ------------------------------------------------------------------
@@ -436,3 +475,171 @@ class InvalidStreamOffsetError(StreamingError):
 class JvmMaskUnavailableError(MvTableError):
     """mvtable's JVM deletion mask (``connector/spark/jvm/``) cannot be built or loaded
     here (no JDK, a failed compile); ``read_native`` falls back to the expression mask."""
+
+
+# -- writing through Spark's DataFrameWriter ----------------------------------------------
+class PartitioningNotSupportedError(InvalidOptionError):
+    """A write asked for Hive-style partitions (Spark's ``partitionBy``): mvtable tables
+    have no partition columns yet. Filters on a column still skip whole segments and row
+    groups by their statistics, so sorting the data by that column before writing gives
+    most of what partitions would."""
+
+
+class CatalogTableNotSupportedError(InvalidOptionError):
+    """A write or statement that would make a Spark catalog table (``saveAsTable``,
+    ``CREATE TABLE … USING mvtable``): mvtable tables live at a path."""
+
+
+# -- stable error classes ------------------------------------------------------------------
+# The classes every error had when error classes were introduced, spelled out so that renaming
+# a class keeps what callers match on (tests/core/test_error_classes.py checks the list).
+_STABLE_ERROR_CLASSES: dict[type[MvTableError], str] = {
+    InvalidInputError: "MVTABLE_INVALID_INPUT",
+    InvalidOptionError: "MVTABLE_INVALID_OPTION",
+    InvalidFilterError: "MVTABLE_INVALID_FILTER",
+    SettingsError: "MVTABLE_SETTINGS",
+    SchemaMismatchError: "MVTABLE_SCHEMA_MISMATCH",
+    UnsupportedTypeError: "MVTABLE_UNSUPPORTED_TYPE",
+    InvalidRowAddressError: "MVTABLE_INVALID_ROW_ADDRESS",
+    RetentionTooShortError: "MVTABLE_RETENTION_TOO_SHORT",
+    InvalidLineageTransitionError: "MVTABLE_INVALID_LINEAGE_TRANSITION",
+    SegmentInUseError: "MVTABLE_SEGMENT_IN_USE",
+    PushBlockedError: "MVTABLE_PUSH_BLOCKED",
+    PushInProgressError: "MVTABLE_PUSH_IN_PROGRESS",
+    StagedPushError: "MVTABLE_STAGED_PUSH",
+    TableAlreadyExistsError: "MVTABLE_TABLE_ALREADY_EXISTS",
+    StorageLocationError: "MVTABLE_STORAGE_LOCATION",
+    UnknownProtocolError: "MVTABLE_UNKNOWN_PROTOCOL",
+    PrimaryKeyError: "MVTABLE_PRIMARY_KEY",
+    DuplicateKeyError: "MVTABLE_DUPLICATE_KEY",
+    NonKeyColumnError: "MVTABLE_NON_KEY_COLUMN",
+    NullKeyError: "MVTABLE_NULL_KEY",
+    KeyColumnMissingError: "MVTABLE_KEY_COLUMN_MISSING",
+    KeyTypeMismatchError: "MVTABLE_KEY_TYPE_MISMATCH",
+    UnsupportedKeyTypeError: "MVTABLE_UNSUPPORTED_KEY_TYPE",
+    NoPrimaryKeyError: "MVTABLE_NO_PRIMARY_KEY",
+    NotFoundError: "MVTABLE_NOT_FOUND",
+    TableNotFoundError: "MVTABLE_TABLE_NOT_FOUND",
+    VersionNotFoundError: "MVTABLE_VERSION_NOT_FOUND",
+    FilesMissingError: "MVTABLE_FILES_MISSING",
+    DeletionVectorNotFoundError: "MVTABLE_DELETION_VECTOR_NOT_FOUND",
+    PinError: "MVTABLE_PIN",
+    PinNotFoundError: "MVTABLE_PIN_NOT_FOUND",
+    PinExpiredError: "MVTABLE_PIN_EXPIRED",
+    CorruptionError: "MVTABLE_CORRUPTION",
+    CorruptMetadataError: "MVTABLE_CORRUPT_METADATA",
+    UnsafePathError: "MVTABLE_UNSAFE_PATH",
+    UnsupportedFormatError: "MVTABLE_UNSUPPORTED_FORMAT",
+    CorruptDeletionVectorError: "MVTABLE_CORRUPT_DELETION_VECTOR",
+    CorruptSegmentError: "MVTABLE_CORRUPT_SEGMENT",
+    CorruptKeyIndexError: "MVTABLE_CORRUPT_KEY_INDEX",
+    CorruptPinError: "MVTABLE_CORRUPT_PIN",
+    CommitError: "MVTABLE_COMMIT",
+    CommitConflictError: "MVTABLE_COMMIT_CONFLICT",
+    ConcurrentReplaceError: "MVTABLE_CONCURRENT_REPLACE",
+    ConcurrentCompactionError: "MVTABLE_CONCURRENT_COMPACTION",
+    ConcurrentLineageError: "MVTABLE_CONCURRENT_LINEAGE",
+    ConcurrentMetadataError: "MVTABLE_CONCURRENT_METADATA",
+    ConcurrentKeyError: "MVTABLE_CONCURRENT_KEY",
+    TooManyRetriesError: "MVTABLE_TOO_MANY_RETRIES",
+    CommitStateUnknownError: "MVTABLE_COMMIT_STATE_UNKNOWN",
+    NothingToCommit: "MVTABLE_NOTHING_TO_COMMIT",
+    ExportError: "MVTABLE_EXPORT",
+    UnsupportedExportTypeError: "MVTABLE_UNSUPPORTED_EXPORT_TYPE",
+    ExportPathNotWritableError: "MVTABLE_EXPORT_PATH_NOT_WRITABLE",
+    ExportConflictError: "MVTABLE_EXPORT_CONFLICT",
+    ForeignExportMetadataError: "MVTABLE_FOREIGN_EXPORT_METADATA",
+    ExportOfAnotherTableError: "MVTABLE_EXPORT_OF_ANOTHER_TABLE",
+    StreamingError: "MVTABLE_STREAMING",
+    ChangeCommitInStreamError: "MVTABLE_CHANGE_COMMIT_IN_STREAM",
+    StreamTableReplacedError: "MVTABLE_STREAM_TABLE_REPLACED",
+    InvalidStreamOffsetError: "MVTABLE_INVALID_STREAM_OFFSET",
+    JvmMaskUnavailableError: "MVTABLE_JVM_MASK_UNAVAILABLE",
+}
+for _cls, _name in _STABLE_ERROR_CLASSES.items():
+    _cls.error_class = _name
+
+
+def all_error_classes() -> dict[str, type[MvTableError]]:
+    """Every mvtable error class by its ``error_class`` (subclasses defined anywhere)."""
+    found: dict[str, type[MvTableError]] = {MvTableError.error_class: MvTableError}
+    todo = [MvTableError]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.setdefault(sub.error_class, sub)
+            todo.append(sub)
+    return found
+
+
+# the line a Python traceback ends with for an mvtable error: ``module.Class: [MVTABLE_X] text``
+_RAISED = re.compile(r"^[\w.]*?(?P<name>\w+): \[(?P<cls>MVTABLE_[A-Z0-9_]+)\] (?P<text>.*)$", re.M)
+_TAGGED = re.compile(r"\[(?P<cls>MVTABLE_[A-Z0-9_]+)\] (?P<text>[^\n]*)")
+_SPARK_TAIL = re.compile(r"\s*SQLSTATE: \w+\s*$")
+
+
+def from_spark(exc: BaseException) -> MvTableError | None:
+    """The mvtable error inside a Spark exception, or None when it holds none.
+
+    Spark wraps an error raised in a data source or a table function in its own exceptions
+    (``AnalysisException [PYTHON_DATA_SOURCE_ERROR]``, ``PythonException``, their Spark
+    Connect twins) whose message carries the Python traceback as text: this finds the
+    error's class by the ``[MVTABLE_…]`` tag its message starts with and builds one of that
+    class with the same message, so ``except VersionNotFoundError`` works across Spark::
+
+        try:
+            spark.read.format("mvtable").option("versionAsOf", 99).load(path).count()
+        except Exception as exc:
+            if (err := mvtable.errors.from_spark(exc)) is None:
+                raise
+            raise err from exc
+
+    The error is rebuilt from text: its message is the original's, attributes the class
+    sets from arguments (``entry_id``, ``version``, …) are None, and ``spark_exception`` (and
+    ``__cause__``) is the Spark exception with the full traceback. An ``MvTableError`` passed in
+    is returned as it is."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, MvTableError):
+            return current
+        seen.add(id(current))
+        found = _error_in_text(_spark_text(current), exc)
+        if found is not None:
+            return found
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _spark_text(exc: BaseException) -> str:
+    parts = [str(exc)]
+    for attr in ("desc", "message", "_message"):  # pyspark's exceptions keep the text here too
+        value = getattr(exc, attr, None)
+        if isinstance(value, str) and value not in parts[0]:
+            parts.append(value)
+    return "\n".join(parts)
+
+
+def _error_in_text(text: str, exc: BaseException) -> MvTableError | None:
+    known = all_error_classes()
+    raised = [m for m in _RAISED.finditer(text) if m.group("cls") in known]
+    match = raised[-1] if raised else next((m for m in _TAGGED.finditer(text) if m.group("cls") in known), None)
+    if match is None:
+        return None
+    cls = known[match.group("cls")]
+    message = _SPARK_TAIL.sub("", match.group("text")).strip()
+    err = cls.__new__(cls)
+    Exception.__init__(err, f"[{cls.error_class}] {message}")
+    for name in _init_attributes(cls):
+        if not hasattr(err, name):
+            setattr(err, name, None)
+    err.spark_exception = exc  # type: ignore[attr-defined]
+    err.__cause__ = exc
+    return err
+
+
+def _init_attributes(cls: type[MvTableError]) -> list[str]:
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return []
+    return [n for n in params if n not in ("self", "message", "args", "kwargs")]

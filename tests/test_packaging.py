@@ -88,3 +88,16 @@ def test_a_users_mypy_sees_the_packages_types(mvtable_wheel_site, tmp_path):
     assert 'user.py:12: error: Incompatible types in assignment (expression has type "int", variable has type "str")' in out, out
     assert 'user.py:13: error: Argument "timestamp" to "snapshot" of "Table" has incompatible type "complex"' in out, out
     assert out.count("error:") == 2, out  # the two writes type-check: a WriteMode and its name
+
+
+def test_extras_say_what_they_are_for_and_keep_pandas_where_pyspark_supports_it():
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for spark_extra in ("spark", "connect", "test"):
+        assert any(d.replace(" ", "").startswith("pandas") and "<3" in d for d in extras[spark_extra]), spark_extra
+    named = {"iceberg": "pyiceberg", "duckdb": "duckdb", "polars": "polars"}
+    for extra, package in named.items():
+        assert any(d.startswith(package) for d in extras[extra]), extra
+        assert any(d.startswith(package) for d in extras["engines"])
+    section = (REPO / "docs" / "engines.md").read_text()
+    for extra in (*named, "engines"):
+        assert f'"mvtable[{extra}]"' in section, extra

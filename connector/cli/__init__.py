@@ -11,6 +11,7 @@
     mvtable gc       URI [--dry-run] [--time-budget S]
     mvtable compact  URI [--dry-run] [--target-size 128MiB] [--min-input-files N] [--delete-ratio F]
     mvtable inspect  URI [--version N] [--row-groups]
+    mvtable pins     URI [--release OWNER]     reader pins; release those of a reader that is gone
     mvtable export   (iceberg | delta) URI [--all-versions]
 
 Every subcommand takes ``--json`` (a JSON array of objects whose field names are those of

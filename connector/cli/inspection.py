@@ -1,4 +1,4 @@
-"""``mvtable inspect``: segments, row groups, delete density and the lineage timeline."""
+"""``mvtable inspect``: segments, row groups, delete density, the lineage timeline and the live pins."""
 
 from __future__ import annotations
 
@@ -13,13 +13,18 @@ if TYPE_CHECKING:  # rich is imported lazily
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..describe import inspect_table
+    from ..pin_admin import live_pins, now_ms, pin_record
+    from .pins import print_pins
 
     table = open_table(args)
     info = inspect_table(table.log, table.snapshot(args.version))
+    now = now_ms()
+    info["pins"] = [pin_record(p, now_ms=now) for p in live_pins(table.io, now_ms=now)]
     if args.json:
         print_json([info])
         return EXIT_OK
     _render_inspect(info, row_groups=args.row_groups)
+    print_pins(info["pins"])
     return EXIT_OK
 
 

@@ -25,6 +25,8 @@ from .output import (
     stderr_console,
 )
 from .parser import UsageExit, build_parser, join_dash_values
+from .pins import cmd_pins
+from .wording import cli_message
 
 __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
 
@@ -38,6 +40,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "gc": cmd_gc,
     "compact": cmd_compact,
     "inspect": cmd_inspect,
+    "pins": cmd_pins,
     "export": cmd_export,
     "spark-jar": cmd_spark_jar,
 }
@@ -83,12 +86,13 @@ def _hint(exc: BaseException, args: argparse.Namespace) -> str:
 def _fail(exc: BaseException, args: argparse.Namespace, code: int) -> int:
     err = stderr_console()
     name = type(exc).__name__
-    err.print(as_text(f"{PROG} {args.command}: {name}: {exc}"), style="bold red" if err.is_terminal else None)
+    message = cli_message(str(exc))
+    err.print(as_text(f"{PROG} {args.command}: {name}: {message}"), style="bold red" if err.is_terminal else None)
     hint = _hint(exc, args)
     if hint:
         err.print(as_text(f"hint: {hint}"))
     if getattr(args, "json", False):
-        print_error_json(str(exc), kind=name, hint=hint or None, exit_code=code)
+        print_error_json(message, kind=name, hint=hint or None, exit_code=code)
     return code
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from ..holds import Hold, describe, format_duration
 from .output import EXIT_OK, as_text, open_table, print_json, progress_bars, stdout_console
 
 
@@ -31,10 +32,26 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         return EXIT_OK
     out = stdout_console()
     out.print(as_text(vacuum_summary(report)))
-    out.print(as_text(f"safe version {report.safe_version}, retention {report.retention_s:g}s, {report.batches} batch(es)"))
+    out.print(
+        as_text(
+            f"safe version {report.safe_version}, retention {format_duration(report.retention_s)}, {report.batches} batch(es)"
+        )
+    )
+    _print_holds(out, report.held_back)
     if report.dry_run:
         _list_paths(out, "would delete:", list(report.files))
     return EXIT_OK
+
+
+def _print_holds(out, holds: Sequence[Hold]) -> None:
+    """What kept files: every run says it, so that "nothing to do" is never a riddle."""
+    lines = describe(holds)
+    if lines:
+        out.print(as_text("kept because:"))
+        for line in lines:
+            out.print(as_text(f"  {line}"))
+    if any(h.kind == "pin" for h in holds):
+        out.print(as_text("  (a reader that is gone: mvtable pins URI --release OWNER)"))
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -73,6 +90,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     if report.dv_files_in_grace:
         details += f", {report.dv_files_in_grace} unreferenced deletion-vector file(s) kept in their grace period"
     out.print(as_text(details))
+    _print_holds(out, report.held_back)
     if report.dry_run:
         _list_paths(out, "would delete:", list(report.deleted))
     return EXIT_OK

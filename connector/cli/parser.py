@@ -70,7 +70,7 @@ def _checked(check: Callable[[], T]) -> T:
     try:
         return check()
     except InvalidOptionError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def _number(text: str, kind: Callable[[str], N], what: str) -> N:
@@ -168,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", parents=[common], help="segments, row groups, delete density, lineage timeline")
     p.add_argument("--version", type=_version, metavar="N", help="inspect version N instead of the newest")
     p.add_argument("--row-groups", action="store_true", help="also list every row group")
+
+    p = sub.add_parser("pins", parents=[common], help="reader pins that keep versions from GC and vacuum")
+    p.add_argument(
+        "--release",
+        metavar="OWNER",
+        help="release the live pins of this owner (or the pin with this id): for a reader that is gone",
+    )
 
     p = sub.add_parser("spark-jar", help="build (once per machine) mvtable's JVM Parquet deletion mask and print its path")
     p.add_argument("--json", action="store_true", help="print a JSON array of objects (for scripts)")

@@ -34,7 +34,7 @@ from mvtable.visibility import bitmap_from_array, load_dv, positions_array, proc
 
 from ..pinning import pin_version, release
 from ..results import CompactionResult, DroppedBin
-from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins
+from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins, why_no_bins
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
 
@@ -60,6 +60,7 @@ class CompactionReport:
     deletes_remapped: int = 0  # rows deleted during the compaction, carried onto outputs
     commits: list[int] = field(default_factory=list)
     dropped: list[DroppedBin] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # why there was nothing to compact
 
     @property
     def complete(self) -> bool:
@@ -108,7 +109,7 @@ def run(
     """Plan at ``snapshot``, then rewrite and commit batch by batch (see the module doc).
     ``only`` and ``max_batches`` bound auto compaction to what a write just made worse."""
     bins = plan_bins(snapshot, options, only=only)
-    report = CompactionReport(dry_run=dry_run, bins=len(bins))
+    report = CompactionReport(dry_run=dry_run, bins=len(bins), reasons=[] if bins else why_no_bins(snapshot, options))
     if dry_run:
         for b in bins:
             _count(report, b, None)

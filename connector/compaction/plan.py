@@ -23,7 +23,7 @@ from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.operations import compaction_candidates
 from mvtable.lineage.snapshot import Snapshot
 
-__all__ = ["Bin", "BinInput", "CompactionOptions", "plan_bins", "commit_batches"]
+__all__ = ["Bin", "BinInput", "CompactionOptions", "commit_batches", "plan_bins", "why_no_bins"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,52 @@ def plan_bins(snapshot: Snapshot, options: CompactionOptions, *, only: set[str] 
                 if only is None or only.intersection(b.segment_ids):
                     bins.append(b)
     return bins
+
+
+def why_no_bins(snapshot: Snapshot, options: CompactionOptions) -> list[str]:
+    """Why ``plan_bins`` found nothing to rewrite at ``snapshot``, in the words of the table
+    properties that decide it (and the CLI flag that overrides each), so a "nothing to
+    compact" is never a riddle."""
+    visible = snapshot.visible_segment_ids()
+    if not visible:
+        return ["the table has no visible segments"]
+    candidates = compaction_candidates(snapshot)
+    reasons = []
+    held = len(visible) - len(candidates)
+    if held:
+        reasons.append(f"{held} segment(s) belong to a consistent push in progress or staged, which compaction leaves alone")
+    small_limit = options.target_file_size * 3 // 4
+    inputs = [BinInput(snapshot.segments[sid].file, snapshot.dvs.get(sid)) for sid in candidates]
+    small: dict[str | None, int] = {}
+    for sid, inp in zip(candidates, inputs):
+        if inp.segment.size_bytes < small_limit:
+            small[candidates[sid]] = small.get(candidates[sid], 0) + 1
+    need = max(2, options.min_input_files)
+    if small:
+        most = max(small.values())
+        groups = " of one origin (plain appends, or one push)" if len(small) > 1 else ""
+        reasons.append(
+            f"{sum(small.values())} small segment(s) (under 3/4 of compactTargetFileSize, {_size(small_limit)}), "
+            f"at most {most} together{groups}: a bin needs {need} (compactMinInputFiles={options.min_input_files}; "
+            "--min-input-files N)"
+        )
+    large = len(inputs) - sum(small.values())
+    if large:
+        reasons.append(f"{large} segment(s) are at least 3/4 of compactTargetFileSize ({_size(options.target_file_size)})")
+    fractions = [i.deleted / i.segment.num_rows for i in inputs if i.segment.num_rows]
+    most_deleted = max(fractions, default=0.0)
+    reasons.append(
+        f"no segment has compactDeleteRatio={options.delete_ratio:g} or more of its rows deleted "
+        f"(the most: {most_deleted:.1%}; --delete-ratio F)"
+    )
+    return reasons
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.4g} {unit}"
+    return f"{n} B"
 
 
 def _worn(inp: BinInput, options: CompactionOptions) -> bool:

@@ -45,7 +45,9 @@ class KeyedWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KeyedSegmentsWritten:
         plan = self.plan
         io = open_file_io(plan.uri, plan.storage_options)
-        writer = SegmentWriter(io, plan.arrow_schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+        writer = SegmentWriter(
+            io, plan.arrow_schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix
+        )
         try:
             with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):  # a keyed consistent push
                 message = self._write(io, writer, iterator)

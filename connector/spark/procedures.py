@@ -247,7 +247,7 @@ def vacuum_row(report) -> tuple:
         bool(report.complete),
         int(report.batches),
         files if report.dry_run else None,
-        vacuum_summary(report),
+        with_holds(vacuum_summary(report), report.held_back),
     )
 
 
@@ -266,7 +266,7 @@ def gc_row(report) -> tuple:
         bool(report.complete),
         int(report.batches),
         list(report.deleted) if report.dry_run else None,
-        gc_summary(report),
+        with_holds(gc_summary(report), report.held_back),
     )
 
 
@@ -405,12 +405,22 @@ PROCEDURES: dict[str, tuple[type, StructType]] = {
 }
 
 
+def with_holds(summary: str, holds: Any) -> str:
+    """A maintenance summary with what held the run back (pins, retention, grace periods)."""
+    from mvtable.connector.holds import describe
+
+    lines = describe(holds, limit=5)
+    return summary + ("; kept because: " + "; ".join(lines) if lines else "")
+
+
 def register_procedures(spark: Any) -> list[str]:
-    """Register every procedure as a SQL table function of ``spark``; returns the names.
-    Registering again replaces them (harmless)."""
+    """Register every procedure this session does not have yet as a SQL table function of
+    ``spark``; returns the names of all of them."""
     from pyspark.sql.functions import udtf
 
     for name, (cls, schema) in PROCEDURES.items():
+        if spark.catalog.functionExists(name):
+            continue
         # Plain (pickled-row) UDTFs: Arrow UDTFs need pandas, and these return a row or a few.
         spark.udtf.register(name, udtf(cls, returnType=schema, useArrow=False))
     return list(PROCEDURES)

@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
 
@@ -67,7 +67,7 @@ from ..streaming import (
     read_unit,
 )
 from ..streaming.changes import plan_changes
-from ..streaming.sink import abort_batch, check_app_id
+from ..streaming.sink import abort_batch, check_app_id, query_segment_prefix, remove_unfinished_batches
 from ..streaming.source import parse_offset
 from ..streaming.walker import first_version_since
 from ..timeparse import parse_timestamp_ms
@@ -328,20 +328,35 @@ class MvTableStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: StreamWriteOptions, schema: StructType, *, complete: bool) -> None:
         self.opts = opts
         incoming = write_schema(schema)
-        self.plan = plan_batch(
+        plan = plan_batch(
             opts.path, storage_options=opts.storage_options, incoming=incoming, complete=complete, properties=opts.properties
         )
+        # the query's files carry its prefix, so that a later commit can tell its own
+        # uncommitted files (a batch that stop() interrupted) from another writer's
+        prefix = query_segment_prefix(self._app_id()) if self._app_id_known() else ""
+        self.plan = replace(plan, segment_prefix=prefix)
+
+    def _app_id(self) -> str:
+        if self.opts.txn_app_id is not None:
+            return check_app_id(self.opts.txn_app_id)
+        assert self.opts.checkpoint_location is not None
+        return query_app_id(self.opts.checkpoint_location, self.opts.storage_options)
+
+    def _app_id_known(self) -> bool:
+        try:
+            self._app_id()
+        except InvalidOptionError:  # no checkpoint metadata yet: commit() says so, if it still has none
+            return False
+        return True
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
         return SegmentsWritten(writes.write_data(self.plan, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if self.opts.txn_app_id is not None:
-            app_id = check_app_id(self.opts.txn_app_id)
-        else:
-            assert self.opts.checkpoint_location is not None
-            app_id = query_app_id(self.opts.checkpoint_location, self.opts.storage_options)
-        commit_batch(self.plan, written_segments(messages), app_id=app_id, batch_id=batchId)
+        commit_batch(self.plan, written_segments(messages), app_id=self._app_id(), batch_id=batchId)
+        # Spark runs this in a process of its own once the batch's tasks are done and before
+        # the next batch starts: what the query wrote and no commit names is left over
+        remove_unfinished_batches(open_file_io(self.opts.path, self.opts.storage_options), self.plan.segment_prefix)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         abort_batch(self.plan, written_segments(messages))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from mvtable.errors import InvalidOptionError
+from mvtable.errors import InvalidOptionError, TableAlreadyExistsError
 from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
@@ -21,6 +22,8 @@ from ..options import WriteOptions
 from .arrow_types import write_schema
 from .delete_writer import make_delete_writer
 from .keyed_writer import KeyedWriter
+
+log = logging.getLogger("mvtable.connector")
 
 
 @dataclass
@@ -46,7 +49,38 @@ def written_segments(messages: list[WriterCommitMessage | None]) -> list[Segment
     return [s for m in messages if isinstance(m, SegmentsWritten) for s in m.segments]
 
 
+class IgnoredWrite(DataSourceArrowWriter):
+    """Spark's save mode Ignore where a table exists: the rows are dropped, nothing is written."""
+
+    def __init__(self, path: str, version: int) -> None:
+        self.path = path
+        self.version = version
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
+        for _ in iterator:  # Spark sends the rows all the same; take them so its side ends cleanly
+            pass
+        return SegmentsWritten()
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("save mode ignore: a table exists at %s (version %s); nothing was written", self.path, self.version)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        pass
+
+
 def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> DataSourceArrowWriter:
+    """The writer of one DataFrame write. ``opts.save_mode`` is Spark's ErrorIfExists or
+    Ignore, which Spark 4.3 never hands a Python source itself (``mvtable.spark_save`` passes it
+    as an option and asks Spark for an append): a table that exists is refused or left alone,
+    and where none exists the append creates it, refusing at commit a table created meanwhile.
+    A delete or upsert acts on an existing table whatever the save mode says."""
+    snapshot = None
+    if opts.save_mode is not None and opts.operation == "write" and not overwrite:
+        snapshot = writes.load_snapshot(CommitLog(open_file_io(opts.path, opts.storage_options)))
+        if snapshot.exists and opts.save_mode == "ignore":
+            return IgnoredWrite(opts.path, snapshot.version)
+        if snapshot.exists:
+            raise TableAlreadyExistsError(writes.table_exists_message(opts.path, snapshot.version))
     if opts.operation == "delete":
         return make_delete_writer(opts, schema, overwrite=overwrite)
     if opts.operation == "upsert" and overwrite:
@@ -65,7 +99,10 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         primary_key=parse_primary_key(opts.primary_key),
         # this planner worker exits once the plan is made: the push belongs to the driver JVM
         owner=recovery.spark_driver_owner() if opts.consistent_push else None,
+        snapshot=snapshot,
     )
+    if snapshot is not None and opts.save_mode == "errorifexists":
+        plan = replace(plan, create_only=True)
     if plan.primary_key:
         return KeyedWriter(plan, upsert=opts.operation == "upsert")
     return MvTableWriter(plan)

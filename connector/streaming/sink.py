@@ -24,6 +24,7 @@ its keys are in the table because its first attempt put them there.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -40,10 +41,12 @@ from mvtable.lineage.actions import Action, MetadataAction, SegmentFile
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.storage import open_file_io
+from mvtable.storage import FileIO, open_file_io
 
 from .. import writes
+from ..keys.index import segment_path_of
 from ..keys.writes import check_absent, commit_keyed, segment_keys
+from ..segments import DATA_DIR
 
 log = logging.getLogger("mvtable.connector")
 
@@ -243,6 +246,37 @@ def discard_unreferenced(clog: CommitLog, segments: Sequence[SegmentFile]) -> No
     attempt committed files of its own)."""
     known = clog.snapshot().segments
     clog.io.delete([s.path for s in segments if s.id not in known])
+
+
+def query_segment_prefix(app_id: str) -> str:
+    """The start of every segment id the streaming query ``app_id`` writes: its files are
+    then recognisable as its own."""
+    return "st" + hashlib.sha1(app_id.encode()).hexdigest()[:12] + "-"
+
+
+def remove_unfinished_batches(io: FileIO, prefix: str) -> list[str]:
+    """Remove the files of this query's batches that no commit names, and return them.
+
+    ``query.stop()`` interrupts a micro-batch in flight, and the interrupt may cut Spark's
+    ``abort()`` short (it logs "failed to abort"), so the files of that batch stay behind; a
+    crashed driver leaves them too. The batch is not committed and runs again when the query
+    restarts, with new files, so the old ones are garbage. Called after each commit of the
+    query: no other batch of it runs then (Spark starts the next batch after the commit), and
+    files of other writers never carry its prefix. One listing of ``data/`` per batch."""
+    if not prefix:
+        return []
+    clog = CommitLog(io)
+    known = {s.file.path for s in clog.snapshot().segments.values()} if clog.exists() else set()
+    stray = []
+    for info in io.list(DATA_DIR):
+        if info.name.startswith(prefix):
+            path = f"{DATA_DIR}/{info.name}"
+            if (segment_path_of(path) or path) not in known:
+                stray.append(path)
+    if stray:
+        io.delete(stray)
+        log.info("streaming query start: removed %d file(s) of batches an earlier run never committed", len(stray))
+    return stray
 
 
 def abort_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile]) -> None:

@@ -492,7 +492,7 @@ def test_a_retention_that_starts_with_a_dash_reaches_the_period_parser(table_uri
 
 def test_a_size_in_bytes_must_be_whole(table_uri):
     Table.create(table_uri, schema=orders(0, 1).schema)
-    assert_clean_error(run("compact", table_uri, "--target-size", "1.5"), 1, "InvalidOptionError", "target_file_size: '1.5'")
+    assert_clean_error(run("compact", table_uri, "--target-size", "1.5"), 1, "InvalidOptionError", "--target-size: '1.5'")
 
 
 def test_a_path_is_never_read_as_markup(tmp_path):

@@ -30,24 +30,28 @@ def data(**changed: pa.DataType) -> pa.Schema:
         (
             "st",
             pa.struct([("a", pa.int64()), ("b", pa.string())]),
-            "st (table: struct<a:integer,b:string>, data: struct<a:long,b:string>)",
+            "st (table: struct<a: int32, b: string>, data: struct<a: int64, b: string>)",
         ),
         (
             "st",
             pa.struct([("b", pa.string()), ("a", pa.int32())]),
-            "st (table: struct<a:integer,b:string>, data: struct<b:string,a:integer>)",
+            "st (table: struct<a: int32, b: string>, data: struct<b: string, a: int32>)",
         ),
         (
             "st",
             pa.struct([("a", pa.int32()), ("b", pa.string()), ("c", pa.bool_())]),
-            "st (table: struct<a:integer,b:string>, data: struct<a:integer,b:string,c:boolean>)",
+            "st (table: struct<a: int32, b: string>, data: struct<a: int32, b: string, c: bool>)",
         ),
         (
             "tags",
             pa.list_(pa.struct([("a", pa.int32())])),
-            "tags (table: array<struct<a:integer,b:string>>, data: array<struct<a:integer>>)",
+            "tags (table: list<element: struct<a: int32, b: string>>, data: list<element: struct<a: int32>>)",
         ),
-        ("m", pa.map_(pa.string(), pa.list_(pa.int32())), "m (table: map<string,array<long>>, data: map<string,array<integer>>)"),
+        (
+            "m",
+            pa.map_(pa.string(), pa.list_(pa.int32())),
+            "m (table: map<string, list<element: int64>>, data: map<string, list<element: int32>>)",
+        ),
     ],
 )
 def test_a_nested_mismatch_shows_both_types_in_full(column, changed, shown) -> None:

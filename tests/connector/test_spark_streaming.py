@@ -169,7 +169,10 @@ def test_snapshot_options_on_a_stream_fail_with_our_error_alone(spark, tmp_path,
     Table.create(src, schema=orders(0, 1).schema).append(orders(0, 3))
     r = spark.readStream.format("mvtable").options(**option)
     df = (r.schema("id bigint") if user_schema else r).load(src)
-    with pytest.raises(Exception, match=f"InvalidOptionError: {next(iter(option))} cannot be used with spark.readStream") as exc:
+    with pytest.raises(
+        Exception,
+        match=f"InvalidOptionError: \\[MVTABLE_INVALID_OPTION\\] {next(iter(option))} cannot be used with spark.readStream",
+    ) as exc:
         run_available_now(df, str(tmp_path / "dst"), str(tmp_path / "ck"))
     assert "UnboundLocalError" not in str(exc.value)
 
@@ -178,7 +181,9 @@ def test_snapshot_options_on_a_stream_fail_with_our_error_alone(spark, tmp_path,
 def test_a_bad_starting_timestamp_names_its_option(spark, tmp_path, user_schema):
     src = str(tmp_path / "src")
     Table.create(src, schema=orders(0, 1).schema).append(orders(0, 3))
-    with pytest.raises(Exception, match="InvalidOptionError: startingTimestamp: cannot read 'nope'") as exc:
+    with pytest.raises(
+        Exception, match="InvalidOptionError: \\[MVTABLE_INVALID_OPTION\\] startingTimestamp: cannot read 'nope'"
+    ) as exc:
         r = spark.readStream.format("mvtable").option("startingTimestamp", "nope")
         df = (r.schema("id bigint") if user_schema else r).load(src)  # without a schema, load() fails
         run_available_now(df, str(tmp_path / "dst"), str(tmp_path / "ck"))
@@ -194,7 +199,9 @@ def test_a_change_feed_with_a_schema_of_other_types_is_refused(spark, tmp_path, 
     Table.create(src, schema=orders(0, 1).schema).append(orders(0, 3))
     feed = spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", "0").schema(requested)
     column = requested.split(",")[-1].split()[0]
-    with pytest.raises(Exception, match=rf"SchemaMismatchError: column '{column}' is bigint in the table"):
+    with pytest.raises(
+        Exception, match=rf"SchemaMismatchError: \[MVTABLE_SCHEMA_MISMATCH\] column '{column}' is bigint in the table"
+    ):
         feed.load(src).collect()
     same = feed.schema("id bigint, _commit_version bigint").load(src)
     assert sorted(r.id for r in same.collect()) == [0, 1, 2]
@@ -204,7 +211,9 @@ def test_a_stream_with_a_schema_of_other_types_fails_with_our_error_alone(spark,
     src = str(tmp_path / "src")
     Table.create(src, schema=orders(0, 1).schema).append(orders(0, 3))
     df = spark.readStream.format("mvtable").schema("id string").load(src)
-    with pytest.raises(Exception, match="SchemaMismatchError: column 'id' is bigint in the table") as exc:
+    with pytest.raises(
+        Exception, match="SchemaMismatchError: \\[MVTABLE_SCHEMA_MISMATCH\\] column 'id' is bigint in the table"
+    ) as exc:
         run_available_now(df, str(tmp_path / "dst"), str(tmp_path / "ck"))
     assert "UnboundLocalError" not in str(exc.value)
     ok = spark.readStream.format("mvtable").schema("id bigint").load(src)
@@ -287,9 +296,13 @@ def test_a_starting_timestamp_before_the_collected_log_reads_from_the_oldest_rea
     assert sorted(r.id for r in got) == list(range(30, 70)) and {r._commit_version for r in got} == {4, 5, 6, 7}
     assert sum(run_available_now(stream(spark, src, startingTimestamp=old), str(tmp_path / "dst"), str(tmp_path / "ck"))) == 40
     assert ids(str(tmp_path / "dst")) == list(range(30, 70))
-    with pytest.raises(Exception, match="VersionNotFoundError: startingVersion 2 can no longer be read.*is 4"):
+    with pytest.raises(
+        Exception, match="VersionNotFoundError: \\[MVTABLE_VERSION_NOT_FOUND\\] startingVersion 2 can no longer be read.*is 4"
+    ):
         spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", "2").load(src).collect()
-    with pytest.raises(Exception, match="VersionNotFoundError: startingVersion 0 can no longer be read.*is 4"):
+    with pytest.raises(
+        Exception, match="VersionNotFoundError: \\[MVTABLE_VERSION_NOT_FOUND\\] startingVersion 0 can no longer be read.*is 4"
+    ):
         run_available_now(stream(spark, src, startingVersion=0), str(tmp_path / "dst2"), str(tmp_path / "ck2"))
 
 
@@ -307,7 +320,10 @@ def test_a_change_feed_starting_after_its_range_names_starting_timestamp(spark, 
             r = r.option(k, v)
         return r.load(src).collect()
 
-    with pytest.raises(Exception, match="InvalidOptionError: startingTimestamp '2999-01-01' is after the latest version") as exc:
+    with pytest.raises(
+        Exception,
+        match="InvalidOptionError: \\[MVTABLE_INVALID_OPTION\\] startingTimestamp '2999-01-01' is after the latest version",
+    ) as exc:
         feed(startingTimestamp="2999-01-01")
     assert f"at or before {newest.isoformat()}" in str(exc.value) and "start_version" not in str(exc.value)
     at2 = str(int(newest.timestamp() * 1000))  # version 2's own commit time

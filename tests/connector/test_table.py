@@ -131,7 +131,7 @@ def test_schema_mismatch_names_columns(small_table):
     with pytest.raises(SchemaMismatchError) as err:
         small_table.append(bad)
     text = str(err.value)
-    assert "price" in text and "extra" in text and "status (table: string, data: integer)" in text
+    assert "price" in text and "extra" in text and "status (table: string, data: int32)" in text
     assert small_table.version == 2
 
 

@@ -33,7 +33,7 @@ def test_refuses_instants_past_year_9999_or_before_year_1(value):
 
 
 def test_names_the_option_given():
-    with pytest.raises(InvalidOptionError, match="^startingTimestamp: cannot read 'nope'"):
+    with pytest.raises(InvalidOptionError, match=r"^\[MVTABLE_INVALID_OPTION\] startingTimestamp: cannot read 'nope'"):
         parse_timestamp_ms("nope", option="startingTimestamp")
-    with pytest.raises(InvalidOptionError, match="^timestampAsOf: True is not a timestamp"):
+    with pytest.raises(InvalidOptionError, match=r"^\[MVTABLE_INVALID_OPTION\] timestampAsOf: True is not a timestamp"):
         parse_timestamp_ms(True)

@@ -152,7 +152,7 @@ def test_every_single_bit_flip_is_rejected(blob: bytes) -> None:
                 decode_dv(bytes(damaged), source=f"seg-x@{i}")
             assert info.value.source == f"seg-x@{i}"
             assert info.value.problem
-            assert str(info.value).startswith(f"seg-x@{i}: ")
+            assert info.value.message.startswith(f"seg-x@{i}: ")
 
 
 @pytest.mark.parametrize("blob", CORPUS.values(), ids=CORPUS.keys())
