@@ -276,7 +276,6 @@ class GCResult(_FromTally):
     pins_expired: int = 0
     bytes_freed: int = 0
     complete: bool = True
-    held_back: tuple[Hold, ...] = ()  # why files stayed: pins, retention, grace, checkpoints
     batches: int = 0
     dry_run: bool = False
     retention_version: int | None = None
@@ -285,3 +284,4 @@ class GCResult(_FromTally):
     dv_files_in_grace: int = 0  # unreferenced DV files kept: younger than orphanGracePeriod
     replans: int = 0
     deleted: tuple[str, ...] = ()
+    held_back: tuple[Hold, ...] = ()  # why files stayed: pins, retention, grace, checkpoints
