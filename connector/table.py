@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from mvtable import checks
+from mvtable.conf import TableProperties
 from mvtable.errors import (
     InvalidOptionError,
     TableAlreadyExistsError,
@@ -267,7 +268,7 @@ class Table:
         """Lineage entries, oldest first. IN_PROGRESS ones say who owns them, when their
         lease ends and whether the next push may clean them up (``status``)."""
         snapshot = self.snapshot()
-        lease_ms = writes.table_properties(snapshot).push_lease_ms
+        lease_ms = TableProperties.of(snapshot.properties).push_lease_ms
         verdicts = recovery.entry_verdicts(self.io, snapshot, default_lease_ms=lease_ms)
         out = []
         for e in sorted(snapshot.lineage.values(), key=lambda e: e.started_version):
@@ -381,7 +382,7 @@ class Table:
                 self.log,
                 snapshot,
                 found,
-                inline_max_bytes=writes.table_properties(snapshot).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(snapshot.properties).dvInlineMaxBytes,
                 parameters={"predicate": str(filter)},
             )
             return result.deleted_rows
@@ -390,7 +391,7 @@ class Table:
         with self.pin(owner="Table.delete by key") as pinned:
             snapshot = pinned.snapshot
             data = key_data(keys, require_key(snapshot, uri=self.uri, what="delete by key"))
-            inline = writes.table_properties(snapshot).dvInlineMaxBytes
+            inline = TableProperties.of(snapshot.properties).dvInlineMaxBytes
             return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline).deleted_rows
 
     def delete_rows(
@@ -412,7 +413,7 @@ class Table:
                 self.log,
                 read,
                 arrays,
-                inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(read.properties).dvInlineMaxBytes,
                 parameters=parameters,
             )
 

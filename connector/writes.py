@@ -91,12 +91,6 @@ def new_entry_id() -> str:
     return f"push-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
-def table_properties(snapshot: Snapshot, overrides: Mapping[str, str] | None = None) -> TableProperties:
-    """The table's properties with a writer's ``overrides``; a bad one is a ``SettingsError``
-    (an ``InvalidOptionError``) naming it."""
-    return TableProperties.from_strings({**snapshot.properties, **(overrides or {})})
-
-
 def begin_write(
     uri: str,
     *,
@@ -142,12 +136,12 @@ def begin_write(
             have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
             raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
         table_schema = snapshot.table_schema
-        props = table_properties(snapshot)
+        props = TableProperties.of(snapshot.properties)
         key = snapshot.primary_key
     else:
         check_new_table_columns(incoming)
         table_schema = schema_to_json(incoming)
-        props = table_properties(snapshot, properties)
+        props = TableProperties.of(snapshot.properties, properties)
         key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
         create = MetadataAction(
             table_id=uuid.uuid4().hex,

@@ -100,11 +100,9 @@ def compact(
     """Compact the table ``clog`` reads (see ``driver`` for how it stays out of everyone's
     way). Options default to the table properties ``compactTargetFileSize``,
     ``compactMinInputFiles``, ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
-    from ..writes import table_properties
-
     dry_run = checks.flag(dry_run, name="dry_run")
     snapshot = snapshot if snapshot is not None else clog.snapshot()
-    props = table_properties(snapshot)
+    props = TableProperties.of(snapshot.properties)
     options = compaction_options(
         props,
         target_file_size=target_file_size,

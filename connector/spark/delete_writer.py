@@ -15,11 +15,11 @@ from pyroaring import BitMap64
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import LongType, StringType, StructType
 
+from mvtable.conf import TableProperties
 from mvtable.errors import InvalidOptionError, InvalidRowAddressError, SchemaMismatchError
 from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
-from .. import writes
 from ..deletes import commit_deletes
 from ..options import WriteOptions
 from ..pinning import pin_snapshot
@@ -68,7 +68,7 @@ class DeleteWriter(DataSourceArrowWriter):
                 log,
                 pinned.snapshot,
                 merged,
-                inline_max_bytes=writes.table_properties(pinned.snapshot).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(pinned.snapshot.properties).dvInlineMaxBytes,
                 parameters={"source": "spark", **({"tag": self.opts.tag} if self.opts.tag else {})},
             )
 
