@@ -35,7 +35,6 @@ from mvtable.paths import location_uri
 from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
 
-from .compaction.auto import after_commit
 from .compaction.rowmap import CompactionMoves, relocate
 from .scan import ScanTask, task_masks
 from .segments import (
@@ -233,5 +232,4 @@ def commit_deletes(
         return DeleteResult(0, None, 0, remapped[0])
     kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
     io.delete([p for p in set(written) - kept])
-    after_commit(io, log, result.snapshot, list(counted))
     return DeleteResult(sum(counted.values()), result.commit.version, len(counted), remapped[0])

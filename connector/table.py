@@ -23,7 +23,7 @@ from mvtable.errors import (
 from mvtable.lineage import faults
 from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
-from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.log import CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, make_root, open_file_io
 from mvtable.visibility import bitmap_from_array
@@ -32,17 +32,18 @@ from . import recovery, writes
 from .deletes import DeleteResult, commit_deletes, matching_positions
 from .export import ExportResult, export
 from .expressions import check_filter, referenced_columns
-from .keys.upsert import UpsertResult, delete_by_key, require_key, upsert
 from .keys.validate import key_data, parse_primary_key
 from .keys.writes import write_keyed
 from .parallel import default_workers, ordered_map
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
+from .post_commit import open_log
 from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
 from .segments import write_segments
 from .stats import Predicate
 from .table_scan import TableScan
+from .upsert import UpsertResult, delete_by_key, require_key, upsert
 
 if TYPE_CHECKING:
     from .compaction import CompactionReport
@@ -95,7 +96,7 @@ class Table:
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.io: FileIO = open_file_io(uri, self.storage_options)
-        self.log = CommitLog(self.io)
+        self.log = open_log(self.io)
         self._seen: Snapshot | None = None  # the newest snapshot this object has seen
 
     # -- lifecycle -----------------------------------------------------------------------

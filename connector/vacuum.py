@@ -48,7 +48,7 @@ from . import recovery
 from .export.common import METADATA_DIR
 from .export.delta import DELTA_LOG_DIR
 from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbage
-from .keys.index import segment_path_of
+from .key_index import segment_path_of
 from .pinning import pin_scan
 from .segments import DATA_DIR
 

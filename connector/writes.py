@@ -33,11 +33,12 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from . import recovery
-from .keys.index import index_path
+from .key_index import index_path
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
 from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
+from .post_commit import open_log
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
 
@@ -77,7 +78,7 @@ class WritePlan:
         return schema_from_json(self.table_schema)
 
     def commit_log(self) -> CommitLog:
-        return CommitLog(open_file_io(self.uri, self.storage_options))
+        return open_log(open_file_io(self.uri, self.storage_options))
 
 
 def load_snapshot(log: CommitLog) -> Snapshot:
@@ -122,7 +123,7 @@ def begin_write(
     if not publish and not consistent_push:
         raise InvalidOptionError("publish=false stages a consistent push: it needs consistentPush=true")
     io = open_file_io(uri, storage_options)
-    clog = CommitLog(io)
+    clog = open_log(io)
     if snapshot is None:
         snapshot = load_snapshot(clog)
     create: MetadataAction | None = None
@@ -264,9 +265,6 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
     if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
         recovery.drop(clog.io, plan.entry_id)
     release_pin(plan)
-    from .compaction.auto import after_commit
-
-    after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
     return result
 
 

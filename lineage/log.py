@@ -94,24 +94,6 @@ class CommitResult:
 
 
 Builder = Callable[[Snapshot], Sequence[Action]]
-CommitHook = Callable[[FileIO, Snapshot], None]
-_commit_hooks: list[CommitHook] = []
-
-
-def add_commit_hook(hook: CommitHook) -> None:
-    """Call ``hook(io, snapshot)`` after every commit this process lands, with the new
-    snapshot (the connector's ``icebergCompat`` export). Hooks run after the commit is
-    durable: one that fails is logged and the commit stands."""
-    if hook not in _commit_hooks:
-        _commit_hooks.append(hook)
-
-
-def _run_commit_hooks(io: FileIO, snapshot: Snapshot) -> None:
-    for hook in _commit_hooks:
-        try:
-            hook(io, snapshot)
-        except Exception:
-            log.warning("after-commit hook %s failed for version %s; the commit stands", hook, snapshot.version, exc_info=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -130,10 +112,21 @@ def commit_fsync(snapshot: Snapshot) -> bool:
     return TableProperties.tolerant(snapshot.properties)[0].commit_fsync
 
 
+AfterCommit = Callable[["CommitLog", CommitResult], None]
+
+
 class CommitLog:
-    def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None) -> None:
+    """A table's log: reading it and landing commits on it.
+
+    ``after_commit``, when given, is called with the log and the result of every commit
+    this log lands, once the commit is durable. The lineage knows nothing of what it does:
+    the connector opens its logs with its post-commit pipeline there
+    (``mvtable.connector.post_commit``), which must not raise, since the commit stands."""
+
+    def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None, after_commit: AfterCommit | None = None) -> None:
         self.io = io
         self.retry = retry or RetryPolicy()
+        self.after_commit = after_commit
 
     # -- reading -------------------------------------------------------------------------
     def listing(self) -> Listing:
@@ -326,8 +319,7 @@ class CommitLog:
                     apply_commit(trial, mine)
                 faults.point(f"commit.{operation}.after_put")
                 self._maybe_checkpoint(trial, checkpoint_interval)
-                _run_commit_hooks(self.io, trial)
-                return CommitResult(mine, trial, attempt)
+                return self._landed(CommitResult(mine, trial, attempt))
             time.sleep(self.retry.delay(attempt))
             before = current.version
             current = self.catch_up(current)
@@ -335,10 +327,14 @@ class CommitLog:
                 for v in range(before + 1, current.version + 1):
                     winner = self.read_commit(v)
                     if winner.parameters.get("txn") == txn:
-                        landed = self.snapshot(v)
-                        _run_commit_hooks(self.io, landed)
-                        return CommitResult(winner, landed, attempt)
+                        return self._landed(CommitResult(winner, self.snapshot(v), attempt))
         raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
+
+    def _landed(self, result: CommitResult) -> CommitResult:
+        """``result``, once the log's ``after_commit`` has seen it."""
+        if self.after_commit is not None:
+            self.after_commit(self, result)
+        return result
 
     def _put(self, commit: Commit, txn: str, *, durable: bool) -> tuple[Commit | None, bool]:
         """(our commit at ``commit.version`` if it landed else ``None``, whether the store

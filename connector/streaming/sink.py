@@ -44,6 +44,7 @@ from mvtable.storage import open_file_io
 
 from .. import writes
 from ..keys.writes import check_absent, commit_keyed, segment_keys
+from ..post_commit import open_log
 
 log = logging.getLogger("mvtable.connector")
 
@@ -93,7 +94,7 @@ def plan_batch(
     """What executors need to write one batch. No side effects (no pin, no lineage entry):
     Spark creates the writer anew in each process of each batch. ``properties`` apply when
     the first batch creates the table and are ignored after."""
-    if properties and CommitLog(open_file_io(uri, storage_options)).exists():
+    if properties and open_log(open_file_io(uri, storage_options)).exists():
         properties = None
     return writes.begin_write(
         uri,
