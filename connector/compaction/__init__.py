@@ -5,7 +5,8 @@ and deletes, without ever failing either of them.
 * ``rewrite`` — executor work: one bin → one new segment and its row map;
 * ``rowmap`` — where a compacted row went (rank over the input's deletion vector);
 * ``driver`` — batches, the ``compact`` commit, deletes carried onto outputs;
-* ``auto`` — the bounded compaction a write runs when the table asks for it.
+* ``auto`` — the bounded compaction that follows a data write when the table asks for it
+  (run by ``mvtable.connector.post_commit``).
 
 ``compact`` is the entry point for one table (``Table.compact`` and the CLI call it; the
 Spark version, ``mvtable.connector.spark.compaction.compact``, passes a rewriter that runs
