@@ -119,9 +119,9 @@ class CommitLog:
     """A table's log: reading it and landing commits on it.
 
     ``after_commit``, when given, is called with the log and the result of every commit
-    this log lands, once the commit is durable. The lineage knows nothing of what it does:
-    the connector opens its logs with its post-commit pipeline there
-    (``mvtable.connector.post_commit``), which must not raise, since the commit stands."""
+    this log lands, once the commit is durable: whoever opens the log decides what follows
+    its commits (the connector passes its post-commit pipeline), and the lineage knows
+    nothing of it. It should not raise: the commit stands whatever it does."""
 
     def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None, after_commit: AfterCommit | None = None) -> None:
         self.io = io
