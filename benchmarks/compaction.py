@@ -124,11 +124,11 @@ def small_appends(a: argparse.Namespace, data: pa.Table, work: Path, spark: Any)
 
 # -- case 2 ------------------------------------------------------------------------------------
 def worn_segments(a: argparse.Namespace, data: pa.Table, work: Path) -> dict[str, Any]:
+    from mvtable.conf import TableProperties
     from mvtable.connector import Table
     from mvtable.connector.compaction import compaction_options, plan_bins
     from mvtable.connector.deletes import load_deleted
     from mvtable.connector.segment_encoding import parquet_writer_options
-    from mvtable.connector.writes import table_properties
     from mvtable.visibility import positions_array
 
     root = work / "worn"
@@ -144,7 +144,7 @@ def worn_segments(a: argparse.Namespace, data: pa.Table, work: Path) -> dict[str
     )
     expected = checksum(data.filter(~worn))
     snap = t.snapshot()
-    bins = plan_bins(snap, compaction_options(table_properties(snap)))
+    bins = plan_bins(snap, compaction_options(TableProperties.of(snap.properties)))
     masks = {seg.id: positions_array(load_deleted(t.io, snap, seg.id)) for b in bins for seg in (i.segment for i in b.inputs)}
 
     def fresh(name: str) -> Path:

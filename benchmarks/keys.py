@@ -311,7 +311,7 @@ def new_rows(table_rows: pa.Table, n: int, round_: int, *, kind: str) -> pa.Tabl
 
 def append_case(lineitem: pa.Table, root: Path, *, sizes: list[int], append_rows: int, repeat: int) -> list[dict[str, Any]]:
     from mvtable import Table
-    from mvtable.connector.keys.index import forget_filters
+    from mvtable.connector.key_index import forget_filters
 
     out = []
     for size in sizes:

@@ -185,6 +185,19 @@ class TableProperties(_Settings):
         return _strict(tuple(sorted(stored.items())))
 
     @classmethod
+    def of(cls, properties: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> TableProperties:
+        """A table's stored ``properties`` with a writer's ``overrides`` on top.
+
+        Plain mappings, not a snapshot: every layer reads a table's properties (the log, the
+        writers, GC), and settings import none of them.
+
+        Raises:
+            SettingsError: an unknown name or a bad value, naming the property (an
+                ``InvalidOptionError``).
+        """
+        return cls.from_strings({**properties, **(overrides or {})})
+
+    @classmethod
     def tolerant(cls, stored: Mapping[str, str]) -> tuple[TableProperties, dict[str, str]]:
         """For code that runs after a commit landed (it must not make the commit look
         failed): names this version does not know are ignored, bad values fall back to the

@@ -36,7 +36,6 @@ from mvtable.paths import location_uri
 from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
 
-from .compaction.auto import after_commit
 from .compaction.rowmap import CompactionMoves, relocate
 from .results import DeleteResult
 from .scan import ScanTask, task_masks
@@ -228,5 +227,4 @@ def commit_deletes(
         io.delete([p for p in set(written) - kept])
     except Exception as exc:
         logger.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
-    after_commit(io, log, result.snapshot, list(counted))
     return DeleteResult(sum(counted.values()), result.commit.version, len(counted), remapped[0])

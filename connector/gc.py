@@ -36,11 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mvtable import checks
-from mvtable.conf import connector_settings
+from mvtable.conf import TableProperties, connector_settings
 from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
 from mvtable.lineage.log_retention import LogRetentionPlan, plan_log_retention
-from mvtable.lineage.snapshot import Snapshot
 from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary
 from mvtable.visibility.files import DV_DIR
 from mvtable.visibility.gc import DVGCPlan, batches, plan_dv_gc
@@ -48,7 +47,6 @@ from mvtable.visibility.pins import PIN_DIR
 
 from .holds import Hold, checkpoint_hold, grace_hold, version_holds
 from .pinning import pin_scan
-from .writes import table_properties
 
 log = logging.getLogger("mvtable.connector")
 
@@ -238,7 +236,7 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
     listing = commit_log.listing()
     summaries = _Summaries(commit_log, listing)
     latest = summaries.at(listing.latest)
-    props = table_properties(Snapshot(properties=latest.properties))
+    props = TableProperties.of(latest.properties)
     history = {h.version: h.timestamp_ms for h in latest.history}
     pinned = [p.version for p in pins.live]
 

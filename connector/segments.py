@@ -24,7 +24,7 @@ from mvtable.lineage.actions import RowGroupInfo, SegmentFile
 from mvtable.storage import FileIO
 from mvtable.storage.oserror import translated
 
-from .keys.index import IndexBuilder, index_path
+from .key_index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
 from .segment_encoding import (
     SMALL_SEGMENT_COMPRESSION,
@@ -75,7 +75,7 @@ class SegmentWriter:
         self._row_groups: list[RowGroupInfo] = []
         self._stats = FooterStats(schema)  # row-group statistics, from the footer at close()
         self._rows = 0
-        # a keyed table's segments get a key index beside them (``keys.index``)
+        # a keyed table's segments get a key index beside them (``key_index``)
         self._index = IndexBuilder(primary_key) if primary_key else None
 
     def write(self, data: pa.RecordBatch | pa.Table) -> None:

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from mvtable import checks
+from mvtable.conf import TableProperties
 from mvtable.errors import (
     InvalidOptionError,
     TableAlreadyExistsError,
@@ -22,7 +23,6 @@ from mvtable.errors import (
 from mvtable.lineage import faults
 from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
-from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, make_root, open_file_io
 from mvtable.visibility import bitmap_from_array
@@ -31,12 +31,12 @@ from . import recovery, writes
 from .deletes import commit_deletes, matching_positions
 from .export import ExportResult, export
 from .expressions import check_filter, referenced_columns
-from .keys.upsert import delete_by_key, require_key, upsert
 from .keys.validate import key_data, parse_primary_key
 from .keys.writes import write_keyed
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
+from .post_commit import open_log
 from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
 from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
@@ -45,6 +45,7 @@ from .segments import write_segments
 from .snapshot_view import read_only
 from .stats import Predicate
 from .table_scan import TableScan
+from .upsert import delete_by_key, require_key, upsert
 
 if TYPE_CHECKING:
     from .gc import Progress
@@ -95,7 +96,7 @@ class Table:
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.io: FileIO = open_file_io(uri, self.storage_options)
-        self.log = CommitLog(self.io)
+        self.log = open_log(self.io)
         self._seen: Snapshot | None = None  # the newest snapshot this object has seen
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -283,7 +284,7 @@ class Table:
         """Lineage entries, oldest first. IN_PROGRESS ones say who owns them, when their
         lease ends and whether the next push may clean them up (``status``)."""
         snapshot = self._latest()
-        lease_ms = writes.table_properties(snapshot).push_lease_ms
+        lease_ms = TableProperties.of(snapshot.properties).push_lease_ms
         verdicts = recovery.entry_verdicts(self.io, snapshot, default_lease_ms=lease_ms)
         out = []
         for e in sorted(snapshot.lineage.values(), key=lambda e: e.started_version):
@@ -422,7 +423,7 @@ class Table:
                 self.log,
                 snapshot,
                 found,
-                inline_max_bytes=writes.table_properties(snapshot).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(snapshot.properties).dvInlineMaxBytes,
                 parameters={"predicate": str(filter)},
             )
             return result
@@ -431,7 +432,7 @@ class Table:
         with self._pin(owner="Table.delete by key") as pinned:
             snapshot = pinned.snapshot
             data = key_data(keys, require_key(snapshot, uri=self.uri, what="delete by key"))
-            inline = writes.table_properties(snapshot).dvInlineMaxBytes
+            inline = TableProperties.of(snapshot.properties).dvInlineMaxBytes
             return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline)
 
     def delete_rows(
@@ -453,7 +454,7 @@ class Table:
                 self.log,
                 read,
                 arrays,
-                inline_max_bytes=writes.table_properties(read).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(read.properties).dvInlineMaxBytes,
                 parameters=parameters,
             )
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from mvtable import checks
-from mvtable.conf import parse_period
+from mvtable.conf import TableProperties, parse_period
 from mvtable.errors import (
     CorruptMetadataError,
     InvalidOptionError,
@@ -49,10 +49,9 @@ from .export.common import METADATA_DIR
 from .export.delta import DELTA_LOG_DIR
 from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbage
 from .holds import Hold, grace_hold, version_holds
-from .keys.index import segment_path_of
+from .key_index import segment_path_of
 from .pinning import pin_scan
 from .segments import DATA_DIR
-from .writes import table_properties
 
 ENTRIES_PER_COMMIT = 50
 HISTORY_TRIM_ALONE = 1000  # history items that justify a commit of their own
@@ -92,7 +91,7 @@ def vacuum(
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     deadline = time.monotonic() + max(0.0, budget)
     snapshot = commit_log.snapshot()
-    props = table_properties(snapshot)
+    props = TableProperties.of(snapshot.properties)
     table_retention = props.version_retention_s
     try:
         retention_s = table_retention if retention is None else parse_period(retention, name="retention")
@@ -387,7 +386,7 @@ def _free_first(
     leftovers), before vacuum commits anything: on a full disk the retention commit fits
     only after them. Planned as ``_plan_data`` plans on the log as it is, and only files
     the whole run's plan deletes too, so a dry run still lists exactly what a run deletes."""
-    grace_s = table_properties(snapshot).orphan_grace_s
+    grace_s = TableProperties.of(snapshot.properties).orphan_grace_s
     now = set(_plan_files(commit_log, snapshot, now_ms=now_ms, retention_s=retention_s, grace_s=grace_s).doomed)
     early = [p for p in data.doomed if p in now]
     for batch in batches(early, max_bytes=max_bytes):

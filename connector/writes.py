@@ -34,11 +34,12 @@ from mvtable.storage import open_file_io
 
 from . import recovery
 from .casting import cast_columns
-from .keys.index import index_path
+from .key_index import index_path
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
 from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
+from .post_commit import open_log
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
 
@@ -85,7 +86,7 @@ class WritePlan:
         return schema_from_json(self.table_schema)
 
     def commit_log(self) -> CommitLog:
-        return CommitLog(open_file_io(self.uri, self.storage_options))
+        return open_log(open_file_io(self.uri, self.storage_options))
 
 
 def load_snapshot(log: CommitLog) -> Snapshot:
@@ -97,12 +98,6 @@ def load_snapshot(log: CommitLog) -> Snapshot:
 
 def new_entry_id() -> str:
     return f"push-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-
-
-def table_properties(snapshot: Snapshot, overrides: Mapping[str, str] | None = None) -> TableProperties:
-    """The table's properties with a writer's ``overrides``; a bad one is a ``SettingsError``
-    (an ``InvalidOptionError``) naming it."""
-    return TableProperties.from_strings({**snapshot.properties, **(overrides or {})})
 
 
 def begin_write(
@@ -136,7 +131,7 @@ def begin_write(
     if not publish and not consistent_push:
         raise InvalidOptionError("publish=false stages a consistent push: it needs consistentPush=true")
     io = open_file_io(uri, storage_options)
-    clog = CommitLog(io)
+    clog = open_log(io)
     if snapshot is None:
         snapshot = load_snapshot(clog)
     create: MetadataAction | None = None
@@ -150,12 +145,12 @@ def begin_write(
             have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
             raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
         table_schema = snapshot.table_schema
-        props = table_properties(snapshot)
+        props = TableProperties.of(snapshot.properties)
         key = snapshot.primary_key
     else:
         check_new_table_columns(incoming)
         table_schema = schema_to_json(incoming)
-        props = table_properties(snapshot, properties)
+        props = TableProperties.of(snapshot.properties, properties)
         key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
         create = MetadataAction(
             table_id=uuid.uuid4().hex,
@@ -291,9 +286,6 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         log.warning(
             "version %s landed; releasing its pin/lease failed (they expire on their own): %s", result.commit.version, exc
         )
-    from .compaction.auto import after_commit
-
-    after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
     return result
 
 

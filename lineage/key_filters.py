@@ -4,7 +4,7 @@ A keyed table writes two kinds of key filter: one per segment (beside its Parque
 lookup skips segments that cannot hold a key) and one per commit that appends keyed rows (the
 ``InsertedKeys`` action, so a concurrent writer can tell whether a commit it lost the race to may
 have inserted one of its keys — Lance's merge_insert duplicated keys without it). Both are the
-same structure over the same 64-bit key hashes (``mvtable.connector.keys.hashing``).
+same structure over the same 64-bit key hashes (``mvtable.connector.key_hashing``).
 
 The filter is a classic Bloom filter: ``k`` bit positions per key from one 64-bit hash by double
 hashing (Kirsch–Mitzenmacher), ~10 bits per key for ~1% false positives. A false positive only

@@ -93,24 +93,6 @@ class CommitResult:
 
 
 Builder = Callable[[Snapshot], Sequence[Action]]
-CommitHook = Callable[[FileIO, Snapshot], None]
-_commit_hooks: list[CommitHook] = []
-
-
-def add_commit_hook(hook: CommitHook) -> None:
-    """Call ``hook(io, snapshot)`` after every commit this process lands, with the new
-    snapshot (the connector's ``icebergCompat`` export). Hooks run after the commit is
-    durable: one that fails is logged and the commit stands."""
-    if hook not in _commit_hooks:
-        _commit_hooks.append(hook)
-
-
-def _run_commit_hooks(io: FileIO, snapshot: Snapshot) -> None:
-    for hook in _commit_hooks:
-        try:
-            hook(io, snapshot)
-        except Exception:
-            log.warning("after-commit hook %s failed for version %s; the commit stands", hook, snapshot.version, exc_info=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -129,10 +111,21 @@ def commit_fsync(snapshot: Snapshot) -> bool:
     return TableProperties.tolerant(snapshot.properties)[0].commit_fsync
 
 
+AfterCommit = Callable[["CommitLog", CommitResult], None]
+
+
 class CommitLog:
-    def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None) -> None:
+    """A table's log: reading it and landing commits on it.
+
+    ``after_commit``, when given, is called with the log and the result of every commit
+    this log lands, once the commit is durable: whoever opens the log decides what follows
+    its commits (the connector passes its post-commit pipeline), and the lineage knows
+    nothing of it. It should not raise: the commit stands whatever it does."""
+
+    def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None, after_commit: AfterCommit | None = None) -> None:
         self.io = io
         self.retry = retry or RetryPolicy()
+        self.after_commit = after_commit
 
     # -- reading -------------------------------------------------------------------------
     def listing(self) -> Listing:
@@ -414,6 +407,30 @@ class CommitLog:
             CommitStateUnknownError: the store never said whether a put of ours landed; it
                 names the txn and the first version it may hold (see ``find_commit``).
         """
+        return self._landed(
+            self._commit(
+                read=read,
+                operation=operation,
+                build=build,
+                parameters=parameters,
+                metrics=metrics,
+                checkpoint_interval=checkpoint_interval,
+                current=current,
+            )
+        )
+
+    def _commit(
+        self,
+        *,
+        read: Snapshot,
+        operation: Operation,
+        build: Builder,
+        parameters: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+        metrics: Mapping[str, float | int] | Callable[[], Mapping[str, float | int]] | None = None,
+        checkpoint_interval: int | None = None,
+        current: Snapshot | None = None,
+    ) -> CommitResult:
+        """The attempts of ``commit``: build, put, catch up, settle an uncertain put."""
         txn = uuid.uuid4().hex
         current = current if current is not None else read
         uncertain = False  # a put of ours may have landed although the store said it failed
@@ -468,7 +485,6 @@ class CommitLog:
                         apply_commit(trial, mine)
                     faults.point(f"commit.{operation}.after_put")
                     self._maybe_checkpoint(trial, checkpoint_interval)
-                    _run_commit_hooks(self.io, trial)
                     return CommitResult(mine, trial, attempt)
                 time.sleep(self.retry.delay(attempt))
                 before = current.version
@@ -477,9 +493,7 @@ class CommitLog:
                     for v in range(before + 1, current.version + 1):
                         winner = self.read_commit(v)
                         if winner.parameters.get("txn") == txn:
-                            landed = self.snapshot(v)
-                            _run_commit_hooks(self.io, landed)
-                            return CommitResult(winner, landed, attempt)
+                            return CommitResult(winner, self.snapshot(v), attempt)
             raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
         except Exception as exc:
             if not (uncertain or pending):
@@ -487,7 +501,6 @@ class CommitLog:
             settled = self._settle(txn, tried, exc)
             if settled is None:
                 raise
-            _run_commit_hooks(self.io, settled.snapshot)
             return settled
 
     def _settle(self, txn: str, tried: list[int], exc: Exception) -> CommitResult | None:
@@ -533,6 +546,12 @@ class CommitLog:
             if commit.parameters.get("txn") == txn:
                 return commit
         return None
+
+    def _landed(self, result: CommitResult) -> CommitResult:
+        """``result``, once the log's ``after_commit`` has seen it."""
+        if self.after_commit is not None:
+            self.after_commit(self, result)
+        return result
 
     def _put(self, commit: Commit, txn: str, *, durable: bool) -> tuple[Commit | None, bool]:
         """(our commit at ``commit.version`` if it landed else ``None``, whether the store

@@ -5,7 +5,8 @@ and deletes, without ever failing either of them.
 * ``rewrite`` — executor work: one bin → one new segment and its row map;
 * ``rowmap`` — where a compacted row went (rank over the input's deletion vector);
 * ``driver`` — batches, the ``compact`` commit, deletes carried onto outputs;
-* ``auto`` — the bounded compaction a write runs when the table asks for it.
+* ``auto`` — the bounded compaction that follows a data write when the table asks for it
+  (run by ``mvtable.connector.post_commit``).
 
 ``compact`` is the entry point for one table (``Table.compact`` and the CLI call it; the
 Spark version, ``mvtable.connector.spark.compaction.compact``, passes a rewriter that runs
@@ -100,11 +101,9 @@ def compact(
     """Compact the table ``clog`` reads (see ``driver`` for how it stays out of everyone's
     way). Options default to the table properties ``compactTargetFileSize``,
     ``compactMinInputFiles``, ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
-    from ..writes import table_properties
-
     dry_run = checks.flag(dry_run, name="dry_run")
     snapshot = snapshot if snapshot is not None else clog.snapshot()
-    props = table_properties(snapshot)
+    props = TableProperties.of(snapshot.properties)
     options = compaction_options(
         props,
         target_file_size=target_file_size,

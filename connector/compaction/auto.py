@@ -1,36 +1,32 @@
-"""Auto compaction (table property ``autoCompact``, off by default): after a write or a
-delete commits, compact what it just made worse, as Delta's auto compaction does.
+"""Auto compaction (table property ``autoCompact``, off by default): after a data write
+commits, compact what it just made worse, as Delta's auto compaction does.
 
 Bounded: only bins that hold a segment the write added or a delete touched, and at most
-one commit batch (``compactMaxBytesPerCommit``). It never fails the write that triggered
-it: the write has landed already, and any error here is logged and dropped."""
+one commit batch (``compactMaxBytesPerCommit``). When it runs, and that a failure never
+fails the write that triggered it, is the post-commit pipeline's rule
+(``mvtable.connector.post_commit``)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 
-from mvtable.conf import TableProperties
-from mvtable.errors import SettingsError
+from mvtable.lineage.actions import AddSegment, Commit, SetDeletionVector
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.storage import FileIO
 
 from . import CompactionReport, compact
 
-log = logging.getLogger("mvtable.compaction")
+
+def touched_segments(commit: Commit) -> set[str]:
+    """The segments ``commit`` added or deleted rows from: where it can have made the
+    table's layout worse."""
+    added = {a.segment.id for a in commit.actions if isinstance(a, AddSegment)}
+    return added | {a.segment_id for a in commit.actions if isinstance(a, SetDeletionVector)}
 
 
-def after_commit(io: FileIO, clog: CommitLog, snapshot: Snapshot, touched: Collection[str]) -> CompactionReport | None:
-    """Run the bounded compaction if the table asks for it; the report, or None."""
-    try:
-        enabled = TableProperties.from_strings(snapshot.properties).autoCompact
-    except SettingsError:
+def compact_touched(clog: CommitLog, snapshot: Snapshot, touched: Collection[str]) -> CompactionReport | None:
+    """The bounded compaction of the bins holding ``touched`` segments of ``snapshot``;
+    None when there is nothing to look at."""
+    if not touched:
         return None
-    if not enabled or not touched:
-        return None
-    try:
-        return compact(io, clog, snapshot=snapshot, only=set(touched), max_batches=1)
-    except Exception as exc:
-        log.warning("automatic compaction after version %s failed (the write itself landed): %s", snapshot.version, exc)
-        return None
+    return compact(clog.io, clog, snapshot=snapshot, only=set(touched), max_batches=1)

@@ -8,20 +8,18 @@ Apache XTable, with nothing rewritten.
 
 ``export`` takes storage and snapshots, never a ``Table``: ``Table.export_iceberg`` /
 ``export_delta`` and the ``mvtable export`` command are thin callers. With the table
-property ``icebergCompat`` on, every commit is added to the Iceberg metadata right after it
-lands (``after_commit``); a failed export is logged and never fails the commit.
+property ``icebergCompat`` on, the post-commit pipeline (``mvtable.connector.post_commit``)
+adds every commit to the Iceberg metadata right after it lands.
 ``export_status`` tells how far each export lags behind the table (``mvtable inspect``).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
 from mvtable import checks
-from mvtable.conf import TableProperties
-from mvtable.errors import InvalidOptionError, MvTableError
-from mvtable.lineage.log import CommitLog, add_commit_hook
+from mvtable.errors import InvalidOptionError
+from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
@@ -36,7 +34,6 @@ __all__ = [
     "METADATA_DIR",
     "ExportResult",
     "ExportStatus",
-    "after_commit",
     "export",
     "export_delta",
     "export_iceberg",
@@ -44,7 +41,6 @@ __all__ = [
 ]
 
 FORMATS = ("iceberg", "delta")
-log = logging.getLogger("mvtable.export")
 
 
 def export(io: FileIO, log_: CommitLog, *, format: str, all_versions: bool = False) -> ExportResult:
@@ -56,16 +52,3 @@ def export(io: FileIO, log_: CommitLog, *, format: str, all_versions: bool = Fal
         raise InvalidOptionError(f"unknown export format {format!r}; choose one of {list(FORMATS)}")
     snapshots: Iterable[Snapshot] = retained_snapshots(log_) if all_versions else [log_.snapshot()]
     return export_iceberg(io, snapshots) if format == "iceberg" else export_delta(io, snapshots)
-
-
-def after_commit(io: FileIO, snapshot: Snapshot) -> None:
-    """The ``icebergCompat`` hook: add the version just committed to the Iceberg metadata."""
-    try:
-        enabled = TableProperties.from_strings(snapshot.properties).icebergCompat
-    except MvTableError:
-        return  # a table whose properties do not parse is reported by its writers, not here
-    if enabled:
-        export_iceberg(io, [snapshot])
-
-
-add_commit_hook(after_commit)

@@ -20,10 +20,10 @@ from mvtable.lineage.key_filters import KeyBloom
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
 
+from ..key_index import index_cached, read_index
 from ..parallel import default_workers, ordered_map
 from ..segments import DEFAULT_READ_ROWS, open_parquet, positions_at, read_row_groups, read_runs
 from ..stats import decode
-from .index import index_cached, read_index
 
 __all__ = ["KeyMatches", "find_keys"]
 

@@ -31,10 +31,10 @@ from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array
 
 from ..deletes import BuiltDV, deletion_actions
+from ..key_hashing import hash_keys
+from ..key_index import index_path
 from ..scan import ScanTask, task_masks
 from ..segments import open_parquet
-from .hashing import hash_keys
-from .index import index_path
 from .lookup import KeyMatches, find_keys
 from .validate import check_unique, describe_keys, key_table, key_tuples
 

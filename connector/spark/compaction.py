@@ -16,7 +16,6 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.lineage.actions import CompactedInput, SegmentFile
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
 from ..compaction import CompactionReport, OutputSpec
@@ -24,6 +23,7 @@ from ..compaction import compact as compact_table
 from ..compaction.driver import Progress
 from ..compaction.plan import Bin
 from ..compaction.rewrite import RewrittenBin, rewrite_bin
+from ..post_commit import open_log
 
 __all__ = ["compact"]
 
@@ -76,7 +76,7 @@ def compact(
 
     return compact_table(
         io,
-        CommitLog(io),
+        open_log(io),
         target_file_size=target_file_size,
         min_input_files=min_input_files,
         delete_ratio=delete_ratio,

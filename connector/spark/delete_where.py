@@ -6,10 +6,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
 from ..pinning import pin_snapshot
+from ..post_commit import open_log
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 
@@ -47,7 +47,7 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
     ensure_registered(spark)
     storage = {f"storage.{k}": v for k, v in (storage_options or {}).items()}
     io = open_file_io(path, storage_options)
-    log = CommitLog(io)
+    log = open_log(io)
     # Pinned from finding the rows until their commit: the version the rows are read at.
     with pin_snapshot(io, log, owner="Spark delete") as pinned:
         version = pinned.version

@@ -15,14 +15,14 @@ from pyroaring import BitMap64
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import LongType, StringType, StructType
 
+from mvtable.conf import TableProperties
 from mvtable.errors import InvalidOptionError, InvalidRowAddressError, SchemaMismatchError
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
-from .. import writes
 from ..deletes import commit_deletes
 from ..options import WriteOptions
 from ..pinning import pin_snapshot
+from ..post_commit import open_log
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 
 
@@ -60,7 +60,7 @@ class DeleteWriter(DataSourceArrowWriter):
                 for sid, data in m.bitmaps.items():
                     merged.setdefault(sid, BitMap64()).update(BitMap64.deserialize(data))
         io = open_file_io(self.opts.path, self.opts.storage_options)
-        log = CommitLog(io)
+        log = open_log(io)
         # pinned while the addresses are checked and merged with the read version's DVs
         with pin_snapshot(io, log, version=self.read_version, owner="Spark delete commit") as pinned:
             commit_deletes(
@@ -68,7 +68,7 @@ class DeleteWriter(DataSourceArrowWriter):
                 log,
                 pinned.snapshot,
                 merged,
-                inline_max_bytes=writes.table_properties(pinned.snapshot).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(pinned.snapshot.properties).dvInlineMaxBytes,
                 parameters={"source": "spark", **({"tag": self.opts.tag} if self.opts.tag else {})},
             )
 
@@ -88,5 +88,5 @@ def make_delete_writer(opts: WriteOptions, schema: StructType, *, overwrite: boo
         )
     read_version = opts.read_version
     if read_version is None:
-        read_version = CommitLog(open_file_io(opts.path, opts.storage_options)).snapshot().version
+        read_version = open_log(open_file_io(opts.path, opts.storage_options)).snapshot().version
     return DeleteWriter(opts, read_version)

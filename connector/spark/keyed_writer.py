@@ -20,12 +20,12 @@ from mvtable.lineage.actions import SegmentFile
 from mvtable.storage import FileIO, open_file_io
 
 from .. import recovery, writes
-from ..keys.hashing import hash_keys
-from ..keys.index import index_path
-from ..keys.upsert import commit_upsert
+from ..key_hashing import hash_keys
+from ..key_index import index_path
 from ..keys.validate import check_unique, key_table
 from ..keys.writes import KeyedDeletes, KeyedRows, check_absent, lookup, segment_keys
 from ..segments import SegmentWriter
+from ..upsert import commit_upsert
 
 
 @dataclass

@@ -44,10 +44,10 @@ import pyarrow as pa
 
 from mvtable.conf import parse_period
 from mvtable.errors import InvalidOptionError, SchemaMismatchError
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
 from ..pinning import PinnedSnapshot, pin_snapshot
+from ..post_commit import open_log
 from ..scan import staged_segments
 from ..schema import schema_from_json, schema_to_json
 from ..stats import Predicate, row_groups_to_read
@@ -104,7 +104,7 @@ def read_native(
         raise InvalidOptionError("read_native: pass at most one of version, timestamp and lineage_entry")
     ttl_s = None if pin_ttl is None else parse_period(pin_ttl, name="read_native pin_ttl")  # SettingsError if bad
     io = open_file_io(path, dict(storage_options or {}))
-    pinned = pin_snapshot(io, CommitLog(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner="read_native")
+    pinned = pin_snapshot(io, open_log(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner="read_native")
     try:
         return native_frame(
             spark,

@@ -21,13 +21,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from mvtable.errors import FilesMissingError, NotFoundError
-from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from ..options import ReadOptions
 from ..parallel import default_workers
 from ..pinning import PinnedSnapshot, SnapshotPin, pin_snapshot, renew, renew_when_due
+from ..post_commit import open_log
 from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
@@ -40,7 +40,7 @@ from .read_schema import check_requested_columns
 def newest_snapshot(opts: ReadOptions) -> Snapshot:
     """The newest snapshot, unpinned: the schema of a read that binds to no one version
     (a change feed, a stream)."""
-    return CommitLog(open_file_io(opts.path, opts.storage_options)).snapshot()
+    return open_log(open_file_io(opts.path, opts.storage_options)).snapshot()
 
 
 def unbound_read_columns(schema: StructType, opts: ReadOptions) -> list[str]:
@@ -59,7 +59,7 @@ def pin_read(opts: ReadOptions) -> PinnedSnapshot:
     """Resolve the version a read asks for (``versionAsOf``, ``timestampAsOf``, else the
     newest) and pin it."""
     io = open_file_io(opts.path, opts.storage_options)
-    return pin_snapshot(io, CommitLog(io), version=opts.version_as_of, timestamp=opts.timestamp_as_of, owner="Spark read")
+    return pin_snapshot(io, open_log(io), version=opts.version_as_of, timestamp=opts.timestamp_as_of, owner="Spark read")
 
 
 def default_parallelism() -> int:
@@ -108,14 +108,14 @@ class MvTableReader(DataSourceReader):
 
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
-            self._snapshot = CommitLog(open_file_io(self.opts.path, self.opts.storage_options)).snapshot(self.pin.version)
+            self._snapshot = open_log(open_file_io(self.opts.path, self.opts.storage_options)).snapshot(self.pin.version)
         return self._snapshot
 
     def partitions(self) -> Sequence[InputPartition]:
         io = open_file_io(self.opts.path, self.opts.storage_options)
         # pinTtl more for this execution; a pin that expired since the DataFrame was
         # created is made again if the version is still whole (else a NotFoundError)
-        pin = renew(io, self.pin, log=CommitLog(io), owner="Spark read")
+        pin = renew(io, self.pin, log=open_log(io), owner="Spark read")
         snapshot = self.snapshot()
         # a schema the user gave (spark.read.schema) reached no check before this
         table_schema = StructType.fromJson(schema_to_json(schema_from_json(snapshot.table_schema)))
@@ -141,7 +141,7 @@ class MvTableReader(DataSourceReader):
         io = open_file_io(self.opts.path, self.opts.storage_options)
         # Spark runs these partitions again on every action of the DataFrame without
         # planning anew: the task keeps the version pinned itself
-        pin = renew_when_due(io, partition.pin, renewed_at=partition.renewed_at, log=CommitLog(io), owner="Spark task")
+        pin = renew_when_due(io, partition.pin, renewed_at=partition.renewed_at, log=open_log(io), owner="Spark task")
         try:
             for task in partition.tasks:
                 for table in read_task(

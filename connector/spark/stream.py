@@ -56,6 +56,7 @@ from mvtable.storage import open_file_io
 from .. import writes
 from ..options import ReadOptions, StreamWriteOptions
 from ..pinning import pin_version
+from ..post_commit import open_log
 from ..streaming import (
     ChangeUnit,
     Position,
@@ -161,7 +162,7 @@ class ChangeFeedReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         columns = unbound_read_columns(self.schema, self.opts)
         io = open_file_io(self.opts.path, self.opts.storage_options)
-        start = feed_start(CommitLog(io), self.opts)
+        start = feed_start(open_log(io), self.opts)
         pin_version(io, max(start - 1, 0), owner="change feed")  # the first diff's base; expires by itself (pinTtl)
         _, units = plan_changes(io, start, self.opts.ending_version, names=("startingVersion", "endingVersion"))
         return pack(units, max_bytes=self.opts.max_partition_bytes, columns=columns)

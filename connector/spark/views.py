@@ -34,10 +34,10 @@ from typing import Any
 
 from mvtable import checks
 from mvtable.errors import InvalidOptionError, MvTableError, PinError
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
 from ..pinning import PinnedSnapshot, pin_snapshot, pin_ttl_s
+from ..post_commit import open_log
 from .native import Filter, native_frame
 
 log = logging.getLogger("mvtable.connector")
@@ -101,7 +101,7 @@ def create_view(
         raise InvalidOptionError("create_view: pass a version or a timestamp, not both")
     io = open_file_io(path, options["storage_options"])
     ttl_s = pin_ttl_s()
-    pinned = pin_snapshot(io, CommitLog(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner=f"mvtable view {name}")
+    pinned = pin_snapshot(io, open_log(io), version=version, timestamp=timestamp, ttl_s=ttl_s, owner=f"mvtable view {name}")
     try:
         view_options = {k: v for k, v in options.items() if k != "storage_options"}
         native_frame(spark, pinned, **view_options).createOrReplaceTempView(name)

@@ -12,13 +12,13 @@ from pyspark.sql.types import StructType
 
 from mvtable.errors import InvalidOptionError, TableAlreadyExistsError
 from mvtable.lineage.actions import SegmentFile
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import open_file_io
 
 from .. import recovery, writes
-from ..keys.upsert import require_key
 from ..keys.validate import parse_primary_key
 from ..options import WriteOptions
+from ..post_commit import open_log
+from ..upsert import require_key
 from .arrow_types import write_schema
 from .delete_writer import make_delete_writer
 from .keyed_writer import KeyedWriter
@@ -76,7 +76,7 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
     A delete or upsert acts on an existing table whatever the save mode says."""
     snapshot = None
     if opts.save_mode is not None and opts.operation == "write" and not overwrite:
-        snapshot = writes.load_snapshot(CommitLog(open_file_io(opts.path, opts.storage_options)))
+        snapshot = writes.load_snapshot(open_log(open_file_io(opts.path, opts.storage_options)))
         if snapshot.exists and opts.save_mode == "ignore":
             return IgnoredWrite(opts.path, snapshot.version)
         if snapshot.exists:
@@ -87,7 +87,7 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         raise InvalidOptionError("operation=upsert changes rows of the table: use mode('append')")
     incoming = write_schema(schema)
     if opts.operation == "upsert":
-        require_key(writes.load_snapshot(CommitLog(open_file_io(opts.path, opts.storage_options))), uri=opts.path, what="upsert")
+        require_key(writes.load_snapshot(open_log(open_file_io(opts.path, opts.storage_options))), uri=opts.path, what="upsert")
     plan = writes.begin_write(
         opts.path,
         storage_options=opts.storage_options,

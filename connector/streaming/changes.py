@@ -28,11 +28,11 @@ from pyroaring import BitMap64
 
 from mvtable import checks
 from mvtable.errors import InvalidOptionError, SchemaMismatchError, VersionNotFoundError
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import FileIO
 from mvtable.visibility import deleted_in_range, load_dv, positions_array, process_cache
 
 from ..pinning import pin_version, release
+from ..post_commit import open_log
 from ..scan import ScanTask, read_task
 from ..schema import project, schema_from_json
 from ..segments import iter_segment
@@ -194,7 +194,7 @@ def plan_changes(
     start_name, end_name = names
     start_version = checks.version(start_version, name=start_name)
     end_version = None if end_version is None else checks.version(end_version, name=end_name)
-    clog = CommitLog(io)
+    clog = open_log(io)
     listing = clog.listing()
     latest = listing.latest
     end = latest if end_version is None else end_version

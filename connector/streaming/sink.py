@@ -44,8 +44,9 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
 
 from .. import writes
-from ..keys.index import segment_path_of
+from ..key_index import segment_path_of
 from ..keys.writes import check_absent, commit_keyed, segment_keys
+from ..post_commit import open_log
 from ..segments import DATA_DIR
 
 log = logging.getLogger("mvtable.connector")
@@ -96,7 +97,7 @@ def plan_batch(
     """What executors need to write one batch. No side effects (no pin, no lineage entry):
     Spark creates the writer anew in each process of each batch. ``properties`` apply when
     the first batch creates the table and are ignored after."""
-    if properties and CommitLog(open_file_io(uri, storage_options)).exists():
+    if properties and open_log(open_file_io(uri, storage_options)).exists():
         properties = None
     return writes.begin_write(
         uri,
@@ -265,7 +266,7 @@ def remove_unfinished_batches(io: FileIO, prefix: str) -> list[str]:
     files of other writers never carry its prefix. One listing of ``data/`` per batch."""
     if not prefix:
         return []
-    clog = CommitLog(io)
+    clog = open_log(io)
     known = {s.file.path for s in clog.snapshot().segments.values()} if clog.exists() else set()
     stray = []
     for info in io.list(DATA_DIR):

@@ -36,10 +36,10 @@ from mvtable.errors import (
     StreamTableReplacedError,
     VersionNotFoundError,
 )
-from mvtable.lineage.log import CommitLog
 from mvtable.storage import FileIO
 
 from ..pinning import SnapshotPin, pin_version, release, renew
+from ..post_commit import open_log
 from .changes import ChangeUnit, units_of
 from .versions import ChangeKind, CommitKind, SegmentChange, normalized_dv
 from .walker import VersionWalker, check_readable, first_version_since
@@ -102,7 +102,7 @@ class StreamSource:
     def __init__(self, io: FileIO, options: SourceOptions, *, pin_ttl: str | None = None) -> None:
         self.io = io
         self.options = options
-        self.log = CommitLog(io)
+        self.log = open_log(io)
         self.walker = VersionWalker(self.log)
         self.table_id = self.log.snapshot().table_id
         self.pin_ttl = pin_ttl

@@ -29,6 +29,15 @@ def test_stored_strings_override_defaults() -> None:
     assert (p.version_retention_s, p.checkpointInterval, p.autoCompact) == (43200, 3, True)
 
 
+def test_a_writers_overrides_win_over_the_stored_properties() -> None:
+    stored = {"rowGroupRows": "100", "autoCompact": "true"}
+    p = TableProperties.of(stored, {"rowGroupRows": "7"})
+    assert (p.rowGroupRows, p.autoCompact) == (7, True)
+    assert TableProperties.of(stored).rowGroupRows == 100 and stored == {"rowGroupRows": "100", "autoCompact": "true"}
+    with pytest.raises(SettingsError, match="rowGroupRows"):
+        TableProperties.of(stored, {"rowGroupRows": "0"})
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [

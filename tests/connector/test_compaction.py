@@ -279,7 +279,7 @@ def test_auto_compaction_after_deletes_rewrites_worn_segments(table_uri):
 
 
 def test_keyed_tables_keep_their_key_index_through_compaction(table_uri):
-    from mvtable.connector.keys.index import index_path
+    from mvtable.connector.key_index import index_path
     from mvtable.errors import DuplicateKeyError
 
     t = Table.create(table_uri, schema=orders(0, 1).schema, properties=PROPS, primary_key=["id"])

@@ -331,6 +331,24 @@ def test_build_raising_a_conflict_writes_nothing(tmp_path) -> None:
     assert calls == [1, 2] and log.latest_version() == 2
 
 
+def test_after_commit_sees_each_landed_commit_once_after_it_is_durable(tmp_path) -> None:
+    seen: list[tuple[int, int, bool]] = []
+
+    def after(log: CommitLog, result) -> None:
+        seen.append((result.commit.version, result.attempts, os.path.exists(tmp_path / commit_path(result.commit.version))))
+
+    log = new_log(tmp_path)
+    watched = CommitLog(LocalFileIO(str(tmp_path)), after_commit=after)
+    stale = watched.snapshot()
+    append(log, "a")  # another writer's log: not watched
+    append(watched, "b")  # a lost race, then landed
+    with pytest.raises(InvalidLineageTransitionError):  # refused: nothing landed, nothing seen
+        watched.commit(read=stale, operation=Operation.DELETE, build=lambda s: [RemoveSegment(segment_id="x")])
+    assert seen == [(2, 1, True)]
+    result = watched.commit(read=stale, operation=Operation.APPEND, build=lambda s: [AddSegment(segment=seg("c"))])
+    assert seen == [(2, 1, True), (3, 2, True)] and result.attempts == 2
+
+
 def test_catch_up(tmp_path) -> None:
     log = new_log(tmp_path)
     old = log.snapshot()

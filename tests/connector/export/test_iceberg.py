@@ -12,7 +12,6 @@ import pytest
 from pyiceberg.table import StaticTable
 
 from mvtable.connector import Table
-from mvtable.connector.export import after_commit
 from mvtable.connector.export.common import table_location
 from mvtable.connector.export.types import iceberg_schema
 from mvtable.errors import ExportPathNotWritableError, UnsupportedExportTypeError
@@ -110,13 +109,12 @@ def test_iceberg_compat_exports_after_every_commit(tmp_path, caplog) -> None:
     open(os.path.join(t.uri, "metadata"), "w").close()
     t.append(rows(100, 5))
     assert t.scan().count() == 95
-    assert "after-commit hook" in caplog.text
+    assert "post-commit step icebergCompat export failed" in caplog.text
 
 
 def test_without_iceberg_compat_commits_export_nothing(tmp_path) -> None:
     t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
     t.append(rows(0, 10))
-    after_commit(t.io, t.snapshot())
     assert not os.path.exists(os.path.join(t.uri, "metadata"))
 
 

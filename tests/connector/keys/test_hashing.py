@@ -10,7 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 
-from mvtable.connector.keys.hashing import hash_keys
+from mvtable.connector.key_hashing import hash_keys
 
 SAMPLE = pa.table({"i": pa.array([0, 1, -1, 2**40], pa.int64()), "s": ["", "a", "héllo", "x" * 20]})
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mvtable.connector.keys.index import SEGMENT_BITS_PER_KEY, SEGMENT_HASHES, build_index, forget_filters, read_index
+from mvtable.connector.key_index import SEGMENT_BITS_PER_KEY, SEGMENT_HASHES, build_index, forget_filters, read_index
 from mvtable.lineage.key_filters import KeyBloom
 from mvtable.storage import open_file_io
 

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mvtable.connector import Table, writes
-from mvtable.connector.keys.upsert import commit_upsert
 from mvtable.connector.keys.writes import KeyedDeletes, keyed_rows, lookup, write_keyed
 from mvtable.connector.segments import write_segments
+from mvtable.connector.upsert import commit_upsert
 from mvtable.errors import DuplicateKeyError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("who", pa.string())])

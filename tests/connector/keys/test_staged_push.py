@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table, writes
-from mvtable.connector.keys.hashing import hash_keys
+from mvtable.connector.key_hashing import hash_keys
 from mvtable.connector.keys.publish import commit_publish
 from mvtable.connector.keys.writes import write_keyed
 from mvtable.connector.segments import write_segments

@@ -20,7 +20,7 @@ import pyarrow as pa
 from mvtable.lineage.key_filters import KeyBloom
 from mvtable.storage import FileIO
 
-from .hashing import hash_keys
+from .key_hashing import hash_keys
 
 __all__ = [
     "INDEX_SUFFIX",

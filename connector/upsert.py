@@ -21,11 +21,12 @@ from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
 
-from .. import writes
-from ..results import DeleteResult, UpsertResult
-from ..segments import write_segments
-from .index import index_path
-from .writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
+from . import writes
+from .key_index import index_path
+from .keys.writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
+from .post_commit import open_log
+from .results import DeleteResult, UpsertResult
+from .segments import write_segments
 
 log = logging.getLogger("mvtable.connector")
 
@@ -54,7 +55,7 @@ def upsert(
     The new rows are written while the keys are looked up (they do not depend on what the
     lookup finds): the segment's encoding overlaps the reads of the table's key columns."""
     io = open_file_io(uri, storage_options)
-    read = snapshot if snapshot is not None else writes.load_snapshot(CommitLog(io))
+    read = snapshot if snapshot is not None else writes.load_snapshot(open_log(io))
     key = require_key(read, uri=uri, what="upsert")  # before any schema complaint
     plan = writes.begin_write(uri, storage_options=storage_options, incoming=data.schema, mode=writes.APPEND, snapshot=read)
     segments: list[SegmentFile] = []
