@@ -9,7 +9,6 @@ commit names and vacuum removes.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Iterator, Sequence
 from itertools import pairwise
 from typing import Any, Protocol
@@ -32,14 +31,16 @@ from .segment_encoding import (
     is_small_segment,
     parquet_writer_options,
 )
+from .write_intents import WriteIntent, new_id
 
 DATA_DIR = "data"
 ROW_ADDRESS_SEGMENT = "_mv_segment"
 ROW_ADDRESS_ROW = "_mv_row"
 
 
-def new_segment_id() -> str:
-    return uuid.uuid4().hex
+def new_segment_id(intent: WriteIntent | None = None) -> str:
+    """A fresh segment id; under a write intent, named after it (vacuum leaves it alone)."""
+    return new_id(intent)
 
 
 class SegmentWriter:
@@ -54,16 +55,17 @@ class SegmentWriter:
         compression: str = "zstd",
         primary_key: Sequence[str] = (),
         total_rows: int | None = None,
+        intent: WriteIntent | None = None,
     ) -> None:
         """``total_rows``: the segment's size when the caller knows it up front (it picks
         the codec, ``segment_encoding.is_small_segment``); else it is known only when the
-        first flush is the last."""
+        first flush is the last. ``intent``: the write intent the file is named after."""
         self.io = io
         self.total_rows = total_rows
         self.schema = schema
         self.row_group_rows = row_group_rows
         self.compression = compression
-        self.segment_id = new_segment_id()
+        self.segment_id = new_segment_id(intent)
         self.path = f"{DATA_DIR}/{self.segment_id}.parquet"
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
@@ -158,9 +160,10 @@ def write_segments(
     min_rows_per_segment: int | None = None,
     max_rows_per_segment: int | None = None,
     primary_key: Sequence[str] = (),
+    intent: WriteIntent | None = None,
 ) -> list[SegmentFile]:
     """Write ``data`` as one segment per worker, encoded in parallel; with a
-    ``primary_key``, each segment with its key index.
+    ``primary_key``, each segment with its key index; files named after ``intent``.
 
     Parquet encoding and compression run in pyarrow with the GIL released, so ``workers``
     threads (default: one per core) each writing their own segment use every core; data is
@@ -180,7 +183,9 @@ def write_segments(
     step = -(-step // row_group_rows) * row_group_rows if n > row_group_rows else step
     slices = [data.slice(start, step) for start in range(0, n, step)]
     writers = [
-        SegmentWriter(io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key, total_rows=part.num_rows)
+        SegmentWriter(
+            io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key, total_rows=part.num_rows, intent=intent
+        )
         for part in slices
     ]
 

@@ -3,16 +3,19 @@
 Three steps, so that Spark can run them in three places (delta-rs'
 ``create_write_transaction``, Lance's operation + ``commit(read_version)``):
 
-1. ``begin_write`` on the driver: read the snapshot, check the schema, and for a consistent
+1. ``begin_write`` on the driver: read the snapshot, check the schema, take the write
+   intent that keeps vacuum off the write's files (``write_intents``), and for a consistent
    push open the IN_PROGRESS lineage entry. Returns a picklable ``WritePlan``.
-2. ``write_data`` on executors: write segments, return their descriptors.
+2. ``write_data`` on executors: write segments named after the intent (renewing it while
+   they write), return their descriptors.
 3. ``finish_write`` on the driver: one commit naming every segment; or ``abort_write``,
    which first checks whether the commit landed after all, then reverts the entry and
-   removes the files.
+   removes the files. Either removes the intent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import uuid
@@ -32,7 +35,7 @@ from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
-from . import recovery
+from . import recovery, write_intents
 from .keys.index import index_path
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
@@ -40,6 +43,7 @@ from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
+from .write_intents import WriteIntent
 
 log = logging.getLogger("mvtable.connector")
 
@@ -63,6 +67,7 @@ class WritePlan:
     dv_inline_max_bytes: int = 512
     lease_ms: int = 0  # a consistent push renews its lease this long ahead (pushLeasePeriod)
     pin: SnapshotPin | None = None  # keeps the read version readable until the write ends
+    intent: WriteIntent | None = None  # keeps vacuum off the write's files until it commits or aborts
     parameters: dict[str, Any] = field(default_factory=dict)
     # The snapshot begin_write read, so that a finish_write in the same process (Table.append,
     # a Spark driver that planned the write) catches up from it instead of reading the log
@@ -110,6 +115,7 @@ def begin_write(
     primary_key: Sequence[str] | None = None,
     snapshot: Snapshot | None = None,
     owner: PushOwner | None = None,
+    take_intent: bool | None = None,
 ) -> WritePlan:
     """``pin=False`` plans without pinning the read version: for a streaming writer, which
     plans again in every process Spark runs it in and commits against the newest snapshot.
@@ -117,7 +123,9 @@ def begin_write(
     only repeat the table's key. ``snapshot`` is the newest snapshot when the caller holds
     one (a ``Table`` passes its own, caught up); else it is read from the log. A consistent push starts here
     (``recovery.start_push``): ``owner`` is who runs it, this process by default (a Spark
-    planner passes the driver JVM)."""
+    planner passes the driver JVM). ``take_intent`` (default: ``pin``) takes the write
+    intent the files are named after, owned by ``owner`` too (``write_intents``); a
+    streaming writer plans without one, a write of no files needs none."""
     if mode not in (APPEND, OVERWRITE):
         raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
     consistent_push = checks.flag(consistent_push, name="consistent_push")
@@ -170,6 +178,13 @@ def begin_write(
         pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
         read_snapshot=snapshot,
     )
+    if pin if take_intent is None else take_intent:
+        try:
+            intent = write_intents.take(io, operation=mode if not consistent_push else "consistent push", owner=owner)
+        except BaseException:
+            release_pin(plan)
+            raise
+        plan = dataclasses.replace(plan, intent=intent)
     if consistent_push:
         entry_id = new_entry_id()
         lease_ms = props.push_lease_ms
@@ -179,6 +194,7 @@ def begin_write(
             )
         except BaseException:
             release_pin(plan)
+            write_intents.release(io, plan.intent)
             raise
         log.info("consistent push %s started at version %s", entry_id, result.commit.version)
         plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None, "lease_ms": lease_ms})
@@ -186,14 +202,15 @@ def begin_write(
 
 
 def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[SegmentFile]:
-    """Executor side: one segment per call (per Spark task). A consistent push's lease is
-    renewed while the task writes: the planner that started the push is long gone."""
+    """Executor side: one segment per call (per Spark task). The write intent (and a
+    consistent push's lease) is renewed while the task writes: the planner that took them
+    is long gone. A task that finds the intent lapsed stops (``WriteIntentExpiredError``)."""
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
-    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent)
     order: list[str] | None = None
     try:
-        with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):
+        with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms), write_intents.keep(io, plan.intent):
             for batch in batches:
                 if order is None:
                     order = check_write_schema(plan.table_schema, batch.schema)
@@ -228,8 +245,23 @@ def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str], schema: 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:
     """The one commit of a write. On a keyed table ``keys`` are the keys the segments hold
     (read back from the segments when not given); the commit records their filter and
-    fails with ``DuplicateKeyError`` if a concurrent commit made one of them visible."""
+    fails with ``DuplicateKeyError`` if a concurrent commit made one of them visible. The
+    write intent is renewed first (``WriteIntentExpiredError`` if it lapsed: its files may
+    be gone) and while the commit runs, and removed once it landed."""
     clog = plan.commit_log()
+    with write_intents.keep(clog.io, plan.intent):
+        result = _commit_write(clog, plan, segments, keys=keys)
+    write_intents.release(clog.io, plan.intent)
+    if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
+        recovery.drop(clog.io, plan.entry_id)
+    release_pin(plan)
+    from .compaction.auto import after_commit
+
+    after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
+    return result
+
+
+def _commit_write(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None) -> CommitResult:
     read = read_snapshot(clog, plan)
     current = clog.catch_up(read) if read.exists else load_snapshot(clog)
     create = MetadataAction.model_validate(plan.create) if plan.create else None
@@ -267,12 +299,6 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         )
     else:
         result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
-    if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
-        recovery.drop(clog.io, plan.entry_id)
-    release_pin(plan)
-    from .compaction.auto import after_commit
-
-    after_commit(clog.io, clog, result.snapshot, {s.id for s in segments})
     return result
 
 
@@ -308,6 +334,7 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
     clog = plan.commit_log()
     if commit_landed(clog, plan, segments):
         log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
+        write_intents.release(clog.io, plan.intent)
         return
     entry_id = plan.entry_id
     if entry_id is not None:
@@ -322,4 +349,5 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
             )
         recovery.drop(clog.io, entry_id)
     clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
+    write_intents.release(clog.io, plan.intent)
     release_pin(plan)

@@ -63,8 +63,8 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         publish=opts.publish,
         properties=opts.properties,
         primary_key=parse_primary_key(opts.primary_key),
-        # this planner worker exits once the plan is made: the push belongs to the driver JVM
-        owner=recovery.spark_driver_owner() if opts.consistent_push else None,
+        # this planner worker exits once the plan is made: the push and the write intent belong to the driver JVM
+        owner=recovery.spark_driver_owner(),
     )
     if plan.primary_key:
         return KeyedWriter(plan, upsert=opts.operation == "upsert")
