@@ -29,6 +29,7 @@ from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR, CommitLog
 from mvtable.lineage.log_retention import safe_version
 from mvtable.lineage.snapshot import Snapshot, apply_commit
+from mvtable.storage import FileIO
 from mvtable.visibility.gc import batches
 
 from . import recovery, write_intents
@@ -144,6 +145,7 @@ def vacuum(
     done = 0
     for batch in batches(data.doomed, max_bytes=max_bytes):
         if not dry_run:
+            batch = _spare_writes_in_flight(commit_log.io, batch, now_ms=now)
             commit_log.io.delete(batch)
             faults.point("vacuum.after_data_batch")
         report.batches += 1
@@ -296,6 +298,14 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
             orphans += 1
     doomed.extend(intents.stale)  # intent files of writers that are gone
     return _DataPlan(doomed, sizes, orphans, safe)
+
+
+def _spare_writes_in_flight(io: FileIO, batch: list[str], *, now_ms: int) -> list[str]:
+    """``batch`` without files a write intent taken since the plan covers: a restore names
+    files that existed before its intent (the plan already spares every file written under
+    an intent, which exists before its files do)."""
+    intents = write_intents.scan_intents(io, now_ms=now_ms)
+    return [p for p in batch if not intents.protects(p)]
 
 
 def _readable_at_or_after(commit_log: CommitLog, version: int, latest: Snapshot) -> Snapshot:

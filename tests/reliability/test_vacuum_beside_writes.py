@@ -238,3 +238,18 @@ def test_a_write_whose_intent_was_taken_away_does_not_commit(tmp_path):
     assert t.log.latest_version() >= version  # vacuum may commit; the append did not
     assert all(h.operation.value != "APPEND" for h in t.history()[version + 1 :])
     assert content(t) == before
+
+
+@pytest.mark.parametrize("point", ["commit.RESTORE.before_put", "commit.RESTORE.after_put"])
+def test_vacuum_while_a_restore_commits_keeps_the_files_it_brings_back(tmp_path, point):
+    """A restore names files that exist already (segments an overwrite replaced): its
+    intent names them, and vacuum, which would otherwise take them as unneeded, keeps them."""
+    t = plain(str(tmp_path / "t"))
+    version = t.version
+    t.overwrite(rows(range(500, 505)))
+    calls: list[int] = []
+    with faults.run_at(point, vacuum_from_elsewhere(t.uri, calls)):
+        t.restore(version=version)
+    assert calls
+    assert content(t) == model(BASE)
+    assert intents_left(t) == []
