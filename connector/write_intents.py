@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -74,6 +75,7 @@ INTENT_FORMAT: Final = 1
 MIN_ORPHAN_GRACE_S = 300.0
 RENEW_MARGIN = 0.25  # a renewal needs at least this share of the lease left
 _ID_HEX = 12
+_INTENT_ID = re.compile(r"[0-9a-f]{12}")
 _MAX_INTENT_BYTES = 64 * 1024
 
 
@@ -105,6 +107,14 @@ class WriteIntent:
     def new_id(self) -> str:
         """A fresh name for a file of this write (a segment id, a DV file's stem)."""
         return f"{self.id}-{uuid.uuid4().hex[:20]}"
+
+
+def intents_naming(names: Iterable[str]) -> list[WriteIntent]:
+    """The intents files named ``names`` (segment ids, file names) were written under, as
+    their writer's driver renews them (``writeIntentTtl``): a streaming batch's tasks each
+    take one, and the commit, elsewhere, finds them by the files' names."""
+    ids = {n.partition("-")[0] for n in names if "-" in n}
+    return [WriteIntent(i, ttl_ms()) for i in sorted(ids) if _INTENT_ID.fullmatch(i)]
 
 
 def intent_path(intent_id: str) -> str:
@@ -226,29 +236,34 @@ def release(io: FileIO, intent: WriteIntent | None) -> None:
 
 
 class IntentKeeper:
-    """``with IntentKeeper(io, intent):`` renews the intent now (raising if it lapsed;
-    ``renew_first=False`` for one just taken) and then every third of its lease until the
-    block ends. ``check()`` raises if a renewal found it lapsed meanwhile (a process paused
-    longer than the lease)."""
+    """``with IntentKeeper(io, intent):`` renews the intent (or several: a streaming batch's
+    task intents) now, raising if one lapsed (``renew_first=False`` for one just taken),
+    and then every third of the lease until the block ends. ``check()`` raises if a
+    renewal found one lapsed meanwhile (a process paused longer than the lease)."""
 
-    def __init__(self, io: FileIO, intent: WriteIntent, *, renew_first: bool = True) -> None:
+    def __init__(self, io: FileIO, intent: WriteIntent | Sequence[WriteIntent], *, renew_first: bool = True) -> None:
         self.io = io
-        self.intent = intent
+        self.intents = (intent,) if isinstance(intent, WriteIntent) else tuple(intent)
         self.renew_first = renew_first
         self.lapsed: WriteIntentExpiredError | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"mvtable-intent-{intent.id}", daemon=True)
+        name = self.intents[0].id if self.intents else "none"
+        self._thread = threading.Thread(target=self._run, name=f"mvtable-intent-{name}", daemon=True)
+
+    def _renew_all(self) -> None:
+        for intent in self.intents:
+            renew(self.io, intent)
 
     def _run(self) -> None:
-        interval = max(0.01, self.intent.ttl_ms / 3000)
+        interval = max(0.01, min((i.ttl_ms for i in self.intents), default=3000) / 3000)
         while not self._stop.wait(interval):
             try:
-                renew(self.io, self.intent)
+                self._renew_all()
             except WriteIntentExpiredError as exc:
                 self.lapsed = exc
                 return
             except Exception as exc:  # keep trying: a failed renewal only brings the end closer
-                log.warning("could not renew write intent %s: %s", self.intent.id, exc)
+                log.warning("could not renew write intent(s) %s: %s", [i.id for i in self.intents], exc)
 
     def check(self) -> None:
         if self.lapsed is not None:
@@ -256,13 +271,15 @@ class IntentKeeper:
 
     def __enter__(self) -> IntentKeeper:
         if self.renew_first:
-            renew(self.io, self.intent)
-        self._thread.start()
+            self._renew_all()
+        if self.intents:
+            self._thread.start()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 def keep(io: FileIO, intent: WriteIntent | None) -> AbstractContextManager[object]:

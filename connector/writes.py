@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,7 @@ class WritePlan:
     lease_ms: int = 0  # a consistent push renews its lease this long ahead (pushLeasePeriod)
     pin: SnapshotPin | None = None  # keeps the read version readable until the write ends
     intent: WriteIntent | None = None  # keeps vacuum off the write's files until it commits or aborts
+    task_intents: bool = False  # no intent at planning (a streaming batch): each task takes its own
     parameters: dict[str, Any] = field(default_factory=dict)
     # The snapshot begin_write read, so that a finish_write in the same process (Table.append,
     # a Spark driver that planned the write) catches up from it instead of reading the log
@@ -204,13 +206,21 @@ def begin_write(
 def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[SegmentFile]:
     """Executor side: one segment per call (per Spark task). The write intent (and a
     consistent push's lease) is renewed while the task writes: the planner that took them
-    is long gone. A task that finds the intent lapsed stops (``WriteIntentExpiredError``)."""
+    is long gone. A task that finds the intent lapsed stops (``WriteIntentExpiredError``).
+    With ``plan.task_intents`` (a streaming batch, planned without side effects) the task
+    takes an intent of its own, which the commit renews and removes."""
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
-    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent)
+    intent, own = plan.intent, None
+    if intent is None and plan.task_intents:  # the commit finds it by the segment's name
+        intent = own = write_intents.take(io, operation="streaming batch task", owner=recovery.spark_driver_owner())
+    writer = SegmentWriter(io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=intent)
     order: list[str] | None = None
     try:
-        with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms), write_intents.keep(io, plan.intent):
+        keeper: AbstractContextManager[object] = (
+            write_intents.IntentKeeper(io, intent, renew_first=own is None) if intent is not None else nullcontext()
+        )
+        with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms), keeper:
             for batch in batches:
                 if order is None:
                     order = check_write_schema(plan.table_schema, batch.schema)
@@ -220,7 +230,10 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
             segment = writer.close()
     except BaseException:
         writer.abort()
+        write_intents.release(io, own)
         raise
+    if segment is None:
+        write_intents.release(io, own)
     return [segment] if segment is not None else []
 
 
@@ -350,4 +363,7 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
         recovery.drop(clog.io, entry_id)
     clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
     write_intents.release(clog.io, plan.intent)
+    if plan.task_intents:
+        for intent in write_intents.intents_naming(s.id for s in segments):
+            write_intents.release(clog.io, intent)
     release_pin(plan)

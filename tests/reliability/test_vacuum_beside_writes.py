@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from mvtable.connector import Table
+from mvtable.connector import Table, writes
+from mvtable.connector.streaming import commit_batch, plan_batch
 from mvtable.connector.write_intents import INTENT_DIR
 from mvtable.errors import CommitFilesMissingError, WriteIntentExpiredError
 from mvtable.lineage import faults
@@ -252,4 +253,23 @@ def test_vacuum_while_a_restore_commits_keeps_the_files_it_brings_back(tmp_path,
         t.restore(version=version)
     assert calls
     assert content(t) == model(BASE)
+    assert intents_left(t) == []
+
+
+@pytest.mark.parametrize("point", ["after tasks", "commit.STREAM_APPEND.before_put"])
+def test_vacuum_during_a_streaming_batch_takes_none_of_its_task_files(tmp_path, point):
+    """A streaming batch is planned without side effects; each task takes a write intent of
+    its own, which the commit renews and removes."""
+    t = plain(str(tmp_path / "t"))
+    plan = plan_batch(t.uri, storage_options=None, incoming=rows([0]).schema, complete=False)
+    segments = [s for part in (range(100, 105), range(105, 110)) for s in writes.write_data(plan, rows(part).to_batches())]
+    assert len(intents_left(t)) == 2  # one per task, until the commit
+    calls: list[int] = []
+    vacuum = vacuum_from_elsewhere(t.uri, calls)
+    if point == "after tasks":
+        vacuum()
+    with faults.run_at(point, vacuum):
+        result = commit_batch(plan, segments, app_id="app", batch_id=0)
+    assert calls and result.version is not None
+    assert content(t) == model(BASE + list(range(100, 110)))
     assert intents_left(t) == []
