@@ -24,6 +24,17 @@ committing. A renewal also refuses when less than ``RENEW_MARGIN`` of the lease 
 so that a renewal racing a vacuum's read of the intent cannot be missed by that vacuum.
 What an intent cannot cover (writers of an older mvtable, the temp file of a commit being
 written) is why ``orphanGracePeriod`` below ``MIN_ORPHAN_GRACE_S`` needs ``force``.
+
+Who takes one: ``writes.begin_write`` (Python and Spark writes; the Spark planner takes it
+for the driver, executors name their files after it and renew it while their task runs),
+a streaming batch's tasks (each its own: the batch is planned without side effects; the
+commit finds them by the files' names, ``intents_naming``), deletes, upserts and
+compaction batches (``IntentScope``) and a restore, whose intent lists the existing files it
+brings back (``paths``; vacuum reads the intents again before each delete batch for it).
+The commit itself checks that every file it names exists just before its put
+(``CommitLog.commit``); the intent is what keeps them there until the put. A writer frozen
+between that check and its put for longer than its lease is the one case left open, as
+with any lease without fencing.
 """
 
 from __future__ import annotations
