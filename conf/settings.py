@@ -246,8 +246,9 @@ class ConnectorSettings(_Settings):
     pinTtl: str
     gcBatchBytes: int = Field(ge=1)
     gcTimeBudget: str
+    writeIntentTtl: str
 
-    @field_validator("pinTtl", "gcTimeBudget")
+    @field_validator("pinTtl", "gcTimeBudget", "writeIntentTtl")
     @classmethod
     def _period(cls, v: str, info: Any) -> str:
         parse_period(v, name=info.field_name)
@@ -260,6 +261,10 @@ class ConnectorSettings(_Settings):
     @property
     def gc_time_budget_s(self) -> float:
         return parse_period(self.gcTimeBudget, name="gcTimeBudget")
+
+    @property
+    def write_intent_ttl_s(self) -> float:
+        return parse_period(self.writeIntentTtl, name="writeIntentTtl")
 
 
 @lru_cache(maxsize=1)

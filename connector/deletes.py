@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +25,7 @@ from pyarrow import acero
 from pyroaring import BitMap64
 
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import InvalidOptionError, InvalidRowAddressError, NothingToCommit
+from mvtable.errors import CommitStateUnknownError, InvalidOptionError, InvalidRowAddressError, NothingToCommit
 from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import SetDeletionVector
@@ -46,6 +46,7 @@ from .segments import (
     read_row_groups,
     read_runs,
 )
+from .write_intents import IntentScope
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -134,6 +135,7 @@ def deletion_actions(
     counted: dict[str, int],
     written: list[str],
     built: dict[str, BuiltDV] | None = None,
+    names: Callable[[], str] | None = None,
 ) -> list[SetDeletionVector]:
     """The DV actions that add ``bitmaps`` to ``current``'s deletion vectors (old ∪ new,
     one cumulative DV per segment that gains a row). ``counted`` is refilled with the rows
@@ -143,7 +145,8 @@ def deletion_actions(
     ``built`` (one dict per commit, kept across its retries) makes a retry after a lost
     race rewrite only the segments whose DV a concurrent commit changed (or whose rows
     moved): for the others the merged bitmap is the same, so the DV, and the DV file,
-    already written is named again."""
+    already written is named again. ``names`` names a DV file (after the write intent that
+    protects it from vacuum until the commit lands: ``write_intents.IntentScope``)."""
     built = {} if built is None else built
     merged: dict[str, BitMap64] = {}
     for sid, bm in bitmaps.items():
@@ -158,7 +161,7 @@ def deletion_actions(
             merged[sid] = union
     if merged:
         data_files = {sid: location_uri(io.uri, current.segments[sid].file.path) for sid in merged}
-        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files)
+        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files, file_id=names)
         written.extend({loc.path for loc in locations.values() if loc.path})
         for sid, location in locations.items():
             built[sid] = dataclasses.replace(built[sid], dv=location)
@@ -194,37 +197,53 @@ def commit_deletes(
     built: dict[str, BuiltDV] = {}  # per segment, what the last attempt wrote (see deletion_actions)
     moves = CompactionMoves(log, read.version)  # compactions since the read: their row maps
     remapped = [0]
+    # DV files are named after a write intent, taken before the first one is written:
+    # vacuum leaves them alone until the commit landed (or the intent's lease ended)
+    with IntentScope(io, operation=str(operation)) as scope:
+        names = scope.new_id
 
-    def build(current: Snapshot) -> list[SetDeletionVector]:
-        # rows of segments compacted since the read are deleted where they are now
-        targets, remapped[0] = relocate(io, moves, current, bitmaps)
-        ops.require_visible(current, list(targets), what="delete")
-        actions = deletion_actions(
-            io, current, targets, inline_max_bytes=inline_max_bytes, counted=counted, written=written, built=built
-        )
-        if not actions:  # concurrent deletes (or a compaction) got every row first
-            raise NothingToCommit("every addressed row is deleted already")
-        return actions
+        def build(current: Snapshot) -> list[SetDeletionVector]:
+            # rows of segments compacted since the read are deleted where they are now
+            targets, remapped[0] = relocate(io, moves, current, bitmaps)
+            ops.require_visible(current, list(targets), what="delete")
+            actions = deletion_actions(
+                io,
+                current,
+                targets,
+                inline_max_bytes=inline_max_bytes,
+                counted=counted,
+                written=written,
+                built=built,
+                names=names,
+            )
+            if not actions:  # concurrent deletes (or a compaction) got every row first
+                raise NothingToCommit("every addressed row is deleted already")
+            return actions
 
-    try:
-        result: CommitResult = log.commit(
-            read=read,
-            current=log.catch_up(read),
-            operation=operation,
-            build=build,
-            parameters=parameters or {},
-            metrics=lambda: {
-                "deleted_rows": sum(counted.values()),
-                "touched_segments": len(counted),
-                "remapped_rows": remapped[0],
-            },
-        )
-    except NothingToCommit:
-        io.delete(sorted(set(written)))
-        return DeleteResult(0, None, 0, remapped[0])
-    kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
-    try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
-        io.delete([p for p in set(written) - kept])
-    except Exception as exc:
-        logger.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
+        try:
+            result: CommitResult = log.commit(
+                read=read,
+                current=log.catch_up(read),
+                operation=operation,
+                build=build,
+                parameters=parameters or {},
+                metrics=lambda: {
+                    "deleted_rows": sum(counted.values()),
+                    "touched_segments": len(counted),
+                    "remapped_rows": remapped[0],
+                },
+            )
+        except NothingToCommit:
+            io.delete(sorted(set(written)))
+            return DeleteResult(0, None, 0, remapped[0])
+        except CommitStateUnknownError:
+            raise  # the commit may still land: its DV files stay (vacuum collects them if it never does)
+        except BaseException:
+            io.delete(sorted(set(written)))  # nothing of ours landed: our DV files are orphans
+            raise
+        kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
+        try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
+            io.delete([p for p in set(written) - kept])
+        except Exception as exc:
+            logger.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
     return DeleteResult(sum(counted.values()), result.commit.version, len(counted), remapped[0])

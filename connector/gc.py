@@ -41,10 +41,12 @@ from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
 from mvtable.lineage.log_retention import LogRetentionPlan, plan_log_retention
 from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary
+from mvtable.storage import FileIO
 from mvtable.visibility.files import DV_DIR
 from mvtable.visibility.gc import DVGCPlan, batches, plan_dv_gc
 from mvtable.visibility.pins import PIN_DIR
 
+from . import write_intents
 from .holds import Hold, checkpoint_hold, grace_hold, version_holds
 from .pinning import pin_scan
 
@@ -100,6 +102,7 @@ def collect_garbage(
     progress: Progress | None = None,
     retention_s: float | None = None,
     plan: GCPlan | None = None,
+    force: bool = False,
 ) -> GCReport:
     """Remove superseded DV files, orphaned DV files past the grace period, log files no
     retained or pinned version needs, and expired pins. See the module doc.
@@ -112,8 +115,12 @@ def collect_garbage(
     ``retention_s`` overrides the table's ``versionRetentionPeriod`` (vacuum passes its own,
     after checking it is not shorter unless forced). ``plan`` (from ``plan_garbage``) is
     executed instead of a fresh one while no pin asks for a re-plan: vacuum plans before its
-    retention commit, so that its dry run lists exactly what its real run deletes."""
+    retention commit, so that its dry run lists exactly what its real run deletes.
+    ``force`` runs it on a table whose ``orphanGracePeriod`` is below the safe minimum.
+
+    Raises ``OrphanGraceTooShortError`` for such a table without ``force``."""
     dry_run = checks.flag(dry_run, name="dry_run")
+    force = checks.flag(force, name="force")
     budget_s, max_bytes = budget_and_batch(time_budget_s, batch_bytes)
     now_ms = checks.epoch_ms(now_ms)
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -123,7 +130,11 @@ def collect_garbage(
     report: GCReport | None = None
     given = plan
     for attempt in range(MAX_REPLANS + 1):
-        plan = given if given is not None and attempt == 0 else _plan(commit_log, now_ms=now, retention_s=retention_s)
+        plan = (
+            given
+            if given is not None and attempt == 0
+            else _plan(commit_log, now_ms=now, retention_s=retention_s, force=force or given is not None)
+        )
         if report is None:
             report = GCReport(safe_version=plan.safe, dry_run=dry_run)
         _describe(report, plan)
@@ -226,7 +237,9 @@ def _describe(report: GCReport, plan: GCPlan) -> None:
 
 
 # -- planning (reads only) --------------------------------------------------------------
-def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = None) -> GCPlan:
+def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = None, force: bool = True) -> GCPlan:
+    """``force=False``: ``OrphanGraceTooShortError`` for a table whose orphanGracePeriod is
+    below the safe minimum (vacuum checks it itself)."""
     io = commit_log.io
     # The DV folder is listed before the log is read: a DV file committed by then is seen
     # as needed; one committed later was in flight when the log was read, and is younger
@@ -237,6 +250,7 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
     summaries = _Summaries(commit_log, listing)
     latest = summaries.at(listing.latest)
     props = TableProperties.of(latest.properties)
+    write_intents.check_grace(props.orphan_grace_s, period=props.orphanGracePeriod, force=force)
     history = {h.version: h.timestamp_ms for h in latest.history}
     pinned = [p.version for p in pins.live]
 
@@ -285,7 +299,9 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
             superseded.update(summaries.commit(v).dv_paths)
         except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad: its DVs wait for the grace period
             log.warning("GC: cannot read log version %s (%s)", v, exc)
-    dv = plan_dv_gc(dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.orphan_grace_s)
+    dv = _spare_writes_in_flight(
+        io, plan_dv_gc(dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.orphan_grace_s), now_ms
+    )
 
     sizes = {f"{DV_DIR}/{i.name}": int(i.size or 0) for i in dv_listing}
     sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
@@ -303,6 +319,22 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
         *checkpoint_hold(safe_version=safe, checkpoint=retention.checkpoint, interval=props.checkpointInterval),
     ]
     return GCPlan(safe, retention, dv, phases, sizes, held_back)
+
+
+def _spare_writes_in_flight(io: FileIO, dv: DVGCPlan, now_ms: int) -> DVGCPlan:
+    """``dv`` without the DV files of writes in flight: a live write intent covers them
+    (read after the DV folder was listed, see ``write_intents``)."""
+    intents = write_intents.scan_intents(io, now_ms=now_ms)
+    keep = [p for p in dv.delete if intents.protects(p)]
+    if not keep:
+        return dv
+    spared = set(keep)
+    return dataclasses.replace(
+        dv,
+        delete=tuple(p for p in dv.delete if p not in spared),
+        orphans=dv.orphans - len(keep),
+        kept_in_grace=dv.kept_in_grace + len(keep),
+    )
 
 
 class _Summaries:

@@ -16,11 +16,13 @@ from mvtable import checks
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, NothingToCommit
 from mvtable.lineage import operations as ops
+from mvtable.lineage.actions import Action
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.visibility import encode_dv
 
+from . import write_intents
 from .keys.publish import commit_publish
 from .keys.rollback import commit_rollback
 from .segments import new_segment_id
@@ -126,6 +128,30 @@ def publish_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
     )
 
 
+def _commit_restore(
+    commit_log: CommitLog, current: Snapshot, target: Snapshot, version: int, needed: set[str]
+) -> CommitResult | None:
+    """The restore commit (``None``: an identical restore landed first)."""
+    missing = sorted(p for p in needed if not commit_log.io.exists(p))
+    if missing:
+        raise FilesMissingError(
+            f"cannot restore version {version}: vacuum already removed {len(missing)} file(s) it needs "
+            f"(first: {missing[0]}); pick a version inside the retention window"
+        )
+    new_ids = {sid: new_segment_id() for sid in target.visible_segment_ids()}
+    empty = _empty_dv()
+
+    def build(cur: Snapshot) -> list[Action]:
+        if ops.same_view(cur, target):  # an identical restore landed first
+            raise NothingToCommit(f"the table already shows version {version}")
+        return ops.restore(cur, target, new_ids=new_ids, empty_dv=empty)
+
+    try:
+        return commit_log.commit(read=current, operation=Operation.RESTORE, parameters={"version": version}, build=build)
+    except NothingToCommit:
+        return None
+
+
 def _empty_dv() -> DeletionVectorRef:
     return DeletionVectorRef(cardinality=0, inline=base64.b64encode(encode_dv(BitMap64())).decode())
 
@@ -141,22 +167,13 @@ def restore_version(commit_log: CommitLog, version: int) -> ActionResult:
         return ActionResult(Operation.RESTORE, current.version, False, f"the table already shows version {version}")
     needed = {seg.file.path for seg in target.visible_segments()}
     needed |= {ref.path for sid, ref in target.dvs.items() if ref.path and sid in set(target.visible_segment_ids())}
-    missing = sorted(p for p in needed if not commit_log.io.exists(p))
-    if missing:
-        raise FilesMissingError(
-            f"cannot restore version {version}: vacuum already removed {len(missing)} file(s) it needs "
-            f"(first: {missing[0]}); pick a version inside the retention window"
-        )
-    new_ids = {sid: new_segment_id() for sid in target.visible_segment_ids()}
-    empty = _empty_dv()
-
-    def build(cur):
-        if ops.same_view(cur, target):  # an identical restore landed first
-            raise NothingToCommit(f"the table already shows version {version}")
-        return ops.restore(cur, target, new_ids=new_ids, empty_dv=empty)
-
+    # an intent naming the files before they are checked: vacuum keeps them until the commit
+    intent = write_intents.take(commit_log.io, operation="restore", paths=sorted(needed))
     try:
-        result = commit_log.commit(read=current, operation=Operation.RESTORE, parameters={"version": version}, build=build)
-    except NothingToCommit as done:
-        return ActionResult(Operation.RESTORE, commit_log.latest_version(), False, str(done))
+        with write_intents.IntentKeeper(commit_log.io, intent, renew_first=False):
+            result = _commit_restore(commit_log, current, target, version, needed)
+    finally:
+        write_intents.release(commit_log.io, intent)
+    if result is None:
+        return ActionResult(Operation.RESTORE, commit_log.latest_version(), False, f"the table already shows version {version}")
     return ActionResult(Operation.RESTORE, result.commit.version, True, f"restored the table as of version {version}")

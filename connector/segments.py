@@ -9,7 +9,6 @@ commit names and vacuum removes.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Iterator, Sequence
 from itertools import pairwise
 from typing import Any, Protocol
@@ -33,14 +32,24 @@ from .segment_encoding import (
     is_small_segment,
     parquet_writer_options,
 )
+from .write_intents import WriteIntent, new_id
 
 DATA_DIR = "data"
 ROW_ADDRESS_SEGMENT = "_mv_segment"
 ROW_ADDRESS_ROW = "_mv_row"
 
 
-def new_segment_id() -> str:
-    return uuid.uuid4().hex
+def new_segment_id(intent: WriteIntent | None = None, *, marker: str = "") -> str:
+    """A fresh segment id, named after its write intent when there is one.
+
+    The intent's id comes first (vacuum leaves files under a live intent alone, and a
+    streaming commit finds the intents by the names); ``marker`` follows it, so that a
+    streaming query can recognise its own files (``streaming.sink.is_marked``)."""
+    stem = new_id(intent)
+    if intent is None:
+        return marker + stem
+    head, _, tail = stem.partition("-")
+    return f"{head}-{marker}{tail}"
 
 
 class SegmentWriter:
@@ -56,17 +65,19 @@ class SegmentWriter:
         primary_key: Sequence[str] = (),
         total_rows: int | None = None,
         id_prefix: str = "",
+        intent: WriteIntent | None = None,
     ) -> None:
         """``total_rows``: the segment's size when the caller knows it up front (it picks
         the codec, ``segment_encoding.is_small_segment``); else it is known only when the
-        first flush is the last. ``id_prefix`` starts the segment's id (a streaming query
-        marks its files so that its next start can find those of batches it never committed)."""
+        first flush is the last. ``intent``: the write intent the file is named after;
+        ``id_prefix`` marks the segment's id (a streaming query marks its files so that its
+        next start can find those of batches it never committed)."""
         self.io = io
         self.total_rows = total_rows
         self.schema = schema
         self.row_group_rows = row_group_rows
         self.compression = compression
-        self.segment_id = id_prefix + new_segment_id()
+        self.segment_id = new_segment_id(intent, marker=id_prefix)
         self.path = f"{DATA_DIR}/{self.segment_id}.parquet"
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
@@ -168,9 +179,10 @@ def write_segments(
     min_rows_per_segment: int | None = None,
     max_rows_per_segment: int | None = None,
     primary_key: Sequence[str] = (),
+    intent: WriteIntent | None = None,
 ) -> list[SegmentFile]:
     """Write ``data`` as one segment per worker, encoded in parallel; with a
-    ``primary_key``, each segment with its key index.
+    ``primary_key``, each segment with its key index; files named after ``intent``.
 
     Parquet encoding and compression run in pyarrow with the GIL released, so ``workers``
     threads (default: one per core) each writing their own segment use every core; data is
@@ -190,7 +202,9 @@ def write_segments(
     step = -(-step // row_group_rows) * row_group_rows if n > row_group_rows else step
     slices = [data.slice(start, step) for start in range(0, n, step)]
     writers = [
-        SegmentWriter(io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key, total_rows=part.num_rows)
+        SegmentWriter(
+            io, data.schema, row_group_rows=row_group_rows, primary_key=primary_key, total_rows=part.num_rows, intent=intent
+        )
         for part in slices
     ]
 

@@ -27,7 +27,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, make_root, open_file_io
 from mvtable.visibility import bitmap_from_array
 
-from . import recovery, writes
+from . import recovery, write_intents, writes
 from .deletes import commit_deletes, matching_positions
 from .export import ExportResult, export
 from .expressions import check_filter, referenced_columns
@@ -139,6 +139,7 @@ class Table:
             mode=writes.APPEND,
             properties=properties,
             primary_key=parse_primary_key(primary_key),
+            take_intent=False,  # no file to protect
         )
         writes.finish_write(plan, [])
         return table
@@ -346,14 +347,17 @@ class Table:
         )
         segments: list[SegmentFile] = []
         try:
-            with recovery.keep_lease(self.io, plan.entry_id, lease_ms=plan.lease_ms):  # a push renews its lease
+            # a push renews its lease, every write its intent (vacuum leaves its files alone)
+            with recovery.keep_lease(self.io, plan.entry_id, lease_ms=plan.lease_ms), write_intents.keep(self.io, plan.intent):
                 rows = None
 
                 def write() -> list[SegmentFile]:
                     aligned = writes.align(plan, data)
                     if not data.num_rows:
                         return []
-                    return write_segments(self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key)
+                    return write_segments(
+                        self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent
+                    )
 
                 if plan.primary_key:  # key errors (nulls …) before the schema cast complains
                     read = writes.read_snapshot(self.log, plan)
@@ -489,16 +493,25 @@ class Table:
         batch_bytes: int | None = None,
         now_ms: int | None = None,
         progress: Progress | None = None,
+        force: bool = False,
     ) -> GCResult:
         """Visibility GC: superseded DV files, old log files, expired pins. Safe beside
         readers (pinned and retained versions stay readable) and resumable: a pass stops
         after ``time_budget_s`` (default: the ``gcTimeBudget`` setting) and the next one goes
         on. ``batch_bytes`` (default ``gcBatchBytes``) bounds one delete call; ``now_ms`` is
-        the clock for retention, pin expiry and grace; ``progress(done, total, phase)``."""
+        the clock for retention, pin expiry and grace; ``progress(done, total, phase)``.
+        A table whose ``orphanGracePeriod`` is below the safe minimum needs ``force=True``
+        (``OrphanGraceTooShortError``)."""
         from .gc import collect_garbage
 
         report = collect_garbage(
-            self.log, dry_run=dry_run, time_budget_s=time_budget_s, batch_bytes=batch_bytes, now_ms=now_ms, progress=progress
+            self.log,
+            dry_run=dry_run,
+            time_budget_s=time_budget_s,
+            batch_bytes=batch_bytes,
+            now_ms=now_ms,
+            progress=progress,
+            force=force,
         )
         return GCResult.of(report)
 
@@ -514,9 +527,10 @@ class Table:
         progress: Progress | None = None,
     ) -> VacuumResult:
         """Lineage retention, then data/DV/log files that no retained version needs and
-        orphans past the grace period. ``retention`` defaults to the table's
-        ``versionRetentionPeriod``; a shorter one needs ``force=True``. The other options
-        are those of ``collect_garbage``."""
+        orphans past the grace period (never a file of a write in flight: writes hold write
+        intents). ``retention`` defaults to the table's ``versionRetentionPeriod``; a shorter
+        one, or an ``orphanGracePeriod`` below the safe minimum, needs ``force=True``. The
+        other options are those of ``collect_garbage``."""
         from .vacuum import vacuum
 
         report = vacuum(

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.errors import CommitStateUnknownError, NoPrimaryKeyError, TableNotFoundError
+from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, SegmentFile
 from mvtable.lineage.enums import Operation
@@ -27,6 +28,7 @@ from .keys.writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, look
 from .post_commit import open_log
 from .results import DeleteResult, UpsertResult
 from .segments import write_segments
+from .write_intents import IntentScope, WriteIntent, release
 
 log = logging.getLogger("mvtable.connector")
 
@@ -65,7 +67,7 @@ def upsert(
         deletes = KeyedDeletes()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mvtable-upsert") as pool:
             writing = (
-                pool.submit(write_segments, io, aligned, row_group_rows=plan.row_group_rows, primary_key=key)
+                pool.submit(write_segments, io, aligned, row_group_rows=plan.row_group_rows, primary_key=key, intent=plan.intent)
                 if data.num_rows
                 else None
             )
@@ -74,6 +76,7 @@ def upsert(
             finally:
                 if writing is not None:
                     segments = writing.result()
+        faults.point("upsert.after_files")
         return commit_upsert(
             io,
             plan.commit_log(),
@@ -82,6 +85,7 @@ def upsert(
             rows=rows,
             deletes=deletes,
             inline_max_bytes=plan.dv_inline_max_bytes,
+            intent=plan.intent,
         )
     except CommitStateUnknownError:
         raise  # the commit may name these segments (now, or once a held PUT lands): they stay
@@ -90,6 +94,7 @@ def upsert(
         raise
     finally:
         writes.release_pin(plan)
+        release(io, plan.intent)
 
 
 def commit_upsert(
@@ -102,9 +107,12 @@ def commit_upsert(
     deletes: KeyedDeletes,
     inline_max_bytes: int,
     parameters: dict[str, Any] | None = None,
+    intent: WriteIntent | None = None,
 ) -> UpsertResult:
     """One commit: the rows ``deletes`` found (and any that concurrent commits made visible
-    with the same keys) deleted, ``segments`` added, the keys' filter recorded."""
+    with the same keys) deleted, ``segments`` added, the keys' filter recorded. ``intent``
+    is the write intent the segments were written under (it names the DV files too, and is
+    renewed while the commit runs; its owner removes it)."""
     added = sum(s.num_rows for s in segments)
 
     def build(cur: Snapshot) -> list[Action]:
@@ -122,7 +130,16 @@ def commit_upsert(
 
     parameters = {"mode": "upsert", **(parameters or {})}
     result = _commit_deleting(
-        io, clog, read, rows, deletes, operation=Operation.UPSERT, build=build, parameters=parameters, metrics=metrics
+        io,
+        clog,
+        read,
+        rows,
+        deletes,
+        operation=Operation.UPSERT,
+        build=build,
+        parameters=parameters,
+        metrics=metrics,
+        intent=intent,
     )
     return UpsertResult(added - deletes.deleted, deletes.deleted, result.commit.version)
 
@@ -164,33 +181,38 @@ def _commit_deleting(
     build: Builder,
     parameters: dict[str, Any],
     metrics: Callable[[], dict[str, float | int]],
+    intent: WriteIntent | None = None,
 ) -> CommitResult:
     """The commit of an upsert (which records its keys) or a delete by key: rows with the
-    same keys that concurrent commits made visible are found and deleted too."""
+    same keys that concurrent commits made visible are found and deleted too. Its DV files
+    are named after ``intent`` (or one taken for them), renewed while the commit runs."""
 
     def on_new_rows(newer: Snapshot, segment_ids: list[str]) -> None:
         deletes.add(lookup(io, newer, rows, segment_ids=segment_ids))
 
-    try:
-        result = commit_keyed(
-            clog,
-            read=read,
-            current=clog.catch_up(read),
-            operation=operation,
-            build=build,
-            rows=rows,
-            record=operation == Operation.UPSERT,
-            on_new_rows=on_new_rows,
-            parameters=parameters,
-            metrics=metrics,
-        )
-    except CommitStateUnknownError:
-        raise  # the commit may name any DV file written: they stay (vacuum takes orphans)
-    except BaseException:
-        deletes.cleanup(io, None)
-        raise
-    try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
-        deletes.cleanup(io, result)
-    except Exception as exc:
-        log.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
+    result: CommitResult | None = None
+    with IntentScope(io, operation=str(operation), intent=intent) as scope:
+        deletes.names = scope.new_id
+        try:
+            result = commit_keyed(
+                clog,
+                read=read,
+                current=clog.catch_up(read),
+                operation=operation,
+                build=build,
+                rows=rows,
+                record=operation == Operation.UPSERT,
+                on_new_rows=on_new_rows,
+                parameters=parameters,
+                metrics=metrics,
+            )
+        except CommitStateUnknownError:
+            raise  # the commit may name any DV file written: they stay, under the intent until it lapses
+        except BaseException:
+            deletes.cleanup(io, None)
+            raise
+        try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
+            deletes.cleanup(io, result)
+        except Exception as exc:
+            log.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
     return result

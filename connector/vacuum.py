@@ -5,7 +5,9 @@ Order matters for crash safety. Retention only *logically* removes segments (a c
 their files go in a later pass, once no version in the retention window or held by a pin
 still shows them. Data files that no commit names (failed task attempts, aborted writes)
 are orphans and go once older than ``orphanGracePeriod`` — the one place file times are
-used, because an uncommitted file has no commit time. Every phase works in batches
+used, because an uncommitted file has no commit time — unless a live write intent covers
+them (a write in flight: ``write_intents``); a grace period below
+``write_intents.MIN_ORPHAN_GRACE_S`` needs ``force``. Every phase works in batches
 bounded by ``gcBatchBytes`` of paths and stops (resumably) at the time budget.
 
 On a full disk vacuum must free space before it can write anything: the data files that
@@ -41,10 +43,10 @@ from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR, CommitLog
 from mvtable.lineage.log_retention import retention_version, safe_version
 from mvtable.lineage.snapshot import Snapshot, apply_commit
-from mvtable.storage import is_temp_name
+from mvtable.storage import FileIO, is_temp_name
 from mvtable.visibility.gc import batches
 
-from . import recovery
+from . import recovery, write_intents
 from .export.common import METADATA_DIR
 from .export.delta import DELTA_LOG_DIR
 from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbage
@@ -103,6 +105,7 @@ def vacuum(
             f"({props.versionRetentionPeriod}): time travel and long readers inside that window would break. "
             "Pass force=True if you mean it."
         )
+    write_intents.check_grace(props.orphan_grace_s, period=props.orphanGracePeriod, force=force)
     report = VacuumReport(dry_run=dry_run, retention_s=retention_s, safe_version=snapshot.version)
 
     # Plan everything first, the same way for a dry run and a real run, so that the dry run
@@ -168,6 +171,7 @@ def vacuum(
     done = 0
     for batch in batches(data.doomed, max_bytes=max_bytes):
         if not dry_run:
+            batch = _spare_writes_in_flight(commit_log.io, batch, now_ms=now)
             commit_log.io.delete(batch)
             faults.point("vacuum.after_data_batch")
         report.batches += 1
@@ -191,6 +195,7 @@ def vacuum(
         progress=progress,
         retention_s=retention_s,
         plan=reuse_plan,
+        force=force,
     )
     report.files.extend(gc.deleted)
     report.bytes += gc.bytes_freed
@@ -295,6 +300,7 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
     """Data files to delete (with their sizes; how many are orphans) once the log is at
     ``latest`` (a snapshot the planned retention commits are applied to), and the safe version."""
     listing_data = commit_log.io.list(DATA_DIR)  # listed before the log is read again (see gc._plan)
+    intents = write_intents.scan_intents(commit_log.io, now_ms=now_ms)  # after the listing: see write_intents
     in_log = commit_log.latest_version()
     pinned = [p.version for p in pin_scan(commit_log.io, now_ms=now_ms).live]
     history = {h.version: h.timestamp_ms for h in latest.history}
@@ -311,7 +317,7 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
         path = f"{DATA_DIR}/{info.name}"
         sizes[path] = int(info.size or 0)
         owner = segment_path_of(path) or path  # a key index lives and dies with its segment
-        if owner in needed:
+        if owner in needed or intents.protects(path):
             continue
         if owner in known:
             doomed.append(path)
@@ -320,17 +326,19 @@ def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retentio
             orphans += 1
         else:
             young += 1
+    tmp_grace_s = max(grace_s, write_intents.MIN_ORPHAN_GRACE_S)  # no intent covers a commit being written
     for info in commit_log.io.list(LOG_DIR):  # temp files of interrupted put-if-absent writes
         if (
             info.name.startswith(".")
             and info.name.endswith(".tmp")
             and info.mtime is not None
-            and (now_ms / 1000 - info.mtime) >= grace_s
+            and (now_ms / 1000 - info.mtime) >= tmp_grace_s
         ):
             path = f"{LOG_DIR}/{info.name}"
             doomed.append(path)
             sizes[path] = int(info.size or 0)
             orphans += 1
+    doomed.extend(intents.stale)  # intent files of writers that are gone
     return _DataPlan(doomed, sizes, orphans, safe, young)
 
 
@@ -412,6 +420,14 @@ def _full_after_freeing(
         operation="vacuum",
         errno=exc.errno,
     )
+
+
+def _spare_writes_in_flight(io: FileIO, batch: list[str], *, now_ms: int) -> list[str]:
+    """``batch`` without files a write intent taken since the plan covers: a restore names
+    files that existed before its intent (the plan already spares every file written under
+    an intent, which exists before its files do)."""
+    intents = write_intents.scan_intents(io, now_ms=now_ms)
+    return [p for p in batch if not intents.protects(p)]
 
 
 def _readable_at_or_after(commit_log: CommitLog, version: int, latest: Snapshot) -> Snapshot:

@@ -3,20 +3,24 @@
 Three steps, so that Spark can run them in three places (delta-rs'
 ``create_write_transaction``, Lance's operation + ``commit(read_version)``):
 
-1. ``begin_write`` on the driver: read the snapshot, check the schema, and for a consistent
+1. ``begin_write`` on the driver: read the snapshot, check the schema, take the write
+   intent that keeps vacuum off the write's files (``write_intents``), and for a consistent
    push open the IN_PROGRESS lineage entry. Returns a picklable ``WritePlan``.
-2. ``write_data`` on executors: write segments, return their descriptors.
+2. ``write_data`` on executors: write segments named after the intent (renewing it while
+   they write), return their descriptors.
 3. ``finish_write`` on the driver: one commit naming every segment; or ``abort_write``,
    which first checks whether the commit landed after all, then reverts the entry and
-   removes the files.
+   removes the files. Either removes the intent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +36,7 @@ from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
-from . import recovery
+from . import recovery, write_intents
 from .casting import cast_columns
 from .key_index import index_path
 from .keys.validate import check_key_columns, check_key_schema, same_key
@@ -42,6 +46,7 @@ from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
+from .write_intents import WriteIntent
 
 log = logging.getLogger("mvtable.connector")
 
@@ -65,6 +70,8 @@ class WritePlan:
     dv_inline_max_bytes: int = 512
     lease_ms: int = 0  # a consistent push renews its lease this long ahead (pushLeasePeriod)
     pin: SnapshotPin | None = None  # keeps the read version readable until the write ends
+    intent: WriteIntent | None = None  # keeps vacuum off the write's files until it commits or aborts
+    task_intents: bool = False  # no intent at planning (a streaming batch): each task takes its own
     parameters: dict[str, Any] = field(default_factory=dict)
     # The snapshot begin_write read, so that a finish_write in the same process (Table.append,
     # a Spark driver that planned the write) catches up from it instead of reading the log
@@ -113,6 +120,7 @@ def begin_write(
     primary_key: Sequence[str] | None = None,
     snapshot: Snapshot | None = None,
     owner: PushOwner | None = None,
+    take_intent: bool | None = None,
 ) -> WritePlan:
     """``pin=False`` plans without pinning the read version: for a streaming writer, which
     plans again in every process Spark runs it in and commits against the newest snapshot.
@@ -120,7 +128,9 @@ def begin_write(
     only repeat the table's key. ``snapshot`` is the newest snapshot when the caller holds
     one (a ``Table`` passes its own, caught up); else it is read from the log. A consistent push starts here
     (``recovery.start_push``): ``owner`` is who runs it, this process by default (a Spark
-    planner passes the driver JVM)."""
+    planner passes the driver JVM). ``take_intent`` (default: ``pin``) takes the write
+    intent the files are named after, owned by ``owner`` too (``write_intents``); a
+    streaming writer plans without one, a write of no files needs none."""
     if mode not in (APPEND, OVERWRITE):
         raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
     consistent_push = checks.flag(consistent_push, name="consistent_push")
@@ -173,6 +183,13 @@ def begin_write(
         pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
         read_snapshot=snapshot,
     )
+    if pin if take_intent is None else take_intent:
+        try:
+            intent = write_intents.take(io, operation=mode if not consistent_push else "consistent push", owner=owner)
+        except BaseException:
+            release_pin(plan)
+            raise
+        plan = dataclasses.replace(plan, intent=intent)
     if consistent_push:
         entry_id = new_entry_id()
         lease_ms = props.push_lease_ms
@@ -182,6 +199,7 @@ def begin_write(
             )
         except BaseException:
             release_pin(plan)
+            write_intents.release(io, plan.intent)
             raise
         log.info("consistent push %s started at version %s", entry_id, result.commit.version)
         plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None, "lease_ms": lease_ms})
@@ -189,16 +207,25 @@ def begin_write(
 
 
 def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[SegmentFile]:
-    """Executor side: one segment per call (per Spark task). A consistent push's lease is
-    renewed while the task writes: the planner that started the push is long gone."""
+    """Executor side: one segment per call (per Spark task). The write intent (and a
+    consistent push's lease) is renewed while the task writes: the planner that took them
+    is long gone. A task that finds the intent lapsed stops (``WriteIntentExpiredError``).
+    With ``plan.task_intents`` (a streaming batch, planned without side effects) the task
+    takes an intent of its own, which the commit renews and removes."""
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
+    intent, own = plan.intent, None
+    if intent is None and plan.task_intents:  # the commit finds it by the segment's name
+        intent = own = write_intents.take(io, operation="streaming batch task", owner=recovery.spark_driver_owner())
     writer = SegmentWriter(
-        io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix
+        io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix, intent=intent
     )
     order: list[str] | None = None
     try:
-        with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):
+        keeper: AbstractContextManager[object] = (
+            write_intents.IntentKeeper(io, intent, renew_first=own is None) if intent is not None else nullcontext()
+        )
+        with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms), keeper:
             for batch in batches:
                 if order is None:
                     order = check_write_schema(plan.table_schema, batch.schema)
@@ -208,7 +235,10 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
             segment = writer.close()
     except BaseException:
         writer.abort()
+        write_intents.release(io, own)
         raise
+    if segment is None:
+        write_intents.release(io, own)
     return [segment] if segment is not None else []
 
 
@@ -233,8 +263,29 @@ def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str], schema: 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:
     """The one commit of a write. On a keyed table ``keys`` are the keys the segments hold
     (read back from the segments when not given); the commit records their filter and
-    fails with ``DuplicateKeyError`` if a concurrent commit made one of them visible."""
+    fails with ``DuplicateKeyError`` if a concurrent commit made one of them visible. The
+    write intent is renewed first (``WriteIntentExpiredError`` if it lapsed: its files may
+    be gone) and while the commit runs, and removed once it landed."""
     clog = plan.commit_log()
+    with write_intents.keep(clog.io, plan.intent):
+        try:
+            result = _commit_write(clog, plan, segments, keys=keys)
+        except CommitStateUnknownError as exc:
+            plan.unsettled.append(exc.txn or "")  # abort_write keeps its files, and the intent lapses
+            raise
+    try:  # the commit stands: a failed clean-up must not report it as failed
+        write_intents.release(clog.io, plan.intent)
+        if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
+            recovery.drop(clog.io, plan.entry_id)
+        release_pin(plan)
+    except Exception as exc:
+        log.warning(
+            "version %s landed; releasing its intent/pin/lease failed (they expire on their own): %s", result.commit.version, exc
+        )
+    return result
+
+
+def _commit_write(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None) -> CommitResult:
     read = read_snapshot(clog, plan)
     current = clog.catch_up(read) if read.exists else load_snapshot(clog)
     create = MetadataAction.model_validate(plan.create) if plan.create else None
@@ -254,38 +305,24 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         operation = Operation.APPEND if read.exists else Operation.CREATE
         build = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
-    try:
-        if plan.primary_key and segments:
-            rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
-            replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
-            result = commit_keyed(
-                clog,
-                read=read,
-                current=current,
-                operation=operation,
-                build=build,
-                rows=rows,
-                record=True,
-                # an overwrite or push replaces what it read: those rows never count as duplicates
-                on_new_rows=lambda newer, ids: check_absent(
-                    clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]
-                ),
-                parameters=params,
-                metrics=metrics,
-            )
-        else:
-            result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
-    except CommitStateUnknownError as exc:
-        plan.unsettled.append(exc.txn or "")
-        raise
-    try:  # the commit stands: a failed clean-up must not report it as failed
-        if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
-            recovery.drop(clog.io, plan.entry_id)
-        release_pin(plan)
-    except Exception as exc:
-        log.warning(
-            "version %s landed; releasing its pin/lease failed (they expire on their own): %s", result.commit.version, exc
+    if plan.primary_key and segments:
+        rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
+        replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
+        result = commit_keyed(
+            clog,
+            read=read,
+            current=current,
+            operation=operation,
+            build=build,
+            rows=rows,
+            record=True,
+            # an overwrite or push replaces what it read: those rows never count as duplicates
+            on_new_rows=lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]),
+            parameters=params,
+            metrics=metrics,
         )
+    else:
+        result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
     return result
 
 
@@ -352,6 +389,7 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
         return
     if landed:
         log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
+        write_intents.release(clog.io, plan.intent)
         return
     if plan.unsettled:
         log.warning("abort after a commit whose outcome is unknown: keeping %d segment(s) it may name", len(segments))
@@ -368,6 +406,10 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
             recovery.drop(clog.io, entry_id)
     try:
         clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
+        write_intents.release(clog.io, plan.intent)
+        if plan.task_intents:
+            for intent in write_intents.intents_naming(s.id for s in segments):
+                write_intents.release(clog.io, intent)
         release_pin(plan)
     except Exception as exc:
         log.warning("abort of a write to %s left files or a pin behind (vacuum and pin expiry remove them): %s", plan.uri, exc)

@@ -100,6 +100,12 @@ class RetentionTooShortError(InvalidInputError):
     """A vacuum retention shorter than the table's, without ``force``."""
 
 
+class OrphanGraceTooShortError(RetentionTooShortError):
+    """A vacuum or GC of a table whose ``orphanGracePeriod`` is below the safe minimum
+    (``write_intents.MIN_ORPHAN_GRACE_S``), without ``force``: files of writers that take
+    no write intent (an older mvtable) and temp files of commits in flight would be taken."""
+
+
 class InvalidLineageTransitionError(InvalidInputError):
     """A start/end/revert/publish that the lineage state machine forbids."""
 
@@ -398,6 +404,22 @@ class CommitStateUnknownError(CommitError):
         super().__init__(message)
         self.version = version
         self.txn = txn
+
+
+class CommitFilesMissingError(CommitError, FilesMissingError):
+    """A file the commit would name (a new segment, a DV file) is gone before the commit
+    landed: vacuum took it or it was deleted by hand. Nothing was committed; write again.
+    ``paths`` lists the missing files (table-relative)."""
+
+    def __init__(self, message: str, paths: list[str]) -> None:
+        super().__init__(message)
+        self.paths = paths
+
+
+class WriteIntentExpiredError(CommitError):
+    """The write intent that protected a write's files from vacuum lapsed (nothing renewed
+    it for ``writeIntentTtl``, or it was removed): vacuum may have taken its files, so the
+    write may not commit. Nothing was committed; write again."""
 
 
 class NothingToCommit(MvTableError):

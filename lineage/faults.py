@@ -7,15 +7,22 @@ OVERWRITE, PUSH_START, CONSISTENT_PUSH, DELETE, ROLLBACK, RESTORE, RETENTION, â€
 ``checkpoint.before_write`` / ``.after_write``, ``write.after_files`` (segments written,
 nothing committed), ``delete.after_dv_files``, ``vacuum.after_retention_commit``,
 ``vacuum.after_data_batch``, ``compact.after_outputs`` (a batch's outputs written, not
-committed), ``compact.after_batch`` (a batch committed, the next not started), and
-``gc.after_batch:N`` (see connector.gc)."""
+committed), ``compact.after_batch`` (a batch committed, the next not started),
+``upsert.after_files`` (an upsert's segments written, nothing committed) and
+``gc.after_batch:N`` (see connector.gc).
+
+``run_at(point, action)`` runs ``action`` in this process when a point is reached instead
+(tests run a vacuum there: at every step between a write's files and its commit)."""
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 FAULT_ENV = "MVTABLE_FAULT"
+_actions: dict[str, list[Callable[[], None]]] = {}
 
 
 def armed() -> set[str]:
@@ -23,6 +30,21 @@ def armed() -> set[str]:
 
 
 def point(name: str) -> None:
-    """Die here if ``name`` is armed."""
+    """Run the actions registered for ``name``, then die here if ``name`` is armed."""
+    if _actions:
+        for action in list(_actions.get(name, ())):
+            action()
     if FAULT_ENV in os.environ and name in armed():
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextmanager
+def run_at(name: str, action: Callable[[], None]) -> Iterator[None]:
+    """Call ``action()`` whenever this process reaches point ``name`` inside the block."""
+    _actions.setdefault(name, []).append(action)
+    try:
+        yield
+    finally:
+        _actions[name].remove(action)
+        if not _actions[name]:
+            del _actions[name]

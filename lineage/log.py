@@ -18,11 +18,13 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from mvtable.conf import TableProperties
 from mvtable.errors import (
+    CommitFilesMissingError,
     CommitStateUnknownError,
     ConcurrentLineageError,
     CorruptCommitError,
@@ -53,6 +55,7 @@ LOG_DIR = "_mvtable/log"
 # still missing are read directly: a listing that raced a writer is whole the next time
 # (every file that existed when it began is in it), so the second look settles a race.
 LISTING_LOOKS = 2
+_EXISTS_SERIAL = 16  # a commit naming more files than this checks they exist in parallel
 
 
 _COMMIT_NAME = re.compile(r"^([0-9]{20})\.json$", re.MULTILINE)
@@ -120,12 +123,22 @@ class CommitLog:
     ``after_commit``, when given, is called with the log and the result of every commit
     this log lands, once the commit is durable: whoever opens the log decides what follows
     its commits (the connector passes its post-commit pipeline), and the lineage knows
-    nothing of it. It should not raise: the commit stands whatever it does."""
+    nothing of it. It should not raise: the commit stands whatever it does.
+    ``check_files=False`` commits without checking that the files a commit names exist:
+    for tests of the log alone, whose segments are never written."""
 
-    def __init__(self, io: FileIO, *, retry: RetryPolicy | None = None, after_commit: AfterCommit | None = None) -> None:
+    def __init__(
+        self,
+        io: FileIO,
+        *,
+        retry: RetryPolicy | None = None,
+        after_commit: AfterCommit | None = None,
+        check_files: bool = True,
+    ) -> None:
         self.io = io
         self.retry = retry or RetryPolicy()
         self.after_commit = after_commit
+        self.check_files = check_files
 
     # -- reading -------------------------------------------------------------------------
     def listing(self) -> Listing:
@@ -457,6 +470,7 @@ class CommitLog:
                     if current.version != read.version:
                         raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
                     raise
+                self._require_files(candidate)
                 durable = commit_fsync(trial)
                 if durable:  # what the commit names reaches the disk before the commit does
                     named = [p for p in files_named(candidate.actions) if p not in synced]
@@ -552,6 +566,28 @@ class CommitLog:
         if self.after_commit is not None:
             self.after_commit(self, result)
         return result
+
+    def _require_files(self, commit: Commit) -> None:
+        """Refuse a commit naming a file that is gone (``CommitFilesMissingError``): its new
+        segments and DV files, looked up one by one (in parallel when there are many), at
+        every attempt. What keeps them there from this check to the put is the writer's
+        write intent: vacuum never takes a file a live intent covers."""
+        paths = files_named(commit.actions) if self.check_files else []
+        if not paths:
+            return
+        if len(paths) <= _EXISTS_SERIAL:
+            present = [self.io.exists(p) for p in paths]
+        else:
+            with ThreadPoolExecutor(max_workers=_EXISTS_SERIAL, thread_name_prefix="mvtable-commit-check") as pool:
+                present = list(pool.map(self.io.exists, paths))
+        missing = [p for p, there in zip(paths, present) if not there]
+        if missing:
+            raise CommitFilesMissingError(
+                f"the {commit.operation} commit was not made: {len(missing)} file(s) it would name are gone "
+                f"(first: {self._where(missing[0])}); vacuum removed them (an orphanGracePeriod shorter than the write, "
+                "forced) or they were deleted by hand. Nothing was committed: run the write again",
+                missing,
+            )
 
     def _put(self, commit: Commit, txn: str, *, durable: bool) -> tuple[Commit | None, bool]:
         """(our commit at ``commit.version`` if it landed else ``None``, whether the store

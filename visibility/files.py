@@ -22,7 +22,7 @@ import struct
 import threading
 import uuid
 import weakref
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,7 @@ def write_dvs(
     *,
     inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
     data_files: Mapping[str, str] | None = None,
+    file_id: Callable[[], str] | None = None,
 ) -> dict[str, DeletionVectorRef]:
     """Encode each segment's DV; inline the small ones, pack the rest into one new file.
 
@@ -72,6 +73,10 @@ def write_dvs(
     footer names as the blob's ``referenced-data-file`` (as the Iceberg spec asks), so an
     Iceberg export can point at this file as it is; without it the footer names the
     segment id, and an export has to copy the blob.
+
+    ``file_id()`` names the file (``<file_id()>.dv``; a fresh uuid by default), called
+    only when a file is written: a writer under a write intent names it after the intent
+    (taking the intent then), so that vacuum leaves it alone until the commit lands.
     """
     out: dict[str, DeletionVectorRef] = {}
     packed: list[tuple[str, bytes, int]] = []
@@ -87,7 +92,7 @@ def write_dvs(
     if not packed:
         return out
 
-    path = f"{DV_DIR}/{uuid.uuid4()}{DV_FILE_SUFFIX}"
+    path = f"{DV_DIR}/{file_id() if file_id is not None else uuid.uuid4()}{DV_FILE_SUFFIX}"
     parts = [PUFFIN_MAGIC]
     offset = len(PUFFIN_MAGIC)
     footer_blobs = []

@@ -80,7 +80,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
     t = open_table(args)
     with progress_bars(args) as progress:
-        report = t.collect_garbage(dry_run=args.dry_run, time_budget_s=args.time_budget, progress=progress)
+        report = t.collect_garbage(dry_run=args.dry_run, time_budget_s=args.time_budget, progress=progress, force=args.force)
     if args.json:
         print_json([report])
         return EXIT_OK

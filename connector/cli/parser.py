@@ -151,11 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PERIOD",
         help="keep files versions of the last PERIOD need (e.g. 7d, 12h; also --retention=PERIOD); default: the table's",
     )
-    p.add_argument("--force", action="store_true", help="allow a retention shorter than the table's")
+    p.add_argument(
+        "--force", action="store_true", help="allow a retention shorter than the table's, or a very short orphanGracePeriod"
+    )
     p.add_argument("--time-budget", type=_seconds, metavar="SECONDS", help="stop after this long (run again to resume)")
 
     p = sub.add_parser("gc", parents=[common, progress], help="visibility GC: old deletion-vector files, log files, expired pins")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    p.add_argument("--force", action="store_true", help="run on a table whose orphanGracePeriod is below the safe minimum")
     p.add_argument("--time-budget", type=_seconds, metavar="SECONDS", help="stop after this long (run again to resume)")
 
     p = sub.add_parser("compact", parents=[common, progress], help="merge small segments, rewrite segments worn by deletes")

@@ -14,6 +14,7 @@ one Spark task per bin)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from mvtable import checks
@@ -25,6 +26,7 @@ from mvtable.storage import FileIO
 
 from ..parallel import default_workers, ordered_map
 from ..schema import schema_from_json
+from ..write_intents import WriteIntent
 from .driver import CompactionReport, DroppedBin, Progress, run
 from .plan import Bin, CompactionOptions, plan_bins
 from .rewrite import OutputSpec, RewrittenBin, rewrite_bin
@@ -114,8 +116,8 @@ def compact(
     rewrite = rewriter or local_rewriter(io)
     spec = OutputSpec(schema_from_json(snapshot.table_schema), props.rowGroupRows, tuple(snapshot.primary_key or ()))
 
-    def rewrite_bins(bins: Sequence[Bin]) -> list[RewrittenBin]:
-        return rewrite(bins, spec)
+    def rewrite_bins(bins: Sequence[Bin], intent: WriteIntent) -> list[RewrittenBin]:
+        return rewrite(bins, dataclasses.replace(spec, intent=intent))
 
     return run(
         io,

@@ -34,13 +34,14 @@ from mvtable.visibility import bitmap_from_array, load_dv, positions_array, proc
 
 from ..pinning import pin_version, release
 from ..results import CompactionResult, DroppedBin
+from ..write_intents import IntentScope, WriteIntent
 from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins, why_no_bins
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
 
 log = logging.getLogger("mvtable.compaction")
 
-Rewriter = Callable[[Sequence[Bin]], list[RewrittenBin]]
+Rewriter = Callable[[Sequence[Bin], WriteIntent], list[RewrittenBin]]  # outputs named after the intent
 Progress = Callable[[int, int, str], None]
 
 
@@ -125,9 +126,11 @@ def run(
             live, dropped = refresh(batch, read)
             report.dropped.extend(dropped)
             if live:
-                rewritten = rewrite(live)
-                faults.point("compact.after_outputs")
-                _commit_batch(io, clog, read, rewritten, report, inline_max_bytes=inline_max_bytes)
+                # outputs and DV files are named after a write intent, renewed until the commit
+                with IntentScope(io, operation="compact") as scope:
+                    rewritten = rewrite(live, scope.get())
+                    faults.point("compact.after_outputs")
+                    _commit_batch(io, clog, read, rewritten, report, inline_max_bytes=inline_max_bytes, names=scope.new_id)
                 faults.point("compact.after_batch")
         finally:
             release(io, pin)
@@ -138,7 +141,14 @@ def run(
 
 
 def _commit_batch(
-    io: FileIO, clog: CommitLog, read: Snapshot, rewritten: list[RewrittenBin], report: CompactionReport, *, inline_max_bytes: int
+    io: FileIO,
+    clog: CommitLog,
+    read: Snapshot,
+    rewritten: list[RewrittenBin],
+    report: CompactionReport,
+    *,
+    inline_max_bytes: int,
+    names: Callable[[], str] | None = None,
 ) -> None:
     carried_files: dict[str, tuple[BitMap64, DeletionVectorRef]] = {}  # output -> what a previous attempt wrote
     written: set[str] = set()
@@ -165,7 +175,7 @@ def _commit_batch(
         if not keep:
             raise NothingToCommit("every bin of this batch was replaced by a concurrent commit")
         paths = {rb.output.id: rb.output.path for rb in keep if rb.output is not None}
-        dvs = _dv_refs(io, carried, carried_files, written, inline_max_bytes, paths)
+        dvs = _dv_refs(io, carried, carried_files, written, inline_max_bytes, paths, names)
         return ops.compact(current, [(rb.inputs, rb.output) for rb in keep], dvs)
 
     try:
@@ -218,6 +228,7 @@ def _dv_refs(
     written: set[str],
     inline_max_bytes: int,
     paths: dict[str, str],
+    names: Callable[[], str] | None = None,
 ) -> dict[str, DeletionVectorRef]:
     """DV descriptors for the outputs' carried deletes; a retry reuses what an earlier
     attempt wrote when the rows are the same."""
@@ -231,7 +242,7 @@ def _dv_refs(
             todo[sid] = bm
     if todo:
         data_files = {sid: location_uri(io.uri, paths[sid]) for sid in todo}
-        refs = write_dvs(io, todo, inline_max_bytes=inline_max_bytes, data_files=data_files)
+        refs = write_dvs(io, todo, inline_max_bytes=inline_max_bytes, data_files=data_files, file_id=names)
         written.update(r.path for r in refs.values() if r.path)
         for sid, ref in refs.items():
             files[sid] = (todo[sid], ref)

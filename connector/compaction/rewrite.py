@@ -18,6 +18,7 @@ from mvtable.storage import FileIO
 
 from ..scan import ScanTask, task_masks
 from ..segments import DEFAULT_READ_ROWS, SegmentWriter, iter_segment
+from ..write_intents import WriteIntent
 from .plan import Bin
 
 __all__ = ["OutputSpec", "RewrittenBin", "rewrite_bin"]
@@ -31,6 +32,7 @@ class OutputSpec:
     schema: pa.Schema
     row_group_rows: int
     primary_key: tuple[str, ...] = ()
+    intent: WriteIntent | None = None  # outputs are named after it: vacuum leaves them alone until the commit
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class RewrittenBin:
 def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec, *, use_threads: bool = False) -> RewrittenBin:
     """``use_threads`` decodes each read on every core: for a bin that has the machine to
     itself (a Spark task has one core and leaves it off)."""
-    out = SegmentWriter(io, spec.schema, row_group_rows=spec.row_group_rows, primary_key=spec.primary_key)
+    out = SegmentWriter(io, spec.schema, row_group_rows=spec.row_group_rows, primary_key=spec.primary_key, intent=spec.intent)
     inputs: list[CompactedInput] = []
     written = 0
     try:

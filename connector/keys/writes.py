@@ -266,6 +266,7 @@ class KeyedDeletes:
     counted: dict[str, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
     built: dict[str, BuiltDV] = field(default_factory=dict)  # a retry rewrites only the DVs that changed
+    names: Callable[[], str] | None = None  # names a DV file after the write intent protecting it
 
     def add(self, found: KeyMatches) -> None:
         for sid, pos in found.positions.items():
@@ -284,6 +285,7 @@ class KeyedDeletes:
                 counted=self.counted,
                 written=self.written,
                 built=self.built,
+                names=self.names,
             )
         )
 

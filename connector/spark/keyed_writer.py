@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from mvtable.lineage.actions import SegmentFile
 from mvtable.storage import FileIO, open_file_io
 
-from .. import recovery, writes
+from .. import recovery, write_intents, writes
 from ..key_hashing import hash_keys
 from ..key_index import index_path
 from ..keys.validate import check_unique, key_table
@@ -46,10 +46,16 @@ class KeyedWriter(DataSourceArrowWriter):
         plan = self.plan
         io = open_file_io(plan.uri, plan.storage_options)
         writer = SegmentWriter(
-            io, plan.arrow_schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix
+            io,
+            plan.arrow_schema,
+            row_group_rows=plan.row_group_rows,
+            primary_key=plan.primary_key,
+            id_prefix=plan.segment_prefix,
+            intent=plan.intent,
         )
         try:
-            with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms):  # a keyed consistent push
+            # a keyed consistent push renews its lease, every write its intent
+            with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms), write_intents.keep(io, plan.intent):
                 message = self._write(io, writer, iterator)
         except BaseException:
             writer.abort()
@@ -106,9 +112,11 @@ class KeyedWriter(DataSourceArrowWriter):
                 deletes=deletes,
                 inline_max_bytes=plan.dv_inline_max_bytes,
                 parameters={"source": "spark"},
+                intent=plan.intent,
             )
         finally:
             writes.release_pin(plan)
+            write_intents.release(clog.io, plan.intent)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         segments = [s for m in messages if isinstance(m, KeyedSegmentsWritten) for s in m.segments]
@@ -117,6 +125,7 @@ class KeyedWriter(DataSourceArrowWriter):
             if not writes.commit_landed(clog, self.plan, segments):
                 clog.io.delete([p for s in segments for p in (s.path, index_path(s.path))])
             writes.release_pin(self.plan)
+            write_intents.release(clog.io, self.plan.intent)
             return
         writes.abort_write(self.plan, segments)
 

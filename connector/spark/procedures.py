@@ -358,12 +358,13 @@ class VacuumProcedure:
 
 
 class GCProcedure:
-    """``mvtable_gc(table [, dry_run, options])``: visibility GC."""
+    """``mvtable_gc(table [, dry_run, options, force])``: visibility GC (``force`` for a table
+    whose orphanGracePeriod is below the safe minimum)."""
 
-    def eval(self, table: str, dry_run: bool = False, options: str | None = None) -> Iterator[tuple]:
+    def eval(self, table: str, dry_run: bool = False, options: str | None = None, force: bool = False) -> Iterator[tuple]:
         name = "mvtable_gc"
-        dry = _bool_arg(dry_run, "dry_run", name)
-        yield gc_row(_open(table, options, name).collect_garbage(dry_run=dry))
+        dry, forced = _bool_arg(dry_run, "dry_run", name), _bool_arg(force, "force", name)
+        yield gc_row(_open(table, options, name).collect_garbage(dry_run=dry, force=forced))
 
 
 class CompactProcedure:

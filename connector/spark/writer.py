@@ -97,8 +97,8 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         publish=opts.publish,
         properties=opts.properties,
         primary_key=parse_primary_key(opts.primary_key),
-        # this planner worker exits once the plan is made: the push belongs to the driver JVM
-        owner=recovery.spark_driver_owner() if opts.consistent_push else None,
+        # this planner worker exits once the plan is made: the push and the write intent belong to the driver JVM
+        owner=recovery.spark_driver_owner(),
         snapshot=snapshot,
     )
     if snapshot is not None and opts.save_mode == "errorifexists":

@@ -24,6 +24,7 @@ its keys are in the table because its first attempt put them there.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -43,7 +44,7 @@ from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
 
-from .. import writes
+from .. import write_intents, writes
 from ..key_index import segment_path_of
 from ..keys.writes import check_absent, commit_keyed, segment_keys
 from ..post_commit import open_log
@@ -94,12 +95,13 @@ def plan_batch(
     complete: bool,
     properties: Mapping[str, str] | None = None,
 ) -> writes.WritePlan:
-    """What executors need to write one batch. No side effects (no pin, no lineage entry):
-    Spark creates the writer anew in each process of each batch. ``properties`` apply when
+    """What executors need to write one batch. No side effects (no pin, no lineage entry,
+    no write intent: each task takes one for its files, ``writes.write_data``): Spark
+    creates the writer anew in each process of each batch. ``properties`` apply when
     the first batch creates the table and are ignored after."""
     if properties and open_log(open_file_io(uri, storage_options)).exists():
         properties = None
-    return writes.begin_write(
+    plan = writes.begin_write(
         uri,
         storage_options=storage_options,
         incoming=incoming,
@@ -107,6 +109,7 @@ def plan_batch(
         properties=properties,
         pin=False,
     )
+    return dataclasses.replace(plan, task_intents=True)  # each task's files under an intent of its own
 
 
 @dataclass(frozen=True)
@@ -118,45 +121,59 @@ class BatchResult:
 
 
 def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app_id: str, batch_id: int) -> BatchResult:
-    """Commit one micro-batch with its ``SetTransaction``, or recognise it as committed."""
+    """Commit one micro-batch with its ``SetTransaction``, or recognise it as committed.
+    The write intents the tasks took for their files are renewed while it commits (a
+    lapsed one: ``WriteIntentExpiredError``) and removed after."""
     clog = plan.commit_log()
+    rows = sum(s.num_rows for s in segments)
+    intents = write_intents.intents_naming(s.id for s in segments)
+    try:
+        with write_intents.IntentKeeper(clog.io, intents):
+            result = _commit_batch(clog, plan, segments, app_id=app_id, batch_id=batch_id)
+    except NothingToCommit:
+        warn_skipped(clog, app_id=app_id, batch_id=batch_id)
+        discard_unreferenced(clog, segments)
+        return BatchResult(batch_id, None, True, 0)
+    finally:
+        for intent in intents:
+            write_intents.release(clog.io, intent)
+    return BatchResult(batch_id, result.commit.version, False, rows)
+
+
+def _commit_batch(
+    clog: CommitLog, plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app_id: str, batch_id: int
+) -> CommitResult:
     read = writes.read_snapshot(clog, plan)
     current = clog.catch_up(read) if read.exists else writes.load_snapshot(clog)
     create = MetadataAction.model_validate(plan.create) if plan.create else None
     complete = plan.mode == writes.OVERWRITE
     entry = writes.new_entry_id() if complete else None
-    rows = sum(s.num_rows for s in segments)
     operation = Operation.STREAM_COMPLETE if complete else Operation.STREAM_APPEND
     parameters = {"appId": app_id, "batchId": batch_id, **({"entry": entry} if entry else {})}
-    metrics = {"added_rows": rows, "added_segments": len(segments), "added_bytes": sum(s.size_bytes for s in segments)}
+    metrics = {
+        "added_rows": sum(s.num_rows for s in segments),
+        "added_segments": len(segments),
+        "added_bytes": sum(s.size_bytes for s in segments),
+    }
 
     def build(cur: Snapshot) -> list[Action]:
         return ops.stream_batch(cur, segments, app_id=app_id, batch_id=batch_id, complete_entry=entry, metadata=create)
 
-    try:
-        if plan.primary_key and segments:
-            result = _commit_keyed(
-                clog,
-                plan,
-                segments,
-                app_id=app_id,
-                batch_id=batch_id,
-                read=read,
-                current=current,
-                operation=operation,
-                build=build,
-                parameters=parameters,
-                metrics=metrics,
-            )
-        else:
-            result = clog.commit(
-                read=read, current=current, operation=operation, build=build, parameters=parameters, metrics=metrics
-            )
-    except NothingToCommit:
-        warn_skipped(clog, app_id=app_id, batch_id=batch_id)
-        discard_unreferenced(clog, segments)
-        return BatchResult(batch_id, None, True, 0)
-    return BatchResult(batch_id, result.commit.version, False, rows)
+    if plan.primary_key and segments:
+        return _commit_keyed(
+            clog,
+            plan,
+            segments,
+            app_id=app_id,
+            batch_id=batch_id,
+            read=read,
+            current=current,
+            operation=operation,
+            build=build,
+            parameters=parameters,
+            metrics=metrics,
+        )
+    return clog.commit(read=read, current=current, operation=operation, build=build, parameters=parameters, metrics=metrics)
 
 
 def _commit_keyed(
@@ -255,6 +272,12 @@ def query_segment_prefix(app_id: str) -> str:
     return "st" + hashlib.sha1(app_id.encode()).hexdigest()[:12] + "-"
 
 
+def is_marked(name: str, prefix: str) -> bool:
+    """Whether a file of ``data/`` carries the query marker ``prefix``: right after its write
+    intent's id (``segments.new_segment_id``), or first when it was written under none."""
+    return name.startswith(prefix) or name.partition("-")[2].startswith(prefix)
+
+
 def remove_unfinished_batches(io: FileIO, prefix: str) -> list[str]:
     """Remove the files of this query's batches that no commit names, and return them.
 
@@ -270,7 +293,7 @@ def remove_unfinished_batches(io: FileIO, prefix: str) -> list[str]:
     known = {s.file.path for s in clog.snapshot().segments.values()} if clog.exists() else set()
     stray = []
     for info in io.list(DATA_DIR):
-        if info.name.startswith(prefix):
+        if is_marked(info.name, prefix):
             path = f"{DATA_DIR}/{info.name}"
             if (segment_path_of(path) or path) not in known:
                 stray.append(path)

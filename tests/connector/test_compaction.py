@@ -221,7 +221,7 @@ def test_old_versions_read_old_segments_until_vacuum(table_uri):
     old = t.version
     t.compact()
     assert ids(t, version=old) == list(range(40))
-    t.vacuum()
+    t.vacuum(force=True)  # orphanGracePeriod 0s
     assert ids(t) == list(range(40))
     with pytest.raises(FilesMissingError):
         ids(t, version=old)
@@ -336,7 +336,7 @@ def test_gc_keeps_the_row_map_a_pinned_delete_needs(table_uri):
     assert report.deletes_remapped == 1
     # first_dv is superseded in every snapshot from the pinned version on; only the row map
     # of the compaction (committed after the pin) still names it
-    t.collect_garbage()
+    t.collect_garbage(force=True)  # orphanGracePeriod 0s
     assert t.io.exists(first_dv)
     result = t.delete_rows(pending["where"], read=pending["read"])
     assert result.deleted_rows == 1 and result.remapped_rows == 1

@@ -23,7 +23,7 @@ PROPS = {
     "replacedSegmentsRetentionPeriod": "0s",
     "lineageEntryCleanupRetentionPeriod": "0s",
     "versionRetentionPeriod": "0s",
-    "orphanGracePeriod": "1m",
+    "orphanGracePeriod": "5m",
 }
 
 

@@ -56,7 +56,7 @@ def commit(log: CommitLog, *actions, **kw):
 def rich_table(root, interval: int = 100) -> CommitLog:
     """A table that has every kind of state: removed segments, DVs (inline and in files),
     lineage entries in all three states, a push with declared-but-not-uploaded output."""
-    log = CommitLog(LocalFileIO(str(root)))
+    log = CommitLog(LocalFileIO(str(root)), check_files=False)
     commit(
         log,
         MetadataAction(

@@ -49,8 +49,8 @@ OPERATIONS = {
     "delete": "t.delete(pc.field('id') < arg)",
     "rollback": "t.rollback(entry=arg)",
     "restore": "t.restore(version=arg)",
-    "gc": "t.collect_garbage(batch_bytes=40)",
-    "vacuum": "t.vacuum(batch_bytes=40)",
+    "gc": "t.collect_garbage(batch_bytes=40, force=True)",  # orphanGracePeriod 0s
+    "vacuum": "t.vacuum(batch_bytes=40, force=True)",
     # two bins (the push's worn segment, three plain appends), one commit each
     "compact": "t.compact(min_input_files=2, delete_ratio=0.01, max_bytes_per_commit=1)",
 }
@@ -197,8 +197,8 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
     # the next writer, GC and vacuum succeed
     t.append(pa.table({"id": pa.array([99_999], pa.int64())}))
     assert ids(t) == sorted(now + [99_999])
-    assert t.collect_garbage().complete
-    assert t.vacuum().complete
+    assert t.collect_garbage(force=True).complete
+    assert t.vacuum(force=True).complete
     assert ids(t) == sorted(now + [99_999])
     # and nothing the newest version needs was removed by them (retention is 0s here)
     assert ids(Table.open(t.uri), version=t.version) == sorted(now + [99_999])
