@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from mvtable.errors import CorruptSegmentError, FilesMissingError
 from mvtable.lineage.actions import RowGroupInfo, SegmentFile
+from mvtable.paths import DATA_DIR
 from mvtable.storage import FileIO
 from mvtable.storage.oserror import translated
 
@@ -34,7 +35,6 @@ from .segment_encoding import (
 )
 from .write_intents import WriteIntent, new_id
 
-DATA_DIR = "data"
 ROW_ADDRESS_SEGMENT = "_mv_segment"
 ROW_ADDRESS_ROW = "_mv_row"
 

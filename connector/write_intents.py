@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mvtable.conf import connector_settings
 from mvtable.errors import CommitStateUnknownError, OrphanGraceTooShortError, WriteIntentExpiredError
 from mvtable.lineage.actions import PushOwner
+from mvtable.paths import DATA_DIR
 from mvtable.storage import FileIO
 from mvtable.visibility.files import DV_DIR
 
@@ -135,8 +136,6 @@ def intent_path(intent_id: str) -> str:
 def prefixes_of(intent_id: str) -> tuple[str, ...]:
     """The table-relative path prefixes of the files a write under ``intent_id`` produces:
     segments and their key indexes in ``data/``, DV files in ``_mvtable/dv/``."""
-    from .segments import DATA_DIR  # segments names its files with this module's ``new_id``
-
     return (f"{DATA_DIR}/{intent_id}-", f"{DV_DIR}/{intent_id}-")
 
 

@@ -11,6 +11,10 @@ import pathlib
 
 from .errors import UnsafePathError
 
+# the table's folder of segments (and their key indexes): named here, below every layer, because
+# both the segment writer and the write intents that name its files need it
+DATA_DIR = "data"
+
 
 def check_relative_path(path: str, *, source: str = "metadata") -> str:
     """Return ``path`` if it is a safe table-relative path, else raise ``UnsafePathError``."""
