@@ -20,7 +20,9 @@ from mvtable.lineage.actions import (
     RowGroupInfo,
     SegmentFile,
     SetDeletionVector,
+    CHECKSUM_KEY,
     parse_commit,
+    seal,
 )
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog, commit_path
@@ -74,7 +76,10 @@ def raw_commit(version: int = 3) -> dict:
 
 
 def encode(doc) -> bytes:
-    return json.dumps(doc).encode()
+    """``doc`` written as a commit file of this release: sealed with its checksum."""
+    doc = {k: v for k, v in doc.items() if k != CHECKSUM_KEY} if isinstance(doc, dict) else doc
+    text = json.dumps(doc).encode()
+    return seal(text) if isinstance(doc, dict) and doc else text
 
 
 def parse_error(data: bytes, expected_version: int | None = 3) -> CorruptMetadataError:
@@ -105,9 +110,11 @@ def test_every_action_kind_round_trips() -> None:
 
 
 def test_minimal_commit_parses_with_defaults() -> None:
-    doc = {"format": 1, "version": 0, "read_version": -1, "timestamp_ms": 0, "operation": "CREATE"}
+    doc = {"format": 2, "version": 0, "read_version": -1, "timestamp_ms": 0, "operation": "CREATE"}
     c = parse_commit(encode(doc), source=SOURCE)
     assert c.actions == () and c.parameters == {} and c.writer == ""
+    legacy = {**doc, "format": 1}  # written before commits had checksums: none to check
+    assert parse_commit(json.dumps(legacy).encode(), source=SOURCE).format == 1
 
 
 def test_segment_without_row_group_metadata_is_accepted() -> None:
@@ -202,7 +209,7 @@ def test_action_without_kind() -> None:
 
 
 # -- format versions -------------------------------------------------------------------------
-@pytest.mark.parametrize("fmt", [2, 0, 999, "1", None, [1]])
+@pytest.mark.parametrize("fmt", [3, 0, 999, "2", None, [2]])
 def test_unknown_format_version(fmt) -> None:
     doc = raw_commit()
     doc["format"] = fmt
