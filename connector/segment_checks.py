@@ -29,6 +29,10 @@ from mvtable.errors import CorruptSegmentError
 
 __all__ = ["corrupt_segment", "footer_crc32", "is_decode_error", "read_footer"]
 
+# Whether reads check page checksums and footers. Always on: only ``benchmarks.checksums``
+# turns it off, in its own process, to measure what the checks cost.
+VERIFY = True
+
 PARQUET_MAGIC = b"PAR1"
 # How much of a file's end one read takes: the footer of a segment of a few dozen columns
 # and row groups fits, so opening a file costs one read (pyarrow reads as much).
@@ -65,7 +69,7 @@ def read_footer(source: Any, *, path: str, expected_crc32: int | None) -> pq.Fil
     if length + 8 > n:
         tail = source.read_at(length + 8, size - length - 8)
     footer = memoryview(tail)[len(tail) - 8 - length : len(tail) - 8]
-    if expected_crc32 is not None and zlib.crc32(footer) != expected_crc32:
+    if expected_crc32 is not None and VERIFY and zlib.crc32(footer) != expected_crc32:
         raise CorruptSegmentError(
             path, "the Parquet footer fails its checksum: the file was damaged or replaced after mvtable wrote it"
         )

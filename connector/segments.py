@@ -25,6 +25,7 @@ from mvtable.storage import FileIO
 
 from .keys.index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
+from . import segment_checks
 from .segment_checks import corrupt_segment, footer_crc32, is_decode_error, read_footer
 from .segment_encoding import (
     SMALL_SEGMENT_COMPRESSION,
@@ -348,7 +349,7 @@ class SegmentParquetFile(pq.ParquetFile):
             pre_buffer=True,
             metadata=metadata,
             read_dictionary=list(as_dictionary) or None,
-            page_checksum_verification=True,
+            page_checksum_verification=segment_checks.VERIFY,
         )
         self.as_dictionary = frozenset(as_dictionary)
         self.where = where
@@ -356,11 +357,36 @@ class SegmentParquetFile(pq.ParquetFile):
     def read_row_groups(self, *args: Any, **kwargs: Any) -> pa.Table:
         """``ParquetFile.read_row_groups``; damaged bytes raise ``CorruptSegmentError``."""
         try:
-            return super().read_row_groups(*args, **kwargs)
+            table = super().read_row_groups(*args, **kwargs)
         except Exception as exc:
             if is_decode_error(exc):
                 raise corrupt_segment(self.where, exc) from None
             raise
+        if self.as_dictionary:
+            self._check_indices(table)
+        return table
+
+    def _check_indices(self, table: pa.Table) -> None:
+        """Every dictionary index within its dictionary. Parquet hands dictionary-read
+        columns back without checking their indices against the dictionary page's size,
+        which sits in the page header (outside the page checksum): a flipped bit there makes
+        indices point past the dictionary, and the unchecked gather in
+        ``_decode_dictionaries`` (or any consumer of the dictionaries) would read memory
+        that is not the column's. One vectorised ``max`` per chunk rules it out.
+
+        Raises:
+            CorruptSegmentError: an index past its dictionary."""
+        for name in self.as_dictionary:
+            i = table.schema.get_field_index(name)
+            if i < 0 or not pa.types.is_dictionary(table.schema.field(i).type):
+                continue
+            for chunk in table.column(i).chunks:
+                top = pc.max(chunk.indices).as_py() if len(chunk) else None
+                if top is not None and top >= len(chunk.dictionary):
+                    raise CorruptSegmentError(
+                        self.where,
+                        f"the file is damaged: column {name!r} refers to dictionary entry {top} of {len(chunk.dictionary)}",
+                    )
 
     def read(self, *args: Any, **kwargs: Any) -> pa.Table:
         """``ParquetFile.read``; damaged bytes raise ``CorruptSegmentError``."""

@@ -116,6 +116,15 @@ def positions(size: int, *, count: int | None) -> Iterator[tuple[int, int]]:
         yield i, (i * 5 + j) % 8
 
 
+def _replace(path: str, data: bytes) -> None:
+    """A new file in place of ``path`` (a new inode): local segments are read memory-mapped,
+    and truncating a mapped file under a reader is a crash, not a flipped bit."""
+    tmp = path + ".flip"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 def run(name: str, uri: str, rel_path: str, *, count: int | None) -> Report:
     """Flip bits of ``rel_path`` (in table ``uri``) one at a time and classify the reads."""
     path = os.path.join(uri, rel_path)
@@ -127,8 +136,7 @@ def run(name: str, uri: str, rel_path: str, *, count: int | None) -> Report:
         for i, bit in positions(len(original), count=count):
             damaged = bytearray(original)
             damaged[i] ^= 1 << bit
-            with open(path, "wb") as f:
-                f.write(damaged)
+            _replace(path, bytes(damaged))
             report.flips += 1
             for read, fn in READS.items():
                 try:
@@ -148,6 +156,5 @@ def run(name: str, uri: str, rel_path: str, *, count: int | None) -> Report:
                         report.bad.append(f"byte {i} bit {bit} {read}: wrong answer, no error")
                 report.outcomes[read][outcome] += 1
     finally:
-        with open(path, "wb") as f:
-            f.write(original)
+        _replace(path, original)
     return report
