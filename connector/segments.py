@@ -23,9 +23,9 @@ from mvtable.errors import CorruptSegmentError, FilesMissingError
 from mvtable.lineage.actions import RowGroupInfo, SegmentFile
 from mvtable.storage import FileIO
 
+from . import segment_checks
 from .keys.index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
-from . import segment_checks
 from .segment_checks import corrupt_segment, footer_crc32, is_decode_error, read_footer
 from .segment_encoding import (
     SMALL_SEGMENT_COMPRESSION,
@@ -520,3 +520,5 @@ class SegmentLike(Protocol):
     def path(self) -> str: ...
     @property
     def row_groups(self) -> Sequence[Any]: ...
+    @property
+    def footer_crc32(self) -> int | None: ...

@@ -299,9 +299,7 @@ def unseal(data: bytes, *, source: str) -> tuple[bytes, bool]:
         return data, False
     body = data[: m.start()]
     if zlib.crc32(body) != int(m.group(1), 16):
-        raise CorruptMetadataError(
-            source, "the commit fails its checksum: the file was damaged on storage or edited by hand"
-        )
+        raise CorruptMetadataError(source, "the commit fails its checksum: the file was damaged on storage or edited by hand")
     return body + b"}", True
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from mvtable.errors import CorruptMetadataError, MvTableError, UnsafePathError, UnsupportedFormatError
 from mvtable.lineage.actions import (
+    CHECKSUM_KEY,
     AddSegment,
     Commit,
     DeletionVectorRef,
@@ -20,7 +21,6 @@ from mvtable.lineage.actions import (
     RowGroupInfo,
     SegmentFile,
     SetDeletionVector,
-    CHECKSUM_KEY,
     parse_commit,
     seal,
 )

@@ -96,9 +96,7 @@ class Report:
 
     def lines(self) -> list[str]:
         head = f"{self.name}: {self.flips} single-bit flips × {len(READS)} reads"
-        body = [
-            f"    {read:<15}" + "  ".join(f"{o} {c[o]:>5}" for o in OUTCOMES) for read, c in self.outcomes.items()
-        ]
+        body = [f"    {read:<15}" + "  ".join(f"{o} {c[o]:>5}" for o in OUTCOMES) for read, c in self.outcomes.items()]
         kinds = ", ".join(f"{k} {n}" for k, n in self.errors.most_common(6))
         return [head, *body, f"    typed errors: {kinds}", *(f"    BAD {b}" for b in self.bad[:10])]
 
