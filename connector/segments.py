@@ -206,6 +206,22 @@ def write_segments(
     return [seg for seg in done if seg is not None]
 
 
+def open_source(io: FileIO, path: str) -> tuple[Any, str]:
+    """(the segment file ``path`` opened for random access, its full name for errors).
+
+    Raises:
+        FilesMissingError: the file is gone."""
+    fs, base = io.arrow()
+    try:
+        source = fs.open_input_file(f"{base}/{path}")
+    except FileNotFoundError:
+        raise FilesMissingError(
+            f"segment file {path} of {io.uri} is gone: vacuum removed it (the version is older than the retention "
+            "window) or it was deleted by hand"
+        ) from None
+    return source, f"{io.uri}/{path}"
+
+
 def open_parquet(
     io: FileIO,
     path: str,
@@ -225,15 +241,7 @@ def open_parquet(
         FilesMissingError: the file is gone.
         CorruptSegmentError: its footer is damaged (the message names the file).
     """
-    fs, base = io.arrow()
-    try:
-        source = fs.open_input_file(f"{base}/{path}")
-    except FileNotFoundError:
-        raise FilesMissingError(
-            f"segment file {path} of {io.uri} is gone: vacuum removed it (the version is older than the retention "
-            "window) or it was deleted by hand"
-        ) from None
-    where = f"{io.uri}/{path}"
+    source, where = open_source(io, path)
     metadata = read_footer(source, path=where, expected_crc32=footer_crc32)
     try:
         pf = SegmentParquetFile(source, metadata=metadata, as_dictionary=(), where=where)

@@ -50,6 +50,7 @@ from mvtable.storage import open_file_io
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..scan import staged_segments
 from ..schema import schema_from_json, schema_to_json
+from ..segment_checks import check_footers
 from ..stats import Predicate, row_groups_to_read
 from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
@@ -147,6 +148,7 @@ def native_frame(
     where = " AND ".join(_sql(p, table_schema) for p in predicates)
     if not segments:
         return spark.createDataFrame([], full).select(*names)
+    check_footers(io, [seg.file for seg in segments])  # Spark checks the pages, not the footers
 
     root = (spark_uri or io.uri).rstrip("/")
     parts = []

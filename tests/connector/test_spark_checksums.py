@@ -15,6 +15,7 @@ import pytest
 from mvtable.connector import Table
 from mvtable.connector.spark import native_jvm, native_mask, read_native
 from mvtable.connector.spark.views import create_view, drop_view
+from mvtable.errors import CorruptSegmentError
 
 from .conftest import orders
 
@@ -86,3 +87,19 @@ def test_read_native_and_views_refuse_a_damaged_page(spark, damaged, mask, monke
     unchecked = spark.read.parquet(*[os.path.join(t.uri, s.file.path) for s in t.snapshot().visible_segments()])
     got = sorted(tuple(r) for r in unchecked.where("id >= 10").select(*t.schema.names).collect())
     assert got != expected
+
+
+def test_read_native_checks_footers_when_the_frame_is_made(spark, tmp_path):
+    """Spark trusts a footer's column names and statistics: a segment whose footer is not
+    the one the log recorded (here the same rows written again with other options, every
+    page CRC fine) is refused before Spark reads it."""
+    t = Table.create(str(tmp_path / "t"), schema=orders(0, 1).schema)
+    t.append(orders(0, 1000))
+    [seg] = t.snapshot().visible_segments()
+    path = os.path.join(t.uri, seg.file.path)
+    pq.write_table(pq.read_table(path), path, compression="gzip", write_page_checksum=True)
+    with pytest.raises(CorruptSegmentError, match="footer fails its checksum") as info:
+        read_native(spark, t.uri)
+    assert seg.file.path in str(info.value)
+    with pytest.raises(CorruptSegmentError):
+        create_view(spark, "refused_v", t.uri)
