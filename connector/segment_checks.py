@@ -119,7 +119,7 @@ def is_decode_error(exc: BaseException) -> bool:
         return True
     if isinstance(exc, (MemoryError, IndexError, OverflowError)):
         return True  # sizes a flipped bit made huge or negative
-    return type(exc) is OSError and exc.errno is None and not isinstance(exc, pa.ArrowException | ConnectionError)
+    return type(exc) is OSError and exc.errno is None  # exactly OSError: not FileNotFoundError, ConnectionError, …
 
 
 def corrupt_segment(path: str, exc: BaseException) -> CorruptSegmentError:

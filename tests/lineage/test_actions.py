@@ -326,3 +326,25 @@ def test_row_groups_must_cover_the_segment(groups, num_rows) -> None:
 @pytest.mark.parametrize("dv", [{"cardinality": 1}, {"cardinality": 1, "inline": "AA", "path": "_mvtable/dv/x.dv"}])
 def test_deletion_vector_needs_exactly_one_location(dv) -> None:
     parse_error(encode(_with(("actions", 4, "dv"), dv)))
+
+
+# -- the commit's checksum -------------------------------------------------------------------
+def test_every_commit_is_sealed_and_every_flip_is_caught() -> None:
+    data = full_commit().to_json_bytes()
+    assert data.endswith(b'"}') and f',"{CHECKSUM_KEY}":"'.encode() in data[-20:]
+    assert json.loads(data)["format"] == 2
+    for i in range(0, len(data), 7):
+        for bit in (0, 3, 6):
+            bad = bytearray(data)
+            bad[i] ^= 1 << bit
+            with pytest.raises(CorruptMetadataError):
+                parse_commit(bytes(bad), source=SOURCE)
+
+
+def test_a_commit_without_its_checksum_must_be_format_1() -> None:
+    doc = raw_commit()
+    del doc[CHECKSUM_KEY]
+    err = parse_error(json.dumps(doc).encode())
+    assert "without its checksum" in err.problem
+    doc["format"] = 1  # as the release before checksums wrote it
+    assert parse_commit(json.dumps(doc).encode(), source=SOURCE, expected_version=3).format == 1
