@@ -191,3 +191,17 @@ def test_a_checkpoint_without_its_file_checksum_is_refused(tmp_path):
         os.unlink(os.path.join(t.uri, commit_path(v)))
     with pytest.raises(CorruptMetadataError, match="without a file checksum"):
         Table.open(t.uri).to_arrow()
+
+
+def test_to_duckdb_checks_the_footers(tmp_path):
+    import duckdb
+
+    t = Table.create(str(tmp_path / "t"), schema=rows(0, 1).schema.remove(6).remove(5))
+    t.append(rows(0, 300).drop_columns(["tags", "point"]))
+    [seg] = t.snapshot().visible_segments()
+    con = duckdb.connect()
+    assert t.scan().to_duckdb(con).aggregate("count(*)").fetchall() == [(300,)]
+    path = os.path.join(t.uri, seg.file.path)
+    pq.write_table(pq.read_table(path), path, compression="gzip")
+    with pytest.raises(CorruptSegmentError, match="footer fails its checksum"):
+        t.scan().to_duckdb(con)
