@@ -68,3 +68,16 @@ def test_flips_in_a_checkpoint(tmp_path):
     report = bit_flips.run("checkpoint", t.uri, checkpoint_path(2), count=_count("checkpoint"))
     _check(report)
     assert report.count("correct") == 0  # the file checksum covers every byte
+
+
+def test_without_the_checks_the_same_flips_are_served_as_data(tmp_path, monkeypatch):
+    """The control: the same segment read with page and footer checks off gives wrong
+    answers without an error, so the experiment above can see them."""
+    from mvtable.connector import segment_checks
+
+    t = bit_flips.make_table(str(tmp_path / "t"))
+    [seg] = t.snapshot().visible_segments()
+    monkeypatch.setattr(segment_checks, "VERIFY", False)
+    report = bit_flips.run("segment, checks off", t.uri, seg.file.path, count=200)
+    print("\n" + "\n".join(report.lines()[:4]))
+    assert report.count("wrong") > 0
