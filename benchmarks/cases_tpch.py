@@ -89,17 +89,22 @@ def _plain(table: pa.Table) -> pa.Table:
     return table.cast(schema).replace_schema_metadata(None)
 
 
+def prepare_dimensions(spark: Any, built: Built, tpch_dir: Path) -> None:
+    """Parquet views for the dimension tables (orders, customer, part)."""
+    for name, path in generate_tables(built.sf, tpch_dir, ["orders", "customer", "part"]).items():
+        plain = path.with_name(f"{name}.plain.parquet")
+        if not plain.exists():
+            pq.write_table(_plain(pq.read_table(path)), plain)
+        spark.read.parquet(str(plain)).createOrReplaceTempView(name)
+
+
 def prepare(spark: Any, built: Built, tpch_dir: Path) -> dict[str, str]:
     """Parquet views for the dimension tables and the visible-rows copy of lineitem; returns
     the lineitem view name of each contender."""
     import mvtable
     from mvtable.connector import Table
 
-    for name, path in generate_tables(built.sf, tpch_dir, ["orders", "customer", "part"]).items():
-        plain = path.with_name(f"{name}.plain.parquet")
-        if not plain.exists():
-            pq.write_table(_plain(pq.read_table(path)), plain)
-        spark.read.parquet(str(plain)).createOrReplaceTempView(name)
+    prepare_dimensions(spark, built, tpch_dir)
     visible = built.root / "lineitem_visible.parquet"
     if not visible.exists():
         rows = Table.open(str(built.mv_del10)).to_arrow()

@@ -54,7 +54,9 @@ def dictionary_schema(
     if not tasks:
         return schema, frozenset()
     first = tasks[0]
-    pf = open_parquet(io, first.segment.path, row_groups=first.row_groups, columns=columns)
+    pf = open_parquet(
+        io, first.segment.path, row_groups=first.row_groups, columns=columns, footer_crc32=first.segment.footer_crc32
+    )
     as_dictionary: frozenset[str] = getattr(pf, "as_dictionary", frozenset())
     keep = frozenset(
         f.name for f in schema if f.name in as_dictionary and (pa.types.is_string(f.type) or pa.types.is_binary(f.type))

@@ -62,7 +62,7 @@ def matching_positions(
     than the read itself). Rows the task's deletion vector already deletes are not matches;
     rows where the filter is null are not either (as in SQL and ``Table.filter``)."""
     masks = task_masks(io, task)
-    pf = open_parquet(io, task.segment.path, row_groups=task.row_groups, columns=columns)
+    pf = open_parquet(io, task.segment.path, row_groups=task.row_groups, columns=columns, footer_crc32=task.segment.footer_crc32)
     found: list[np.ndarray] = []
     for run, keep in read_runs(task.segment, task.row_groups, masks, read_rows=DEFAULT_READ_ROWS):
         table = read_row_groups(pf, task.segment, run, columns, keep=None, use_threads=use_threads)

@@ -95,6 +95,8 @@ def parquet_writer_options(
         "compression": compression,
         "write_statistics": True,
         "store_decimal_as_integer": True,
+        # a CRC-32 in every page header, checked by every reader (``segment_checks``)
+        "write_page_checksum": True,
         "use_dictionary": use_dictionary if isinstance(use_dictionary, bool) else list(use_dictionary),
     }
     if schema is not None and not isinstance(use_dictionary, bool):

@@ -24,8 +24,10 @@ from mvtable.paths import DATA_DIR
 from mvtable.storage import FileIO
 from mvtable.storage.oserror import translated
 
+from . import segment_checks
 from .key_index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
+from .segment_checks import corrupt_segment, footer_crc32, is_decode_error, read_footer
 from .segment_encoding import (
     SMALL_SEGMENT_COMPRESSION,
     FooterStats,
@@ -151,7 +153,14 @@ class SegmentWriter:
         size_bytes = md.serialized_size + sum(sizes)
         if self._index is not None:
             self._index.write(self.io, self.path)
-        return SegmentFile(id=self.segment_id, path=self.path, num_rows=self._rows, size_bytes=size_bytes, row_groups=row_groups)
+        return SegmentFile(
+            id=self.segment_id,
+            path=self.path,
+            num_rows=self._rows,
+            size_bytes=size_bytes,
+            row_groups=row_groups,
+            footer_crc32=footer_crc32(md),
+        )
 
     def abort(self) -> None:
         """Remove what was written. Closing may fail the way the write did (a full disk):
@@ -221,12 +230,11 @@ def write_segments(
     return [seg for seg in done if seg is not None]
 
 
-def open_parquet(
-    io: FileIO, path: str, *, row_groups: Sequence[int] | None = None, columns: Sequence[str] | None = None
-) -> pq.ParquetFile:
-    """Open a segment for reading. With ``row_groups`` the low-cardinality string columns
-    (see ``dictionary_columns``) among ``columns`` (None = all) are read as dictionaries;
-    ``read_row_groups`` turns them back into plain strings after the deletion filter."""
+def open_source(io: FileIO, path: str) -> tuple[Any, str]:
+    """(the segment file ``path`` opened for random access, its full name for errors).
+
+    Raises:
+        FilesMissingError: the file is gone."""
     fs, base = io.arrow()
     try:
         with translated("read", f"{io.uri}/{path}"):
@@ -236,13 +244,42 @@ def open_parquet(
             f"segment file {path} of {io.uri} is gone: vacuum removed it (the version is older than the retention "
             "window) or it was deleted by hand"
         ) from None
-    pf = pq.ParquetFile(source, pre_buffer=True)
-    if row_groups is None:
-        return pf
-    as_dictionary = dictionary_columns(pf.metadata, pf.schema_arrow, row_groups, columns)
-    if not as_dictionary:
-        return pf
-    return SegmentParquetFile(source, metadata=pf.metadata, as_dictionary=as_dictionary)
+    return source, f"{io.uri}/{path}"
+
+
+def open_parquet(
+    io: FileIO,
+    path: str,
+    *,
+    row_groups: Sequence[int] | None = None,
+    columns: Sequence[str] | None = None,
+    footer_crc32: int | None = None,
+) -> SegmentParquetFile:
+    """Open a segment for reading, its footer checked against ``footer_crc32`` (the
+    descriptor's; None for a segment written without checksums) and every page it reads
+    against its page checksum (``segment_checks``). With ``row_groups`` the
+    low-cardinality string columns (see ``dictionary_columns``) among ``columns`` (None =
+    all) are read as dictionaries; ``read_row_groups`` turns them back into plain strings
+    after the deletion filter.
+
+    Raises:
+        FilesMissingError: the file is gone.
+        CorruptSegmentError: its footer is damaged (the message names the file).
+    """
+    source, where = open_source(io, path)
+    metadata = read_footer(source, path=where, expected_crc32=footer_crc32)
+    try:
+        pf = SegmentParquetFile(source, metadata=metadata, as_dictionary=(), where=where)
+        if row_groups is None:
+            return pf
+        as_dictionary = dictionary_columns(metadata, pf.schema_arrow, row_groups, columns)
+        if not as_dictionary:
+            return pf
+        return SegmentParquetFile(source, metadata=metadata, as_dictionary=as_dictionary, where=where)
+    except Exception as exc:
+        if is_decode_error(exc):
+            raise corrupt_segment(where, exc) from None
+        raise
 
 
 # A string column chunk is read as a dictionary when its dictionary page is at most this
@@ -308,10 +345,11 @@ def read_row_groups(
     executor, which already runs one task per core. Columns in ``keep_dictionary`` that
     this file reads as dictionaries are handed back as dictionaries (no per-row string
     copy, for consumers such as DuckDB that ingest dictionaries cheaply)."""
+    where = getattr(pf, "where", segment.path)
     table = pf.read_row_groups(list(indices), columns=list(columns) if columns is not None else None, use_threads=use_threads)
     expected = sum(segment.row_groups[i].num_rows for i in indices)
     if table.num_rows != expected:
-        raise CorruptSegmentError(segment.path, f"row groups {list(indices)} have {table.num_rows} rows, the log says {expected}")
+        raise CorruptSegmentError(where, f"row groups {list(indices)} have {table.num_rows} rows, the log says {expected}")
     if keep is not None:
         table = table.filter(pa.array(keep, type=pa.bool_()))
     as_dictionary = getattr(pf, "as_dictionary", None)
@@ -334,12 +372,63 @@ def _decode_dictionaries(table: pa.Table, as_dictionary: frozenset[str]) -> pa.T
 
 
 class SegmentParquetFile(pq.ParquetFile):
-    """A ``ParquetFile`` that remembers which plain string columns it reads as
-    dictionaries, so that ``read_row_groups`` can hand back the table's own types."""
+    """A ``ParquetFile`` that verifies page checksums and remembers where it is
+    (``where``, for errors) and which plain string columns it reads as dictionaries, so
+    that ``read_row_groups`` can hand back the table's own types."""
 
-    def __init__(self, source: Any, *, metadata: pq.FileMetaData, as_dictionary: Sequence[str]) -> None:
-        super().__init__(source, pre_buffer=True, metadata=metadata, read_dictionary=list(as_dictionary))
+    def __init__(self, source: Any, *, metadata: pq.FileMetaData, as_dictionary: Sequence[str], where: str) -> None:
+        super().__init__(
+            source,
+            pre_buffer=True,
+            metadata=metadata,
+            read_dictionary=list(as_dictionary) or None,
+            page_checksum_verification=segment_checks.VERIFY,
+        )
         self.as_dictionary = frozenset(as_dictionary)
+        self.where = where
+
+    def read_row_groups(self, *args: Any, **kwargs: Any) -> pa.Table:
+        """``ParquetFile.read_row_groups``; damaged bytes raise ``CorruptSegmentError``."""
+        try:
+            table = super().read_row_groups(*args, **kwargs)
+        except Exception as exc:
+            if is_decode_error(exc):
+                raise corrupt_segment(self.where, exc) from None
+            raise
+        if self.as_dictionary:
+            self._check_indices(table)
+        return table
+
+    def _check_indices(self, table: pa.Table) -> None:
+        """Every dictionary index within its dictionary. Parquet hands dictionary-read
+        columns back without checking their indices against the dictionary page's size,
+        which sits in the page header (outside the page checksum): a flipped bit there makes
+        indices point past the dictionary, and the unchecked gather in
+        ``_decode_dictionaries`` (or any consumer of the dictionaries) would read memory
+        that is not the column's. One vectorised ``max`` per chunk rules it out.
+
+        Raises:
+            CorruptSegmentError: an index past its dictionary."""
+        for name in self.as_dictionary:
+            i = table.schema.get_field_index(name)
+            if i < 0 or not pa.types.is_dictionary(table.schema.field(i).type):
+                continue
+            for chunk in table.column(i).chunks:
+                top = pc.max(chunk.indices).as_py() if len(chunk) else None
+                if top is not None and top >= len(chunk.dictionary):
+                    raise CorruptSegmentError(
+                        self.where,
+                        f"the file is damaged: column {name!r} refers to dictionary entry {top} of {len(chunk.dictionary)}",
+                    )
+
+    def read(self, *args: Any, **kwargs: Any) -> pa.Table:
+        """``ParquetFile.read``; damaged bytes raise ``CorruptSegmentError``."""
+        try:
+            return super().read(*args, **kwargs)
+        except Exception as exc:
+            if is_decode_error(exc):
+                raise corrupt_segment(self.where, exc) from None
+            raise
 
 
 def row_positions(segment: SegmentLike, indices: Sequence[int]) -> np.ndarray:
@@ -404,7 +493,7 @@ def iter_segment(
     call and filtered with one mask: fewer, larger calls, and the decode of one call runs
     on all cores when ``use_threads`` is set. Row groups whose rows are all deleted are
     never read."""
-    pf = open_parquet(io, segment.path, row_groups=row_groups, columns=columns)
+    pf = open_parquet(io, segment.path, row_groups=row_groups, columns=columns, footer_crc32=segment.footer_crc32)
     for run, keep in read_runs(segment, row_groups, masks, read_rows=read_rows):
         table = read_row_groups(pf, segment, run, columns, keep=keep, use_threads=use_threads, keep_dictionary=keep_dictionary)
         if row_address:
@@ -464,3 +553,5 @@ class SegmentLike(Protocol):
     def path(self) -> str: ...
     @property
     def row_groups(self) -> Sequence[Any]: ...
+    @property
+    def footer_crc32(self) -> int | None: ...

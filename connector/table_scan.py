@@ -21,6 +21,7 @@ from .parallel import default_workers, ordered_map
 from .pinning import PinnedSnapshot
 from .scan import ScanPlan, ScanTask, read_task
 from .schema import schema_from_json
+from .segment_checks import check_footers
 from .segments import DEFAULT_READ_ROWS
 
 if TYPE_CHECKING:
@@ -143,12 +144,19 @@ class TableScan:
         files with its own Parquet reader, deletes applied (``duckdb_scan``): for DuckDB
         the fast route, where ``to_reader`` pays a pyarrow decode before DuckDB's ingest.
         Local tables, scans without ``filter``/``predicates``/row addresses. The version
-        stays pinned until ``release()`` (or the pin's TTL)."""
+        stays pinned until ``release()`` (or the pin's TTL).
+
+        Raises:
+            CorruptSegmentError: a segment's footer is not the one the log recorded (DuckDB
+                verifies no checksums itself, so the footers are checked here, once)."""
         if self.filter is not None:
             raise InvalidOptionError("to_duckdb takes no filter: put the condition in the query's WHERE")
         if self.pinned.released:
             self.pinned.renew()
         try:
+            # DuckDB's reader checks no page CRCs and trusts the footers: the footers are
+            # checked against the log here, once (``segment_checks``)
+            check_footers(self.io, list({t.segment.id: t.segment for t in self.plan.tasks}.values()))
             return duckdb_relation(con, self.io, self.plan)
         except BaseException:
             self.release()

@@ -9,6 +9,8 @@ visibility package's business.
 from __future__ import annotations
 
 import json
+import re
+import zlib
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -21,7 +23,16 @@ from mvtable.paths import safe_path_value as _safe_path
 
 from .enums import Operation
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Commits of format 1 (written before commits carried a checksum) are still read. From
+# format 2 on the checksum is mandatory, so that removing it is no way to get a damaged
+# commit read: a file without one must say format 1, and a flipped bit that turned
+# ``"format":2`` into another digit changes bytes the checksum covers.
+UNCHECKED_FORMAT_VERSION = 1
+CHECKSUM_KEY = "crc32"
+# The checksum is the commit's last member, written exactly like this; it is the CRC-32 of
+# every byte before its comma, so it is checked before the JSON is parsed.
+_SEAL = re.compile(rb',"' + CHECKSUM_KEY.encode() + rb'":"([0-9a-f]{8})"\}\Z')
 
 
 class _Model(BaseModel):
@@ -52,6 +63,10 @@ class SegmentFile(_Model):
     num_rows: int = Field(ge=0)
     size_bytes: int = Field(ge=0)
     row_groups: tuple[RowGroupInfo, ...] = ()
+    # CRC-32 of the file's Parquet footer (the Thrift ``FileMetaData`` bytes), recorded at
+    # write time: page checksums cover the pages, this covers offsets, types, names and
+    # statistics. None in segments written before mvtable checked footers.
+    footer_crc32: int | None = Field(default=None, ge=0, lt=2**32)
 
     @field_validator("path")
     @classmethod
@@ -260,7 +275,45 @@ class Commit(_Model):
     actions: tuple[Action, ...] = ()
 
     def to_json_bytes(self) -> bytes:
-        return self.model_dump_json(exclude_defaults=False).encode()
+        """The commit file: the JSON document, sealed with its checksum (``seal``)."""
+        return seal(self.model_dump_json(exclude_defaults=False).encode())
+
+
+def seal(document: bytes) -> bytes:
+    """A JSON object's text with the checksum member appended last: ``…,"crc32":"<CRC-32
+    of everything before the comma, 8 hex digits>"}``."""
+    body = document.rstrip()
+    if not body.endswith(b"}") or body.rstrip(b"} \t\r\n").endswith(b"{"):
+        raise ValueError("seal() takes the text of a non-empty JSON object")
+    body = body[:-1].rstrip()
+    return body + b',"%s":"%08x"}' % (CHECKSUM_KEY.encode(), zlib.crc32(body))
+
+
+def unseal(data: bytes, *, source: str) -> tuple[bytes, bool]:
+    """(the document without its checksum member, whether it had one), the checksum verified.
+
+    Raises:
+        CorruptMetadataError: the checksum does not match the bytes before it."""
+    m = _SEAL.search(data)
+    if m is None:
+        return data, False
+    body = data[: m.start()]
+    if zlib.crc32(body) != int(m.group(1), 16):
+        raise CorruptMetadataError(source, "the commit fails its checksum: the file was damaged on storage or edited by hand")
+    return body + b"}", True
+
+
+def readable_format(doc: Any, *, checked: bool, source: str) -> int:
+    """The format a commit (or its summary) must state: a checksum makes it ``FORMAT_VERSION``,
+    its absence ``UNCHECKED_FORMAT_VERSION``. ``doc`` is the parsed document's ``format``.
+
+    Raises:
+        CorruptMetadataError: a format-2 commit without its checksum (a damaged one)."""
+    if not checked and doc == FORMAT_VERSION and not isinstance(doc, bool):
+        raise CorruptMetadataError(
+            source, f"a format-{FORMAT_VERSION} commit without its checksum: the file was damaged or edited by hand"
+        )
+    return FORMAT_VERSION if checked else UNCHECKED_FORMAT_VERSION
 
 
 _commit_adapter = TypeAdapter(Commit)
@@ -283,15 +336,26 @@ def check_envelope(data: bytes, *, source: str, what: str, version: int = FORMAT
 def parse_commit(data: bytes, *, source: str, expected_version: int | None = None) -> Commit:
     """Parse and validate a commit file; every failure names the file.
 
-    The file is parsed once: the envelope checks (valid JSON, an object, a readable format
-    version) run only when validation fails, to say which of them it was."""
+    The checksum (format 2 on) is verified first, on the bytes. The file is parsed once:
+    the envelope checks (valid JSON, an object, a readable format version) run only when
+    validation fails, to say which of them it was."""
+    data, checked = unseal(data, source=source)
     try:
         # strict: a hostile "version": "3" or true is an error, not silently an int
         commit = _commit_adapter.validate_json(data, strict=True)
     except ValidationError as exc:
-        check_envelope(data, source=source, what="commit")
+        version = FORMAT_VERSION if checked else UNCHECKED_FORMAT_VERSION
+        if not checked:
+            try:
+                raw = json.loads(data)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                raw = None
+            if isinstance(raw, dict):
+                readable_format(raw.get("format"), checked=False, source=source)
+        check_envelope(data, source=source, what="commit", version=version)
         raise validation_error(source, exc) from None
-    check_identity(commit, source=source, format_version=FORMAT_VERSION, expected_version=expected_version)
+    fmt = readable_format(commit.format, checked=checked, source=source)
+    check_identity(commit, source=source, format_version=fmt, expected_version=expected_version)
     return commit
 
 

@@ -1,7 +1,7 @@
 """Log checkpoints: the whole snapshot at one version, so planning reads one file plus the
 commits after it instead of the whole log. Pure (bytes in, snapshot out).
 
-**Format** (``_mvtable/log/<version:020d>.checkpoint.parquet``, checkpoint format 2): a
+**Format** (``_mvtable/log/<version:020d>.checkpoint.parquet``, checkpoint format 3): a
 Parquet file with one row per segment (``SEGMENT_SCHEMA``: the descriptor, the versions it
 was added/removed at, its lineage entry, its row groups as a list of structs whose ``stats``
 is the row group's statistics as JSON text, and its current deletion vector, if any, as
@@ -9,6 +9,16 @@ is the row group's statistics as JSON text, and its current deletion vector, if 
 timestamp, table id, schema, properties, lineage entries, and the history as three parallel
 lists) is one JSON document in the footer's key-value metadata under ``mvtable.checkpoint``,
 with its CRC-32 (8 hex digits) under ``mvtable.checkpoint.crc32``.
+
+**The whole file is checksummed** (format 3): the footer's key-value metadata holds
+``mvtable.checkpoint.file_crc32``, the CRC-32 of every byte of the file with that value's
+own 8 hex digits read as ``00000000`` (the way IP and ext4 checksum a header that holds its
+own checksum). Page checksums and the document's CRC leave the rest of the footer bare
+(row group offsets and row counts, the schema), where a flipped bit can still decode into
+a smaller snapshot. The file checksum is verified before anything is parsed, and it is
+mandatory from format 3 on: a file without it must say format 2 in its (checksummed)
+document, so no single flipped bit turns a format-3 file into an unchecked one. Format 2
+(the same without the file checksum and the ``footer_crc32`` column) is still read.
 
 Why columnar: a 10,000-segment snapshot as one JSON document took ~1.3 s to
 parse and validate, ~85% of it in per-row-group statistics that planning without a filter
@@ -53,9 +63,16 @@ __all__ = [
     "read_checkpoint_summary",
 ]
 
-CHECKPOINT_FORMAT_VERSION = 2
+CHECKPOINT_FORMAT_VERSION = 3
+_UNCHECKED_FORMAT = 2  # the format before file checksums, still read
 HEADER_KEY = b"mvtable.checkpoint"
 HEADER_CRC_KEY = b"mvtable.checkpoint.crc32"  # page checksums cover the data, not the footer
+FILE_CRC_KEY = b"mvtable.checkpoint.file_crc32"
+_FILE_CRC_PLACEHOLDER = b"00000000"
+# The key as Thrift's compact protocol writes it in the footer, followed by the header of
+# the value (field 2, binary) and its length (8). Unique in a footer: JSON text escapes
+# control characters, and the footer's other binary fields are names and base64.
+_FILE_CRC_MARK = FILE_CRC_KEY + b"\x18\x08"
 PARQUET_MAGIC = b"PAR1"
 ROWS_PER_ROW_GROUP = 16_384  # bounds what a summary's full check holds at once (~20 MB of stats)
 
@@ -88,8 +105,10 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("dv_path", pa.string()),
         pa.field("dv_offset", pa.int64()),
         pa.field("dv_size", pa.int64()),
+        pa.field("footer_crc32", pa.int64()),
     ]
 )
+_SEGMENT_SCHEMA_2 = pa.schema([f for f in SEGMENT_SCHEMA if f.name != "footer_crc32"])  # format 2
 _SUMMARY_COLUMNS = ["id", "dv_cardinality", "dv_inline", "dv_path", "dv_offset", "dv_size"]
 
 
@@ -164,6 +183,7 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         pa.array([d.path if d else None for d in dvs], pa.string()),
         pa.array([d.offset if d else None for d in dvs], pa.int64()),
         pa.array([d.size if d else None for d in dvs], pa.int64()),
+        pa.array([seg.file.footer_crc32 for seg in segs], pa.int64()),
     ]
     header = _Header(
         format=CHECKPOINT_FORMAT_VERSION,
@@ -183,7 +203,10 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
     )
     doc = header.model_dump_json().encode()
     table = pa.Table.from_arrays(
-        columns, schema=SEGMENT_SCHEMA.with_metadata({HEADER_KEY: doc, HEADER_CRC_KEY: b"%08x" % zlib.crc32(doc)})
+        columns,
+        schema=SEGMENT_SCHEMA.with_metadata(
+            {HEADER_KEY: doc, HEADER_CRC_KEY: b"%08x" % zlib.crc32(doc), FILE_CRC_KEY: _FILE_CRC_PLACEHOLDER}
+        ),
     )
     sink = pa.BufferOutputStream()
     pq.write_table(
@@ -195,8 +218,47 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         write_page_checksum=True,
         row_group_size=ROWS_PER_ROW_GROUP,
     )
-    data: bytes = sink.getvalue().to_pybytes()
-    return data
+    return seal_file_crc(sink.getvalue().to_pybytes())
+
+
+def seal_file_crc(parquet: bytes) -> bytes:
+    """``parquet`` (a checkpoint written with the placeholder under ``FILE_CRC_KEY``) with
+    its file checksum filled in."""
+    data = bytearray(parquet)
+    at = _file_crc_at(data)
+    if at is None:  # pyarrow wrote the footer in a way this module does not know
+        raise RuntimeError("the checkpoint's file checksum could not be placed in its footer")
+    data[at : at + 8] = b"%08x" % zlib.crc32(data)  # computed over the placeholder
+    return bytes(data)
+
+
+def _file_crc_at(data: bytes | bytearray) -> int | None:
+    """Where the 8 hex digits of the file checksum are in ``data`` (None: no such field)."""
+    if len(data) < 12:
+        return None
+    footer_start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    at = data.rfind(_FILE_CRC_MARK, max(footer_start, 0))
+    return None if at < 0 else at + len(_FILE_CRC_MARK)
+
+
+def _check_file_crc(data: bytes, source: str) -> bool:
+    """Verify the file checksum when the file has one; whether it has.
+
+    Raises:
+        CorruptMetadataError: the checksum does not match the bytes."""
+    at = _file_crc_at(data)
+    if at is None:
+        return False
+    stored = data[at : at + 8]
+    view = memoryview(data)
+    actual = zlib.crc32(view[at + 8 :], zlib.crc32(_FILE_CRC_PLACEHOLDER, zlib.crc32(view[:at])))
+    if stored != b"%08x" % actual:
+        raise CorruptMetadataError(
+            source,
+            "the checkpoint fails its file checksum (damaged on storage); delete it and the table reads from the "
+            "commits before it",
+        )
+    return True
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -206,13 +268,14 @@ def parse_checkpoint(data: bytes, *, source: str, expected_version: int | None =
     ``CorruptMetadataError`` (or ``UnsafePathError``/``UnsupportedFormatError``) naming
     ``source``."""
     _check_magic(data, source)
+    checked = _check_file_crc(data, source)
     with paused_gc():
-        return _parse_parquet(data, source=source, expected_version=expected_version)
+        return _parse_parquet(data, source=source, expected_version=expected_version, checked=checked)
 
 
-def _parse_parquet(data: bytes, *, source: str, expected_version: int | None) -> Snapshot:
+def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, checked: bool) -> Snapshot:
     pf = _open(data, source)
-    header = _header(pf, source, expected_version)
+    header = _header(pf, source, expected_version, checked=checked)
     try:
         table = pf.read(use_threads=False)
     except Exception as exc:  # pyarrow decoding errors of every kind
@@ -252,8 +315,9 @@ def read_checkpoint_summary(
     one Parquet row group at a time, so a caller can learn whether the file is readable
     (GC does before cutting the log at it) without materialising its segments."""
     _check_magic(data, source)
+    checked = _check_file_crc(data, source)
     pf = _open(data, source)
-    header = _header(pf, source, expected_version)
+    header = _header(pf, source, expected_version, checked=checked)
     dvs: dict[str, str | None] = {}
     ids: set[str] = set()
     rows = 0
@@ -294,12 +358,13 @@ def _open(data: bytes, source: str) -> pq.ParquetFile:
         schema = pf.schema_arrow
     except Exception as exc:
         raise CorruptMetadataError(source, f"not a readable Parquet checkpoint ({_brief(exc)})") from None
-    if not schema.remove_metadata().equals(SEGMENT_SCHEMA):
+    plain = schema.remove_metadata()
+    if not (plain.equals(SEGMENT_SCHEMA) or plain.equals(_SEGMENT_SCHEMA_2)):
         raise CorruptMetadataError(source, f"unexpected checkpoint columns: {schema.remove_metadata()}"[:500])
     return pf
 
 
-def _header(pf: pq.ParquetFile, source: str, expected_version: int | None) -> _Header:
+def _header(pf: pq.ParquetFile, source: str, expected_version: int | None, *, checked: bool) -> _Header:
     meta = pf.metadata.metadata or {}
     raw = meta.get(HEADER_KEY)
     if raw is None:
@@ -311,11 +376,20 @@ def _header(pf: pq.ParquetFile, source: str, expected_version: int | None) -> _H
     except ValidationError as exc:
         check_envelope(raw, source=source, what="checkpoint header", version=CHECKPOINT_FORMAT_VERSION)
         raise validation_error(source, exc) from None
-    if header.format != CHECKPOINT_FORMAT_VERSION:
+    if header.format not in (CHECKPOINT_FORMAT_VERSION, _UNCHECKED_FORMAT):
         raise UnsupportedFormatError(
             source,
-            f"checkpoint format version {header.format!r} is not supported (this mvtable reads {CHECKPOINT_FORMAT_VERSION})",
+            f"checkpoint format version {header.format!r} is not supported (this mvtable reads "
+            f"{_UNCHECKED_FORMAT} and {CHECKPOINT_FORMAT_VERSION})",
         )
+    if checked != (header.format == CHECKPOINT_FORMAT_VERSION):
+        raise CorruptMetadataError(
+            source,
+            f"a format-{header.format} checkpoint {'with' if checked else 'without'} a file checksum: damaged on storage",
+        )
+    has_column = pf.schema_arrow.get_field_index("footer_crc32") >= 0
+    if has_column != (header.format == CHECKPOINT_FORMAT_VERSION):
+        raise CorruptMetadataError(source, f"the columns do not match checkpoint format {header.format}")
     h = header.history
     if not len(h.version) == len(h.timestamp_ms) == len(h.operation):
         raise CorruptMetadataError(source, "invalid content: the history lists differ in length")
@@ -330,6 +404,8 @@ def _check_segments(b: pa.RecordBatch, source: str) -> None:
     _check_paths(b.column("path"), source, "path")
     for name in ("num_rows", "size_bytes", "added_version", "removed_version"):
         _check_range(b.column(name), source, name)
+    if "footer_crc32" in b.schema.names:
+        _check_range(b.column("footer_crc32"), source, "footer_crc32", limit=2**32)
     entries = b.column("lineage_entry")
     if entries.null_count < len(entries):
         _check_ids(entries.drop_null(), source, what="lineage_entry")
@@ -369,11 +445,11 @@ def _check_paths(arr: pa.Array, source: str, what: str) -> None:
             check_relative_path(path, source=source)  # raises UnsafePathError with the reason
 
 
-def _check_range(arr: pa.Array, source: str, what: str) -> None:
+def _check_range(arr: pa.Array, source: str, what: str, *, limit: int = _INT_MAX) -> None:
     if len(arr) == arr.null_count:
         return
     mm = pc.min_max(arr).as_py()
-    if mm["min"] < 0 or mm["max"] >= _INT_MAX:
+    if mm["min"] < 0 or mm["max"] >= limit:
         raise CorruptMetadataError(source, f"invalid content: {what} out of range ({mm['min']}..{mm['max']})")
 
 
@@ -464,6 +540,7 @@ def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dv
     else:
         bounds = off.tolist()
         per_segment = (tuple(row_groups[a:z]) for a, z in zip(bounds, bounds[1:]))
+    footer_crcs = b.column("footer_crc32").to_pylist() if "footer_crc32" in b.schema.names else repeat(None)
     files = map(
         SegmentDescriptor,
         ids,
@@ -471,6 +548,7 @@ def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dv
         b.column("num_rows").to_pylist(),
         b.column("size_bytes").to_pylist(),
         per_segment,
+        footer_crcs,
     )
     states = map(
         SegmentState,

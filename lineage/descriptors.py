@@ -105,16 +105,23 @@ class RowGroupDescriptor:
 class SegmentDescriptor:
     """A segment file as a snapshot knows it (see the module docstring)."""
 
-    __slots__ = ("id", "path", "num_rows", "size_bytes", "row_groups")
+    __slots__ = ("id", "path", "num_rows", "size_bytes", "row_groups", "footer_crc32")
 
     def __init__(
-        self, id: str, path: str, num_rows: int, size_bytes: int, row_groups: tuple[RowGroupDescriptor, ...] = ()
+        self,
+        id: str,
+        path: str,
+        num_rows: int,
+        size_bytes: int,
+        row_groups: tuple[RowGroupDescriptor, ...] = (),
+        footer_crc32: int | None = None,
     ) -> None:
         self.id = id
         self.path = path
         self.num_rows = num_rows
         self.size_bytes = size_bytes
         self.row_groups = row_groups
+        self.footer_crc32 = footer_crc32
 
     def to_segment_file(self, **update: Any) -> SegmentFile:
         """A validated ``SegmentFile`` (for a commit that names this file again, e.g. a
@@ -125,6 +132,7 @@ class SegmentDescriptor:
             "num_rows": self.num_rows,
             "size_bytes": self.size_bytes,
             "row_groups": tuple(rg.to_row_group_info() for rg in self.row_groups),
+            "footer_crc32": self.footer_crc32,
         }
         fields.update(update)
         return SegmentFile(**fields)
@@ -132,21 +140,22 @@ class SegmentDescriptor:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, (SegmentDescriptor, SegmentFile)):
             return NotImplemented
-        return (self.id, self.path, self.num_rows, self.size_bytes) == (
+        return (self.id, self.path, self.num_rows, self.size_bytes, self.footer_crc32) == (
             other.id,
             other.path,
             other.num_rows,
             other.size_bytes,
+            other.footer_crc32,
         ) and (len(self.row_groups) == len(other.row_groups) and all(a == b for a, b in zip(self.row_groups, other.row_groups)))
 
     def __hash__(self) -> int:
         return hash((self.id, self.path, self.num_rows, self.size_bytes))
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self.id, self.path, self.num_rows, self.size_bytes, self.row_groups)
+        return (self.id, self.path, self.num_rows, self.size_bytes, self.row_groups, self.footer_crc32)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.id, self.path, self.num_rows, self.size_bytes, self.row_groups = state
+        self.id, self.path, self.num_rows, self.size_bytes, self.row_groups, self.footer_crc32 = state
 
     def __repr__(self) -> str:
         return f"SegmentDescriptor(id={self.id!r}, path={self.path!r}, num_rows={self.num_rows}, size_bytes={self.size_bytes}, row_groups={len(self.row_groups)})"
@@ -162,6 +171,7 @@ def describe(segment: SegmentFile | SegmentDescriptor) -> SegmentDescriptor:
         segment.num_rows,
         segment.size_bytes,
         tuple(RowGroupDescriptor(rg.num_rows, rg.first_row, rg.total_byte_size, rg.stats) for rg in segment.row_groups),
+        segment.footer_crc32,
     )
 
 

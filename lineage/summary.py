@@ -26,7 +26,7 @@ from mvtable.errors import CorruptMetadataError, UnsupportedFormatError
 from mvtable.ids import ID_RE as _ID
 from mvtable.paths import check_relative_path
 
-from .actions import FORMAT_VERSION, validation_error
+from .actions import readable_format, unseal, validation_error
 from .enums import Operation
 from .snapshot import HistoryItem, Snapshot
 
@@ -95,7 +95,8 @@ def apply_summary(state: TableSummary, commit: CommitSummary) -> None:
 
 def parse_commit_summary(data: bytes, *, source: str, expected_version: int | None = None) -> CommitSummary:
     """The parts of a commit file GC uses. Failures name the file, with the same error
-    types as ``actions.parse_commit``."""
+    types as ``actions.parse_commit``, the checksum verified as there."""
+    data, checked = unseal(data, source=source)
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -103,8 +104,9 @@ def parse_commit_summary(data: bytes, *, source: str, expected_version: int | No
     if not isinstance(doc, dict):
         raise CorruptMetadataError(source, "a commit must be a JSON object")
     fmt = doc.get("format")
-    if fmt != FORMAT_VERSION or isinstance(fmt, bool):
-        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {FORMAT_VERSION})")
+    expected = readable_format(fmt, checked=checked, source=source)
+    if fmt != expected or isinstance(fmt, bool):
+        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {expected})")
     version = _int(doc, "version", source)
     if expected_version is not None and version != expected_version:
         raise CorruptMetadataError(source, f"file holds version {version}, expected {expected_version}")

@@ -147,7 +147,7 @@ def _read_matches(
     """(positions of live rows in the row groups ``to_read`` holding one of the ``wanted``
     keys, the key indices (``_IDX``) they hold, row groups read)."""
     columns = [n for n in wanted.column_names if n != _IDX]
-    pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns)
+    pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns, footer_crc32=seg.file.footer_crc32)
     found_pos: list[np.ndarray] = []
     found_idx: list[np.ndarray] = []
     for run, keep in read_runs(seg.file, to_read, masks_for(seg.id), read_rows=DEFAULT_READ_ROWS):

@@ -91,7 +91,7 @@ def segment_keys(
     columns = tuple(columns)
 
     def load() -> pa.Table:
-        parts = [open_parquet(io, s.path).read(columns=list(columns)) for s in segments]
+        parts = [open_parquet(io, s.path, footer_crc32=s.footer_crc32).read(columns=list(columns)) for s in segments]
         return pa.concat_tables(parts)
 
     if hashes is None:
@@ -112,7 +112,7 @@ def live_segment_keys(io: FileIO, snapshot: Snapshot, segment_ids: Sequence[str]
     parts = []
     for sid in segment_ids:
         seg = snapshot.segments[sid].file
-        keys = open_parquet(io, seg.path).read(columns=list(columns))
+        keys = open_parquet(io, seg.path, footer_crc32=seg.footer_crc32).read(columns=list(columns))
         masks = task_masks(io, ScanTask(seg, (), snapshot.dvs.get(sid)))
         keep = masks.keep_mask(0, keys.num_rows) if masks is not None else None
         parts.append(keys.filter(pa.array(keep)) if keep is not None else keys)

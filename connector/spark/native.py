@@ -50,6 +50,7 @@ from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
 from ..scan import staged_segments
 from ..schema import schema_from_json, schema_to_json
+from ..segment_checks import check_footers
 from ..stats import Predicate, row_groups_to_read
 from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
@@ -147,6 +148,7 @@ def native_frame(
     where = " AND ".join(_sql(p, table_schema) for p in predicates)
     if not segments:
         return spark.createDataFrame([], full).select(*names)
+    check_footers(io, [seg.file for seg in segments])  # Spark checks the pages, not the footers
 
     root = (spark_uri or io.uri).rstrip("/")
     parts = []
@@ -159,13 +161,14 @@ def native_frame(
             continue
         files = [f"{root}/{seg.file.path}" for seg in group]
         if group is plain:
-            df = spark.read.schema(full).parquet(*files)
+            df = spark.read.schema(full).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
         elif native_jvm.available(spark):
             lines = [native_jvm.dv_line(_file_name(seg), seg.file.num_rows, snapshot.dvs[seg.id], root=root) for seg in group]
             df = native_jvm.masked_scan(spark, full, files, lines, mask_column=unused_name("_mv_deleted", full.names))
         else:
             _refuse_metadata_column(table_schema)
-            df = apply_mask(spark.read.schema(full).parquet(*files), mask_for(spark, io, snapshot, masked), full.names)
+            scan = spark.read.schema(full).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
+            df = apply_mask(scan, mask_for(spark, io, snapshot, masked), full.names)
         parts.append(df.where(where) if where else df)
     out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     return out.selectExpr(*[_quote(n) for n in names])

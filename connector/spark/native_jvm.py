@@ -185,9 +185,17 @@ def masked_scan(
         .schema(with_mask)
         .option(MASK_COLUMN_OPTION, mask_column)
         .option(DVS_OPTION, "\n".join(dv_lines))
+        .options(**VERIFY_PAGE_CHECKSUMS)
         .load(list(files))
     )
     return df.where(f"`{mask_column}` = 0").drop(mask_column)
+
+
+# Parquet-mr's reader checks each page's CRC (mvtable writes one in every page header)
+# when this Hadoop setting is on; a file source's read options reach the Hadoop
+# configuration of that scan only, so the session is left as it is. A damaged page then
+# fails the query with Spark's "Encountered error while reading file <path>".
+VERIFY_PAGE_CHECKSUMS = {"parquet.page.verify-checksum.enabled": "true"}
 
 
 def dv_line(file_name: str, num_rows: int, ref: Any, *, root: str) -> str:

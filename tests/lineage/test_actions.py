@@ -8,6 +8,7 @@ import pytest
 
 from mvtable.errors import CorruptMetadataError, MvTableError, UnsafePathError, UnsupportedFormatError
 from mvtable.lineage.actions import (
+    CHECKSUM_KEY,
     AddSegment,
     Commit,
     DeletionVectorRef,
@@ -21,6 +22,7 @@ from mvtable.lineage.actions import (
     SegmentFile,
     SetDeletionVector,
     parse_commit,
+    seal,
 )
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog, commit_path
@@ -74,7 +76,10 @@ def raw_commit(version: int = 3) -> dict:
 
 
 def encode(doc) -> bytes:
-    return json.dumps(doc).encode()
+    """``doc`` written as a commit file of this release: sealed with its checksum."""
+    doc = {k: v for k, v in doc.items() if k != CHECKSUM_KEY} if isinstance(doc, dict) else doc
+    text = json.dumps(doc).encode()
+    return seal(text) if isinstance(doc, dict) and doc else text
 
 
 def parse_error(data: bytes, expected_version: int | None = 3) -> CorruptMetadataError:
@@ -105,9 +110,11 @@ def test_every_action_kind_round_trips() -> None:
 
 
 def test_minimal_commit_parses_with_defaults() -> None:
-    doc = {"format": 1, "version": 0, "read_version": -1, "timestamp_ms": 0, "operation": "CREATE"}
+    doc = {"format": 2, "version": 0, "read_version": -1, "timestamp_ms": 0, "operation": "CREATE"}
     c = parse_commit(encode(doc), source=SOURCE)
     assert c.actions == () and c.parameters == {} and c.writer == ""
+    legacy = {**doc, "format": 1}  # written before commits had checksums: none to check
+    assert parse_commit(json.dumps(legacy).encode(), source=SOURCE).format == 1
 
 
 def test_segment_without_row_group_metadata_is_accepted() -> None:
@@ -202,7 +209,7 @@ def test_action_without_kind() -> None:
 
 
 # -- format versions -------------------------------------------------------------------------
-@pytest.mark.parametrize("fmt", [2, 0, 999, "1", None, [1]])
+@pytest.mark.parametrize("fmt", [3, 0, 999, "2", None, [2]])
 def test_unknown_format_version(fmt) -> None:
     doc = raw_commit()
     doc["format"] = fmt
@@ -319,3 +326,25 @@ def test_row_groups_must_cover_the_segment(groups, num_rows) -> None:
 @pytest.mark.parametrize("dv", [{"cardinality": 1}, {"cardinality": 1, "inline": "AA", "path": "_mvtable/dv/x.dv"}])
 def test_deletion_vector_needs_exactly_one_location(dv) -> None:
     parse_error(encode(_with(("actions", 4, "dv"), dv)))
+
+
+# -- the commit's checksum -------------------------------------------------------------------
+def test_every_commit_is_sealed_and_every_flip_is_caught() -> None:
+    data = full_commit().to_json_bytes()
+    assert data.endswith(b'"}') and f',"{CHECKSUM_KEY}":"'.encode() in data[-20:]
+    assert json.loads(data)["format"] == 2
+    for i in range(0, len(data), 7):
+        for bit in (0, 3, 6):
+            bad = bytearray(data)
+            bad[i] ^= 1 << bit
+            with pytest.raises(CorruptMetadataError):
+                parse_commit(bytes(bad), source=SOURCE)
+
+
+def test_a_commit_without_its_checksum_must_be_format_1() -> None:
+    doc = raw_commit()
+    del doc[CHECKSUM_KEY]
+    err = parse_error(json.dumps(doc).encode())
+    assert "without its checksum" in err.problem
+    doc["format"] = 1  # as the release before checksums wrote it
+    assert parse_commit(json.dumps(doc).encode(), source=SOURCE, expected_version=3).format == 1

@@ -25,7 +25,15 @@ from mvtable.lineage.actions import (
     SegmentFile,
     SetDeletionVector,
 )
-from mvtable.lineage.checkpoint import HEADER_CRC_KEY, HEADER_KEY, checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
+from mvtable.lineage.checkpoint import (
+    FILE_CRC_KEY,
+    HEADER_CRC_KEY,
+    HEADER_KEY,
+    checkpoint_bytes,
+    parse_checkpoint,
+    read_checkpoint_summary,
+    seal_file_crc,
+)
 from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, checkpoint_path, commit_path
@@ -121,10 +129,14 @@ def rewrite(data: bytes, *, table=None, header=None) -> bytes:
     if header is not None:
         header(doc)
     text = json.dumps(doc).encode()
-    t = t.replace_schema_metadata({HEADER_KEY: text, HEADER_CRC_KEY: b"%08x" % zlib.crc32(text)})
+    meta = {HEADER_KEY: text, HEADER_CRC_KEY: b"%08x" % zlib.crc32(text)}
+    sealed = FILE_CRC_KEY in pf.metadata.metadata
+    if sealed:
+        meta[FILE_CRC_KEY] = b"00000000"
+    t = t.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     pq.write_table(t, sink, compression="zstd", write_page_checksum=True)
-    return sink.getvalue().to_pybytes()
+    return seal_file_crc(sink.getvalue().to_pybytes()) if sealed else sink.getvalue().to_pybytes()
 
 
 def set_cell(column: str, row: int, value):
@@ -159,7 +171,7 @@ def test_a_flipped_byte_is_caught(snap) -> None:
         assert back == snap, f"byte {i}: a changed file parsed into a different snapshot"
 
 
-@pytest.mark.parametrize("fmt", [3, 1, None, "2"])
+@pytest.mark.parametrize("fmt", [4, 1, None, "3"])
 def test_unsupported_format(snap, fmt) -> None:
     err = parse_error(rewrite(checkpoint_bytes(snap), header=lambda d: d.update(format=fmt)))
     assert isinstance(err, UnsupportedFormatError)
@@ -376,7 +388,7 @@ def test_a_changed_footer_document_is_caught(snap) -> None:
 
 
 def test_commit_summary_agrees_with_parse_commit(tmp_path) -> None:
-    from mvtable.lineage.actions import parse_commit
+    from mvtable.lineage.actions import parse_commit, seal
     from mvtable.lineage.summary import parse_commit_summary as commit_dv_paths
 
     log = rich_table(tmp_path)
@@ -388,9 +400,10 @@ def test_commit_summary_agrees_with_parse_commit(tmp_path) -> None:
         assert light.set_dvs == tuple((a.segment_id, a.dv.path) for a in full.actions if a.kind == "dv")
         assert light.removed == tuple(a.segment_id for a in full.actions if a.kind == "remove")
     doc = json.loads(log.io.read(commit_path(3)))
+    del doc["crc32"]
     doc["actions"][0]["dv"]["path"] = "../../x.dv"
     with pytest.raises(UnsafePathError):
-        commit_dv_paths(json.dumps(doc).encode(), source="c")
+        commit_dv_paths(seal(json.dumps(doc).encode()), source="c")
     for bad in (b"", b"[]", b'{"format": 2}', b'{"format": 1, "version": "3"}'):
         with pytest.raises(CorruptMetadataError):
             commit_dv_paths(bad, source="c")

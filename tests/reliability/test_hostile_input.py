@@ -27,7 +27,7 @@ from mvtable.errors import (
     UnsafePathError,
     UnsupportedFormatError,
 )
-from mvtable.lineage.actions import parse_commit
+from mvtable.lineage.actions import CHECKSUM_KEY, parse_commit, seal
 from mvtable.lineage.checkpoint import parse_checkpoint
 from mvtable.visibility import decode_dv, encode_dv
 
@@ -57,8 +57,10 @@ def log_file(t: Table, v: int, kind: str = "json") -> str:
 def edit_commit(t: Table, v: int, change) -> None:
     path = log_file(t, v)
     doc = json.load(open(path))
+    doc.pop(CHECKSUM_KEY)
     change(doc)
-    open(path, "w").write(json.dumps(doc))
+    # re-sealed: the content is hostile, not damaged (a damaged file fails its checksum first)
+    open(path, "wb").write(seal(json.dumps(doc).encode()))
 
 
 def test_truncated_newest_commit_names_the_file(t):
@@ -124,7 +126,7 @@ def test_corrupt_statistics_in_a_checkpoint_fail_only_the_filter_that_reads_them
 
     import pyarrow.parquet as pq
 
-    from mvtable.lineage.checkpoint import HEADER_CRC_KEY, HEADER_KEY
+    from mvtable.lineage.checkpoint import FILE_CRC_KEY, HEADER_CRC_KEY, HEADER_KEY, seal_file_crc
 
     path = log_file(t, 3, "checkpoint.parquet")
     pf = pq.ParquetFile(path)
@@ -134,7 +136,11 @@ def test_corrupt_statistics_in_a_checkpoint_fail_only_the_filter_that_reads_them
     i = table.schema.get_field_index("row_groups")
     table = table.set_column(i, table.schema.field(i), pa.array(groups, table.schema.field(i).type))
     doc = pf.metadata.metadata[HEADER_KEY]
-    pq.write_table(table.replace_schema_metadata({HEADER_KEY: doc, HEADER_CRC_KEY: b"%08x" % zlib.crc32(doc)}), path)
+    meta = {HEADER_KEY: doc, HEADER_CRC_KEY: b"%08x" % zlib.crc32(doc), FILE_CRC_KEY: b"00000000"}
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(meta), sink)
+    with open(path, "wb") as f:  # sealed: the statistics are hostile, the file is not damaged
+        f.write(seal_file_crc(sink.getvalue().to_pybytes()))
     for v in range(0, 3):  # only the checkpoint knows versions 0..3 now
         os.unlink(log_file(t, v))
     fresh = Table.open(t.uri)
@@ -212,6 +218,12 @@ def _mutations(seed: bytes, rng: random.Random):
     return bytes(data)
 
 
+def _unsealed(data: bytes) -> dict:
+    doc = json.loads(data)
+    doc.pop(CHECKSUM_KEY)
+    return doc
+
+
 def _fuzz(parse, seeds: list[bytes], ok_errors: tuple[type[BaseException], ...]) -> int:
     rng = random.Random(1234)
     deadline = time.monotonic() + FUZZ_SECONDS
@@ -228,6 +240,8 @@ def _fuzz(parse, seeds: list[bytes], ok_errors: tuple[type[BaseException], ...])
 
 def test_fuzz_log_and_checkpoint_parsers(t):
     commits = [open(log_file(t, v), "rb").read() for v in range(t.version + 1)]
+    # the same commits as format 1 wrote them (no checksum), so mutations reach the validation
+    commits += [json.dumps({**_unsealed(c), "format": 1}).encode() for c in commits]
     checkpoint = open(log_file(t, 3, "checkpoint.parquet"), "rb").read()
     n1 = _fuzz(lambda d: parse_commit(d, source="fuzz"), commits, (CorruptMetadataError,))
     n2 = _fuzz(lambda d: parse_checkpoint(d, source="fuzz"), [checkpoint], (CorruptMetadataError,))

@@ -1,0 +1,179 @@
+"""What checking every byte costs: ``python -m benchmarks.checksums [--sf 1] [--repeat 5]
+[--no-spark] [--smoke]``.
+
+Segments carry a CRC-32 in every Parquet page header and the log a CRC-32 of each
+segment's footer (``connector/segment_checks.py``); every read verifies them. Two
+measurements, each with the checks on and off in the same process, runs interleaved in a
+rotating order (``common.measure``), on lineitem with 10% deleted (``data.build_mvtable``):
+
+1. ``Table.scan(...).to_arrow()`` of the whole table, checks on vs off
+   (``segment_checks.VERIFY``: page CRCs, footer CRC, the dictionary-index check stays on
+   since it guards memory safety). Target: ≤ 1.03×.
+2. TPC-H Q1, Q3, Q6 and Q14 (``cases_tpch.QUERIES``) through ``mvtable.create_view`` with
+   Spark's Parquet reader verifying page checksums (``parquet.page.verify-checksum.enabled``,
+   what ``create_view`` sets) vs not. Target: ≤ 1.03× per query.
+
+Both variants read the same files (written with checksums): the difference is the check,
+not the bytes. Results are printed and written to ``benchmarks/results/checksums-<timestamp>.json``.
+Exits non-zero only when a variant answers differently, never for a missed target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+
+from . import data
+from .common import System, log, machine_info, measure, start_spark, stop_spark
+
+HERE = Path(__file__).resolve().parent
+TARGET = 1.03
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.checksums", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--sf", type=float, default=None, help="TPC-H scale factor (default 1; 0.01 with --smoke)")
+    p.add_argument("--repeat", type=int, default=None, help="timed runs per variant (default 5; 1 with --smoke)")
+    p.add_argument("--smoke", action="store_true", help="tiny scale: every case runs and both variants agree")
+    p.add_argument("--no-spark", action="store_true", help="only the Table.scan case")
+    p.add_argument("--data-dir", type=Path, default=HERE / "data", help="where data and tables go")
+    p.add_argument("--out", type=Path, default=None, help="JSON results file")
+    a = p.parse_args(argv)
+    a.sf = a.sf if a.sf is not None else (0.01 if a.smoke else 1.0)
+    a.repeat = a.repeat if a.repeat is not None else (1 if a.smoke else 5)
+    if a.out is None:
+        a.out = HERE / "results" / f"checksums-{dt.datetime.now():%Y%m%dT%H%M%S}{'-smoke' if a.smoke else ''}.json"
+    return a
+
+
+def scan_case(built: data.Built, *, repeat: int) -> dict[str, Any]:
+    from mvtable.connector import Table, segment_checks
+
+    path = str(built.mv_del10)
+
+    def scan(verify: bool) -> Any:
+        segment_checks.VERIFY = verify
+        try:
+            table = Table.open(path).to_arrow()
+        finally:
+            segment_checks.VERIFY = True
+        return (table.num_rows, pc.sum(table.column(0)).as_py())
+
+    timings = measure({"checked": System(lambda: scan(True)), "unchecked": System(lambda: scan(False))}, repeat=repeat, log=log)
+    return _pair("table_scan", "Table.scan().to_arrow() of lineitem, 10% deleted", timings)
+
+
+def tpch_case(spark: Any, built: data.Built, tpch_dir: Path, *, repeat: int) -> list[dict[str, Any]]:
+    import mvtable
+    from mvtable.connector.spark import native_jvm
+
+    from .cases_tpch import QUERIES, prepare_dimensions
+
+    prepare_dimensions(spark, built, tpch_dir)
+    key = next(iter(native_jvm.VERIFY_PAGE_CHECKSUMS))
+    saved = dict(native_jvm.VERIFY_PAGE_CHECKSUMS)
+    try:
+        mvtable.create_view(spark, "lineitem_checked", str(built.mv_del10))
+        native_jvm.VERIFY_PAGE_CHECKSUMS[key] = "false"  # the same view without the check
+        mvtable.create_view(spark, "lineitem_unchecked", str(built.mv_del10))
+    finally:
+        native_jvm.VERIFY_PAGE_CHECKSUMS.clear()
+        native_jvm.VERIFY_PAGE_CHECKSUMS.update(saved)
+    out = []
+    try:
+        for q, text in QUERIES.items():
+            log(f"  tpch {q}")
+
+            def query(view: str, text: str = text) -> list[tuple]:
+                return [tuple(r) for r in spark.sql(text.format(lineitem=view)).collect()]
+
+            timings = measure(
+                {"checked": System(lambda: query("lineitem_checked")), "unchecked": System(lambda: query("lineitem_unchecked"))},
+                repeat=repeat,
+                log=log,
+            )
+            out.append(_pair(f"tpch_{q}_create_view", f"TPC-H {q.upper()} through create_view, 10% deleted", timings))
+    finally:
+        mvtable.drop_view(spark, "lineitem_checked")
+        mvtable.drop_view(spark, "lineitem_unchecked")
+    return out
+
+
+def _pair(name: str, description: str, timings: dict[str, Any]) -> dict[str, Any]:
+    on, off = timings["checked"], timings["unchecked"]
+    ratio = on.median / off.median if on.median and off.median else None
+    on_cpu, off_cpu = on.cpu_median, off.cpu_median
+    return {
+        "name": name,
+        "description": description,
+        "checked_s": on.median,
+        "unchecked_s": off.median,
+        "checked_runs": on.runs,
+        "unchecked_runs": off.runs,
+        "ratio": ratio,
+        # CPU of this process: steadier than wall time on a shared machine, but it does not
+        # see the work of Spark's executor threads in the JVM (the TPC-H cases)
+        "checked_cpu_s": on_cpu,
+        "unchecked_cpu_s": off_cpu,
+        "cpu_ratio": on_cpu / off_cpu if on_cpu and off_cpu else None,
+        "target": TARGET,
+        "status": "ok" if ratio is not None and ratio <= TARGET else "MISSED",
+        "check": "ok" if on.result == off.result else "the two variants answer differently",
+        "load": [*on.loads, *off.loads],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    root = a.data_dir / f"sf{data.sf_label(a.sf)}"
+    work = root / "checksum-tables"
+    raw = data.generate(a.sf, root / "tpch")
+    lineitem = data.load_lineitem(raw)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    segment_rows = 20_000 if a.smoke else 1_000_000
+    built = data.build_mvtable(lineitem, work, sf=a.sf, row_group_rows=8192 if a.smoke else 131_072, segment_rows=segment_rows)
+    results = [scan_case(built, repeat=a.repeat)]
+    spark = None
+    try:
+        if not a.no_spark:
+            spark = start_spark(work / "spark", smoke=a.smoke)
+            results += tpch_case(spark, built, root / "tpch", repeat=a.repeat)
+    finally:
+        if spark is not None:
+            stop_spark(spark)
+        shutil.rmtree(work, ignore_errors=True)
+    meta = {
+        "command": "python -m benchmarks.checksums " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "sf": a.sf,
+        "repeat": a.repeat,
+        "load_at_end": os.getloadavg(),
+        "machine": machine_info(),
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
+    print(f"\n{'case':<26}{'checked s':>11}{'unchecked s':>13}{'ratio':>8}{'CPU ratio':>11}  target  status")
+    for r in results:
+        ratio = f"{r['ratio']:.3f}" if r["ratio"] else "n/a"
+        cpu = f"{r['cpu_ratio']:.3f}" if r["cpu_ratio"] else "n/a"
+        print(
+            f"{r['name']:<26}{r['checked_s']:>11.4f}{r['unchecked_s']:>13.4f}{ratio:>8}{cpu:>11}  ≤ {TARGET}  "
+            f"{r['status']}  {r['check']}"
+        )
+    print(f"JSON: {a.out}")
+    return 0 if all(r["check"] == "ok" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
