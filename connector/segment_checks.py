@@ -20,7 +20,6 @@ Whatever a damaged file makes pyarrow raise while decoding becomes a
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,7 +27,7 @@ import pyarrow.parquet as pq
 
 from mvtable.errors import CorruptSegmentError
 
-__all__ = ["check_footers", "corrupt_segment", "footer_crc32", "is_decode_error", "read_footer"]
+__all__ = ["corrupt_segment", "footer_crc32", "is_decode_error", "read_footer"]
 
 # Whether reads check page checksums and footers. Always on: only ``benchmarks.checksums``
 # turns it off, in its own process, to measure what the checks cost.
@@ -78,34 +77,6 @@ def read_footer(source: Any, *, path: str, expected_crc32: int | None) -> pq.Fil
         return pq.read_metadata(pa.BufferReader(PARQUET_MAGIC + bytes(footer) + bytes(tail[-8:])))
     except Exception as exc:  # pyarrow's Thrift decoder raises OSError/ArrowInvalid of many kinds
         raise corrupt_segment(path, exc) from None
-
-
-def check_footers(io: Any, segments: Sequence[Any], *, workers: int = 8) -> None:
-    """Check the footers of ``segments`` (descriptors with ``path`` and ``footer_crc32``)
-    against the log, a few files at a time.
-
-    For readers that decode the files themselves (Spark's Parquet reader behind
-    ``read_native``/``create_view``): they verify page checksums but trust the footer,
-    whose statistics skip row groups and whose column names bind columns, so a damaged
-    footer would be read as a smaller table or a column of nulls. Checked when the
-    DataFrame is made.
-
-    Raises:
-        CorruptSegmentError: a footer that is not the one the log recorded (naming the file).
-        FilesMissingError: a file is gone.
-    """
-    from .parallel import ordered_map
-    from .segments import open_source
-
-    checked = [seg for seg in segments if seg.footer_crc32 is not None]
-
-    def one(seg: Any) -> None:
-        source, where = open_source(io, seg.path)
-        with source:
-            read_footer(source, path=where, expected_crc32=seg.footer_crc32)
-
-    for _ in ordered_map(one, checked, workers=min(workers, max(1, len(checked)))):
-        pass
 
 
 def is_decode_error(exc: BaseException) -> bool:

@@ -555,3 +555,28 @@ class SegmentLike(Protocol):
     def row_groups(self) -> Sequence[Any]: ...
     @property
     def footer_crc32(self) -> int | None: ...
+
+
+def check_footers(io: FileIO, segments: Sequence[Any], *, workers: int = 8) -> None:
+    """Check the footers of ``segments`` (descriptors with ``path`` and ``footer_crc32``)
+    against the log, a few files at a time.
+
+    For readers that decode the files themselves (Spark's Parquet reader behind
+    ``read_native``/``create_view``): they verify page checksums but trust the footer,
+    whose statistics skip row groups and whose column names bind columns, so a damaged
+    footer would be read as a smaller table or a column of nulls. Checked when the
+    DataFrame is made.
+
+    Raises:
+        CorruptSegmentError: a footer that is not the one the log recorded (naming the file).
+        FilesMissingError: a file is gone.
+    """
+    checked = [seg for seg in segments if seg.footer_crc32 is not None]
+
+    def one(seg: Any) -> None:
+        source, where = open_source(io, seg.path)
+        with source:
+            segment_checks.read_footer(source, path=where, expected_crc32=seg.footer_crc32)
+
+    for _ in ordered_map(one, checked, workers=min(workers, max(1, len(checked)))):
+        pass

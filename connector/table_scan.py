@@ -21,8 +21,7 @@ from .parallel import default_workers, ordered_map
 from .pinning import PinnedSnapshot
 from .scan import ScanPlan, ScanTask, read_task
 from .schema import schema_from_json
-from .segment_checks import check_footers
-from .segments import DEFAULT_READ_ROWS
+from .segments import DEFAULT_READ_ROWS, check_footers
 
 if TYPE_CHECKING:
     import duckdb

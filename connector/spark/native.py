@@ -50,7 +50,7 @@ from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
 from ..scan import staged_segments
 from ..schema import schema_from_json, schema_to_json
-from ..segment_checks import check_footers
+from ..segments import check_footers
 from ..stats import Predicate, row_groups_to_read
 from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
