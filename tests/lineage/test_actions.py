@@ -86,7 +86,7 @@ def parse_error(data: bytes, expected_version: int | None = 3) -> CorruptMetadat
     with pytest.raises(CorruptMetadataError) as info:
         parse_commit(data, source=SOURCE, expected_version=expected_version)
     err = info.value
-    assert err.path == SOURCE and str(err).startswith(SOURCE), "the error must name the file"
+    assert err.path == SOURCE and err.message.startswith(SOURCE), "the error must name the file"
     assert isinstance(err, MvTableError)
     return err
 

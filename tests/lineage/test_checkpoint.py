@@ -114,7 +114,7 @@ def snap(tmp_path) -> Snapshot:
 def parse_error(data: bytes) -> CorruptMetadataError:
     with pytest.raises(CorruptMetadataError) as info:
         parse_checkpoint(data, source=SOURCE)
-    assert info.value.path == SOURCE and str(info.value).startswith(SOURCE)
+    assert info.value.path == SOURCE and info.value.message.startswith(SOURCE)
     return info.value
 
 

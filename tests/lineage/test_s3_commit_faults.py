@@ -51,7 +51,9 @@ def _io(proxy: FaultProxy, *, client_retries: bool = True) -> FsspecFileIO:
 
 def _direct(proxy: FaultProxy) -> CommitLog:
     """The log read straight from the server, past the proxy."""
-    return CommitLog(FsspecFileIO(proxy.real.url("t"), {**proxy.real.storage_options(), "skip_instance_cache": True}))
+    return CommitLog(
+        FsspecFileIO(proxy.real.url("t"), {**proxy.real.storage_options(), "skip_instance_cache": True}), check_files=False
+    )
 
 
 def _seg(sid: str) -> SegmentFile:
@@ -152,7 +154,7 @@ def test_rules_scope_faults_by_operation_and_key(proxy: FaultProxy) -> None:
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_fault_on_the_commit_put_lands_it_exactly_once(fault: str, proxy: FaultProxy) -> None:
-    log = CommitLog(_io(proxy))
+    log = CommitLog(_io(proxy), check_files=False)
     read = _create(log)
     proxy.set_rules([FaultRule(ops={"PUT"}, key=COMMIT_1, script=[fault])])
     result = _append(log, read, "a")
@@ -178,7 +180,7 @@ def test_a_fault_on_the_commit_put_lands_it_exactly_once(fault: str, proxy: Faul
 def test_commit_of_another_writer_is_a_lost_race_not_ours(proxy: FaultProxy) -> None:
     """A 412 on a retry after a lost answer can also be someone else's commit (ours never
     landed): then it is an ordinary lost race, and ours lands at the next version."""
-    log = CommitLog(_io(proxy))
+    log = CommitLog(_io(proxy), check_files=False)
     read = _create(log)
     other = _direct(proxy)
     # our PUT is answered 500 without reaching the server; the other writer takes version 1
@@ -198,7 +200,7 @@ def test_unknown_state_names_its_txn_and_the_next_read_resolves_it(proxy: FaultP
     """The commit PUT lands but its answer is lost, and the commit cannot be read back: the
     writer gets ``CommitStateUnknownError`` with the transaction id and version, and once
     the store answers again ``find_commit`` says it landed, exactly once."""
-    log = CommitLog(_io(proxy, client_retries=False), retry=RetryPolicy(base_delay_s=0.001, max_delay_s=0.01))
+    log = CommitLog(_io(proxy, client_retries=False), retry=RetryPolicy(base_delay_s=0.001, max_delay_s=0.01), check_files=False)
     read = _create(log)
     proxy.set_rules(
         [
@@ -222,7 +224,7 @@ def test_a_put_that_lands_after_the_writer_gave_up_is_not_a_conflict(proxy: Faul
     next read tells."""
     proxy.hold_s = TIMEOUT_S * 1.5
     proxy.late_s = 8.0
-    log = CommitLog(_io(proxy, client_retries=False), retry=RetryPolicy(max_attempts=1))
+    log = CommitLog(_io(proxy, client_retries=False), retry=RetryPolicy(max_attempts=1), check_files=False)
     read = _create(log)
     proxy.set_rules([FaultRule(ops={"PUT"}, key=COMMIT_1, script=["late"], rate=1.0, kinds=("timeout",))])
     t0 = time.monotonic()
@@ -243,7 +245,7 @@ def test_a_put_that_lands_after_the_writer_gave_up_is_not_a_conflict(proxy: Faul
 
 
 def test_find_commit_is_final_once_the_log_passed_the_versions_tried(proxy: FaultProxy) -> None:
-    log = CommitLog(_io(proxy))
+    log = CommitLog(_io(proxy), check_files=False)
     read = _create(log)
     txn = _append(log, read, "a").commit.parameters["txn"]
     assert log.find_commit(txn).version == 1
