@@ -117,8 +117,9 @@ class SegmentDescriptor:
         self.row_groups = row_groups
 
     def to_segment_file(self, **update: Any) -> SegmentFile:
-        """A validated ``SegmentFile`` (for a commit that names this file again, e.g. a
-        restore's clone), with ``update`` applied; statistics are validated on the way."""
+        """A validated ``SegmentFile`` with ``update`` applied; statistics are validated on the way.
+
+        It serves a commit that names this file again, e.g. a restore's clone."""
         fields: dict[str, Any] = {
             "id": self.id,
             "path": self.path,
