@@ -90,8 +90,10 @@ def cache_dir() -> Path:
 
 
 def spark_jar(*, jars: Path | None = None) -> Path:
-    """The path of the mask's jar for the Spark at ``jars`` (default: this process's),
-    built if it is not there yet. Raises ``JvmMaskUnavailableError`` when it cannot be."""
+    """The path of the mask's jar for the Spark at ``jars`` (default: this process's), built if it is not there yet.
+
+    Raises:
+        JvmMaskUnavailableError: The jar cannot be built here (no JDK, a failed compile)."""
     jars = jars or spark_jars_dir()
     source = SOURCE.read_bytes()
     key = hashlib.sha256(source + _spark_version(jars).encode()).hexdigest()[:16]
@@ -120,8 +122,9 @@ _lock = threading.Lock()
 
 
 def available(spark: Any) -> bool:
-    """Whether ``spark`` can read with the JVM mask, adding the jar to the session the
-    first time; on ``False`` the reason was logged once (a warning) for this session."""
+    """Whether ``spark`` can read with the JVM mask, adding the jar to the session the first time.
+
+    On ``False`` the reason was logged once (a warning) for this session."""
     if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
         return False
     jsession = getattr(spark, "_jsparkSession", None)
@@ -158,9 +161,10 @@ def _loadable(spark: Any, jsession: Any) -> bool:
 
 
 def _session_loader(spark: Any, jsession: Any) -> Any:
-    """The session's class loader (it holds jars added at run time), made the calling
-    thread's: Spark looks a format class up through the thread's context loader, and each
-    Python thread talks to its own JVM thread."""
+    """The session's class loader (it holds jars added at run time), made the calling thread's.
+
+    Spark looks a format class up through the thread's context loader, and each Python
+    thread talks to its own JVM thread."""
     loader = jsession.sharedState().jarClassLoader()
     spark._jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
     return loader
@@ -174,8 +178,9 @@ def masked_scan(
     *,
     mask_column: str,
 ) -> Any:
-    """The files (all with deletes) read by ``MaskedParquetFileFormat``, deleted rows
-    filtered out, ``schema``'s columns only."""
+    """The files (all with deletes) read by ``MaskedParquetFileFormat``, deleted rows filtered out.
+
+    Only ``schema``'s columns are read."""
     from pyspark.sql.types import ByteType, StructField, StructType
 
     _session_loader(spark, spark._jsparkSession)
