@@ -2,14 +2,14 @@
 
 ``read_native`` reads segment files with Spark's vectorized Parquet reader and must drop the
 rows their deletion vectors name. Done in Spark expressions (``native_mask``, the fallback)
-that costs 1.1-1.3× of a plain Parquet scan on TPC-H, whatever the expression's shape: the
-row index arrives as a ``_metadata`` struct, and every test of a bitmap is an expression per
-row. ``MaskedParquetFileFormat`` (``jvm/``, Java, one file) is Spark's
+that costs clearly more than a plain Parquet scan on TPC-H, whatever the expression's shape:
+the row index arrives as a ``_metadata`` struct, and every test of a bitmap is an expression
+per row. ``MaskedParquetFileFormat`` (``jvm/``, Java, one file) is Spark's
 ``ParquetFileFormat`` with one more column: it asks the reader for each row's position in
 its file and turns every batch of positions into a byte column (1 = deleted) with one bit
 test per row in a plain loop, and the query filters on it. That costs about what any
-one-column filter costs (TPC-H Q1/Q3/Q6/Q14 0.97-1.03× of a plain scan in one run), and
-is how Delta's own Parquet format applies its deletion vectors.
+one-column filter costs (benchmarks/README.md, "The JVM mask"), and is how Delta's own
+Parquet format applies its deletion vectors.
 
 Executors read the deletion vectors themselves, through Hadoop's file systems like the
 segment files (the driver sends only where they are), and check them as the Python

@@ -130,8 +130,8 @@ def apply_mask(df: Any, mask: Mask, names: Sequence[str]) -> Any:
         keep = unused_name("_mv_keep", names)
         one_if_live = F.when(mask.live, F.array(F.lit(True))).otherwise(F.array().cast("array<boolean>"))
         return df.withColumn(keep, F.explode(one_if_live)).drop(keep)
-    # SQL text rather than Column objects: each Column is a py4j round trip (~0.2 s of
-    # driver time per query for a wide table when built with Columns).
+    # SQL text rather than Column objects: each Column is a py4j round trip, which adds up to
+    # noticeable driver time per query for a wide table when built with Columns.
     scan = df.selectExpr(
         *[_quote(n) for n in names],
         f"_metadata.file_size AS {_KEY}",

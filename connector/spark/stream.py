@@ -260,8 +260,8 @@ class RunnerExit:
     PySpark calls ``reader.stop()`` in a ``finally`` around the loop that serves the JVM
     (pyspark/sql/streaming/python_streaming_source_runner.py), but when the query ends the
     JVM does not tell that loop to end: ``PythonStreamingSourceRunner.stop()`` has the
-    worker factory ``destroy()`` the process, a SIGTERM (two, 0.5 ms apart, seen with
-    strace), whose default action ends Python without running any ``finally``; the
+    worker factory ``destroy()`` the process, a SIGTERM (two in quick succession, seen
+    with strace), whose default action ends Python without running any ``finally``; the
     stream's pin would then block GC and vacuum for ``pinTtl``.
 
     So in that process alone (its ``__main__``), and only if nobody else handles SIGTERM

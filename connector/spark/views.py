@@ -1,8 +1,8 @@
 """SQL on an mvtable snapshot at Spark's native Parquet speed: ``create_view``.
 
 A Python data source gets no column pruning from Spark 4.3 and filter pushdown only with a
-flag, so ``CREATE TEMPORARY VIEW v USING mvtable`` reads every column of every row group
-(TPC-H Q6 on lineitem: ~7× the native Parquet time). ``create_view`` registers a
+flag, so ``CREATE TEMPORARY VIEW v USING mvtable`` reads every column of every row group,
+several times slower than native Parquet on TPC-H. ``create_view`` registers a
 temporary view over ``read_native`` instead: Spark's own Parquet scan, which prunes columns,
 pushes filters and skips row groups, with the deletion vectors applied in the JVM.
 
@@ -16,7 +16,7 @@ Names are case-insensitive, as Spark's session catalog treats temporary views: `
 spark, "V")`` drops the view made as ``"v"``. A view dropped behind mvtable's back (``DROP
 VIEW v`` in SQL, ``spark.catalog.dropTempView``, or its session gone) would otherwise keep its
 pin, and so its version, from GC and vacuum for the life of the driver; so each renewal round
-first asks the session's catalog whether the view still exists (``tableExists``, ~10 ms) and
+first asks the session's catalog whether the view still exists (``tableExists``, a cheap call) and
 releases the pin of one that does not. (A permanent table of the same name counts as existing:
 that pin lasts until the process ends, as before.)
 """
