@@ -275,7 +275,10 @@ def defaults() -> dict[str, dict[str, Any]]:
 
 @lru_cache(maxsize=1)
 def connector_settings() -> ConnectorSettings:
-    """The shipped connector settings; a bad value is a ``SettingsError`` naming it."""
+    """The shipped connector settings.
+
+    Raises:
+        SettingsError: A setting has a bad value; the message names it."""
     try:
         return ConnectorSettings.model_validate(defaults()["connector"])
     except ValidationError as exc:

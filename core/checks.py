@@ -20,7 +20,10 @@ __all__ = ["column_names", "count", "epoch_ms", "flag", "seconds", "version"]
 
 
 def flag(value: object, *, name: str) -> bool:
-    """A real ``bool``: a string such as ``"no"`` or a number would silently mean ``True``."""
+    """A real ``bool``: a string such as ``"no"`` or a number would silently mean ``True``.
+
+    Raises:
+        InvalidOptionError: ``value`` is not ``True`` or ``False``."""
     if not isinstance(value, bool):
         raise InvalidOptionError(f"{name} must be True or False, not {value!r}")
     return value
@@ -42,7 +45,10 @@ def count(value: object, *, name: str, minimum: int = 1) -> int:
 
 
 def version(value: object, *, name: str = "version") -> int:
-    """A version number: an integer >= 0 (numpy integers too, never a bool or a float)."""
+    """A version number: an integer >= 0 (numpy integers too, never a bool or a float).
+
+    Raises:
+        InvalidOptionError: ``value`` is not such an integer."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
         raise InvalidOptionError(f"{name} must be a version number (an integer >= 0), not {value!r}")
     return int(value)

@@ -13,7 +13,10 @@ from .errors import UnsafePathError
 
 
 def check_relative_path(path: str, *, source: str = "metadata") -> str:
-    """Return ``path`` if it is a safe table-relative path, else raise ``UnsafePathError``."""
+    """Return ``path`` if it is a safe table-relative path.
+
+    Raises:
+        UnsafePathError: ``path`` is absolute, escapes the table root, or is otherwise unsafe."""
     problem = path_problem(path)
     if problem:
         raise UnsafePathError(source, f"unsafe path {path!r}: {problem}")

@@ -167,7 +167,10 @@ def describe(segment: SegmentFile | SegmentDescriptor) -> SegmentDescriptor:
 
 
 def parse_stats(raw: str, *, source: str) -> dict[str, ColumnStats]:
-    """Row group statistics from their JSON text, as strictly as a commit's are."""
+    """Row group statistics from their JSON text, as strictly as a commit's are.
+
+    Raises:
+        CorruptMetadataError: The text is not valid statistics; the error names ``source``."""
     try:
         return _STATS.validate_json(raw, strict=True)
     except ValidationError as exc:

@@ -132,7 +132,7 @@ def push_start(
         PushInProgressError: A live push holds the same segments.
         StagedPushError: A staged push holds the same segments.
         ConcurrentCompactionError: A segment the writer read was compacted since.
-        ConcurrentReplaceError: A segment the writer read was replaced since.
+        ConcurrentReplaceError: A segment the writer read was replaced or removed since.
         ConcurrentMetadataError: The table was created concurrently with another schema."""
     replaced = read.visible_segment_ids() if read.exists else []
     require_visible(current, replaced, what="consistent push")
@@ -193,7 +193,12 @@ def stream_batch(
 
 
 def push_segments(current: Snapshot, entry_id: str, segments: Sequence[SegmentFile], *, publish: bool) -> list[Action]:
-    """Add the pushed segments to the entry and, when publishing, complete it."""
+    """Add the pushed segments to the entry and, when publishing, complete it.
+
+    Raises:
+        ConcurrentLineageError: The entry is gone or no longer IN_PROGRESS.
+        ConcurrentCompactionError: A segment the push replaces was compacted since.
+        ConcurrentReplaceError: A segment the push replaces was replaced or removed since."""
     entry = current.lineage.get(entry_id)
     if entry is None or entry.state != LineageState.IN_PROGRESS:
         state = "gone" if entry is None else entry.state

@@ -163,7 +163,11 @@ def pin(store: Any, version: int, *, ttl_s: float, owner: str = "", now_ms: int 
     """Pin ``version`` for ``ttl_s`` seconds; returns the pin id.
 
     The caller must check *after* pinning that the version is still readable (GC may have
-    planned before the pin existed); ``mvtable.connector.pinning.pin_snapshot`` does."""
+    planned before the pin existed); ``mvtable.connector.pinning.pin_snapshot`` does.
+
+    Raises:
+        PinError: ``version`` is not a non-negative integer, or ``ttl_s`` is not a positive
+            number of seconds."""
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise PinError(f"a pinned version must be a non-negative integer, not {version!r}")
     now = _now_ms() if now_ms is None else int(now_ms)

@@ -84,7 +84,11 @@ def _dnf_message(filters: Sequence[Any]) -> str:
 
 
 def to_predicate(f: Filter, schema: pa.Schema) -> Predicate:
-    """One ``(column, op, value)`` filter, checked against the table's schema."""
+    """One ``(column, op, value)`` filter, checked against the table's schema.
+
+    Raises:
+        InvalidOptionError: The filter is not such a tuple, names an unknown column, or has an
+            operator or value its column cannot take."""
     if not isinstance(f, (tuple, list)) or len(f) not in (2, 3):
         raise InvalidOptionError(
             f"read_native: each filter is a (column, op, value) tuple, e.g. ('id', '>', 3), not {f!r}; "

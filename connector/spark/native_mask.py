@@ -60,7 +60,10 @@ def deletion_bitmap(positions: np.ndarray, num_rows: int) -> np.ndarray:
     """Row positions → dense bitmap of ``ceil(num_rows / 64)`` int64 words.
 
     Bit ``p % 64`` of word ``p // 64`` is set for every deleted row ``p`` (little-endian, so
-    its bytes are the same bitmap with bit ``p % 8`` of byte ``p // 8``)."""
+    its bytes are the same bitmap with bit ``p % 8`` of byte ``p // 8``).
+
+    Raises:
+        InvalidRowAddressError: A position is at or past ``num_rows``."""
     pos = np.asarray(positions, dtype=np.int64)
     if pos.size and (int(pos.max()) >= num_rows or int(pos.min()) < 0):
         raise InvalidRowAddressError(f"deletion vector names row {int(pos.max())} of a {num_rows}-row segment")

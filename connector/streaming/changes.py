@@ -54,7 +54,10 @@ TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 
 def change_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` plus the three change-feed columns."""
+    """``schema`` plus the three change-feed columns.
+
+    Raises:
+        SchemaMismatchError: The table has a column of one of those names already."""
     taken = [n for n in schema.names if n.lower() in CHANGE_COLUMNS]
     if taken:
         raise SchemaMismatchError(

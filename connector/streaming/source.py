@@ -66,7 +66,11 @@ class Position:
 
 
 def parse_offset(offset: Mapping[str, Any], *, table_id: str) -> Position:
-    """The position of an offset this source wrote; typed errors for anything else."""
+    """The position of an offset this source wrote.
+
+    Raises:
+        InvalidStreamOffsetError: The offset is not one this source wrote.
+        StreamTableReplacedError: The offset is of a table since deleted and created again."""
     try:
         version, index, initial, owner = offset["version"], offset["index"], offset["initial"], offset["tableId"]
     except (KeyError, TypeError):

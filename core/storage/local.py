@@ -28,7 +28,10 @@ class LocalFileIO:
         self.uri = self.root
 
     def make_root(self) -> None:
-        """Create the table's folder (see ``storage.make_root``)."""
+        """Create the table's folder (see ``storage.make_root``).
+
+        Raises:
+            StorageLocationError: The folder cannot be created, or a regular file is in its way."""
         check_not_a_file(self.root)
         try:
             os.makedirs(self.root, exist_ok=True)
