@@ -33,9 +33,13 @@ _UNIT_B = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def parse_period(text: str | int | float, *, name: str = "period") -> float:
-    """Seconds in a human period such as ``4h``, ``7d``, ``0s``, ``250ms``, or a number of
-    seconds. Every period is finite and non-negative: NaN compares false with any minimum
-    (a NaN retention would pass the too-short check) and infinity overflows the clock."""
+    """Seconds in a human period such as ``4h``, ``7d``, ``0s``, ``250ms``, or a number of seconds.
+
+    Every period is finite and non-negative: NaN compares false with any minimum (a NaN
+    retention would pass the too-short check) and infinity overflows the clock.
+
+    Raises:
+        SettingsError: ``value`` is not such a period."""
     if isinstance(text, (int, float, numbers.Real)) and not isinstance(text, bool):
         return checks.seconds(text, name=name, error=SettingsError)
     if not isinstance(text, str):
@@ -48,10 +52,14 @@ def parse_period(text: str | int | float, *, name: str = "period") -> float:
 
 
 def parse_size(text: str | int, *, name: str = "size") -> int:
-    """Bytes in a size such as ``128MiB``, ``1g``, ``512k`` or a plain number of bytes
-    (binary units: ``MB`` and ``MiB`` both mean 2**20, as in Spark's settings). A plain
+    """Bytes in a size such as ``128MiB``, ``1g``, ``512k`` or a plain number of bytes.
+
+    Units are binary: ``MB`` and ``MiB`` both mean 2**20, as in Spark's settings. A plain
     number must be whole (``1.5`` bytes is a mistake, not one byte); with a unit a fraction
-    is fine (``1.5g``)."""
+    is fine (``1.5g``).
+
+    Raises:
+        SettingsError: ``value`` is not such a size."""
     if isinstance(text, numbers.Integral) and not isinstance(text, bool):
         value = int(text)
     elif not isinstance(text, str):
@@ -70,10 +78,14 @@ def parse_size(text: str | int, *, name: str = "size") -> int:
 
 
 def property_strings(properties: object) -> dict[str, str]:
-    """Table properties as the log stores them (strings), from what a Python caller is
-    likely to write: ``{"rowGroupRows": 100, "autoCompact": True}`` becomes
+    """Table properties as the log stores them (strings), from what a Python caller is likely to write.
+
+    ``{"rowGroupRows": 100, "autoCompact": True}`` becomes
     ``{"rowGroupRows": "100", "autoCompact": "true"}`` and a number for a period means
-    seconds (``"3600s"``). Anything else is a ``SettingsError`` naming the property."""
+    seconds (``"3600s"``).
+
+    Raises:
+        SettingsError: A value of any other type; the message names the property."""
     if properties is None:
         return {}
     if not isinstance(properties, Mapping):
@@ -181,7 +193,9 @@ class TableProperties(_Settings):
     @classmethod
     def from_strings(cls, stored: Mapping[str, str]) -> TableProperties:
         """The properties a table stores (or a writer asks for), over the shipped defaults.
-        An unknown name or a bad value is a ``SettingsError`` naming the property."""
+
+        Raises:
+            SettingsError: An unknown name or a bad value; the message names the property."""
         return _strict(tuple(sorted(stored.items())))
 
     @classmethod
@@ -199,9 +213,11 @@ class TableProperties(_Settings):
 
     @classmethod
     def tolerant(cls, stored: Mapping[str, str]) -> tuple[TableProperties, dict[str, str]]:
-        """For code that runs after a commit landed (it must not make the commit look
-        failed): names this version does not know are ignored, bad values fall back to the
-        defaults. Returns the properties and {property name: what was wrong with it}."""
+        """The properties a table stores, read so that nothing in them can fail.
+
+        For code that runs after a commit landed (it must not make the commit look failed):
+        names this version does not know are ignored, bad values fall back to the defaults.
+        Returns the properties and {property name: what was wrong with it}."""
         return _tolerant(tuple(sorted(stored.items())))
 
     def as_strings(self) -> dict[str, str]:
@@ -210,9 +226,10 @@ class TableProperties(_Settings):
 
 @lru_cache(maxsize=256)
 def _strict(items: tuple[tuple[str, str], ...]) -> TableProperties:
-    """``from_strings``, once per distinct set of properties (a write, its commit and its
-    after-commit work each read the table's properties; the model is frozen). Errors are
-    raised, never cached."""
+    """``from_strings``, once per distinct set of properties.
+
+    A write, its commit and its after-commit work each read the table's properties, and the
+    model is frozen. Errors are raised, never cached."""
     stored = dict(items)
     unknown = sorted(set(stored) - set(TableProperties.model_fields))
     if unknown:
@@ -276,7 +293,10 @@ def defaults() -> dict[str, dict[str, Any]]:
 
 @lru_cache(maxsize=1)
 def connector_settings() -> ConnectorSettings:
-    """The shipped connector settings; a bad value is a ``SettingsError`` naming it."""
+    """The shipped connector settings.
+
+    Raises:
+        SettingsError: A setting has a bad value; the message names it."""
     try:
         return ConnectorSettings.model_validate(defaults()["connector"])
     except ValidationError as exc:
@@ -284,8 +304,10 @@ def connector_settings() -> ConnectorSettings:
 
 
 def _explain(exc: ValidationError) -> str:
-    """One line per bad setting, each starting with its name. Our own validators' messages
-    (``parse_period``…) already do; pydantic's get the name put in front."""
+    """One line per bad setting, each starting with its name.
+
+    Our own validators' messages (``parse_period``…) already do; pydantic's get the name put
+    in front."""
     parts = []
     for e in exc.errors():
         name = ".".join(map(str, e["loc"]))

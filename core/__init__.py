@@ -1,5 +1,4 @@
-"""mvtable: a multi-version table format with deletion vectors, consistent push and
-rollback, and a Spark data source.
+"""mvtable: a multi-version table format with deletion vectors, consistent push and rollback, and a Spark data source.
 
 The front door::
 

@@ -27,9 +27,11 @@ from typing import ClassVar
 
 
 def error_class_of(name: str) -> str:
-    """The error class a class named ``name`` gets unless it sets one: ``MVTABLE_`` and the
-    name in upper snake case without its ``Error`` suffix (``VersionNotFoundError`` ->
-    ``MVTABLE_VERSION_NOT_FOUND``), so a class added later has one without anyone thinking of it."""
+    """The error class a class named ``name`` gets unless it sets one.
+
+    It is ``MVTABLE_`` and the name in upper snake case without its ``Error`` suffix
+    (``VersionNotFoundError`` -> ``MVTABLE_VERSION_NOT_FOUND``), so a class added later has
+    one without anyone thinking of it."""
     stem = name[: -len("Error")] if name.endswith("Error") and name != "Error" else name
     return "MVTABLE_" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", stem).upper()
 
@@ -55,8 +57,9 @@ class MvTableError(Exception):
 
     @property
     def message(self) -> str:
-        """The message without the error class (a message taken from another mvtable error
-        keeps only this error's class)."""
+        """The message without the error class.
+
+        A message taken from another mvtable error keeps only this error's class."""
         text = super().__str__()
         tag = _LEADING_TAG.match(text)
         return text[tag.end() :] if tag else text
@@ -75,9 +78,10 @@ class InvalidOptionError(InvalidInputError):
 
 
 class InvalidFilterError(InvalidOptionError):
-    """A scan or delete filter (a ``pyarrow.compute`` expression or a ``Predicate``) that
-    does not fit the table: an unknown column, an operator or literal its column's type has
-    no comparison for, a non-boolean result. The message names the filter and the columns."""
+    """A scan or delete filter (a ``pyarrow.compute`` expression or a ``Predicate``) that does not fit the table.
+
+    An unknown column, an operator or literal its column's type has no comparison for, a
+    non-boolean result. The message names the filter and the columns."""
 
 
 class SettingsError(InvalidOptionError):
@@ -115,8 +119,9 @@ class SegmentInUseError(InvalidLineageTransitionError):
 
 
 class PushBlockedError(InvalidLineageTransitionError):
-    """A consistent push cannot start: another IN_PROGRESS push over the same segments may
-    not be cleaned up automatically. ``entry_id`` names it."""
+    """A consistent push cannot start: another IN_PROGRESS push over the same segments may not be cleaned up.
+
+    It may not be cleaned up automatically; ``entry_id`` names it."""
 
     def __init__(self, message: str, *, entry_id: str) -> None:
         super().__init__(message)
@@ -124,10 +129,10 @@ class PushBlockedError(InvalidLineageTransitionError):
 
 
 class PushInProgressError(PushBlockedError):
-    """Another push over the same segments is alive: its owner still runs (or cannot be
-    checked) and its lease holds. Carries the owner and the end of the lease
-    (``lease_expires_ms``, epoch milliseconds): retry after it, or roll the entry back if you
-    know its writer is gone."""
+    """Another push over the same segments is alive: its owner still runs (or cannot be checked) and its lease holds.
+
+    Carries the owner and the end of the lease (``lease_expires_ms``, epoch milliseconds):
+    retry after it, or roll the entry back if you know its writer is gone."""
 
     def __init__(self, message: str, *, entry_id: str, owner: str, lease_expires_ms: int | None) -> None:
         super().__init__(message, entry_id=entry_id)
@@ -136,8 +141,10 @@ class PushInProgressError(PushBlockedError):
 
 
 class StagedPushError(PushBlockedError):
-    """A staged push (``publish=False``) holds the same segments. It finished writing and
-    waits for a person, so it is never reverted automatically: publish or roll it back."""
+    """A staged push (``publish=False``) holds the same segments.
+
+    It finished writing and waits for a person, so it is never reverted automatically:
+    publish or roll it back."""
 
 
 class TableAlreadyExistsError(InvalidInputError):
@@ -145,13 +152,17 @@ class TableAlreadyExistsError(InvalidInputError):
 
 
 class StorageLocationError(InvalidInputError):
-    """A table location that cannot hold a table: an empty path, a regular file where the
-    table's folder should be, a folder that cannot be created. The message names the path."""
+    """A table location that cannot hold a table.
+
+    An empty path, a regular file where the table's folder should be, a folder that cannot
+    be created. The message names the path."""
 
 
 class UnknownProtocolError(StorageLocationError):
-    """A URL whose protocol (``foo://``) no installed filesystem handles. ``protocol``
-    names it; the message says which protocols work and what to install for the others."""
+    """A URL whose protocol (``foo://``) no installed filesystem handles.
+
+    ``protocol`` names it; the message says which protocols work and what to install for the
+    others."""
 
     def __init__(self, message: str, *, protocol: str) -> None:
         super().__init__(message)
@@ -164,8 +175,10 @@ class PrimaryKeyError(InvalidInputError):
 
 
 class DuplicateKeyError(PrimaryKeyError):
-    """A key repeats inside the data, or is already in the table (visible, or inserted by a
-    commit that won the race). ``keys`` holds up to ten of them, as tuples of key values."""
+    """A key repeats inside the data, or is already in the table.
+
+    Already in the table means visible, or inserted by a commit that won the race. ``keys``
+    holds up to ten of them, as tuples of key values."""
 
     def __init__(self, message: str, *, keys: list[tuple[object, ...]] | None = None) -> None:
         super().__init__(message)
@@ -173,8 +186,9 @@ class DuplicateKeyError(PrimaryKeyError):
 
 
 class NonKeyColumnError(PrimaryKeyError, SchemaMismatchError):
-    """The keys of a delete by key hold a column that is not part of the primary key: a
-    delete matches on the key only, so such a column would be silently ignored."""
+    """The keys of a delete by key hold a column that is not part of the primary key.
+
+    A delete matches on the key only, so such a column would be silently ignored."""
 
 
 class NullKeyError(PrimaryKeyError):
@@ -262,9 +276,10 @@ class UnsupportedFormatError(CorruptMetadataError):
 
 
 class CorruptCommitError(CorruptMetadataError):
-    """A commit file that cannot be read as the commit its name promises (not JSON, not a
-    commit, another version). The message names the file and says what to do: restore it
-    from a backup, or move it out of the log if mvtable did not write it."""
+    """A commit file that cannot be read as the commit its name promises (not JSON, not a commit, another version).
+
+    The message names the file and says what to do: restore it from a backup, or move it
+    out of the log if mvtable did not write it."""
 
     def __init__(self, source: str, problem: str, *, version: int) -> None:
         super().__init__(source, problem)
@@ -272,10 +287,11 @@ class CorruptCommitError(CorruptMetadataError):
 
 
 class LogGapError(CorruptMetadataError):
-    """Commit files missing from the log while later ones are there, confirmed by a second
-    listing and a direct read: not garbage collection, which removes the oldest commits
-    first and only below a checkpoint it keeps. ``source`` names the first missing file;
-    ``missing`` is the (first, last) run of versions."""
+    """Commit files missing from the log while later ones are there, confirmed by a second listing and a direct read.
+
+    This is not garbage collection, which removes the oldest commits first and only below a
+    checkpoint it keeps. ``source`` names the first missing file; ``missing`` is the
+    (first, last) run of versions."""
 
     def __init__(self, source: str, problem: str, *, missing: tuple[int, int]) -> None:
         super().__init__(source, problem)
@@ -283,19 +299,22 @@ class LogGapError(CorruptMetadataError):
 
 
 class StrayLogFileError(CorruptMetadataError):
-    """A file or directory in ``_mvtable/log/`` named like a commit or checkpoint that is
-    not one of this table's: a directory, or an unreadable file after missing versions.
-    ``source`` names it; moving it out of the log is the fix the message gives."""
+    """A file or directory in ``_mvtable/log/`` named like a commit or checkpoint that is not one of this table's.
+
+    A directory, or an unreadable file after missing versions. ``source`` names it; moving
+    it out of the log is the fix the message gives."""
 
 
 class CorruptDeletionVectorError(CorruptionError):
-    """A deletion vector (or the descriptor pointing at it) is not what we wrote: a DV that
-    decodes "almost" right would silently resurrect or hide rows."""
+    """A deletion vector (or the descriptor pointing at it) is not what we wrote.
+
+    A DV that decodes "almost" right would silently resurrect or hide rows."""
 
 
 class CorruptSegmentError(CorruptionError, ValueError):
-    """A data file disagrees with what the log says about it (row counts, row groups): it
-    was replaced or damaged outside mvtable."""
+    """A data file disagrees with what the log says about it (row counts, row groups).
+
+    It was replaced or damaged outside mvtable."""
 
 
 class CorruptKeyIndexError(CorruptionError):
@@ -308,12 +327,13 @@ class CorruptPinError(PinError, CorruptionError):
 
 # -- the store refused an operation --------------------------------------------------------
 class StorageError(MvTableError, OSError):
-    """The store refused a read, write or delete: it is full, the credentials or mount do
-    not allow it, a file stands where a folder belongs. ``errno``, ``path`` (also
-    ``filename``) and ``operation`` say which; nothing the table had committed is lost.
-    Each subclass also derives from the builtin ``OSError`` subclass of its errno
-    (``PermissionError``, ``NotADirectoryError``, …), so handlers written for those still
-    match."""
+    """The store refused a read, write or delete.
+
+    It is full, the credentials or mount do not allow it, a file stands where a folder
+    belongs. ``errno``, ``path`` (also ``filename``) and ``operation`` say which; nothing the
+    table had committed is lost. Each subclass also derives from the builtin ``OSError``
+    subclass of its errno (``PermissionError``, ``NotADirectoryError``, …), so handlers
+    written for those still match."""
 
     def __init__(self, message: str, *, path: str, operation: str, errno: int | None = None) -> None:
         super().__init__(message)
@@ -335,9 +355,10 @@ def _rebuild_storage_error(cls: type[StorageError], message: str, path: str, ope
 
 
 class StorageFullError(StorageError):
-    """The store has no room left (``ENOSPC``, ``EDQUOT``). Whatever the failed operation
-    wrote half is removed or unreferenced; free space (``vacuum`` can, even on a full
-    disk) and run it again."""
+    """The store has no room left (``ENOSPC``, ``EDQUOT``).
+
+    Whatever the failed operation wrote half is removed or unreferenced; free space
+    (``vacuum`` can, even on a full disk) and run it again."""
 
 
 class StoragePermissionError(StorageError, PermissionError):
@@ -345,13 +366,15 @@ class StoragePermissionError(StorageError, PermissionError):
 
 
 class StorageReadOnlyError(StoragePermissionError):
-    """The store is read-only (``EROFS``: a read-only mount, a snapshot, a replica). Reads
-    work there; pins are skipped with a warning; every write raises this."""
+    """The store is read-only (``EROFS``: a read-only mount, a snapshot, a replica).
+
+    Reads work there; pins are skipped with a warning; every write raises this."""
 
 
 class StorageNotADirectoryError(StorageError, NotADirectoryError):
-    """A file stands where the path needs a folder (``ENOTDIR``): a table created under a
-    regular file, a file named like one of the table's folders."""
+    """A file stands where the path needs a folder (``ENOTDIR``).
+
+    A table created under a regular file, or a file named like one of the table's folders."""
 
 
 class StorageIsADirectoryError(StorageError, IsADirectoryError):
@@ -372,8 +395,9 @@ class ConcurrentReplaceError(CommitConflictError):
 
 
 class ConcurrentCompactionError(ConcurrentReplaceError):
-    """Segments an overwrite or consistent push replaces were rewritten by a concurrent
-    compaction (same rows, new segments). Nothing of ours landed: run the write again."""
+    """Segments an overwrite or consistent push replaces were rewritten by a concurrent compaction.
+
+    Same rows, new segments. Nothing of ours landed: run the write again."""
 
 
 class ConcurrentLineageError(CommitConflictError):
@@ -385,8 +409,10 @@ class ConcurrentMetadataError(CommitConflictError):
 
 
 class ConcurrentKeyError(CommitConflictError):
-    """Concurrent commits kept inserting keys this write also writes (or replacing the rows
-    that hold them) on every retry; nothing of ours landed. Run the write again."""
+    """Concurrent commits kept inserting keys this write also writes, on every retry.
+
+    They inserted the keys or replaced the rows that hold them; nothing of ours landed. Run
+    the write again."""
 
 
 class TooManyRetriesError(CommitConflictError):
@@ -423,15 +449,18 @@ class WriteIntentExpiredError(CommitError):
 
 
 class NothingToCommit(MvTableError):
-    """Not a failure: raised by a commit builder when the newest snapshot already is what
-    the caller asked for (a retried rollback, a restore that raced an identical one), so
-    the commit loop makes no commit. Callers report "nothing changed"."""
+    """Not a failure: the newest snapshot already is what the caller asked for, so no commit is made.
+
+    Raised by a commit builder (a retried rollback, a restore that raced an identical one),
+    so the commit loop makes no commit. Callers report "nothing changed"."""
 
 
 # -- exporting to other formats ----------------------------------------------------------
 class ExportError(MvTableError):
-    """An Iceberg or Delta export could not be written. Exports write only their own
-    metadata (``metadata/``, ``_delta_log/``), so the mvtable table is unchanged."""
+    """An Iceberg or Delta export could not be written.
+
+    Exports write only their own metadata (``metadata/``, ``_delta_log/``), so the mvtable
+    table is unchanged."""
 
 
 class UnsupportedExportTypeError(ExportError, UnsupportedTypeError):
@@ -452,15 +481,17 @@ class ExportConflictError(ExportError):
 
 
 class ForeignExportMetadataError(ExportError):
-    """The export folder (``metadata/`` or ``_delta_log/``) holds something an export cannot
-    continue: files mvtable did not write, or damaged ones. Exports only append to their own
-    metadata, so nothing is overwritten; move the folder away to export afresh."""
+    """The export folder (``metadata/`` or ``_delta_log/``) holds something an export cannot continue.
+
+    Files mvtable did not write, or damaged ones. Exports only append to their own metadata,
+    so nothing is overwritten; move the folder away to export afresh."""
 
 
 class ExportOfAnotherTableError(ForeignExportMetadataError):
-    """The export folder holds the export of another mvtable table: the table was deleted and
-    created again at the same location, so the old export's versions (and files) are not
-    this table's. Move the folder away to export afresh."""
+    """The export folder holds the export of another mvtable table.
+
+    The table was deleted and created again at the same location, so the old export's
+    versions (and files) are not this table's. Move the folder away to export afresh."""
 
 
 # -- streaming ---------------------------------------------------------------------------
@@ -469,9 +500,11 @@ class StreamingError(MvTableError):
 
 
 class ChangeCommitInStreamError(StreamingError):
-    """A streaming source met a commit that deletes or replaces rows (a delete, overwrite,
-    consistent push, rollback or restore), which a stream of appended rows cannot express.
-    ``version`` is the commit, ``option`` the read option that lets the stream go on."""
+    """A streaming source met a commit that deletes or replaces rows.
+
+    A delete, overwrite, consistent push, rollback or restore: a stream of appended rows
+    cannot express it. ``version`` is the commit, ``option`` the read option that lets the
+    stream go on."""
 
     def __init__(self, version: int, operation: str, option: str = "skipChangeCommits") -> None:
         super().__init__(
@@ -485,8 +518,9 @@ class ChangeCommitInStreamError(StreamingError):
 
 
 class StreamTableReplacedError(StreamingError):
-    """The table a stream's checkpoint follows was deleted and created again at the same
-    location: its versions mean something else now."""
+    """The table a stream's checkpoint follows was deleted and created again at the same location.
+
+    Its versions mean something else now."""
 
 
 class InvalidStreamOffsetError(StreamingError):
@@ -495,21 +529,23 @@ class InvalidStreamOffsetError(StreamingError):
 
 # -- Spark's own Parquet reader ----------------------------------------------------------
 class JvmMaskUnavailableError(MvTableError):
-    """mvtable's JVM deletion mask (``connector/spark/jvm/``) cannot be built or loaded
-    here (no JDK, a failed compile); ``read_native`` falls back to the expression mask."""
+    """mvtable's JVM deletion mask (``connector/spark/jvm/``) cannot be built or loaded here.
+
+    No JDK, or a failed compile; ``read_native`` falls back to the expression mask."""
 
 
 # -- writing through Spark's DataFrameWriter ----------------------------------------------
 class PartitioningNotSupportedError(InvalidOptionError):
-    """A write asked for Hive-style partitions (Spark's ``partitionBy``): mvtable tables
-    have no partition columns yet. Filters on a column still skip whole segments and row
-    groups by their statistics, so sorting the data by that column before writing gives
-    most of what partitions would."""
+    """A write asked for Hive-style partitions (Spark's ``partitionBy``): mvtable tables have no partition columns yet.
+
+    Filters on a column still skip whole segments and row groups by their statistics, so
+    sorting the data by that column before writing gives most of what partitions would."""
 
 
 class CatalogTableNotSupportedError(InvalidOptionError):
-    """A write or statement that would make a Spark catalog table (``saveAsTable``,
-    ``CREATE TABLE … USING mvtable``): mvtable tables live at a path."""
+    """A write or statement that would make a Spark catalog table: mvtable tables live at a path.
+
+    ``saveAsTable`` and ``CREATE TABLE … USING mvtable`` are such writes."""
 
 
 # -- stable error classes ------------------------------------------------------------------

@@ -17,7 +17,10 @@ DATA_DIR = "data"
 
 
 def check_relative_path(path: str, *, source: str = "metadata") -> str:
-    """Return ``path`` if it is a safe table-relative path, else raise ``UnsafePathError``."""
+    """Return ``path`` if it is a safe table-relative path.
+
+    Raises:
+        UnsafePathError: ``path`` is absolute, escapes the table root, or is otherwise unsafe."""
     problem = path_problem(path)
     if problem:
         raise UnsafePathError(source, f"unsafe path {path!r}: {problem}")
@@ -25,8 +28,10 @@ def check_relative_path(path: str, *, source: str = "metadata") -> str:
 
 
 def safe_path_value(path: str) -> str:
-    """The pydantic-validator form: pydantic turns only ``ValueError`` into a validation
-    error (``actions.validation_error`` maps it back to ``UnsafePathError``)."""
+    """The pydantic-validator form of the path check.
+
+    Pydantic turns only ``ValueError`` into a validation error
+    (``actions.validation_error`` maps it back to ``UnsafePathError``)."""
     problem = path_problem(path)
     if problem:
         raise ValueError(f"unsafe path {path!r}: {problem}")
@@ -52,8 +57,10 @@ def path_problem(path: object) -> str | None:
 
 
 def location_uri(root: str, path: str = "") -> str:
-    """The absolute location of ``path`` under the table root ``root``: what other formats'
-    metadata (Iceberg manifests, the Puffin footers of DV files) names files by.
+    """The absolute location of ``path`` under the table root ``root``.
+
+    It is what other formats' metadata (Iceberg manifests, the Puffin footers of DV files)
+    names files by.
 
     A local path becomes ``file://`` followed by the absolute path as it is, not
     percent-encoded: that is what pyiceberg writes and what it opens (it does not decode

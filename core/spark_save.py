@@ -38,6 +38,7 @@ _MARK = "_mvtable_save_modes"
 
 def install() -> None:
     """Wrap the DataFrameWriters that are loaded now, and the others when they load.
+
     Idempotent."""
     for name in WRITER_MODULES:
         module = sys.modules.get(name)
@@ -64,8 +65,9 @@ def _wrap(module: ModuleType) -> None:
 
 
 def _recording(method: Callable[..., Any], attr: str) -> Callable[..., Any]:
-    """``method`` that also remembers its argument on the writer: classic pyspark hands it to
-    the JVM at once, where Python cannot read it back."""
+    """``method`` that also remembers its argument on the writer.
+
+    Classic pyspark hands it to the JVM at once, where Python cannot read it back."""
 
     @wraps(method)
     def call(self: Any, *args: Any) -> Any:

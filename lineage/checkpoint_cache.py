@@ -1,13 +1,12 @@
-"""Parsed checkpoints kept per process, so that opening a table again does not parse its
-checkpoint again.
+"""Parsed checkpoints kept per process, so that opening a table again does not parse its checkpoint again.
 
 Every ``Table(uri).append(...)`` of a fresh ``Table`` object loads the newest snapshot: a
 checkpoint plus the commits after it. Parsing the checkpoint (a Parquet file, validated
-column by column) was about a fifth of a 1,000-row append's CPU. The cache is keyed by
-store and version but answers only when the bytes just read are the bytes it parsed, so a
-rewritten or replaced checkpoint file is simply parsed again: there is nothing to
-invalidate. Callers get their own copy (``Snapshot.copy``), because replay advances a
-snapshot in place.
+column by column) was a large share of a small append's CPU (benchmarks/README.md has the
+numbers). The cache is keyed by store and version but answers only when the bytes just read
+are the bytes it parsed, so a rewritten or replaced checkpoint file is simply parsed again:
+there is nothing to invalidate. Callers get their own copy (``Snapshot.copy``), because
+replay advances a snapshot in place.
 """
 
 from __future__ import annotations
@@ -32,8 +31,10 @@ class CheckpointCache:
         self.misses = 0
 
     def load(self, store: str, version: int, data: bytes, parse: Callable[[bytes], Snapshot]) -> Snapshot:
-        """The snapshot ``data`` (the checkpoint of ``version`` in ``store``) holds: a copy
-        of the cached parse when the cached bytes equal ``data``, else ``parse(data)``."""
+        """The snapshot ``data`` (the checkpoint of ``version`` in ``store``) holds.
+
+        It is a copy of the cached parse when the cached bytes equal ``data``, else
+        ``parse(data)``."""
         key = (store, version)
         with self._lock:
             entry = self._entries.get(key)

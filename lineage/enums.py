@@ -15,8 +15,9 @@ __all__ = ["LineageState", "Operation"]
 
 
 class _Name(str, Enum):
-    """A ``str`` enum that prints as its value (``f"{x}"``, ``str(x)``, ``"%s" % x``) on
-    every Python ≥ 3.10, where the default for mixed-in enums changed between versions."""
+    """A ``str`` enum that prints as its value (``f"{x}"``, ``str(x)``, ``"%s" % x``) on every Python ≥ 3.10.
+
+    The default for mixed-in enums changed between Python versions."""
 
     def __str__(self) -> str:
         return str(self.value)

@@ -1,6 +1,7 @@
-"""Fault injection for crash tests: ``MVTABLE_FAULT=<point>[,<point>…]`` makes the process
-SIGKILL itself when it reaches a named step, so tests can prove that a kill at any step
-leaves the table consistent. Unset (always, in production) it costs one environment lookup.
+"""Fault injection for crash tests: ``MVTABLE_FAULT=<point>[,<point>…]`` SIGKILLs the process at a named step.
+
+Tests use it to prove that a kill at any step leaves the table consistent. Unset (always,
+in production) it costs one environment lookup.
 
 Points: ``commit.<OPERATION>.before_put`` / ``.after_put`` for every commit (APPEND,
 OVERWRITE, PUSH_START, CONSISTENT_PUSH, DELETE, ROLLBACK, RESTORE, RETENTION, …),

@@ -59,9 +59,10 @@ class KeyBloom:
 
     @classmethod
     def build(cls, hashes: np.ndarray, *, bits_per_key: int = BITS_PER_KEY, num_hashes: int | None = None) -> KeyBloom:
-        """The filter of ``hashes`` (duplicates are fine), with ``num_hashes`` probes per key
-        (default: the count that minimises false positives, ``bits_per_key * ln 2``). Every
-        probe is a random write when building and a random read for each key that is
+        """The filter of ``hashes`` (duplicates are fine), with ``num_hashes`` probes per key.
+
+        The default count is the one that minimises false positives, ``bits_per_key * ln 2``.
+        Every probe is a random write when building and a random read for each key that is
         present when probing, so a large filter may take fewer at a small cost in false
         positives; the count is stored in the filter, so readers need not know it."""
         hashes = np.asarray(hashes, dtype=np.uint64)
@@ -135,8 +136,10 @@ class KeyBloom:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "key filter") -> KeyBloom:
-        """Parse a serialized filter; ``CorruptKeyIndexError`` (naming ``source``) says what
-        is wrong with a bad one."""
+        """Parse a serialized filter.
+
+        Raises:
+            CorruptKeyIndexError: ``data`` is not a valid filter; the error names ``source`` and what is wrong."""
         if len(data) < _HEADER.size + _CRC.size:
             raise CorruptKeyIndexError(source, f"{len(data)} bytes is too short for a key filter")
         magic, fmt, k, num_bits, num_keys = _HEADER.unpack_from(data)
@@ -181,10 +184,14 @@ def inserted_keys(columns: tuple[str, ...], hashes: np.ndarray) -> InsertedKeys:
 
 
 def key_effect(commit: Commit, *, source: str = "") -> KeyBloom | _Unknown | None:
-    """What a commit may have done to the keys a table holds, as seen by a concurrent keyed
-    writer: the filter of the keys it inserted; ``UNKNOWN_KEYS`` when it made rows visible
-    without recording them (a keyless append, a publish, a revert or restore that brings
-    old segments back, a compaction's outputs); ``None`` when it made no row visible."""
+    """What a commit may have done to the keys a table holds, as seen by a concurrent keyed writer.
+
+    That is the filter of the keys it inserted; ``UNKNOWN_KEYS`` when it made rows visible
+    without recording them (a keyless append, a publish, a revert or restore that brings old
+    segments back, a compaction's outputs); ``None`` when it made no row visible.
+
+    Raises:
+        CorruptKeyIndexError: The commit's inserted-key filter cannot be decoded."""
     for action in commit.actions:
         if isinstance(action, InsertedKeys):
             where = source or f"log version {commit.version}"
@@ -199,10 +206,11 @@ def key_effect(commit: Commit, *, source: str = "") -> KeyBloom | _Unknown | Non
 
 
 def key_effects(commits: Sequence[Commit], dv_cardinality: Mapping[str, int]) -> list[tuple[int, KeyBloom | _Unknown | None]]:
-    """``key_effect`` of consecutive commits, given the cardinality of each segment's
-    deletion vector before the first (absent: none). A commit that sets a DV that does not
-    grow (deletes only ever add rows to a DV) or that restores an old version may bring
-    deleted rows back, so its effect is ``UNKNOWN_KEYS`` too."""
+    """``key_effect`` of consecutive commits, given the cardinality of each segment's deletion vector before the first.
+
+    A segment absent from the cardinalities has no deletion vector. A commit that sets a DV
+    that does not grow (deletes only ever add rows to a DV) or that restores an old version
+    may bring deleted rows back, so its effect is ``UNKNOWN_KEYS`` too."""
     card = dict(dv_cardinality)
     out: list[tuple[int, KeyBloom | _Unknown | None]] = []
     for commit in commits:
@@ -218,10 +226,11 @@ def key_effects(commits: Sequence[Commit], dv_cardinality: Mapping[str, int]) ->
 
 
 def possible_conflicts(mine: np.ndarray, winners: Iterable[tuple[int, KeyBloom | _Unknown | None]]) -> list[int]:
-    """The commit-time rule: among the commits since my last check (``(version,
-    key_effect)``), the versions that may have made one of my keys visible. Empty means no
-    concurrent commit can have inserted any of my keys; otherwise the caller looks at the
-    real rows those commits made visible (a Bloom filter may say "maybe" falsely)."""
+    """The commit-time rule: the versions among the commits since my last check that may have made one of my keys visible.
+
+    The commits come as ``(version, key_effect)``. Empty means no concurrent commit can have
+    inserted any of my keys; otherwise the caller looks at the real rows those commits made
+    visible (a Bloom filter may say "maybe" falsely)."""
     if not len(mine):
         return []
     out = []

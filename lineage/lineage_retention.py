@@ -94,8 +94,10 @@ def plan_entry_cleanup(
 
 
 def keep_two_snapshots(s: Snapshot) -> list[Action]:
-    """Actions for the start of a new push: drop every COMPLETED entry but the newest,
-    with the segments it replaced (the snapshot before the previous one)."""
+    """Actions for the start of a new push: drop every COMPLETED entry but the newest.
+
+    Each dropped entry goes with the segments it replaced, so what remains is the snapshot
+    before the previous one."""
     completed = sorted((e for e in s.lineage.values() if e.state == LineageState.COMPLETED), key=lambda e: e.state_version)
     actions: list[Action] = []
     for entry in completed[:-1]:

@@ -24,9 +24,10 @@ __all__ = ["Listing", "MissingKind", "explain_missing", "missing_commits", "runs
 
 @dataclass(frozen=True)
 class Listing:
-    """Versions of the log's commit and checkpoint files, each sorted. ``gaps``: runs
-    (first, last) of versions that ``unsettled_runs`` found missing and that a second
-    listing and a direct read confirmed absent (``CommitLog.listing`` fills it)."""
+    """Versions of the log's commit and checkpoint files, each sorted.
+
+    ``gaps``: runs (first, last) of versions that ``unsettled_runs`` found missing and that a
+    second listing and a direct read confirmed absent (``CommitLog.listing`` fills it)."""
 
     commits: list[int]
     checkpoints: list[int]
@@ -65,9 +66,11 @@ def missing_commits(listing: Listing, start: int, target: int) -> list[int]:
 
 
 def unsettled_runs(listing: Listing) -> list[tuple[int, int]]:
-    """Runs of versions missing from the listing that GC cannot explain: holes between
-    listed commits, and the versions before the oldest listed commit when no listed
-    checkpoint is at or after the last of them. Empty for every log GC alone has cut."""
+    """Runs of versions missing from the listing that GC cannot explain.
+
+    These are holes between listed commits, and the versions before the oldest listed commit
+    when no listed checkpoint is at or after the last of them. Empty for every log GC alone
+    has cut."""
     commits = listing.commits
     if not commits:
         return []
@@ -85,10 +88,11 @@ def unsettled_runs(listing: Listing) -> list[tuple[int, int]]:
 
 
 def explain_missing(listing: Listing, missing: Sequence[int]) -> MissingKind:
-    """Whether GC can have removed ``missing`` (versions absent from ``listing``): only if
-    every one is older than every listed commit and a listed checkpoint is at or after the
-    newest of them. A hole with commits on both sides, or versions no checkpoint stands in
-    for, is a ``GAP`` however it looks: GC never leaves one."""
+    """Whether GC can have removed ``missing`` (versions absent from ``listing``).
+
+    Only if every one is older than every listed commit and a listed checkpoint is at or
+    after the newest of them. A hole with commits on both sides, or versions no checkpoint
+    stands in for, is a ``GAP`` however it looks: GC never leaves one."""
     if not missing:
         raise ValueError("nothing is missing")
     last = max(missing)

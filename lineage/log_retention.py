@@ -40,8 +40,9 @@ class LogRetentionPlan:
 
     @property
     def paths(self) -> list[str]:
-        """Table-relative paths to delete, oldest version first (a commit before the
-        checkpoint of the same version)."""
+        """Table-relative paths to delete, oldest version first.
+
+        A commit comes before the checkpoint of the same version."""
         items = [(v, 0, commit_path(v)) for v in self.delete_commits]
         items += [(v, 1, checkpoint_path(v)) for v in self.delete_checkpoints]
         return [p for _, _, p in sorted(items)]

@@ -49,8 +49,13 @@ from .snapshot import Snapshot, held_segments, origins
 
 
 def create_or_check(current: Snapshot, metadata: MetadataAction | None) -> list[Action]:
-    """The metadata action if the table does not exist yet. If a concurrent writer created
-    it first, its schema must be the one we meant to create."""
+    """The metadata action if the table does not exist yet.
+
+    If a concurrent writer created it first, its schema must be the one we meant to create.
+
+    Raises:
+        ConcurrentMetadataError: The table was created concurrently with another schema, or
+            it does not exist and ``metadata`` is None."""
     if current.exists:
         if metadata is not None and metadata.table_schema != current.table_schema:
             raise ConcurrentMetadataError("the table was created concurrently with a different schema")
@@ -77,8 +82,9 @@ def require_visible(current: Snapshot, segment_ids: Sequence[str], *, what: str)
 
 
 def removed_by(current: Snapshot, segment_id: str) -> str | None:
-    """The operation of the commit that removed ``segment_id`` (None: it was not removed,
-    or that commit is older than the history the snapshot keeps)."""
+    """The operation of the commit that removed ``segment_id``.
+
+    None: it was not removed, or that commit is older than the history the snapshot keeps."""
     seg = current.segments.get(segment_id)
     if seg is None or seg.removed_version is None:
         return None
@@ -115,13 +121,19 @@ def push_start(
     claim: PushClaim | None = None,
     metadata: MetadataAction | None = None,
 ) -> list[Action]:
-    """Open an IN_PROGRESS entry replacing everything the writer read, and drop the
-    snapshots older than the previous one (``lineage_retention.keep_two_snapshots``).
+    """Open an IN_PROGRESS entry replacing everything the writer read, and drop snapshots older than the previous one.
 
-    An IN_PROGRESS push over the same segments is reverted in this same commit when the
-    ``claim``'s facts show its owner died or its lease ran out (``ownership``): a crash can
-    never leave the revert without the new start or the other way round. A live or staged
-    one raises ``PushInProgressError`` / ``StagedPushError``."""
+    Dropping uses ``lineage_retention.keep_two_snapshots``. An IN_PROGRESS push over the
+    same segments is reverted in this same commit when the ``claim``'s facts show its owner
+    died or its lease ran out (``ownership``): a crash can never leave the revert without
+    the new start or the other way round.
+
+    Raises:
+        PushInProgressError: A live push holds the same segments.
+        StagedPushError: A staged push holds the same segments.
+        ConcurrentCompactionError: A segment the writer read was compacted since.
+        ConcurrentReplaceError: A segment the writer read was replaced or removed since.
+        ConcurrentMetadataError: The table was created concurrently with another schema."""
     replaced = read.visible_segment_ids() if read.exists else []
     require_visible(current, replaced, what="consistent push")
     # without a claim the clock stands at the epoch: no lease has ended, nothing is recovered
@@ -140,8 +152,11 @@ def push_start(
 
 
 def check_new_batch(current: Snapshot, *, app_id: str, batch_id: int) -> None:
-    """``NothingToCommit`` when ``current`` records ``batch_id`` (or a later one) of
-    ``app_id``: the batch landed already."""
+    """Refuse a batch of ``app_id`` that ``current`` records already.
+
+    Raises:
+        NothingToCommit: ``current`` records ``batch_id`` (or a later one) of ``app_id``:
+            the batch landed already."""
     last = current.transactions.get(app_id)
     if last is not None and batch_id <= last:
         raise NothingToCommit(f"batch {batch_id} of application {app_id} is committed already (last: {last})")
@@ -178,7 +193,12 @@ def stream_batch(
 
 
 def push_segments(current: Snapshot, entry_id: str, segments: Sequence[SegmentFile], *, publish: bool) -> list[Action]:
-    """Add the pushed segments to the entry and, when publishing, complete it."""
+    """Add the pushed segments to the entry and, when publishing, complete it.
+
+    Raises:
+        ConcurrentLineageError: The entry is gone or no longer IN_PROGRESS.
+        ConcurrentCompactionError: A segment the push replaces was compacted since.
+        ConcurrentReplaceError: A segment the push replaces was replaced or removed since."""
     entry = current.lineage.get(entry_id)
     if entry is None or entry.state != LineageState.IN_PROGRESS:
         state = "gone" if entry is None else entry.state
@@ -198,10 +218,12 @@ def revert(current: Snapshot, entry_id: str) -> list[Action]:
 
 
 def revert_effect(current: Snapshot, entry_id: str) -> tuple[list[str], list[str]]:
-    """What reverting ``entry_id`` would show readers: the segments that become visible
-    again (a COMPLETED push's ``from``, less what was removed since) and those visible both
-    before and after. A keyed rollback checks the first group's keys against the second:
-    rows appended after the push completed may hold keys the push had replaced."""
+    """What reverting ``entry_id`` would show readers.
+
+    That is the segments that become visible again (a COMPLETED push's ``from``, less what
+    was removed since) and those visible both before and after. A keyed rollback checks the
+    first group's keys against the second: rows appended after the push completed may hold
+    keys the push had replaced."""
     after = current.copy()
     after.lineage[entry_id].state = LineageState.REVERTED
     before = set(current.visible_segment_ids())
@@ -238,8 +260,10 @@ def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], emp
 
 
 def same_view(a: Snapshot, b: Snapshot) -> bool:
-    """Whether two snapshots show readers the same rows: the same files with the same DVs
-    (clones count as the file they name)."""
+    """Whether two snapshots show readers the same rows.
+
+    They do when they hold the same files with the same DVs (clones count as the file they
+    name)."""
 
     def view(s: Snapshot) -> set[tuple[str, Any]]:
         out = set()
@@ -252,16 +276,18 @@ def same_view(a: Snapshot, b: Snapshot) -> bool:
 
 
 def compaction_candidates(current: Snapshot) -> dict[str, str | None]:
-    """The visible segments a compaction may take, in the order they were added, each with
-    its origin (the COMPLETED entry whose ``segments_to`` holds it, else None). Segments an
-    IN_PROGRESS entry holds (a running or staged push) are left out."""
+    """The visible segments a compaction may take, in the order they were added, each with its origin.
+
+    The origin is the COMPLETED entry whose ``segments_to`` holds it, else None. Segments
+    an IN_PROGRESS entry holds (a running or staged push) are left out."""
     held, origin_of = held_segments(current), origins(current)
     return {sid: origin_of.get(sid) for sid in current.visible_segment_ids() if sid not in held}
 
 
 def compaction_blocker(current: Snapshot, segment_ids: Sequence[str]) -> str | None:
-    """Why a bin of ``segment_ids`` (one origin when planned) can no longer be compacted
-    at ``current``, or None. A push or overwrite that replaced an input wins."""
+    """Why a bin of ``segment_ids`` (one origin when planned) can no longer be compacted at ``current``, or None.
+
+    A push or overwrite that replaced an input wins."""
     candidates = compaction_candidates(current)
     for sid in segment_ids:
         if sid not in candidates:
@@ -279,9 +305,10 @@ def compaction_blocker(current: Snapshot, segment_ids: Sequence[str]) -> str | N
 def compact(
     current: Snapshot, bins: Sequence[tuple[Sequence[CompactedInput], SegmentFile | None]], dvs: dict[str, DeletionVectorRef]
 ) -> list[Action]:
-    """One commit for rewritten bins (``(row map, output)``) that ``compaction_blocker``
-    let through: the outputs, the deletes carried onto them (``dvs``, output id → DV), and
-    the row map."""
+    """One commit for rewritten bins (``(row map, output)``) that ``compaction_blocker`` let through.
+
+    It holds the outputs, the deletes carried onto them (``dvs``, output id → DV), and the
+    row map."""
     actions: list[Action] = [AddSegment(segment=out) for _, out in bins if out is not None]
     actions += [SetDeletionVector(segment_id=sid, dv=dv) for sid, dv in dvs.items()]
     actions.append(CompactSegments(inputs=tuple(i for inputs, _ in bins for i in inputs)))

@@ -68,8 +68,10 @@ def _iso(ms: int) -> str:
 
 
 def lease_end(entry: LineageEntry, facts: Liveness | None, *, default_lease_ms: int) -> int:
-    """When the entry's lease ends: the newest lease the facts know, else the one its start
-    recorded, else (entries written before leases existed) its start plus the default."""
+    """When the entry's lease ends.
+
+    That is the newest lease the facts know, else the one its start recorded, else (entries
+    written before leases existed) its start plus the default."""
     if facts is not None and facts.lease_expires_ms is not None:
         return facts.lease_expires_ms
     if entry.lease_expires_ms is not None:
@@ -91,8 +93,9 @@ def verdict(entry: LineageEntry, facts: Liveness | None, *, now_ms: int, default
 
 
 def blocking_entries(current: Snapshot, replaced: Sequence[str]) -> list[LineageEntry]:
-    """IN_PROGRESS entries over the same base as a push replacing ``replaced``: they share a
-    replaced segment, or both replace nothing (two pushes into an empty table)."""
+    """IN_PROGRESS entries over the same base as a push replacing ``replaced``.
+
+    They share a replaced segment, or both replace nothing (two pushes into an empty table)."""
     ours = set(replaced)
     out = []
     for entry in sorted(current.lineage.values(), key=lambda e: e.started_version):
@@ -106,9 +109,11 @@ def blocking_entries(current: Snapshot, replaced: Sequence[str]) -> list[Lineage
 
 @dataclass(frozen=True)
 class PushClaim:
-    """What a new push brings to its start: its owner and lease period, the liveness facts
-    the connector gathered before committing (an entry they do not cover appeared since,
-    and counts as alive), and the clock those facts were read at."""
+    """What a new push brings to its start.
+
+    Its owner and lease period, the liveness facts the connector gathered before committing
+    (an entry they do not cover appeared since, and counts as alive), and the clock those
+    facts were read at."""
 
     owner: PushOwner | None
     lease_ms: int
@@ -121,8 +126,12 @@ class PushClaim:
 
 
 def recover_blocked(current: Snapshot, replaced: Sequence[str], claim: PushClaim) -> list[LineageRevert]:
-    """The reverts that clear the way for a push replacing ``replaced``, or the typed error
-    that says why the way cannot be cleared."""
+    """The reverts that clear the way for a push replacing ``replaced``.
+
+    Raises:
+        PushInProgressError: A push over the same segments is alive (its owner runs, or its
+            lease holds).
+        StagedPushError: A staged push holds the same segments."""
     reverts: list[LineageRevert] = []
     for entry in blocking_entries(current, replaced):
         facts = claim.liveness.get(entry.id)

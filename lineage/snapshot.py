@@ -41,8 +41,10 @@ from .enums import LineageState, Operation
 
 @dataclass(slots=True)
 class SegmentState:
-    """A segment in a snapshot. ``file`` is a light ``SegmentDescriptor`` (not the pydantic
-    ``SegmentFile`` of the commit that added it): a snapshot may hold 100,000 of these.
+    """A segment in a snapshot, with a light ``SegmentDescriptor`` as its ``file``.
+
+    The descriptor is not the pydantic ``SegmentFile`` of the commit that added it: a
+    snapshot may hold 100,000 of these.
 
     Never changed once made: applying a commit puts a new ``SegmentState`` in the snapshot's
     dict instead, so copies of a snapshot share these (``Snapshot.copy`` copies the dict, not
@@ -61,8 +63,10 @@ class SegmentState:
 
 @dataclass
 class LineageEntry:
-    """Pinot's ``{id, segments_from, segments_to, state, timestamp}`` plus the versions at
-    which it started and last changed state (retention and history need them)."""
+    """Pinot's ``{id, segments_from, segments_to, state, timestamp}`` plus two versions.
+
+    The versions are those at which it started and last changed state (retention and
+    history need them)."""
 
     id: str
     segments_from: tuple[str, ...]
@@ -82,8 +86,10 @@ class LineageEntry:
 
 
 class HistoryItem(NamedTuple):
-    """One commit as the history keeps it. A named tuple rather than a frozen dataclass:
-    a checkpoint of a long-lived table holds one per version, and this builds ~3x faster."""
+    """One commit as the history keeps it.
+
+    A named tuple rather than a frozen dataclass: a checkpoint of a long-lived table holds
+    one per version, and a named tuple builds faster."""
 
     version: int
     timestamp_ms: int
@@ -110,8 +116,10 @@ class Snapshot:
         return self.version >= 0
 
     def visible_segment_ids(self) -> list[str]:
-        """Pinot's routing rule: added, minus ``from`` of COMPLETED entries, minus ``to`` of
-        IN_PROGRESS and REVERTED entries, minus removed. Ordered by when they were added."""
+        """Pinot's routing rule, ordered by when the segments were added.
+
+        Added, minus ``from`` of COMPLETED entries, minus ``to`` of IN_PROGRESS and REVERTED
+        entries, minus removed."""
         hidden: set[str] = set()
         for entry in self.lineage.values():
             hidden.update(entry.segments_from if entry.state == LineageState.COMPLETED else entry.segments_to)
@@ -142,9 +150,13 @@ class Snapshot:
 
 
 def apply_commit(state: Snapshot, commit: Commit) -> None:
-    """Apply one commit to ``state`` in place. Raises ``InvalidLineageTransitionError`` when
-    the commit is not valid on top of ``state``; the caller decides whether that means a
-    conflict (while committing) or a corrupt log (while replaying)."""
+    """Apply one commit to ``state`` in place.
+
+    The caller decides whether an invalid commit means a conflict (while committing) or a
+    corrupt log (while replaying).
+
+    Raises:
+        InvalidLineageTransitionError: The commit is not valid on top of ``state``."""
     if commit.version != state.version + 1:
         raise InvalidLineageTransitionError(f"version {commit.version} does not follow {state.version}")
     v = commit.version
@@ -158,9 +170,13 @@ def apply_commit(state: Snapshot, commit: Commit) -> None:
 
 
 def replay(commits: Iterable[Commit], *, base: Snapshot | None = None, in_place: bool = False) -> Snapshot:
-    """Snapshot after applying ``commits`` (consecutive versions) to ``base``. Pure unless
-    ``in_place``: then ``base`` itself is advanced, which saves copying a snapshot nobody
-    else holds (one just parsed from a checkpoint)."""
+    """Snapshot after applying ``commits`` (consecutive versions) to ``base``.
+
+    Pure unless ``in_place``: then ``base`` itself is advanced, which saves copying a
+    snapshot nobody else holds (one just parsed from a checkpoint).
+
+    Raises:
+        CorruptMetadataError: A commit cannot be applied to the snapshot before it."""
     state = (base if in_place else base.copy()) if base is not None else Snapshot()
     for commit in commits:
         try:
@@ -317,8 +333,10 @@ def _prune(s: Snapshot, a: PruneState, v: int, ts: int) -> None:
 
 
 def revert_blocker(s: Snapshot, entry: LineageEntry) -> str | None:
-    """Why a COMPLETED entry cannot be reverted alone, or ``None``. Its output must still be
-    what readers see, and what it replaced must still exist to come back."""
+    """Why a COMPLETED entry cannot be reverted alone, or ``None``.
+
+    Its output must still be what readers see, and what it replaced must still exist to
+    come back."""
     to = set(entry.segments_to)
     for other in s.lineage.values():
         if other.id != entry.id and other.live and to & set(other.segments_from):
@@ -368,20 +386,24 @@ def _inserted_keys(s: Snapshot, a: InsertedKeys, v: int, ts: int) -> None:
 
 
 def held_segments(s: Snapshot) -> set[str]:
-    """Segments an IN_PROGRESS entry (a running or staged push) holds: only that push may
-    remove them."""
+    """Segments an IN_PROGRESS entry (a running or staged push) holds.
+
+    Only that push may remove them."""
     return {sid for e in s.lineage.values() if e.state == LineageState.IN_PROGRESS for sid in (*e.segments_from, *e.segments_to)}
 
 
 def origins(s: Snapshot) -> dict[str, str]:
-    """Segment id → the COMPLETED entry whose ``segments_to`` holds it. Segments without
-    one are plain appends. A compaction never mixes origins in one output."""
+    """Segment id → the COMPLETED entry whose ``segments_to`` holds it.
+
+    Segments without one are plain appends. A compaction never mixes origins in one output."""
     return {sid: e.id for e in s.lineage.values() if e.state == LineageState.COMPLETED for sid in e.segments_to}
 
 
 def _compact(s: Snapshot, a: CompactSegments, v: int, ts: int) -> None:
-    """Inputs visible and not held; per output, its inputs' live rows laid end to end in
-    the order listed and of one origin. Then inputs leave and entries name the outputs."""
+    """Apply a compaction: inputs leave and entries name the outputs.
+
+    Inputs must be visible and not held; per output, its inputs' live rows are laid end to
+    end in the order listed and of one origin."""
     visible, held, origin_of = set(s.visible_segment_ids()), held_segments(s), origins(s)
     spans: dict[str, int] = {}
     output_origin: dict[str, str | None] = {}

@@ -121,7 +121,7 @@ def positions_array(bm: BitMap64) -> np.ndarray:
     """All positions as a sorted ``uint64`` array.
 
     ``to_array()`` copies the bitmap into an ``array('Q')`` in C; wrapping that buffer
-    with ``np.frombuffer`` is zero-copy, ~30x faster than ``np.array(list(bm))``.
+    with ``np.frombuffer`` is zero-copy, far faster than ``np.array(list(bm))``.
     """
     return np.frombuffer(bm.to_array(), dtype=np.uint64)
 
@@ -130,8 +130,8 @@ def bitmap_from_array(positions: np.ndarray) -> BitMap64:
     """A ``BitMap64`` from an integer array (any order, duplicates allowed).
 
     Goes through ``array('Q')`` because pyroaring bulk-loads that type in C, while a
-    numpy array would be iterated element by element (~5x slower); sorting first makes
-    the bulk load ~3x faster again (appends instead of random inserts).
+    numpy array would be iterated element by element (much slower); sorting first makes
+    the bulk load faster again (appends instead of random inserts).
     """
     arr = np.asarray(positions)
     if arr.ndim != 1:

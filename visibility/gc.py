@@ -51,9 +51,10 @@ def plan_dv_gc(
     grace_s: float,
     folder: str = DV_DIR,
 ) -> DVGCPlan:
-    """The DV files to delete. ``listing`` is the listing of ``folder`` (base names, sizes,
-    modification times in epoch seconds); ``needed`` and ``superseded`` are table-relative
-    paths as the log stores them."""
+    """The DV files to delete.
+
+    ``listing`` is the listing of ``folder`` (base names, sizes, modification times in epoch
+    seconds); ``needed`` and ``superseded`` are table-relative paths as the log stores them."""
     if grace_s < 0:
         raise ValueError(f"the orphan grace period cannot be negative ({grace_s})")
     keep = set(needed)
@@ -83,9 +84,10 @@ def path_bytes(path: str) -> int:
 
 
 def batches(paths: Sequence[str], *, max_bytes: int) -> list[list[str]]:
-    """``paths`` in order, cut into batches whose summed path length is at most
-    ``max_bytes``. A path longer than ``max_bytes`` on its own forms a batch of one (it
-    cannot be split); no batch is empty."""
+    """``paths`` in order, cut into batches whose summed path length is at most ``max_bytes``.
+
+    A path longer than ``max_bytes`` on its own forms a batch of one (it cannot be split);
+    no batch is empty."""
     if max_bytes < 1:
         raise ValueError(f"max_bytes must be at least 1, not {max_bytes}")
     out: list[list[str]] = []

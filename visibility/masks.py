@@ -73,7 +73,7 @@ def keep_mask(deletes: Deletes, start: int, count: int) -> np.ndarray | None:
             return None
         window = _bitmap_window(deletes, start, count)
     mask = np.ones(count, dtype=bool)
-    # intp offsets: numpy's fancy indexing converts any other index dtype first (~3x slower)
+    # intp offsets: numpy's fancy indexing converts any other index dtype first (slower)
     mask[(window - np.uint64(start)).astype(np.intp)] = False
     return mask
 

@@ -77,9 +77,10 @@ class _PinFile(BaseModel):
 
 @dataclass(frozen=True)
 class Pin:
-    """A live (or expired) pin. ``readable`` is False for a stand-in made from a pin file
-    that could not be read: it then pins version 0 and expires ``unreadable_ttl_s`` after
-    the file's modification time."""
+    """A live (or expired) pin.
+
+    ``readable`` is False for a stand-in made from a pin file that could not be read: it
+    then pins version 0 and expires ``unreadable_ttl_s`` after the file's modification time."""
 
     id: str
     version: int
@@ -98,8 +99,10 @@ class Pin:
 
 @dataclass(frozen=True)
 class PinScan:
-    """Everything in the pin folder at one moment: ``live`` pins (unreadable ones as
-    version-0 stand-ins) and the ``expired`` files GC may delete (table-relative paths)."""
+    """Everything in the pin folder at one moment.
+
+    ``live`` pins (unreadable ones as version-0 stand-ins) and the ``expired`` files GC may
+    delete (table-relative paths)."""
 
     live: list[Pin] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
@@ -160,7 +163,11 @@ def pin(store: Any, version: int, *, ttl_s: float, owner: str = "", now_ms: int 
     """Pin ``version`` for ``ttl_s`` seconds; returns the pin id.
 
     The caller must check *after* pinning that the version is still readable (GC may have
-    planned before the pin existed); ``mvtable.connector.pinning.pin_snapshot`` does."""
+    planned before the pin existed); ``mvtable.connector.pinning.pin_snapshot`` does.
+
+    Raises:
+        PinError: ``version`` is not a non-negative integer, or ``ttl_s`` is not a positive
+            number of seconds."""
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise PinError(f"a pinned version must be a non-negative integer, not {version!r}")
     now = _now_ms() if now_ms is None else int(now_ms)
@@ -186,7 +193,10 @@ def release(store: Any, pin_id: str) -> None:
 
 def extend(store: Any, pin_id: str, ttl_s: float, *, now_ms: int | None = None) -> Pin:
     """Make the pin expire ``ttl_s`` seconds from now (never earlier than it did).
-    Raises ``PinExpiredError`` if it has expired already, ``PinNotFoundError`` if it is gone."""
+
+    Raises:
+        PinExpiredError: The pin has expired already.
+        PinNotFoundError: The pin is gone (released, or collected after it expired)."""
     now = _now_ms() if now_ms is None else int(now_ms)
     current = read_pin(store, pin_id)
     if current.expired(now):
@@ -251,14 +261,18 @@ def scan_pins(store: Any, *, now_ms: int | None = None, unreadable_ttl_s: float 
 
 
 def live_pins(store: Any, *, now_ms: int | None = None, unreadable_ttl_s: float = DEFAULT_UNREADABLE_TTL_S) -> list[Pin]:
-    """Pins that have not expired at ``now_ms``, oldest version first; an unreadable pin
-    file appears as a version-0 stand-in (``readable=False``) until it is old."""
+    """Pins that have not expired at ``now_ms``, oldest version first.
+
+    An unreadable pin file appears as a version-0 stand-in (``readable=False``) until it is
+    old."""
     return scan_pins(store, now_ms=now_ms, unreadable_ttl_s=unreadable_ttl_s).live
 
 
 def expired_pins(store: Any, *, now_ms: int | None = None, unreadable_ttl_s: float = DEFAULT_UNREADABLE_TTL_S) -> list[str]:
-    """Table-relative paths of pin files GC may delete at ``now_ms``: expired pins,
-    unreadable pin files and stray temp files older than ``unreadable_ttl_s``."""
+    """Table-relative paths of pin files GC may delete at ``now_ms``.
+
+    They are expired pins, unreadable pin files and stray temp files older than
+    ``unreadable_ttl_s``."""
     return scan_pins(store, now_ms=now_ms, unreadable_ttl_s=unreadable_ttl_s).expired
 
 

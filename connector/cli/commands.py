@@ -1,5 +1,4 @@
-"""The lineage and lifecycle commands (lineage, history, rollback, restore, publish), and
-``spark-jar``."""
+"""The lineage and lifecycle commands (lineage, history, rollback, restore, publish), and ``spark-jar``."""
 
 from __future__ import annotations
 
@@ -39,8 +38,9 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 
 def _owner_cell(e: Any) -> str:
-    """Who owns an entry, until when its lease runs and what the next push would do with
-    it (IN_PROGRESS), or why mvtable reverted it by itself."""
+    """Who owns an entry and until when its lease runs, or why mvtable reverted it by itself.
+
+    For an IN_PROGRESS entry it also says what the next push would do with it."""
     lines = [e.owner or "-"]
     if e.lease_expires is not None:
         lines.append(f"lease until {fmt_time(e.lease_expires)}")

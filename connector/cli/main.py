@@ -1,5 +1,6 @@
-"""Dispatch, exit codes and error reporting: every expected failure is one line naming
-the problem plus a hint, never a traceback."""
+"""Dispatch, exit codes and error reporting.
+
+Every expected failure is one line naming the problem plus a hint, never a traceback."""
 
 from __future__ import annotations
 
@@ -104,8 +105,10 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns its exit code. With ``--json`` a failure is also one JSON
-    object on stdout (``print_error_json``), so that a script reads a single stream."""
+    """Run one command; returns its exit code.
+
+    With ``--json`` a failure is also one JSON object on stdout (``print_error_json``), so
+    that a script reads a single stream."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:

@@ -1,5 +1,6 @@
-"""How the command line prints: tables for people (rich, imported lazily so a call pays
-only for what it prints), ``--json`` for scripts, progress bars on a terminal."""
+"""How the command line prints: tables for people, ``--json`` for scripts, progress bars on a terminal.
+
+rich is imported lazily, so a call pays only for what it prints."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ def print_json(items: Sequence[Any]) -> None:
 
 
 def print_error_json(message: str, *, kind: str, hint: str | None, exit_code: int) -> None:
-    """A failure under ``--json``: one object on stdout, where the script reads (the text
-    for people still goes to stderr). ``type`` is the error's class name, e.g.
+    """A failure under ``--json``: one object on stdout, where the script reads.
+
+    The text for people still goes to stderr. ``type`` is the error's class name, e.g.
     ``TableNotFoundError``; ``exit_code`` repeats the process's."""
     record = {"error": message, "type": kind, "hint": hint, "exit_code": exit_code}
     sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -21,9 +21,10 @@ N = TypeVar("N", int, float)
 
 
 class UsageExit(SystemExit):
-    """argparse's exit 2 on a usage error, carrying its message so that ``main`` can also
-    report it as JSON. Not an mvtable error: still the ``SystemExit`` argparse raises, so
-    code that calls the parser directly sees argparse's behaviour."""
+    """argparse's exit 2 on a usage error, carrying its message so that ``main`` can also report it as JSON.
+
+    Not an mvtable error: still the ``SystemExit`` argparse raises, so code that calls the
+    parser directly sees argparse's behaviour."""
 
     def __init__(self, prog: str, message: str) -> None:
         super().__init__(2)
@@ -39,8 +40,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def join_dash_values(argv: Sequence[str]) -> list[str]:
-    """``--retention -1d`` as ``--retention=-1d``, so that the period parser (not argparse)
-    says what is wrong with the value."""
+    """``--retention -1d`` as ``--retention=-1d``.
+
+    Then the period parser (not argparse) says what is wrong with the value."""
     out: list[str] = []
     it = iter(argv)
     for arg in it:

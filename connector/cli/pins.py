@@ -1,5 +1,4 @@
-"""``mvtable pins``: the reader pins that keep versions from GC and vacuum, and releasing
-the pin of a reader that is gone."""
+"""``mvtable pins``: the reader pins that keep versions from GC and vacuum, and releasing the pin of a reader that is gone."""
 
 from __future__ import annotations
 

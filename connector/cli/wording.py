@@ -1,6 +1,7 @@
-"""Errors in the command line's words: the API's messages advise Python callers
-(``force=True``, ``Table.create(…)``); on the command line the same advice is a flag, or
-nothing the CLI could do."""
+"""Errors in the command line's words.
+
+The API's messages advise Python callers (``force=True``, ``Table.create(…)``); on the
+command line the same advice is a flag, or nothing the CLI could do."""
 
 from __future__ import annotations
 

@@ -52,8 +52,10 @@ __all__ = [
 
 
 def liveness_of(io: FileIO, entry: LineageEntry) -> Liveness:
-    """The facts about one entry's owner: its process (same machine only), its lease (the
-    later of the start's and the lease file's), and whether it gave the push up."""
+    """The facts about one entry's owner.
+
+    They are its process (same machine only), its lease (the later of the start's and the
+    lease file's), and whether it gave the push up."""
     gone, detail = probe(entry.owner)
     leases = [x for x in (entry.lease_expires_ms, read_lease(io, entry.id)) if x is not None]
     return Liveness(
@@ -67,14 +69,16 @@ def gather_liveness(io: FileIO, snapshot: Snapshot) -> dict[str, Liveness]:
 
 
 def push_claim(io: FileIO, snapshot: Snapshot, *, owner: PushOwner, lease_ms: int) -> PushClaim:
-    """What a new push brings to ``ops.push_start``: its owner, lease and the facts about
-    every push it might find in its way, read now."""
+    """What a new push brings to ``ops.push_start``.
+
+    Its owner, lease and the facts about every push it might find in its way, read now."""
     return PushClaim(owner=owner, lease_ms=lease_ms, now_ms=now_ms(), liveness=gather_liveness(io, snapshot))
 
 
 def entry_verdicts(io: FileIO, snapshot: Snapshot, *, default_lease_ms: int, at_ms: int | None = None) -> dict[str, Verdict]:
-    """Each IN_PROGRESS entry's verdict at ``at_ms`` (now by default): vacuum's and
-    ``mvtable lineage``'s view."""
+    """Each IN_PROGRESS entry's verdict at ``at_ms`` (now by default).
+
+    This is vacuum's and ``mvtable lineage``'s view."""
     facts = gather_liveness(io, snapshot)
     now = now_ms() if at_ms is None else at_ms
     return {
@@ -93,8 +97,13 @@ def start_push(
     lease_ms: int,
     metadata: MetadataAction | None,
 ) -> CommitResult:
-    """Commit the start of a consistent push, cleaning up dead pushes in its way in the
-    same commit. Its parameters record each entry cleaned up and why (``recovered``)."""
+    """Commit the start of a consistent push, cleaning up dead pushes in its way in the same commit.
+
+    Its parameters record each entry cleaned up and why (``recovered``).
+
+    Raises:
+        PushInProgressError: A live push holds the same segments.
+        StagedPushError: A staged push holds the same segments."""
     claim = push_claim(clog.io, snapshot, owner=owner, lease_ms=lease_ms)
     recovered: list[dict[str, str | None]] = []
 

@@ -51,8 +51,9 @@ def entry_of(name: str) -> str | None:
 
 
 def give_up(io: FileIO, entry_id: str) -> bool:
-    """Record that this push's writer stopped for good without reverting it; ``False``
-    (and a warning) when even that cannot be written: then its lease must run out."""
+    """Record that this push's writer stopped for good without reverting it.
+
+    ``False`` (and a warning) when even that cannot be written: then its lease must run out."""
     try:
         io.write(gave_up_path(entry_id), b"")
         return True
@@ -103,8 +104,9 @@ def read_lease(io: FileIO, entry_id: str) -> int | None:
 
 
 def drop(io: FileIO, entry_id: str) -> None:
-    """Remove the lease file (and gave-up marker) of a push that ended (best effort: vacuum
-    removes leftovers)."""
+    """Remove the lease file (and gave-up marker) of a push that ended.
+
+    Best effort: vacuum removes leftovers."""
     try:
         io.delete([lease_path(entry_id), gave_up_path(entry_id)])
     except Exception as exc:  # the push itself is done; a leftover file is harmless

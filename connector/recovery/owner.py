@@ -42,9 +42,10 @@ def machine_id() -> str:
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(command name, parent pid, start time in clock ticks) of ``pid``, or ``None`` when
-    it does not run: no such process, or a zombie (dead, its exit not yet collected by
-    its parent — a killed driver whose parent was killed too stays one for a moment)."""
+    """(command name, parent pid, start time in clock ticks) of ``pid``, or ``None`` when it does not run.
+
+    Not running means no such process, or a zombie (dead, its exit not yet collected by its
+    parent — a killed driver whose parent was killed too stays one for a moment)."""
     text = _read(f"{PROC}/{pid}/stat")
     if not text:
         return None
@@ -73,9 +74,10 @@ def process_owner(pid: int | None = None) -> PushOwner:
 
 
 def spark_driver_owner() -> PushOwner:
-    """The owner of a push planned in a Spark Python worker: the nearest ``java`` ancestor,
-    the driver JVM (the worker itself exits as soon as planning is done). Falls back to a
-    lease-only owner (no pid) when there is no such ancestor to be found."""
+    """The owner of a push planned in a Spark Python worker: the nearest ``java`` ancestor, the driver JVM.
+
+    The worker itself exits as soon as planning is done. Falls back to a lease-only owner
+    (no pid) when there is no such ancestor to be found."""
     pid = os.getppid()
     for _ in range(16):
         stat = _stat(pid)

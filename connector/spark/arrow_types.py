@@ -1,5 +1,4 @@
-"""The Arrow schema of a DataFrame that a write hands to mvtable, refusing the Spark types
-that would not come back as themselves.
+"""The Arrow schema of a DataFrame that a write hands to mvtable, refusing Spark types that would not come back as themselves.
 
 pyspark's ``to_arrow_schema`` turns Spark's ``variant`` into its physical form, a struct of
 two binary fields (``value``, ``metadata``). Written as such, the column would read back as
@@ -18,8 +17,11 @@ __all__ = ["write_schema"]
 
 
 def write_schema(schema: StructType) -> pa.Schema:
-    """``schema`` as Arrow (timestamps in UTC), or ``UnsupportedTypeError`` naming the first
-    column that holds a ``variant`` anywhere inside it."""
+    """``schema`` as Arrow, with timestamps in UTC.
+
+    Raises:
+        UnsupportedTypeError: A column holds a ``variant`` anywhere inside it (the first such
+            column is named)."""
     for field in schema.fields:
         if _has_variant(field.dataType):
             raise UnsupportedTypeError(

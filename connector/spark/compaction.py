@@ -1,11 +1,11 @@
-"""``compact(spark, path, …)``: compaction with one Spark task per bin; the driver plans and
-makes one commit per batch (``mvtable.connector.compaction``).
+"""``compact(spark, path, …)``: compaction with one Spark task per bin; the driver plans and makes one commit per batch.
 
-Each batch runs as one Spark job over ``spark.range(n, numPartitions=n)``: partition ``i``
-holds the single row ``i`` and rewrites bin ``i`` in ``mapInArrow`` (pyarrow only, no
-pandas). A task returns its output's descriptor and row map as JSON, validated by the
-driver like any log content. A failed attempt's file is an orphan (names are unique per
-attempt) that vacuum removes; Spark retries the task."""
+The planning is ``mvtable.connector.compaction``'s. Each batch runs as one Spark job over
+``spark.range(n, numPartitions=n)``: partition ``i`` holds the single row ``i`` and rewrites
+bin ``i`` in ``mapInArrow`` (pyarrow only, no pandas). A task returns its output's
+descriptor and row map as JSON, validated by the driver like any log content. A failed
+attempt's file is an orphan (names are unique per attempt) that vacuum removes; Spark
+retries the task."""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ def compact(
     storage_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> CompactionReport:
-    """Compact the table at ``path`` with Spark: each task rewrites one bin, the driver
-    commits. Options default to the table's properties, as for ``Table.compact``."""
+    """Compact the table at ``path`` with Spark: each task rewrites one bin, the driver commits.
+
+    Options default to the table's properties, as for ``Table.compact``."""
     options = dict(storage_options or {})
     io = open_file_io(path, options)
 

@@ -15,14 +15,13 @@ from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 
 
 def condition_columns(spark: Any, schema: Any, condition: str) -> list[str] | None:
-    """The table columns ``condition`` reads, in table order, or ``None`` when they cannot
-    be told (then the caller reads every column).
+    """The table columns ``condition`` reads, in table order, or ``None`` when they cannot be told.
 
-    A Python data source gets no column pruning from Spark, so without this the delete
-    scan decodes every column to evaluate a predicate on one or two (SF 1, 1% delete by
-    ``l_suppkey``: 9.2 s reading all 16 columns, 1.6 s reading one). The condition is
-    analysed against an empty relation of the table's schema, so a typo fails here with
-    Spark's own message, before any scan."""
+    With ``None`` the caller reads every column. A Python data source gets no column pruning
+    from Spark, so without this the delete scan decodes every column to evaluate a predicate
+    on one or two (benchmarks/README.md has what that costs). The condition is analysed
+    against an empty relation of the table's schema, so a typo fails here with Spark's own
+    message, before any scan."""
     df = spark.createDataFrame([], schema).where(condition)  # AnalysisException on a bad condition
     try:
         refs = df._jdf.queryExecution().analyzed().references().toSeq()

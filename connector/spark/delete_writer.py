@@ -1,6 +1,7 @@
-"""``operation=delete`` writes: a DataFrame of row addresses (``_mv_segment``, ``_mv_row``)
-becomes one delete commit. Executors turn their rows into one roaring bitmap per segment
-(compact to ship back); the driver merges them and commits the deletion vectors."""
+"""``operation=delete`` writes: a DataFrame of row addresses (``_mv_segment``, ``_mv_row``) becomes one delete commit.
+
+Executors turn their rows into one roaring bitmap per segment (compact to ship back); the
+driver merges them and commits the deletion vectors."""
 
 from __future__ import annotations
 

@@ -55,9 +55,10 @@ def _literal_fits(t: pa.DataType, value: Any) -> bool:
 
 
 def _literal(t: pa.DataType, value: Any) -> Any:
-    """The value as the column's type compares it: Arrow refuses ``decimal < int`` (it
-    cannot widen ``int64`` into a decimal of enough precision), so an integer compared with
-    a decimal column becomes a ``Decimal``."""
+    """The value as the column's type compares it.
+
+    Arrow refuses ``decimal < int`` (it cannot widen ``int64`` into a decimal of enough
+    precision), so an integer compared with a decimal column becomes a ``Decimal``."""
     if pa.types.is_decimal(t) and isinstance(value, int) and not isinstance(value, bool):
         return Decimal(value)
     return value

@@ -1,10 +1,11 @@
-"""Spark writes to a keyed table: appends, overwrites / consistent pushes, and
-``operation=upsert``. The key work is distributed: each task validates its rows' keys,
-looks them up in the snapshot the write read (min/max + key index, key columns of candidate
-row groups only) and writes its segment with its key index; it sends back the segment, the
-hashes of its keys and (upsert) the addresses of the rows they replace. The driver checks
-keys across tasks by hash (reading key values back only when two hashes collide) and makes
-the one commit, checked against concurrent commits like every keyed write."""
+"""Spark writes to a keyed table: appends, overwrites / consistent pushes, and ``operation=upsert``.
+
+The key work is distributed: each task validates its rows' keys, looks them up in the
+snapshot the write read (min/max + key index, key columns of candidate row groups only)
+and writes its segment with its key index; it sends back the segment, the hashes of its
+keys and (upsert) the addresses of the rows they replace. The driver checks keys across
+tasks by hash (reading key values back only when two hashes collide) and makes the one
+commit, checked against concurrent commits like every keyed write."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-"""``read_native(spark, path)``: an mvtable snapshot as a DataFrame on Spark's own Parquet
-reader, with the deletion vectors applied in the JVM.
+"""``read_native(spark, path)``: an mvtable snapshot as a DataFrame on Spark's own Parquet reader, deletes applied in the JVM.
 
 Why a second read path: every batch of a Python data source crosses from a Python worker
 into the JVM as Arrow, and Spark converts it to rows there (``decimal128`` one value at a
-time). On SF 1 that ingest alone costs 1.6× (full row) to 2× (one decimal column) of
-Spark's native Parquet scan, before any Parquet decode or deletion mask — above the
-targets for a scan with deletes. Spark's vectorized Parquet reader has no such cost, and
-since Spark 3.5 it generates each row's position in its file (``_metadata.row_index``),
-which is exactly what a deletion vector addresses. So:
+time). That ingest alone costs more than Spark's native Parquet scan, before any Parquet
+decode or deletion mask, which puts a scan with deletes above its targets
+(benchmarks/README.md has the ingest floor). Spark's vectorized Parquet reader has no such
+cost, and since Spark 3.5 it generates each row's position in its file
+(``_metadata.row_index``), which is exactly what a deletion vector addresses. So:
 
 * the snapshot (version, time travel, staged lineage entry) is resolved and pinned on the
   driver, like the data source does, and Spark reads just its visible segment files, with
@@ -23,8 +22,8 @@ apply to filters and projections written on the result (they are pushed into the
 Where that JVM class cannot be built or loaded (no JDK, Spark Connect,
 ``MVTABLE_JVM_MASK=off``), the masked segments are read by ``spark.read.parquet`` with
 ``_metadata.row_index`` and filtered by their dense deletion bitmaps in Spark expressions
-(``native_mask``): the same rows, but on TPC-H with 10% deleted 1.1-1.3× of native Parquet
-where the JVM mask is ~1.0× (``benchmarks/README.md``).
+(``native_mask``): the same rows, but slower than the JVM mask, which reads at about native
+Parquet speed (``benchmarks/README.md``, "The JVM mask").
 
 Limits: the paths (segments and deletion-vector files) must be readable by Spark's Hadoop
 file systems (``spark_uri`` maps the table root, e.g. ``s3://`` for fsspec to ``s3a://``
@@ -75,8 +74,9 @@ def read_native(
     pin_ttl: str | None = None,
     min_partitions: int | None = None,
 ) -> Any:
-    """The rows of one snapshot of the table at ``path`` as a DataFrame read by Spark's
-    native Parquet reader, deleted rows removed (see the module docstring for how).
+    """The rows of one snapshot of the table at ``path`` as a DataFrame read by Spark's native Parquet reader, deletes removed.
+
+    See the module docstring for how.
 
     ``version`` / ``timestamp`` (a timestamp string, as ``timestampAsOf``) travel in time;
     ``lineage_entry`` reads the staged snapshot of a consistent push (write-audit-publish);
@@ -100,7 +100,11 @@ def read_native(
 
     Use it where Spark's Parquet speed matters (full scans, wide rows, SQL through
     ``create_view``); the ``mvtable`` data source remains the reader for everything else
-    (row addresses, S3 through fsspec without Hadoop)."""
+    (row addresses, S3 through fsspec without Hadoop).
+
+    Raises:
+        InvalidOptionError: More than one of ``version``, ``timestamp`` and ``lineage_entry``,
+            or a malformed ``columns``, ``filters``, ``pin_ttl`` or ``min_partitions``."""
     if sum(x is not None for x in (version, timestamp, lineage_entry)) > 1:
         raise InvalidOptionError("read_native: pass at most one of version, timestamp and lineage_entry")
     ttl_s = None if pin_ttl is None else parse_period(pin_ttl, name="read_native pin_ttl")  # SettingsError if bad
@@ -131,8 +135,9 @@ def native_frame(
     spark_uri: str | None = None,
     min_partitions: int | None = None,
 ) -> Any:
-    """``read_native`` of a snapshot the caller pinned already (``create_view`` holds its
-    own pin for as long as the view lives)."""
+    """``read_native`` of a snapshot the caller pinned already.
+
+    ``create_view`` holds its own pin for as long as the view lives."""
     from pyspark.sql.types import StructType
 
     _raise_min_partitions(spark, min_partitions)
@@ -191,9 +196,11 @@ _MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 
 
 def _raise_min_partitions(spark: Any, n: int | None) -> None:
-    """``min_partitions``: Spark sizes file scans by ``spark.sql.files.minPartitionNum``
-    (default: the cluster's parallelism), a session setting read when each query is planned,
-    so this raises it for the session (never lowers it) and logs that it did."""
+    """``min_partitions``: raise Spark's ``spark.sql.files.minPartitionNum`` for the session, never lower it.
+
+    Spark sizes file scans by it (default: the cluster's parallelism), a session setting
+    read when each query is planned, so it cannot be scoped to one read; this logs that it
+    raised it."""
     if n is None:
         return
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:

@@ -1,5 +1,4 @@
-"""The ``filters`` and ``columns`` arguments of ``read_native`` / ``create_view``, checked
-without Spark.
+"""The ``filters`` and ``columns`` arguments of ``read_native`` / ``create_view``, checked without Spark.
 
 Both are sequences, and Python iterates a string or a lone tuple too: ``columns="id"``
 would ask for the columns ``i`` and ``d``, ``filters="id > 3"`` for the filters ``i``,
@@ -34,8 +33,11 @@ _EXAMPLE = "[('id', '>', 3), ('status', '==', 'ok')]"
 
 
 def checked_columns(columns: Sequence[str] | None, schema: pa.Schema) -> pa.Schema:
-    """The schema of the requested ``columns`` (all when ``None``): a list of names, not a
-    bare string, none unknown, at least one."""
+    """The schema of the requested ``columns`` (all when ``None``).
+
+    Raises:
+        InvalidOptionError: ``columns`` is not a list of names (a bare string, say), names an
+            unknown column, or is empty."""
     names = checks.column_names(columns, name="read_native columns")
     if names is not None and not names:
         raise InvalidOptionError("read_native: columns names no column; pass None for every column")
@@ -43,8 +45,12 @@ def checked_columns(columns: Sequence[str] | None, schema: pa.Schema) -> pa.Sche
 
 
 def to_predicates(filters: Sequence[Filter] | None, schema: pa.Schema) -> list[Predicate]:
-    """Every filter of ``filters`` (a list of ``(column, op, value)`` tuples, ANDed) as a
-    ``Predicate``; ``None`` or an empty list filter nothing."""
+    """Every filter of ``filters`` (a list of ``(column, op, value)`` tuples, ANDed) as a ``Predicate``.
+
+    ``None`` or an empty list filter nothing.
+
+    Raises:
+        InvalidOptionError: ``filters`` or one of its filters does not have that shape."""
     if filters is None:
         return []
     if isinstance(filters, (str, bytes)) or not isinstance(filters, (list, tuple)):
@@ -78,7 +84,11 @@ def _dnf_message(filters: Sequence[Any]) -> str:
 
 
 def to_predicate(f: Filter, schema: pa.Schema) -> Predicate:
-    """One ``(column, op, value)`` filter, checked against the table's schema."""
+    """One ``(column, op, value)`` filter, checked against the table's schema.
+
+    Raises:
+        InvalidOptionError: The filter is not such a tuple, names an unknown column, or has an
+            operator or value its column cannot take."""
     if not isinstance(f, (tuple, list)) or len(f) not in (2, 3):
         raise InvalidOptionError(
             f"read_native: each filter is a (column, op, value) tuple, e.g. ('id', '>', 3), not {f!r}; "

@@ -2,14 +2,14 @@
 
 ``read_native`` reads segment files with Spark's vectorized Parquet reader and must drop the
 rows their deletion vectors name. Done in Spark expressions (``native_mask``, the fallback)
-that costs 1.1-1.3× of a plain Parquet scan on TPC-H, whatever the expression's shape: the
-row index arrives as a ``_metadata`` struct, and every test of a bitmap is an expression per
-row. ``MaskedParquetFileFormat`` (``jvm/``, Java, one file) is Spark's
+that costs clearly more than a plain Parquet scan on TPC-H, whatever the expression's shape:
+the row index arrives as a ``_metadata`` struct, and every test of a bitmap is an expression
+per row. ``MaskedParquetFileFormat`` (``jvm/``, Java, one file) is Spark's
 ``ParquetFileFormat`` with one more column: it asks the reader for each row's position in
 its file and turns every batch of positions into a byte column (1 = deleted) with one bit
 test per row in a plain loop, and the query filters on it. That costs about what any
-one-column filter costs (TPC-H Q1/Q3/Q6/Q14 0.97-1.03× of a plain scan in one run), and
-is how Delta's own Parquet format applies its deletion vectors.
+one-column filter costs (benchmarks/README.md, "The JVM mask"), and is how Delta's own
+Parquet format applies its deletion vectors.
 
 Executors read the deletion vectors themselves, through Hadoop's file systems like the
 segment files (the driver sends only where they are), and check them as the Python
@@ -90,8 +90,10 @@ def cache_dir() -> Path:
 
 
 def spark_jar(*, jars: Path | None = None) -> Path:
-    """The path of the mask's jar for the Spark at ``jars`` (default: this process's),
-    built if it is not there yet. Raises ``JvmMaskUnavailableError`` when it cannot be."""
+    """The path of the mask's jar for the Spark at ``jars`` (default: this process's), built if it is not there yet.
+
+    Raises:
+        JvmMaskUnavailableError: The jar cannot be built here (no JDK, a failed compile)."""
     jars = jars or spark_jars_dir()
     source = SOURCE.read_bytes()
     key = hashlib.sha256(source + _spark_version(jars).encode()).hexdigest()[:16]
@@ -120,8 +122,9 @@ _lock = threading.Lock()
 
 
 def available(spark: Any) -> bool:
-    """Whether ``spark`` can read with the JVM mask, adding the jar to the session the
-    first time; on ``False`` the reason was logged once (a warning) for this session."""
+    """Whether ``spark`` can read with the JVM mask, adding the jar to the session the first time.
+
+    On ``False`` the reason was logged once (a warning) for this session."""
     if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
         return False
     jsession = getattr(spark, "_jsparkSession", None)
@@ -158,9 +161,10 @@ def _loadable(spark: Any, jsession: Any) -> bool:
 
 
 def _session_loader(spark: Any, jsession: Any) -> Any:
-    """The session's class loader (it holds jars added at run time), made the calling
-    thread's: Spark looks a format class up through the thread's context loader, and each
-    Python thread talks to its own JVM thread."""
+    """The session's class loader (it holds jars added at run time), made the calling thread's.
+
+    Spark looks a format class up through the thread's context loader, and each Python
+    thread talks to its own JVM thread."""
     loader = jsession.sharedState().jarClassLoader()
     spark._jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
     return loader
@@ -174,8 +178,9 @@ def masked_scan(
     *,
     mask_column: str,
 ) -> Any:
-    """The files (all with deletes) read by ``MaskedParquetFileFormat``, deleted rows
-    filtered out, ``schema``'s columns only."""
+    """The files (all with deletes) read by ``MaskedParquetFileFormat``, deleted rows filtered out.
+
+    Only ``schema``'s columns are read."""
     from pyspark.sql.types import ByteType, StructField, StructType
 
     _session_loader(spark, spark._jsparkSession)

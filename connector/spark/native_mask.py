@@ -1,6 +1,7 @@
-"""The expression mask: how ``read_native`` removes deleted rows with Spark expressions alone,
-where the JVM mask (``native_jvm``, the default and ~1.0× of a plain scan) is not available
-(no JDK to build it, Spark Connect, ``MVTABLE_JVM_MASK=off``).
+"""The expression mask: how ``read_native`` removes deleted rows with Spark expressions alone.
+
+It serves where the JVM mask (``native_jvm``, the default and faster) is not available: no
+JDK to build it, Spark Connect, ``MVTABLE_JVM_MASK=off``.
 
 Spark's vectorized Parquet reader generates each row's position in its file
 (``_metadata.row_index``), which is what a deletion vector addresses; ``_metadata.file_size``
@@ -17,7 +18,7 @@ ways to bring the bitmaps to the rows, chosen per read:
 * **join** (many files, huge bitmaps, or no JVM handle as with Spark Connect): one row per
   file (size, bitmap as longs) broadcast-joined (left outer) to the scan. The join runs above
   the query's own filters, but costs a broadcast stage (a job, the hash relation, adaptive
-  re-planning) on every query, ~100 ms at SF 1.
+  re-planning) on every query.
 
 The inline mask is not a filter but a generator: ``explode`` of ``[true]`` for a live row and
 ``[]`` for a deleted one. The rows are the same; the order of work is not. A view's filter
@@ -25,14 +26,11 @@ is combined *before* the query's own (Spark's ``CombineFilters`` puts the inner 
 first, and generated code tests conditions in order), so as a filter the mask ran on every
 row read; Spark pushes the query's filters *below* a ``Generate``, and defers building the
 ``_metadata`` struct until a row has passed them, so the bitmaps are tested only on the rows
-the query keeps. TPC-H Q6 (SF 1, 10% deleted, 13 files; 20 interleaved rounds in one
-session): 1.23× of native Parquet as a filter, 1.13× as a generator, where asking for the
-row index alone costs 1.06×; queries that keep most rows (Q1, Q3) are unchanged.
+the query keeps. That makes selective queries faster; queries that keep most rows are
+unchanged (benchmarks/README.md, "The mask as a generator").
 
-Inline is the default because it needs no stage and no hash relation per query (Spark
-reported a 64 MB hash relation for 13 rows); in one benchmark run each (load 3-5), inline /
-join against native Parquet were Q1 1.14× / 1.11×, Q3 1.12× / 1.24×, Q6 1.49× / 1.58×, Q14
-1.46× / 1.44×, before the inline mask became a generator.
+Inline is the default because it needs no stage and no hash relation per query; measured
+against the join, the two were about even (benchmarks/README.md has the runs).
 
 The mask depends only on the files and their deletion vectors, so it is built once per
 process and session (``_MASKS``): a view queried many times pays for its bitmaps once."""
@@ -59,9 +57,13 @@ _KEY, _NAME, _ROW, _BITS = "_mv_native_size", "_mv_native_name", "_mv_native_row
 
 
 def deletion_bitmap(positions: np.ndarray, num_rows: int) -> np.ndarray:
-    """Row positions → dense bitmap of ``ceil(num_rows / 64)`` int64 words, bit ``p % 64``
-    of word ``p // 64`` set for every deleted row ``p`` (little-endian, so its bytes are the
-    same bitmap with bit ``p % 8`` of byte ``p // 8``)."""
+    """Row positions → dense bitmap of ``ceil(num_rows / 64)`` int64 words.
+
+    Bit ``p % 64`` of word ``p // 64`` is set for every deleted row ``p`` (little-endian, so
+    its bytes are the same bitmap with bit ``p % 8`` of byte ``p // 8``).
+
+    Raises:
+        InvalidRowAddressError: A position is at or past ``num_rows``."""
     pos = np.asarray(positions, dtype=np.int64)
     if pos.size and (int(pos.max()) >= num_rows or int(pos.min()) < 0):
         raise InvalidRowAddressError(f"deletion vector names row {int(pos.max())} of a {num_rows}-row segment")
@@ -97,8 +99,9 @@ _MAX_MASKS = 16
 
 
 def mask_for(spark: Any, io: Any, snapshot: Any, segments: Sequence[Any], *, inline: bool | None = None) -> Mask:
-    """The mask for ``segments`` (all with a deletion vector) of ``snapshot``, cached per
-    session, files and deletion vectors. ``inline`` forces a kind (tests); ``None`` picks."""
+    """The mask for ``segments`` (all with a deletion vector) of ``snapshot``, cached per session, files and deletion vectors.
+
+    ``inline`` forces a kind (tests); ``None`` picks."""
     key = (io.uri, tuple((seg.id, snapshot.dvs[seg.id]) for seg in segments), id(spark), inline)
     cached = _MASKS.get(key)
     if cached is not None:
@@ -130,8 +133,8 @@ def apply_mask(df: Any, mask: Mask, names: Sequence[str]) -> Any:
         keep = unused_name("_mv_keep", names)
         one_if_live = F.when(mask.live, F.array(F.lit(True))).otherwise(F.array().cast("array<boolean>"))
         return df.withColumn(keep, F.explode(one_if_live)).drop(keep)
-    # SQL text rather than Column objects: each Column is a py4j round trip (~0.2 s of
-    # driver time per query for a wide table when built with Columns).
+    # SQL text rather than Column objects: each Column is a py4j round trip, which adds up to
+    # noticeable driver time per query for a wide table when built with Columns.
     scan = df.selectExpr(
         *[_quote(n) for n in names],
         f"_metadata.file_size AS {_KEY}",
@@ -160,8 +163,9 @@ def _file_bits(io: Any, snapshot: Any, segments: Sequence[Any]) -> list[FileBits
 
 
 def _inline_mask(spark: Any, files: Sequence[FileBits]) -> Mask | None:
-    """The bitmaps as one ``array<tinyint>`` literal made in the JVM; ``None`` when this
-    session has no JVM handle (Spark Connect) — the join works everywhere."""
+    """The bitmaps as one ``array<tinyint>`` literal made in the JVM.
+
+    ``None`` when this session has no JVM handle (Spark Connect): the join works everywhere."""
     from pyspark.sql import functions as F
 
     try:

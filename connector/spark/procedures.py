@@ -305,8 +305,9 @@ class HistoryProcedure:
 
 
 class RollbackProcedure:
-    """``mvtable_rollback(table, entry => id | version => n [, options])``: revert one
-    consistent push, or restore the table as of a version."""
+    """``mvtable_rollback(table, entry => id | version => n [, options])``.
+
+    It reverts one consistent push, or restores the table as of a version."""
 
     def eval(
         self, table: str, entry: str | None = None, version: int | None = None, options: str | None = None
@@ -368,9 +369,10 @@ class GCProcedure:
 
 
 class CompactProcedure:
-    """``mvtable_compact(table [, dry_run, target_size, min_input_files, delete_ratio,
-    max_bytes_per_commit, options])``: compaction, run inside this one task (for one Spark
-    task per bin, call ``mvtable.compact(spark, path)`` from the driver)."""
+    """``mvtable_compact(table [, dry_run, target_size, min_input_files, delete_ratio, max_bytes_per_commit, options])``.
+
+    Compaction, run inside this one task (for one Spark task per bin, call
+    ``mvtable.compact(spark, path)`` from the driver)."""
 
     def eval(
         self,
@@ -415,8 +417,9 @@ def with_holds(summary: str, holds: Any) -> str:
 
 
 def register_procedures(spark: Any) -> list[str]:
-    """Register every procedure this session does not have yet as a SQL table function of
-    ``spark``; returns the names of all of them."""
+    """Register every procedure this session does not have yet as a SQL table function of ``spark``.
+
+    Returns the names of all of them."""
     from pyspark.sql.functions import udtf
 
     for name, (cls, schema) in PROCEDURES.items():

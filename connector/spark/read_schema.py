@@ -18,9 +18,13 @@ from mvtable.errors import InvalidOptionError, SchemaMismatchError
 
 
 def check_requested_columns(requested: StructType, table: StructType, columns: Sequence[str]) -> None:
-    """Raise unless every column of ``columns`` (the requested schema's data columns) is in
-    ``table`` with the same type, nullability aside. Names match case-insensitively, as in
-    Spark SQL."""
+    """Check that every column of ``columns`` (the requested schema's data columns) is in ``table`` with the same type.
+
+    Nullability aside. Names match case-insensitively, as in Spark SQL.
+
+    Raises:
+        InvalidOptionError: A requested column is not in the table.
+        SchemaMismatchError: A requested column has another type in the table."""
     by_name = {f.name.lower(): f for f in table.fields}
     unknown = [c for c in columns if c.lower() not in by_name]
     if unknown:
@@ -37,8 +41,9 @@ def check_requested_columns(requested: StructType, table: StructType, columns: S
 
 
 def _all_nullable(t: DataType) -> DataType:
-    """``t`` with every nested field, element and value nullable: the types compared
-    without nullability."""
+    """``t`` with every nested field, element and value nullable.
+
+    Comparing those compares the types without nullability."""
     if isinstance(t, StructType):
         return StructType([StructField(f.name, _all_nullable(f.dataType), True) for f in t.fields])
     if isinstance(t, ArrayType):

@@ -38,16 +38,18 @@ from .read_schema import check_requested_columns
 
 
 def newest_snapshot(opts: ReadOptions) -> Snapshot:
-    """The newest snapshot, unpinned: the schema of a read that binds to no one version
-    (a change feed, a stream)."""
+    """The newest snapshot, unpinned.
+
+    It gives the schema of a read that binds to no one version (a change feed, a stream)."""
     return open_log(open_file_io(opts.path, opts.storage_options)).snapshot()
 
 
 def unbound_read_columns(schema: StructType, opts: ReadOptions) -> list[str]:
-    """The table columns a change feed or stream read asks for, as the newest version names
-    them, after checking the schema Spark hands it (the user's, when ``.schema()`` was given)
-    against that version's, change columns included: the batch read's rule
-    (``read_schema``), at the only version these reads can check at, since they bind to none."""
+    """The table columns a change feed or stream read asks for, as the newest version names them.
+
+    The schema Spark hands it (the user's, when ``.schema()`` was given) is checked against
+    that version's, change columns included: the batch read's rule (``read_schema``), at the
+    only version these reads can check at, since they bind to none."""
     expected = spark_schema(newest_snapshot(opts), opts)
     names = [f.name for f in schema.fields if f.name not in (ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW)]
     check_requested_columns(schema, expected, names)
@@ -56,18 +58,21 @@ def unbound_read_columns(schema: StructType, opts: ReadOptions) -> list[str]:
 
 
 def pin_read(opts: ReadOptions) -> PinnedSnapshot:
-    """Resolve the version a read asks for (``versionAsOf``, ``timestampAsOf``, else the
-    newest) and pin it."""
+    """Resolve the version a read asks for and pin it.
+
+    The version is ``versionAsOf``, ``timestampAsOf``, else the newest."""
     io = open_file_io(opts.path, opts.storage_options)
     return pin_snapshot(io, open_log(io), version=opts.version_as_of, timestamp=opts.timestamp_as_of, owner="Spark read")
 
 
 def default_parallelism() -> int:
-    """The cores to spread a scan over. ``partitions()`` runs in a Python worker that is not
-    told the session's ``defaultParallelism`` (Spark sends planner workers a hand-picked
-    few confs), so this takes the cores this process may run on: exact for ``local[*]``
-    on a dedicated machine, a lower bound on a cluster: there the ``minPartitions`` read
-    option (like Spark's ``spark.sql.files.minPartitionNum``) says how many to aim for."""
+    """The cores to spread a scan over.
+
+    ``partitions()`` runs in a Python worker that is not told the session's
+    ``defaultParallelism`` (Spark sends planner workers a hand-picked few confs), so this
+    takes the cores this process may run on: exact for ``local[*]`` on a dedicated machine,
+    a lower bound on a cluster: there the ``minPartitions`` read option (like Spark's
+    ``spark.sql.files.minPartitionNum``) says how many to aim for."""
     return default_workers()
 
 
@@ -173,9 +178,10 @@ class PushdownReader(MvTableReader):
 
 
 def is_placeholder(partition: InputPartition) -> bool:
-    """Whether ``partition`` is the one PySpark makes up when ``partitions()`` returned none
-    (``InputPartition(None)``, pyspark/sql/worker/plan_data_source_read.py): it is still read,
-    and must give no rows."""
+    """Whether ``partition`` is the one PySpark makes up when ``partitions()`` returned none.
+
+    That is ``InputPartition(None)`` (pyspark/sql/worker/plan_data_source_read.py): it is
+    still read, and must give no rows."""
     return type(partition) is InputPartition and partition.value is None
 
 

@@ -101,8 +101,7 @@ def pack(units: Sequence[ChangeUnit], *, max_bytes: int, columns: list[str]) -> 
 
 
 def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """Executor side of every change/stream read: the partition's units as Arrow batches
-    of the Spark schema."""
+    """Executor side of every change/stream read: the partition's units as Arrow batches of the Spark schema."""
     if is_placeholder(partition):  # no version in the range changed a row
         return
     if not isinstance(partition, ChangePartition):
@@ -120,11 +119,18 @@ def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartit
 
 
 def feed_start(log: CommitLog, opts: ReadOptions) -> int:
-    """The first version a batch change feed reads: ``startingVersion`` (checked by
-    ``plan_changes``), or the first version committed at or after ``startingTimestamp``
-    whose changes can still be read. A timestamp after the range is refused naming the
-    option, as Delta does ("The provided timestamp … is after the latest version
-    available"), rather than as a range of versions the user never gave."""
+    """The first version a batch change feed reads.
+
+    That is ``startingVersion`` (checked by ``plan_changes``), or the first version
+    committed at or after ``startingTimestamp`` whose changes can still be read. A timestamp
+    after the range is refused naming the option, as Delta does ("The provided timestamp …
+    is after the latest version available"), rather than as a range of versions the user
+    never gave.
+
+    Raises:
+        InvalidOptionError: ``startingTimestamp`` is malformed, after the newest version, or after
+            ``endingVersion``.
+        VersionNotFoundError: No version at or after ``startingTimestamp`` can still be read."""
     if opts.starting_version_number is not None:
         return opts.starting_version_number
     given = opts.starting_timestamp
@@ -172,8 +178,9 @@ class ChangeFeedReader(DataSourceReader):
 
 
 class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream.format("mvtable")``: the rows new versions append (or, with
-    ``readChangeFeed``, every change), in version order."""
+    """``spark.readStream.format("mvtable")``: the rows new versions append, in version order.
+
+    With ``readChangeFeed`` it reads every change instead."""
 
     def __init__(self, opts: ReadOptions, schema: StructType, *, columns: list[str]) -> None:
         self.opts = opts
@@ -236,10 +243,11 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.source.committed(self._position(end))
 
     def stop(self) -> None:
-        """The query has terminated (finished, stopped or failed): release the stream's pin
-        so GC and vacuum need not wait ``pinTtl`` for it. PySpark calls this in the driver's
-        stream runner, in a ``finally`` around the loop that serves the JVM's calls (see
-        ``RunnerExit`` for how the end of a query gets there), so it also runs after an
+        """The query has terminated (finished, stopped or failed): release the stream's pin.
+
+        GC and vacuum then need not wait ``pinTtl`` for it. PySpark calls this in the
+        driver's stream runner, in a ``finally`` around the loop that serves the JVM's calls
+        (see ``RunnerExit`` for how the end of a query gets there), so it also runs after an
         error and when the source was never built: nothing to release then, and nothing is
         built for it. Twice is fine."""
         RunnerExit.begin_stop()
@@ -253,8 +261,8 @@ class RunnerExit:
     PySpark calls ``reader.stop()`` in a ``finally`` around the loop that serves the JVM
     (pyspark/sql/streaming/python_streaming_source_runner.py), but when the query ends the
     JVM does not tell that loop to end: ``PythonStreamingSourceRunner.stop()`` has the
-    worker factory ``destroy()`` the process, a SIGTERM (two, 0.5 ms apart, seen with
-    strace), whose default action ends Python without running any ``finally``; the
+    worker factory ``destroy()`` the process, a SIGTERM (two in quick succession, seen
+    with strace), whose default action ends Python without running any ``finally``; the
     stream's pin would then block GC and vacuum for ``pinTtl``.
 
     So in that process alone (its ``__main__``), and only if nobody else handles SIGTERM
@@ -293,19 +301,20 @@ class RunnerExit:
 
     @classmethod
     def begin_stop(cls) -> None:
-        """The process is about to stop the reader and exit: from now on SIGTERM waits, and
-        the alarm bounds how long. Nothing where ``install`` did not install."""
+        """The process is about to stop the reader and exit: from now on SIGTERM waits.
+
+        The alarm bounds how long. Nothing where ``install`` did not install."""
         if cls.installed and not cls.stopping:
             cls.stopping = True
             signal.alarm(cls.STOP_WITHIN_S)
 
 
 class RefusedStreamReader(DataSourceStreamReader):
-    """The reader of a stream whose options or schema are wrong: raises their error from the first
-    method Spark calls. Raised by ``streamReader()`` itself, the error would be followed by
-    PySpark's ``UnboundLocalError: … 'reader'``, because its stream runner calls
-    ``reader.stop()`` in a ``finally`` around that call
-    (pyspark/sql/streaming/python_streaming_source_runner.py)."""
+    """The reader of a stream whose options or schema are wrong: raises their error from the first method Spark calls.
+
+    Raised by ``streamReader()`` itself, the error would be followed by PySpark's
+    ``UnboundLocalError: … 'reader'``, because its stream runner calls ``reader.stop()`` in
+    a ``finally`` around that call (pyspark/sql/streaming/python_streaming_source_runner.py)."""
 
     def __init__(self, error: MvTableError) -> None:
         self.error = error

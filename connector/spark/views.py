@@ -1,8 +1,8 @@
 """SQL on an mvtable snapshot at Spark's native Parquet speed: ``create_view``.
 
 A Python data source gets no column pruning from Spark 4.3 and filter pushdown only with a
-flag, so ``CREATE TEMPORARY VIEW v USING mvtable`` reads every column of every row group
-(TPC-H Q6 on lineitem: ~7× the native Parquet time). ``create_view`` registers a
+flag, so ``CREATE TEMPORARY VIEW v USING mvtable`` reads every column of every row group,
+several times slower than native Parquet on TPC-H. ``create_view`` registers a
 temporary view over ``read_native`` instead: Spark's own Parquet scan, which prunes columns,
 pushes filters and skips row groups, with the deletion vectors applied in the JVM.
 
@@ -16,7 +16,7 @@ Names are case-insensitive, as Spark's session catalog treats temporary views: `
 spark, "V")`` drops the view made as ``"v"``. A view dropped behind mvtable's back (``DROP
 VIEW v`` in SQL, ``spark.catalog.dropTempView``, or its session gone) would otherwise keep its
 pin, and so its version, from GC and vacuum for the life of the driver; so each renewal round
-first asks the session's catalog whether the view still exists (``tableExists``, ~10 ms) and
+first asks the session's catalog whether the view still exists (``tableExists``, a cheap call) and
 releases the pin of one that does not. (A permanent table of the same name counts as existing:
 that pin lasts until the process ends, as before.)
 """
@@ -83,10 +83,15 @@ def create_view(
     spark_uri: str | None = None,
     min_partitions: int | None = None,
 ) -> View:
-    """Register ``name`` as a temporary view of the table at ``path`` (newest version unless
-    ``version``/``timestamp``), read by Spark's native Parquet reader; replaces a view of
-    the same name. Returns the ``View`` (its ``version`` says what it shows).
-    ``columns``, ``filters``, ``spark_uri`` and ``min_partitions`` are ``read_native``'s."""
+    """Register ``name`` as a temporary view of the table at ``path``, read by Spark's native Parquet reader.
+
+    The view shows the newest version unless ``version``/``timestamp``, and replaces a view
+    of the same name. Returns the ``View`` (its ``version`` says what it shows).
+    ``columns``, ``filters``, ``spark_uri`` and ``min_partitions`` are ``read_native``'s.
+
+    Raises:
+        InvalidOptionError: ``name`` is not a view name, both ``version`` and ``timestamp``
+            are given, or another option is malformed."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidOptionError(f"create_view: {name!r} is not a view name (letters, digits, underscores)")
     options: dict[str, Any] = {
@@ -122,8 +127,9 @@ def create_view(
 
 
 def refresh_view(spark: Any, name: str) -> View:
-    """Move a view made by ``create_view`` to the table's newest version (a view of an
-    explicit version stays where it is, re-pinned)."""
+    """Move a view made by ``create_view`` to the table's newest version.
+
+    A view of an explicit version stays where it is, re-pinned."""
     view = _get(spark, name)
     version = None if view.follows_latest else view.version
     new = create_view(spark, name, view.path, version=version, **view.options)
@@ -148,8 +154,9 @@ def views() -> list[View]:
 
 
 def _key(spark: Any, name: str) -> tuple[int, str]:
-    """Registry key: the session, and the name folded as Spark's session catalog folds a
-    temporary view's name (unless ``spark.sql.caseSensitive`` is on)."""
+    """Registry key: the session, and the name folded as Spark's session catalog folds a temporary view's name.
+
+    Names are not folded when ``spark.sql.caseSensitive`` is on."""
     if not isinstance(name, str):
         raise InvalidOptionError(f"{name!r} is not a view name (a string)")
     if str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
@@ -190,8 +197,9 @@ def _renew_loop(ttl_s: float) -> None:
 
 
 def renew_views(*, ttl_s: float | None = None) -> None:
-    """One renewal round (what the daemon thread runs every third of the TTL): release the
-    pin of every view its session no longer has, extend the others."""
+    """One renewal round (what the daemon thread runs every third of the TTL).
+
+    It releases the pin of every view its session no longer has, and extends the others."""
     ttl = pin_ttl_s(ttl_s)
     with _lock:
         held = list(_views.items())
@@ -212,8 +220,9 @@ def renew_views(*, ttl_s: float | None = None) -> None:
 
 
 def _still_exists(view: View) -> bool:
-    """Whether the view's session still has a view or table of its name. A session that was
-    collected or whose catalog cannot answer (stopped) has no views left."""
+    """Whether the view's session still has a view or table of its name.
+
+    A session that was collected or whose catalog cannot answer (stopped) has no views left."""
     if view.session is None:
         return True
     spark = view.session()

@@ -69,11 +69,17 @@ class IgnoredWrite(DataSourceArrowWriter):
 
 
 def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> DataSourceArrowWriter:
-    """The writer of one DataFrame write. ``opts.save_mode`` is Spark's ErrorIfExists or
-    Ignore, which Spark 4.3 never hands a Python source itself (``mvtable.spark_save`` passes it
-    as an option and asks Spark for an append): a table that exists is refused or left alone,
-    and where none exists the append creates it, refusing at commit a table created meanwhile.
-    A delete or upsert acts on an existing table whatever the save mode says."""
+    """The writer of one DataFrame write.
+
+    ``opts.save_mode`` is Spark's ErrorIfExists or Ignore, which Spark 4.3 never hands a
+    Python source itself (``mvtable.spark_save`` passes it as an option and asks Spark for
+    an append): a table that exists is refused or left alone, and where none exists the
+    append creates it, refusing at commit a table created meanwhile. A delete or upsert
+    acts on an existing table whatever the save mode says.
+
+    Raises:
+        TableAlreadyExistsError: The table exists and the save mode is ErrorIfExists.
+        InvalidOptionError: The options conflict (an upsert not in append mode, say)."""
     snapshot = None
     if opts.save_mode is not None and opts.operation == "write" and not overwrite:
         snapshot = writes.load_snapshot(open_log(open_file_io(opts.path, opts.storage_options)))

@@ -54,7 +54,10 @@ TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 
 def change_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` plus the three change-feed columns."""
+    """``schema`` plus the three change-feed columns.
+
+    Raises:
+        SchemaMismatchError: The table has a column of one of those names already."""
     taken = [n for n in schema.names if n.lower() in CHANGE_COLUMNS]
     if taken:
         raise SchemaMismatchError(
@@ -70,8 +73,9 @@ def change_schema(schema: pa.Schema) -> pa.Schema:
 
 @dataclass(frozen=True)
 class ChangeUnit:
-    """The smallest piece of a version read at once: one segment's change, or all of an
-    upsert's changes (they are paired by key, so they are read together)."""
+    """The smallest piece of a version read at once: one segment's change, or all of an upsert's changes.
+
+    An upsert's changes are paired by key, so they are read together."""
 
     version: int
     timestamp_ms: int
@@ -97,8 +101,9 @@ def units_of(delta: VersionDelta) -> list[ChangeUnit]:
 
 
 def read_unit(io: FileIO, unit: ChangeUnit, *, columns: Sequence[str] | None, with_meta: bool) -> Iterator[pa.Table]:
-    """The rows of ``unit``, projected to ``columns`` (all when None), tagged with the
-    change-feed columns when ``with_meta``."""
+    """The rows of ``unit``, projected to ``columns`` (all when None).
+
+    They are tagged with the change-feed columns when ``with_meta``."""
     read_cols = None if columns is None else list(dict.fromkeys([*columns, *unit.primary_key]))
     tagged: Iterator[tuple[str, pa.Table]] = (pair for c in unit.changes for pair in read_change(io, c, columns=read_cols))
     if unit.primary_key:
@@ -145,8 +150,9 @@ def _bitmap(io: FileIO, ref: object | None) -> BitMap64:
 
 
 class OnlyPositions:
-    """A mask source that keeps exactly ``positions`` (sorted ``uint64``): the reader then
-    decodes only the row groups that hold one of them."""
+    """A mask source that keeps exactly ``positions`` (sorted ``uint64``).
+
+    The reader then decodes only the row groups that hold one of them."""
 
     def __init__(self, positions: np.ndarray) -> None:
         self.positions = positions
@@ -188,9 +194,15 @@ def _member(table: pa.Table, other: pa.Table, key: Sequence[str]) -> np.ndarray:
 def plan_changes(
     io: FileIO, start_version: int, end_version: int | None = None, *, names: tuple[str, str] = ("start_version", "end_version")
 ) -> tuple[pa.Schema, list[ChangeUnit]]:
-    """The table schema and the units of versions ``start_version`` to ``end_version`` (the
-    newest when None), inclusive, in version order. ``names`` are what the caller calls the
-    two bounds (Spark's ``startingVersion``/``endingVersion``), for the errors."""
+    """The table schema and the units of versions ``start_version`` to ``end_version``, inclusive, in version order.
+
+    ``end_version`` None means the newest. ``names`` are what the caller calls the two
+    bounds (Spark's ``startingVersion``/``endingVersion``), for the errors.
+
+    Raises:
+        VersionNotFoundError: ``end_version`` does not exist, or GC has removed the changes of
+            ``start_version``.
+        InvalidOptionError: ``start_version`` is after ``end_version``."""
     start_name, end_name = names
     start_version = checks.version(start_version, name=start_name)
     end_version = None if end_version is None else checks.version(end_version, name=end_name)
@@ -211,8 +223,9 @@ def plan_changes(
 def read_changes(
     io: FileIO, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None
 ) -> pa.Table:
-    """Every change of versions ``start_version`` to ``end_version`` (the newest when None),
-    inclusive, in version order, with the change-feed columns."""
+    """Every change of versions ``start_version`` to ``end_version`` (the newest when None), inclusive, in version order.
+
+    The rows carry the change-feed columns."""
     start_version = checks.version(start_version, name="start_version")
     pin = pin_version(io, max(start_version - 1, 0), owner="change feed")
     try:

@@ -65,8 +65,12 @@ def check_app_id(app_id: str) -> str:
 
 
 def query_app_id(checkpoint_location: str, storage_options: Mapping[str, Any] | None = None) -> str:
-    """The id of the streaming query that owns ``checkpoint_location`` (Spark writes
-    ``{"id": …}`` to ``<checkpoint>/metadata`` when the query first starts)."""
+    """The id of the streaming query that owns ``checkpoint_location``.
+
+    Spark writes ``{"id": …}`` to ``<checkpoint>/metadata`` when the query first starts.
+
+    Raises:
+        InvalidOptionError: The checkpoint has no ``metadata`` file, or it holds no readable query id."""
     parsed = urlparse(checkpoint_location)
     uri = checkpoint_location
     if parsed.scheme in _HADOOP_S3:
@@ -95,10 +99,11 @@ def plan_batch(
     complete: bool,
     properties: Mapping[str, str] | None = None,
 ) -> writes.WritePlan:
-    """What executors need to write one batch. No side effects (no pin, no lineage entry,
-    no write intent: each task takes one for its files, ``writes.write_data``): Spark
-    creates the writer anew in each process of each batch. ``properties`` apply when
-    the first batch creates the table and are ignored after."""
+    """What executors need to write one batch.
+
+    No side effects (no pin, no lineage entry, no write intent: each task takes one for its
+    files, ``writes.write_data``): Spark creates the writer anew in each process of each
+    batch. ``properties`` apply when the first batch creates the table and are ignored after."""
     if properties and open_log(open_file_io(uri, storage_options)).exists():
         properties = None
     plan = writes.begin_write(
@@ -190,10 +195,12 @@ def _commit_keyed(
     parameters: dict[str, Any],
     metrics: dict[str, int],
 ) -> CommitResult:
-    """A batch into a keyed table, checked as a keyed append (no key repeated in the batch
-    or already in the table, nor made visible by a racing commit) or, in complete mode, as
-    an overwrite (unique among themselves: the batch replaces every visible row). The
-    commit records the batch's key filter, so racing keyed writers check against it."""
+    """A batch into a keyed table, checked as a keyed append or, in complete mode, as an overwrite.
+
+    As an append, no key may repeat in the batch or be in the table already, nor be made
+    visible by a racing commit; as an overwrite the keys must be unique among themselves
+    (the batch replaces every visible row). The commit records the batch's key filter, so
+    racing keyed writers check against it."""
     ops.check_new_batch(current, app_id=app_id, batch_id=batch_id)  # a replay's keys are in the table: its own
     rows = segment_keys(clog.io, segments, plan.primary_key)  # DuplicateKeyError for a key repeated in the batch
     complete = plan.mode == writes.OVERWRITE
@@ -222,10 +229,11 @@ def _commit_keyed(
 
 
 def warn_skipped(clog: CommitLog, *, app_id: str, batch_id: int) -> None:
-    """A skip is right for a replay, but it is also what a *different* stream reusing the
-    app id (a new checkpoint with the same ``txnAppId``) gets for every batch id the old one
-    used: its data is silently dropped. So a skip is a WARNING naming the version that
-    recorded the batch, for the user to tell which case it is."""
+    """Log a skipped batch as a WARNING naming the version that recorded it.
+
+    A skip is right for a replay, but it is also what a *different* stream reusing the app
+    id (a new checkpoint with the same ``txnAppId``) gets for every batch id the old one
+    used: its data is silently dropped. The warning lets the user tell which case it is."""
     version = recorded_at(clog, app_id=app_id, batch_id=batch_id)
     where = f"version {version}" if version is not None else "an earlier version"
     log.warning(
@@ -240,9 +248,11 @@ def warn_skipped(clog: CommitLog, *, app_id: str, batch_id: int) -> None:
 
 
 def recorded_at(clog: CommitLog, *, app_id: str, batch_id: int, limit: int = _RECORD_SEARCH) -> int | None:
-    """The version whose commit recorded ``batch_id`` of ``app_id``: the newest ``limit``
-    streaming commits are read, newest first (a replay is of a recent batch); None when it is
-    older, its log file was collected, or the batch id was never used (ids may jump)."""
+    """The version whose commit recorded ``batch_id`` of ``app_id``.
+
+    The newest ``limit`` streaming commits are read, newest first (a replay is of a recent
+    batch); None when it is older, its log file was collected, or the batch id was never
+    used (ids may jump)."""
     stream_ops = (Operation.STREAM_APPEND, Operation.STREAM_COMPLETE)
     items = [h for h in clog.snapshot().history if h.operation in stream_ops]
     for item in reversed(items[-limit:]):
@@ -260,15 +270,17 @@ def recorded_at(clog: CommitLog, *, app_id: str, batch_id: int, limit: int = _RE
 
 
 def discard_unreferenced(clog: CommitLog, segments: Sequence[SegmentFile]) -> None:
-    """Remove the files of a replayed batch that no commit names (the batch's first
-    attempt committed files of its own)."""
+    """Remove the files of a replayed batch that no commit names.
+
+    The batch's first attempt committed files of its own."""
     known = clog.snapshot().segments
     clog.io.delete([s.path for s in segments if s.id not in known])
 
 
 def query_segment_prefix(app_id: str) -> str:
-    """The start of every segment id the streaming query ``app_id`` writes: its files are
-    then recognisable as its own."""
+    """The start of every segment id the streaming query ``app_id`` writes.
+
+    With it the query's files are recognisable as its own."""
     return "st" + hashlib.sha1(app_id.encode()).hexdigest()[:12] + "-"
 
 

@@ -49,8 +49,9 @@ log = logging.getLogger("mvtable.connector")
 
 @dataclass(frozen=True, order=True)
 class Position:
-    """The next unit to emit. Ordered: an initial snapshot at ``v`` comes before the
-    changes of version ``v + 1``."""
+    """The next unit to emit.
+
+    Ordered: an initial snapshot at ``v`` comes before the changes of version ``v + 1``."""
 
     version: int
     phase: int = 1  # 0: the initial snapshot at ``version``; 1: the changes of commit ``version``
@@ -65,7 +66,11 @@ class Position:
 
 
 def parse_offset(offset: Mapping[str, Any], *, table_id: str) -> Position:
-    """The position of an offset this source wrote; typed errors for anything else."""
+    """The position of an offset this source wrote.
+
+    Raises:
+        InvalidStreamOffsetError: The offset is not one this source wrote.
+        StreamTableReplacedError: The offset is of a table since deleted and created again."""
     try:
         version, index, initial, owner = offset["version"], offset["index"], offset["initial"], offset["tableId"]
     except (KeyError, TypeError):
@@ -96,8 +101,9 @@ class SourceOptions:
 
 
 class StreamSource:
-    """The Spark-free logic of the streaming source; one per running query (Spark keeps
-    the stream reader in one long-lived driver process)."""
+    """The Spark-free logic of the streaming source; one per running query.
+
+    Spark keeps the stream reader in one long-lived driver process."""
 
     def __init__(self, io: FileIO, options: SourceOptions, *, pin_ttl: str | None = None) -> None:
         self.io = io
@@ -134,9 +140,10 @@ class StreamSource:
         self._target = self.log.latest_version()
 
     def latest_position(self, start: Position, *, limited: bool) -> Position:
-        """Where the next micro-batch ends: after as many units as the limits admit (all
-        when not ``limited``), never past a change commit that must stop the stream
-        (the rows before it are emitted first)."""
+        """Where the next micro-batch ends: after as many units as the limits admit (all when not ``limited``).
+
+        It never goes past a change commit that must stop the stream (the rows before it
+        are emitted first)."""
         self.hold(start)
         end = self._target if self._target is not None else self.log.latest_version()
         max_rows = self.options.max_rows if limited else None
@@ -161,8 +168,9 @@ class StreamSource:
         return pos
 
     def units_between(self, start: Position, end: Position) -> list[ChangeUnit]:
-        """The units of the micro-batch ``[start, end)``: the same ones on every call, so a
-        batch replayed after a restart emits exactly what it did the first time."""
+        """The units of the micro-batch ``[start, end)``, the same ones on every call.
+
+        A batch replayed after a restart then emits exactly what it did the first time."""
         out: list[ChangeUnit] = []
         pos = start
         while pos < end:
@@ -209,8 +217,9 @@ class StreamSource:
 
     # -- pins ----------------------------------------------------------------------------
     def hold(self, pos: Position) -> None:
-        """Pin what reading from ``pos`` needs: the snapshot the next version is diffed
-        against (or the initial snapshot itself). Renewed at most every few seconds."""
+        """Pin what reading from ``pos`` needs: the snapshot the next version is diffed against.
+
+        At the start that is the initial snapshot itself. Renewed at most every few seconds."""
         version = pos.version if pos.initial else max(pos.version - 1, 0)
         now = time.monotonic()
         if self._pin is not None and self._pin[0].version == version:
@@ -227,10 +236,12 @@ class StreamSource:
             release(self.io, old[0])
 
     def close(self) -> None:
-        """The query has ended: release the pin now. Left in place, it would keep GC and
-        vacuum from collecting what its version needs for ``pinTtl`` (an hour by
-        default) although no query reads the table any more. Calling it twice, or on a
-        source that never pinned, does nothing; a source used again pins again.
+        """The query has ended: release the pin now.
+
+        Left in place, it would keep GC and vacuum from collecting what its version needs
+        for ``pinTtl`` (an hour by default) although no query reads the table any more.
+        Calling it twice, or on a source that never pinned, does nothing; a source used
+        again pins again.
 
         A pin that cannot be removed (storage unreachable) is logged, not raised: the query
         is over either way, and the pin expires by itself."""

@@ -144,10 +144,11 @@ def _added_by(commit: Commit, segment_id: str) -> bool:
 
 
 def _plain_append(commit: Commit) -> bool:
-    """Only segments added outside any lineage entry, plus actions that change no row
-    (metadata, a streaming writer's progress): the common case, needing no diff. Any other
-    action (including kinds this module does not know) takes the full diff, which is right
-    for every commit."""
+    """Whether a commit is a plain append: the common case, needing no diff.
+
+    That is only segments added outside any lineage entry, plus actions that change no row
+    (metadata, a streaming writer's progress). Any other action (including kinds this module
+    does not know) takes the full diff, which is right for every commit."""
     return all(
         (isinstance(a, AddSegment) and a.lineage_entry is None) or isinstance(a, (MetadataAction, SetTransaction))
         for a in commit.actions

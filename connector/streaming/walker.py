@@ -27,8 +27,10 @@ class VersionWalker:
         self._cached_versions = cached_versions
 
     def delta(self, version: int) -> VersionDelta:
-        """What commit ``version`` changed (``VersionNotFoundError`` if the log no longer
-        holds what it takes to tell)."""
+        """What commit ``version`` changed.
+
+        Raises:
+            VersionNotFoundError: The log no longer holds what it takes to tell."""
         cached = self._deltas.get(version)
         if cached is not None:
             self._deltas.move_to_end(version)
@@ -58,8 +60,9 @@ class VersionWalker:
 
 
 def first_readable_change(listing: Listing) -> int:
-    """The oldest version whose changes the log can still tell, and those of every version
-    after it; one past the newest when it can tell none.
+    """The oldest version whose changes the log can still tell, and those of every version after it.
+
+    One past the newest when it can tell none.
 
     The changes of version ``v`` are the snapshot at ``v - 1`` advanced by commit ``v``
     (``VersionWalker.delta``), so they need commit ``v`` and a way to rebuild ``v - 1``:
@@ -79,9 +82,13 @@ def first_readable_change(listing: Listing) -> int:
 
 
 def check_readable(start: int, listing: Listing, *, option: str) -> None:
-    """Refuse an explicit start (``option`` names it) whose changes GC has removed, naming
-    the oldest one that can be read: reading on would fail on the first version anyway,
-    with a message that names neither the option nor a way out. Pure."""
+    """Refuse an explicit start (``option`` names it) whose changes GC has removed.
+
+    The error names the oldest one that can be read: reading on would fail on the first
+    version anyway, with a message that names neither the option nor a way out. Pure.
+
+    Raises:
+        VersionNotFoundError: The changes of ``start`` are no longer in the log."""
     first = first_readable_change(listing)
     if start < first:
         raise VersionNotFoundError(
@@ -92,11 +99,12 @@ def check_readable(start: int, listing: Listing, *, option: str) -> None:
 
 
 def first_version_since(listing: Listing, newest: Snapshot, timestamp_ms: int) -> int:
-    """The first version committed at or after ``timestamp_ms`` (``startingTimestamp``) whose
-    changes can still be read: a timestamp older than the log GC left starts at the oldest
-    readable version, as Delta's ``getActiveCommitAtTime(..., canReturnEarliestCommit=true)``
-    does. One past the newest when every commit is older. Pure: ``newest`` is the snapshot
-    of ``listing.latest``, whose history dates every version."""
+    """The first version committed at or after ``timestamp_ms`` (``startingTimestamp``) whose changes can still be read.
+
+    A timestamp older than the log GC left starts at the oldest readable version, as
+    Delta's ``getActiveCommitAtTime(..., canReturnEarliestCommit=true)`` does. One past the
+    newest when every commit is older. Pure: ``newest`` is the snapshot of
+    ``listing.latest``, whose history dates every version."""
     later = [h.version for h in newest.history if h.timestamp_ms >= timestamp_ms]
     since = min(later) if later else listing.latest + 1
     return max(since, first_readable_change(listing))

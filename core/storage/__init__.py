@@ -66,9 +66,10 @@ def open_file_io(uri: str, options: Mapping[str, Any] | None = None) -> FileIO:
 
 
 def make_root(io: FileIO) -> None:
-    """Create the table's folder where the store has folders (local disk), so that a path
-    that cannot hold one (``/proc/x``, a read-only mount) fails before anything is
-    written, with an error naming it. Object stores have no folders: nothing to do."""
+    """Create the table's folder where the store has folders (local disk).
+
+    A path that cannot hold one (``/proc/x``, a read-only mount) then fails before anything
+    is written, with an error naming it. Object stores have no folders: nothing to do."""
     if isinstance(io, LocalFileIO):
         io.make_root()
 

@@ -1,5 +1,7 @@
-"""The storage interface every backend implements. Paths are relative to the table root
-and use ``/``; ``mvtable.paths`` checks the ones read from metadata."""
+"""The storage interface every backend implements.
+
+Paths are relative to the table root and use ``/``; ``mvtable.paths`` checks the ones read
+from metadata."""
 
 from __future__ import annotations
 
@@ -28,18 +30,21 @@ class FileIO(Protocol):
     def read_range(self, path: str, offset: int, size: int) -> bytes: ...
     def write(self, path: str, data: bytes) -> None: ...
     def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
-        """Create ``path`` with ``data`` unless it exists (atomic either way). ``durable``:
-        the file reaches stable storage before this returns (local disk: ``fsync``);
-        ``False`` leaves the write-back to the OS (table property ``commitDurability=os``).
-        Object stores are durable once they acknowledge a put and ignore it."""
+        """Create ``path`` with ``data`` unless it exists (atomic either way).
+
+        ``durable``: the file reaches stable storage before this returns (local disk:
+        ``fsync``); ``False`` leaves the write-back to the OS (table property
+        ``commitDurability=os``). Object stores are durable once they acknowledge a put and
+        ignore it."""
         ...
 
     def sync(self, paths: Iterable[str]) -> None:
-        """Make files already written reach stable storage, with their names (local disk:
-        ``fsync`` of each file and of its folder). A durable commit calls it for the files
-        it names before the commit file itself, so that a power loss never leaves a commit
-        naming a segment whose bytes were still in the page cache. Object stores are
-        durable once they acknowledge a put: a no-op there."""
+        """Make files already written reach stable storage, with their names.
+
+        On local disk that is an ``fsync`` of each file and of its folder. A durable commit
+        calls it for the files it names before the commit file itself, so that a power loss
+        never leaves a commit naming a segment whose bytes were still in the page cache.
+        Object stores are durable once they acknowledge a put: a no-op there."""
         ...
 
     def exists(self, path: str) -> bool: ...
@@ -48,6 +53,7 @@ class FileIO(Protocol):
     def arrow(self) -> tuple[pafs.FileSystem, str]: ...
     def spec(self) -> dict[str, Any]: ...
     def list_names(self, folder: str) -> builtins.list[str]:  # `list` here is the method above
-        """The names ``list`` would return, without sizes and times (a 10,000-version log
-        lists in milliseconds on local disk: no ``stat`` per file)."""
+        """The names ``list`` would return, without sizes and times.
+
+        Skipping the ``stat`` per file is what keeps listing a long log cheap on local disk."""
         ...

@@ -37,9 +37,11 @@ class FsspecFileIO:
 
     @property
     def fs(self) -> Any:
-        """The fsspec filesystem, rebuilt in a forked child: async filesystems such as s3fs
-        are not fork-safe ("This class is not fork-safe"), and ``open_file_io`` hands a
-        forked child (a forking Spark Python worker, say) the parent's cached instance."""
+        """The fsspec filesystem, rebuilt in a forked child.
+
+        Async filesystems such as s3fs are not fork-safe ("This class is not fork-safe"), and
+        ``open_file_io`` hands a forked child (a forking Spark Python worker, say) the
+        parent's cached instance."""
         if self._pid != os.getpid():
             self._fs = _filesystem(self.uri, self.options)[0]
             self._pid = os.getpid()
@@ -69,11 +71,16 @@ class FsspecFileIO:
         """Nothing to do: an object store's put is durable once acknowledged."""
 
     def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
-        """Create ``path`` with ``data`` unless it exists (``durable`` is ignored: a store
-        that acknowledged the write keeps it). ``True``: the object now holds
-        ``data`` and this call created it (or an identical copy: two writers of the very same
-        bytes both get ``True``); ``False``: it held something else already.
-        ``CommitStateUnknownError`` only when the store's answers do not tell."""
+        """Create ``path`` with ``data`` unless it exists.
+
+        ``durable`` is ignored: a store that acknowledged the write keeps it. ``True``: the
+        object now holds ``data`` and this call created it (or an identical copy: two writers
+        of the very same bytes both get ``True``); ``False``: it held something else already.
+
+        Raises:
+            CommitStateUnknownError: The store's answers do not tell whether the write landed.
+            CommitError: The store refused the conditional write (or ``data`` is empty).
+            StorageError: The store refused access (a typed subclass by errno)."""
         target = self._p(path)
         if self._s3:
             with translated("create", self._where(path)):
@@ -120,7 +127,9 @@ class FsspecFileIO:
         return out
 
     def list_names(self, folder: str) -> builtins.list[str]:  # `list` here is the method above
-        """Object stores return sizes with the listing anyway; this skips building
+        """The names of the files in ``folder``.
+
+        Object stores return sizes with the listing anyway; this skips building
         ``FileInfo``s and parsing their times."""
         return [info.name for info in self.list(folder)]
 
@@ -157,9 +166,14 @@ _COMMON = "local paths, file://, memory://, s3:// (pip install 'mvtable[s3]'), g
 
 
 def _filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str]:
-    """fsspec's filesystem for ``uri``. An unknown protocol (fsspec: a bare ``ValueError``)
-    or a known one whose package is missing (``ImportError``) is an ``UnknownProtocolError``
-    naming the protocol and what would handle it."""
+    """fsspec's filesystem for ``uri``.
+
+    An unknown protocol (fsspec: a bare ``ValueError``) or a known one whose package is
+    missing (``ImportError``) is an ``UnknownProtocolError`` naming the protocol and what
+    would handle it.
+
+    Raises:
+        UnknownProtocolError: No installed filesystem handles the protocol of ``uri``."""
     protocol = urlparse(uri).scheme
     try:
         return fsspec.core.url_to_fs(uri, **options)  # type: ignore[no-any-return]

@@ -1,5 +1,7 @@
-"""Local disk. ``put_if_absent`` writes a temp file in the same folder and ``os.link``s it
-into place: ``link(2)`` is atomic and fails if the name exists."""
+"""Local disk, with ``put_if_absent`` made atomic by ``os.link``.
+
+``put_if_absent`` writes a temp file in the same folder and ``os.link``s it into place:
+``link(2)`` is atomic and fails if the name exists."""
 
 from __future__ import annotations
 
@@ -26,7 +28,10 @@ class LocalFileIO:
         self.uri = self.root
 
     def make_root(self) -> None:
-        """Create the table's folder (see ``storage.make_root``)."""
+        """Create the table's folder (see ``storage.make_root``).
+
+        Raises:
+            StorageLocationError: The folder cannot be created, or a regular file is in its way."""
         check_not_a_file(self.root)
         try:
             os.makedirs(self.root, exist_ok=True)
@@ -51,8 +56,10 @@ class LocalFileIO:
             return f.read(size)
 
     def write(self, path: str, data: bytes) -> None:
-        """Replace ``path`` whole (a temp file renamed into place); a failed write removes
-        its temp file (``temp_name`` tells vacuum the ones a killed process left)."""
+        """Replace ``path`` whole (a temp file renamed into place).
+
+        A failed write removes its temp file (``temp_name`` tells vacuum the ones a killed
+        process left)."""
         target = self._p(path)
         with translated("write", target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -83,9 +90,11 @@ class LocalFileIO:
             _fsync_dir(folder)
 
     def put_if_absent(self, path: str, data: bytes, *, durable: bool = True) -> bool:
-        """Atomic by ``link(2)`` either way; ``durable`` adds ``fdatasync`` of the file
-        before the link and ``fsync`` of its folder after it (without them a power loss,
-        not a process crash, may lose the newest commits: ``commitDurability=os``)."""
+        """Create ``path`` with ``data`` unless it exists: atomic by ``link(2)`` either way.
+
+        ``durable`` adds ``fdatasync`` of the file before the link and ``fsync`` of its
+        folder after it (without them a power loss, not a process crash, may lose the newest
+        commits: ``commitDurability=os``)."""
         target = self._p(path)
         with translated("create", target):
             return self._put_if_absent(target, data, durable=durable)
@@ -117,9 +126,10 @@ class LocalFileIO:
             _unlink_quietly(tmp)
 
     def set_mtime(self, path: str, seconds: float) -> None:
-        """Set a file's modification time (local disk only; object stores set it on upload
-        and cannot change it). A Delta export dates each commit file so, because delta-rs
-        times a commit by its file's modification time."""
+        """Set a file's modification time (local disk only).
+
+        Object stores set it on upload and cannot change it. A Delta export dates each
+        commit file so, because delta-rs times a commit by its file's modification time."""
         with translated("set the time of", self._p(path)):
             os.utime(self._p(path), (seconds, seconds))
 
@@ -142,8 +152,9 @@ class LocalFileIO:
         return out
 
     def list_names(self, folder: str) -> builtins.list[str]:  # `list` here is the method above
-        """Names of the files in ``folder``: no ``stat`` per file (the directory entry
-        type suffices), so listing a 10,000-version log costs milliseconds, not 100."""
+        """Names of the files in ``folder``, with no ``stat`` per file.
+
+        The directory entry type suffices, which keeps listing a long log cheap."""
         try:
             with translated("list", self._p(folder)), os.scandir(self._p(folder)) as it:
                 return [e.name for e in it if e.is_file()]
@@ -160,10 +171,11 @@ class LocalFileIO:
                 pass
 
     def arrow(self) -> tuple[pafs.FileSystem, str]:
-        """pyarrow's local filesystem with memory-mapped input files: segments are
-        immutable once written, and decoding straight from the page cache saves the copy
-        into a read buffer (~10% of a full-segment decode's CPU). Unlinking a mapped file
-        (vacuum) keeps the mapping valid until the reader closes it."""
+        """pyarrow's local filesystem with memory-mapped input files.
+
+        Segments are immutable once written, and decoding straight from the page cache saves
+        the copy into a read buffer (see benchmarks/README.md for what it saves). Unlinking a
+        mapped file (vacuum) keeps the mapping valid until the reader closes it."""
         return pafs.LocalFileSystem(use_mmap=True), self.root
 
     def spec(self) -> dict[str, Any]:
@@ -172,9 +184,10 @@ class LocalFileIO:
 
 def _sync_data(fd: int) -> None:
     """Flush a new file's bytes and size to disk before it is linked into place.
-    ``fdatasync`` does that without also flushing timestamps (a third less time per commit
-    on ext4); the name itself is made durable by the folder's ``fsync`` after the link.
-    Platforms without it (macOS) use ``fsync``."""
+
+    ``fdatasync`` does that without also flushing timestamps, which makes a commit cheaper;
+    the name itself is made durable by the folder's ``fsync`` after the link. Platforms
+    without it (macOS) use ``fsync``."""
     sync = getattr(os, "fdatasync", None) or os.fsync
     sync(fd)
 
@@ -203,16 +216,21 @@ _TEMP_NAME = re.compile(r"^\.?.+\.[0-9a-f]{32}\.tmp$")
 
 
 def is_temp_name(name: str) -> bool:
-    """Whether ``name`` is a temp file of ``write`` / ``put_if_absent``: one a process
-    killed in the middle of a write left behind (failed writes remove their own), for
-    vacuum to collect once it is older than any write could take."""
+    """Whether ``name`` is a temp file of ``write`` / ``put_if_absent``.
+
+    Such a file is one a process killed in the middle of a write left behind (failed writes
+    remove their own), for vacuum to collect once it is older than any write could take."""
     return bool(_TEMP_NAME.match(name))
 
 
 def check_not_a_file(root: str) -> None:
-    """A table is a folder: a regular file at its path, or at the path of a folder above
-    it, would otherwise surface as a bare ``NotADirectoryError`` from the first listing or
-    write."""
+    """Refuse a table path that is, or lies under, a regular file.
+
+    A table is a folder: a regular file at its path, or at the path of a folder above it,
+    would otherwise surface as a bare ``NotADirectoryError`` from the first listing or write.
+
+    Raises:
+        StorageLocationError: ``root`` or a folder above it is a regular file."""
     if os.path.isdir(root):
         return
     if os.path.isfile(root):

@@ -1,5 +1,7 @@
-"""``memory://`` tables, for tests and notebooks: one process only. fsspec's memory
-filesystem has no conditional write, so ``put_if_absent`` holds a process-wide lock."""
+"""``memory://`` tables, for tests and notebooks: one process only.
+
+fsspec's memory filesystem has no conditional write, so ``put_if_absent`` holds a
+process-wide lock."""
 
 from __future__ import annotations
 

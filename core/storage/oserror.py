@@ -51,9 +51,11 @@ READ_ONLY = (StorageReadOnlyError, StoragePermissionError)
 
 
 def typed(exc: BaseException, *, operation: str, path: str) -> BaseException:
-    """``exc`` as the ``StorageError`` its errno stands for, or ``exc`` itself when none
-    does (or it is typed already). pyarrow's ``OSError``s carry the errno too; an object
-    store's refusal (s3fs: ``PermissionError`` without one) counts as ``EACCES``."""
+    """``exc`` as the ``StorageError`` its errno stands for, or ``exc`` itself when none does.
+
+    ``exc`` is also returned as it is when it is typed already. pyarrow's ``OSError``s carry
+    the errno too; an object store's refusal (s3fs: ``PermissionError`` without one) counts
+    as ``EACCES``."""
     if isinstance(exc, StorageError) or not isinstance(exc, OSError):
         return exc
     code = exc.errno
@@ -68,8 +70,10 @@ def typed(exc: BaseException, *, operation: str, path: str) -> BaseException:
 
 @contextmanager
 def translated(operation: str, path: str) -> Iterator[None]:
-    """Run a storage call; an ``OSError`` with a known cause leaves it typed (``typed``),
-    chained to the original."""
+    """Run a storage call; an ``OSError`` with a known cause leaves it typed (``typed``), chained to the original.
+
+    Raises:
+        StorageError: The store refused the call (the subclass its errno stands for)."""
     try:
         yield
     except OSError as exc:
@@ -80,8 +84,9 @@ def translated(operation: str, path: str) -> Iterator[None]:
 
 
 def access_denied(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it wraps) is the store refusing access: a
-    ``PermissionError``, an HTTP 403, an ``AccessDenied`` code."""
+    """Whether ``exc`` (or what it wraps) is the store refusing access.
+
+    That is a ``PermissionError``, an HTTP 403, or an ``AccessDenied`` code."""
     seen: set[int] = set()
     err: BaseException | None = exc
     while err is not None and id(err) not in seen:

@@ -30,9 +30,15 @@ _botocore_ok: bool | None = None
 
 
 def put_if_absent(fs: Any, target: str, data: bytes) -> bool:
-    """Create ``target`` (``bucket/key``) holding ``data`` unless it exists; see the module
-    docstring. ``True`` also when the key already holds exactly ``data`` (our own attempt
-    whose answer was lost); ``CommitStateUnknownError`` only when the answers do not tell."""
+    """Create ``target`` (``bucket/key``) holding ``data`` unless it exists; see the module docstring.
+
+    ``True`` also when the key already holds exactly ``data`` (our own attempt whose answer
+    was lost).
+
+    Raises:
+        CommitStateUnknownError: The store's answers do not tell whether the PUT landed.
+        CommitError: The PUT was refused, ``data`` is too large, or botocore cannot send
+            ``If-None-Match``."""
     if len(data) >= 5 * 2**30:
         raise CommitError(f"{target}: {len(data)} bytes is too large for one conditional PUT")
     check_botocore_if_none_match()
@@ -75,8 +81,9 @@ def put_if_absent(fs: Any, target: str, data: bytes) -> bool:
 
 
 def _holds(fs: Any, target: str, data: bytes, absent: bool | None) -> bool | None:
-    """After a failed conditional PUT: does ``target`` hold exactly ``data``? ``absent``
-    is the answer when it does not exist; ``None`` when it cannot be read."""
+    """After a failed conditional PUT: does ``target`` hold exactly ``data``?
+
+    ``absent`` is the answer when it does not exist; ``None`` when it cannot be read."""
     fs.invalidate_cache(target)
     try:
         existing = fs.cat_file(target)
@@ -88,8 +95,10 @@ def _holds(fs: Any, target: str, data: bytes, absent: bool | None) -> bool | Non
 
 
 def classify_error(exc: BaseException) -> str:
-    """``exists`` (412: the key exists), ``retry`` (not applied, try again),
-    ``rejected`` (not applied, a client error) or ``unknown`` (may have been applied)."""
+    """How a failed conditional PUT failed: ``exists``, ``retry``, ``rejected`` or ``unknown``.
+
+    ``exists`` (412: the key exists), ``retry`` (not applied, try again), ``rejected`` (not
+    applied, a client error) or ``unknown`` (may have been applied)."""
     if isinstance(exc, FileExistsError) or looks_like_precondition(exc):
         return "exists"
     seen: set[int] = set()
@@ -142,8 +151,13 @@ def looks_like_precondition(exc: BaseException) -> bool:
 
 
 def check_botocore_if_none_match() -> None:
-    """s3fs silently drops request parameters that botocore's model does not know: with a
-    botocore older than 1.35.20 the PUT would lose its If-None-Match and overwrite."""
+    """Refuse a botocore that cannot send ``If-None-Match`` on ``PutObject``.
+
+    s3fs silently drops request parameters that botocore's model does not know: with a
+    botocore older than 1.35.20 the PUT would lose its If-None-Match and overwrite.
+
+    Raises:
+        CommitError: The installed botocore is older than 1.35.20."""
     global _botocore_ok
     if _botocore_ok is None:
         try:
