@@ -220,9 +220,6 @@ class TableProperties(_Settings):
         Returns the properties and {property name: what was wrong with it}."""
         return _tolerant(tuple(sorted(stored.items())))
 
-    def as_strings(self) -> dict[str, str]:
-        return {k: str(v) for k, v in self.model_dump().items()}
-
 
 @lru_cache(maxsize=256)
 def _strict(items: tuple[tuple[str, str], ...]) -> TableProperties:

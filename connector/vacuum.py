@@ -30,9 +30,7 @@ from mvtable import checks
 from mvtable.conf import TableProperties, parse_period
 from mvtable.errors import (
     CorruptMetadataError,
-    InvalidOptionError,
     RetentionTooShortError,
-    SettingsError,
     StorageFullError,
     VersionNotFoundError,
 )
@@ -95,10 +93,8 @@ def vacuum(
     snapshot = commit_log.snapshot()
     props = TableProperties.of(snapshot.properties)
     table_retention = props.version_retention_s
-    try:
-        retention_s = table_retention if retention is None else parse_period(retention, name="retention")
-    except SettingsError as exc:
-        raise InvalidOptionError(str(exc)) from None
+    # a bad period is a SettingsError, an InvalidOptionError that names the option
+    retention_s = table_retention if retention is None else parse_period(retention, name="retention")
     if retention_s < table_retention and not force:
         raise RetentionTooShortError(
             f"retention {retention!r} is shorter than the table's versionRetentionPeriod "

@@ -16,7 +16,6 @@ Three steps, so that Spark can run them in three places (delta-rs'
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +28,7 @@ import pyarrow as pa
 from mvtable import checks
 from mvtable.conf import TableProperties, property_strings
 from mvtable.errors import CommitStateUnknownError, InvalidOptionError, TableAlreadyExistsError, TableNotFoundError
+from mvtable.ids import new_entry_id
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
@@ -101,10 +101,6 @@ def load_snapshot(log: CommitLog) -> Snapshot:
         return log.snapshot()
     except TableNotFoundError:
         return Snapshot()
-
-
-def new_entry_id() -> str:
-    return f"push-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 def begin_write(

@@ -24,11 +24,6 @@ def is_id(value: object) -> bool:
     return isinstance(value, str) and ID_RE.fullmatch(value) is not None
 
 
-def new_id() -> str:
-    """A fresh random id (segment, table, pin, DV file, transaction)."""
-    return uuid.uuid4().hex
-
-
 def new_entry_id(prefix: str = "push") -> str:
     """A lineage entry id that sorts by start time and says what it is: ``push-<UTC>-<hex>``."""
     return f"{prefix}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"

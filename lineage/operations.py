@@ -231,10 +231,6 @@ def revert_effect(current: Snapshot, entry_id: str) -> tuple[list[str], list[str
     return [sid for sid in visible if sid not in before], [sid for sid in visible if sid in before]
 
 
-def operation_parameters(**params: Any) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if v is not None}
-
-
 def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], empty_dv: Any) -> list[Action]:
     """Make the visible segments and deletion vectors equal ``target``'s, in one commit.
 

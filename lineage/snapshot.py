@@ -128,9 +128,6 @@ class Snapshot:
     def visible_segments(self) -> list[SegmentState]:
         return [self.segments[sid] for sid in self.visible_segment_ids()]
 
-    def live_entries(self) -> list[LineageEntry]:
-        return [e for e in self.lineage.values() if e.live]
-
     def copy(self) -> Snapshot:
         # Segment states, descriptors and DV refs are never changed in place, so a shallow
         # copy of the containers suffices; lineage entries are (few, and updated in place).

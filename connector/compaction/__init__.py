@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from mvtable import checks
 from mvtable.conf import TableProperties, parse_size
-from mvtable.errors import InvalidOptionError, SettingsError
+from mvtable.errors import InvalidOptionError
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
@@ -55,17 +55,15 @@ def compaction_options(
     max_bytes_per_commit: int | str | None = None,
 ) -> CompactionOptions:
     """The table's compaction properties with the caller's overrides, checked."""
-    try:
-        target = (
-            parse_size(target_file_size, name="target_file_size") if target_file_size is not None else props.compactTargetFileSize
-        )
-        per_commit = (
-            parse_size(max_bytes_per_commit, name="max_bytes_per_commit")
-            if max_bytes_per_commit is not None
-            else props.compactMaxBytesPerCommit
-        )
-    except SettingsError as exc:
-        raise InvalidOptionError(str(exc)) from None
+    # a bad size is a SettingsError, an InvalidOptionError that names the option
+    target = (
+        parse_size(target_file_size, name="target_file_size") if target_file_size is not None else props.compactTargetFileSize
+    )
+    per_commit = (
+        parse_size(max_bytes_per_commit, name="max_bytes_per_commit")
+        if max_bytes_per_commit is not None
+        else props.compactMaxBytesPerCommit
+    )
     files = props.compactMinInputFiles if min_input_files is None else checks.count(min_input_files, name="min_input_files")
     ratio = props.compactDeleteRatio if delete_ratio is None else delete_ratio
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:

@@ -36,7 +36,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 
 from mvtable.errors import InvalidOptionError, NothingToCommit, VersionNotFoundError
-from mvtable.ids import is_id
+from mvtable.ids import is_id, new_entry_id
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, MetadataAction, SegmentFile
 from mvtable.lineage.enums import Operation
@@ -152,7 +152,7 @@ def _commit_batch(
     current = clog.catch_up(read) if read.exists else writes.load_snapshot(clog)
     create = MetadataAction.model_validate(plan.create) if plan.create else None
     complete = plan.mode == writes.OVERWRITE
-    entry = writes.new_entry_id() if complete else None
+    entry = new_entry_id() if complete else None
     operation = Operation.STREAM_COMPLETE if complete else Operation.STREAM_APPEND
     parameters = {"appId": app_id, "batchId": batch_id, **({"entry": entry} if entry else {})}
     metrics = {
