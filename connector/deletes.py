@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 from pyarrow import acero
 from pyroaring import BitMap64
 
+from mvtable import faults
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CommitStateUnknownError, InvalidOptionError, InvalidRowAddressError, NothingToCommit
-from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import SetDeletionVector
 from mvtable.lineage.enums import Operation

@@ -21,21 +21,19 @@ The order above means a kill at any point leaves every retained or pinned versio
 Before each DV/log batch the pins are read again; a pin that appeared below the safe
 version makes GC re-plan.
 
-Fault injection for tests (a later issue generalises it): ``MVTABLE_FAULT=gc.after_batch:N``
-makes the process SIGKILL itself right after its N-th (1-based) delete batch.
+Fault injection for tests (``mvtable.faults``): ``MVTABLE_FAULT=gc.after_batch:N`` makes the
+process SIGKILL itself right after its N-th (1-based) delete batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mvtable import checks
+from mvtable import checks, faults
 from mvtable.conf import TableProperties, connector_settings
 from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
@@ -50,9 +48,8 @@ from . import write_intents
 from .holds import Hold, checkpoint_hold, grace_hold, version_holds
 from .pinning import pin_scan
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
-FAULT_ENV = "MVTABLE_FAULT"
 MAX_REPLANS = 3
 
 Progress = Callable[[int, int, str], None]
@@ -125,7 +122,7 @@ def collect_garbage(
     now_ms = checks.epoch_ms(now_ms)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     deadline = time.monotonic() + max(0.0, budget_s)
-    fault_after = _fault_after_batch()
+    fault_after = faults.numbered("gc.after_batch")
 
     report: GCReport | None = None
     given = plan
@@ -158,7 +155,7 @@ def collect_garbage(
         )
         if outcome != "replan":
             return report
-        log.info("GC of %s: a reader pinned a version below %s while GC ran; planning again", commit_log.io.uri, plan.safe)
+        logger.info("GC of %s: a reader pinned a version below %s while GC ran; planning again", commit_log.io.uri, plan.safe)
     assert report is not None
     report.complete = False
     return report
@@ -208,7 +205,7 @@ def _execute(
             if progress:
                 progress(done, len(paths), what)
             if fault_after is not None and report.batches >= fault_after:
-                _die()
+                faults.die("GC")
             if remaining and time.monotonic() >= deadline:
                 report.complete = False
                 return "budget"
@@ -270,7 +267,7 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
             try:
                 checked = summaries.checkpoint(c, full_check=True)
             except (CorruptMetadataError, FileNotFoundError) as exc:
-                log.warning("GC: checkpoint %s is unreadable (%s); keeping every log file this run", c, exc)
+                logger.warning("GC: checkpoint %s is unreadable (%s); keeping every log file this run", c, exc)
                 retention = dataclasses.replace(retention, delete_commits=(), delete_checkpoints=())
                 break
             if c == retention.checkpoint:
@@ -291,14 +288,14 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
         try:
             superseded.update(summaries.checkpoint(first).dv_paths)
         except (CorruptMetadataError, FileNotFoundError) as exc:  # its DVs wait for the grace period
-            log.warning("GC: cannot read checkpoint %s (%s)", first, exc)
+            logger.warning("GC: cannot read checkpoint %s (%s)", first, exc)
     for v in listing.commits:
         if v > start.version:
             break
         try:
             superseded.update(summaries.commit(v).dv_paths)
         except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad: its DVs wait for the grace period
-            log.warning("GC: cannot read log version %s (%s)", v, exc)
+            logger.warning("GC: cannot read log version %s (%s)", v, exc)
     dv = _spare_writes_in_flight(
         io, plan_dv_gc(dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.orphan_grace_s), now_ms
     )
@@ -393,24 +390,3 @@ def _oldest_readable(summaries: _Summaries, listing: Listing, safe: int, latest:
 def _pinned_below(io, safe: int, *, now_ms: int) -> bool:
     lowest = pin_scan(io, now_ms=now_ms).min_version
     return lowest is not None and lowest < safe
-
-
-# -- fault injection --------------------------------------------------------------------
-def _fault_after_batch() -> int | None:
-    """``MVTABLE_FAULT=gc.after_batch:N`` (comma-separated with other faults)."""
-    for item in os.environ.get(FAULT_ENV, "").split(","):
-        point, _, arg = item.strip().partition(":")
-        if point == "gc.after_batch":
-            try:
-                return max(1, int(arg))
-            except ValueError:
-                raise ValueError(f"{FAULT_ENV}: gc.after_batch needs a batch number, not {arg!r}") from None
-    return None
-
-
-def _die() -> None:  # pragma: no cover - the process ends here
-    log.warning("%s: killing GC process %s", FAULT_ENV, os.getpid())
-    kill = getattr(signal, "SIGKILL", None)
-    if kill is not None:
-        os.kill(os.getpid(), kill)
-    os._exit(137)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
-from mvtable import checks
+from mvtable import checks, faults
 from mvtable.conf import TableProperties
 from mvtable.errors import (
     InvalidOptionError,
@@ -20,7 +20,6 @@ from mvtable.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from mvtable.lineage import faults
 from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.snapshot import Snapshot

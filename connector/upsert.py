@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from mvtable import faults
 from mvtable.errors import CommitStateUnknownError, NoPrimaryKeyError, TableNotFoundError
-from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, SegmentFile
 from mvtable.lineage.enums import Operation
@@ -30,7 +30,7 @@ from .results import DeleteResult, UpsertResult
 from .segments import write_segments
 from .write_intents import IntentScope, WriteIntent, release
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 __all__ = ["UpsertResult", "commit_upsert", "delete_by_key", "require_key", "upsert"]
 
@@ -214,5 +214,5 @@ def _commit_deleting(
         try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
             deletes.cleanup(io, result)
         except Exception as exc:
-            log.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
+            logger.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
     return result

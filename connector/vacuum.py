@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from mvtable import checks
+from mvtable import checks, faults
 from mvtable.conf import TableProperties, parse_period
 from mvtable.errors import (
     CorruptMetadataError,
@@ -34,7 +34,6 @@ from mvtable.errors import (
     StorageFullError,
     VersionNotFoundError,
 )
-from mvtable.lineage import faults
 from mvtable.lineage.actions import Action, AddSegment, Commit, PruneState
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup

@@ -62,7 +62,7 @@ from mvtable.visibility.files import DV_DIR
 
 from .recovery.owner import probe, process_owner
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 __all__ = [
     "INTENT_DIR",
@@ -257,7 +257,7 @@ def release(io: FileIO, intent: WriteIntent | None) -> None:
     try:
         io.delete([intent.path])
     except Exception as exc:  # the write itself is done; a leftover intent only delays orphan removal
-        log.warning("could not remove write intent %s: %s", intent.path, exc)
+        logger.warning("could not remove write intent %s: %s", intent.path, exc)
 
 
 class IntentKeeper:
@@ -288,7 +288,7 @@ class IntentKeeper:
                 self.lapsed = exc
                 return
             except Exception as exc:  # keep trying: a failed renewal only brings the end closer
-                log.warning("could not renew write intent(s) %s: %s", [i.id for i in self.intents], exc)
+                logger.warning("could not renew write intent(s) %s: %s", [i.id for i in self.intents], exc)
 
     def check(self) -> None:
         if self.lapsed is not None:
@@ -395,10 +395,10 @@ def scan_intents(io: FileIO, *, now_ms: int | None = None) -> IntentScan:
             continue  # released while we looked
         except Exception as exc:
             if old:
-                log.warning("write intent %s is unreadable (%s) and old: removing it", path, exc)
+                logger.warning("write intent %s is unreadable (%s) and old: removing it", path, exc)
                 out.stale.append(path)
             else:
-                log.warning("write intent %s is unreadable (%s): keeping every unreferenced file for now", path, exc)
+                logger.warning("write intent %s is unreadable (%s): keeping every unreferenced file for now", path, exc)
                 out.everything = True
             continue
         if doc.expires_ms <= now:
@@ -406,7 +406,7 @@ def scan_intents(io: FileIO, *, now_ms: int | None = None) -> IntentScan:
             continue
         gone, detail = probe(doc.owner)
         if gone:
-            log.info("write intent %s of %s: %s; its files are orphans", doc.id, doc.operation, detail)
+            logger.info("write intent %s of %s: %s; its files are orphans", doc.id, doc.operation, detail)
             out.stale.append(path)
             continue
         out.live.append(doc.id)

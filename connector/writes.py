@@ -48,7 +48,7 @@ from .schema import check_new_table_columns, check_write_schema, schema_from_jso
 from .segments import SegmentWriter
 from .write_intents import WriteIntent
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 APPEND = "append"
 OVERWRITE = "overwrite"
@@ -197,7 +197,7 @@ def begin_write(
             release_pin(plan)
             write_intents.release(io, plan.intent)
             raise
-        log.info("consistent push %s started at version %s", entry_id, result.commit.version)
+        logger.info("consistent push %s started at version %s", entry_id, result.commit.version)
         plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None, "lease_ms": lease_ms})
     return plan
 
@@ -275,7 +275,7 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
             recovery.drop(clog.io, plan.entry_id)
         release_pin(plan)
     except Exception as exc:
-        log.warning(
+        logger.warning(
             "version %s landed; releasing its intent/pin/lease failed (they expire on their own): %s", result.commit.version, exc
         )
     return result
@@ -380,15 +380,15 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
     try:
         landed = commit_landed(clog, plan, segments)
     except Exception as exc:
-        log.warning("abort: cannot tell whether the commit landed (%s); keeping %d segment(s)", exc, len(segments))
+        logger.warning("abort: cannot tell whether the commit landed (%s); keeping %d segment(s)", exc, len(segments))
         _give_up_push(clog, plan)
         return
     if landed:
-        log.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
+        logger.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
         write_intents.release(clog.io, plan.intent)
         return
     if plan.unsettled:
-        log.warning("abort after a commit whose outcome is unknown: keeping %d segment(s) it may name", len(segments))
+        logger.warning("abort after a commit whose outcome is unknown: keeping %d segment(s) it may name", len(segments))
         _give_up_push(clog, plan)
         return
     entry_id = plan.entry_id
@@ -396,7 +396,7 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
         try:
             revert_push(clog, entry_id)
         except Exception as exc:
-            log.warning("could not write the abort of push %s (%s); marking it given up", entry_id, exc)
+            logger.warning("could not write the abort of push %s (%s); marking it given up", entry_id, exc)
             recovery.give_up(clog.io, entry_id)
         else:
             recovery.drop(clog.io, entry_id)
@@ -408,7 +408,7 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
                 write_intents.release(clog.io, intent)
         release_pin(plan)
     except Exception as exc:
-        log.warning("abort of a write to %s left files or a pin behind (vacuum and pin expiry remove them): %s", plan.uri, exc)
+        logger.warning("abort of a write to %s left files or a pin behind (vacuum and pin expiry remove them): %s", plan.uri, exc)
 
 
 def _give_up_push(clog: CommitLog, plan: WritePlan) -> None:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from mvtable import faults
 from mvtable.conf import TableProperties
 from mvtable.errors import (
     CommitFilesMissingError,
@@ -38,7 +39,6 @@ from mvtable.errors import (
 )
 from mvtable.storage import FileIO
 
-from . import faults
 from .actions import Action, Commit, files_named, parse_commit
 from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
 from .checkpoint_cache import process_checkpoints
@@ -48,7 +48,7 @@ from .log_listing import MissingKind, explain_missing, missing_commits, runs, un
 from .snapshot import Snapshot, apply_commit, replay
 from .summary import CommitSummary, TableSummary, parse_commit_summary
 
-log = logging.getLogger("mvtable.lineage")
+logger = logging.getLogger("mvtable.lineage")
 
 LOG_DIR = "_mvtable/log"
 # Listings taken of a log whose missing versions GC cannot explain before the versions
@@ -152,7 +152,7 @@ class CommitLog:
             unsettled = unsettled_runs(listing)
             if not unsettled:
                 return listing
-            log.debug(
+            logger.debug(
                 "listing of %s/%s: versions %s missing, which GC cannot explain; listing again", self.io.uri, LOG_DIR, unsettled
             )
             listing = self.raw_listing()
@@ -173,7 +173,7 @@ class CommitLog:
             if v <= last:
                 gaps.append((v, last))
         if found:
-            log.info("log listing of %s missed commit(s) %s; read directly", self.io.uri, runs(found))
+            logger.info("log listing of %s missed commit(s) %s; read directly", self.io.uri, runs(found))
         return Listing(sorted({*listing.commits, *found}), listing.checkpoints, tuple(gaps))
 
     def raw_listing(self) -> Listing:
@@ -290,7 +290,9 @@ class CommitLog:
                 return base
             if look == LISTING_LOOKS - 1 or not any(self.io.exists(commit_path(v)) for v in {missing[0], missing[-1]}):
                 break
-            log.debug("listing of %s/%s missed commit(s) of %s..%s; listing again", self.io.uri, LOG_DIR, missing[0], missing[-1])
+            logger.debug(
+                "listing of %s/%s missed commit(s) of %s..%s; listing again", self.io.uri, LOG_DIR, missing[0], missing[-1]
+            )
             # the listing raced a writer: what it missed is in the next one, or read directly
             listing = self.listing()
             listing = self._read_forward(listing, runs(missing_commits(listing, start, target)))
@@ -316,7 +318,7 @@ class CommitLog:
             except (CorruptMetadataError, FileNotFoundError) as exc:
                 # A bad checkpoint only costs speed while an older one (or the whole log)
                 # plus the commits after it can stand in for it.
-                log.warning("ignoring unreadable checkpoint %s: %s", cp, exc)
+                logger.warning("ignoring unreadable checkpoint %s: %s", cp, exc)
                 skipped = skipped or exc
         return None, skipped
 
@@ -629,7 +631,7 @@ class CommitLog:
                 return False
         elif theirs.timestamp_ms == commit.timestamp_ms and theirs.operation == commit.operation:
             return False
-        log.warning("commit %s landed behind a log cut (checkpoint %s); withdrawing it and retrying", v, min(covering))
+        logger.warning("commit %s landed behind a log cut (checkpoint %s); withdrawing it and retrying", v, min(covering))
         self.io.delete([commit_path(v)])
         return True
 
@@ -639,7 +641,7 @@ class CommitLog:
         else:  # the commit has landed: a bad property must not make it look failed
             props, problems = TableProperties.tolerant(snapshot.properties)
             if "checkpointInterval" in problems:
-                log.warning("%s", problems["checkpointInterval"])
+                logger.warning("%s", problems["checkpointInterval"])
             every = props.checkpointInterval
         if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
             faults.point("checkpoint.before_write")
@@ -650,7 +652,7 @@ class CommitLog:
         try:
             self.io.put_if_absent(checkpoint_path(snapshot.version), checkpoint_bytes(snapshot), durable=commit_fsync(snapshot))
         except Exception as exc:  # a checkpoint is an optimisation: never fail a landed commit
-            log.warning("could not write checkpoint %s: %s", snapshot.version, exc)
+            logger.warning("could not write checkpoint %s: %s", snapshot.version, exc)
 
     def _where(self, path: str) -> str:
         return f"{self.io.uri}/{path}"

@@ -52,7 +52,7 @@ __all__ = [
     "pin_path",
 ]
 
-log = logging.getLogger("mvtable.visibility")
+logger = logging.getLogger("mvtable.visibility")
 
 PIN_DIR = "_mvtable/pins"
 PIN_FORMAT: Final = 1
@@ -240,12 +240,12 @@ def scan_pins(store: Any, *, now_ms: int | None = None, unreadable_ttl_s: float 
         except Exception as exc:
             out.unreadable.append(path)
             if mtime_ms is not None and mtime_ms + grace_ms <= now:
-                log.warning(
+                logger.warning(
                     "pin file %s is unreadable (%s) and older than %.0f s: treating it as expired", path, exc, unreadable_ttl_s
                 )
                 out.expired.append(path)
             else:
-                log.warning("pin file %s is unreadable (%s): treating it as a pin of version 0 until it is old", path, exc)
+                logger.warning("pin file %s is unreadable (%s): treating it as a pin of version 0 until it is old", path, exc)
                 created = mtime_ms if mtime_ms is not None else now
                 expires = created + grace_ms if mtime_ms is not None else 2**62  # no mtime: never expires by age
                 out.live.append(Pin(pin_id, 0, created, max(expires, now + 1), UNREADABLE_OWNER, readable=False))

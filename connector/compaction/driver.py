@@ -20,9 +20,9 @@ from typing import Any
 
 from pyroaring import BitMap64
 
+from mvtable import faults
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import NothingToCommit
-from mvtable.lineage import faults
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, SetDeletionVector
 from mvtable.lineage.enums import Operation
@@ -39,7 +39,7 @@ from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins, w
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
 
-log = logging.getLogger("mvtable.compaction")
+logger = logging.getLogger("mvtable.compaction")
 
 Rewriter = Callable[[Sequence[Bin], WriteIntent], list[RewrittenBin]]  # outputs named after the intent
 Progress = Callable[[int, int, str], None]

@@ -26,7 +26,7 @@ from mvtable.storage import FileIO
 from .leases import LEASE_DIR, LeaseKeeper, drop, entry_of, gave_up, give_up, lease_path, now_ms, read_lease, renew
 from .owner import machine_id, probe, process_owner, spark_driver_owner
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 __all__ = [
     "LEASE_DIR",
@@ -117,7 +117,7 @@ def start_push(
 
     result = clog.commit(read=snapshot, operation=Operation.PUSH_START, parameters=parameters, build=build)
     for item in recovered:
-        log.warning("consistent push %s reverted push %s: %s", entry_id, item["entry"], item["reason"])
+        logger.warning("consistent push %s reverted push %s: %s", entry_id, item["entry"], item["reason"])
         drop(clog.io, str(item["entry"]))
     return result
 

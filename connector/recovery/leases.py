@@ -25,7 +25,7 @@ from types import TracebackType
 
 from mvtable.storage import FileIO
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 LEASE_DIR = "_mvtable/leases"
 LEASE_FORMAT = 1
@@ -58,7 +58,7 @@ def give_up(io: FileIO, entry_id: str) -> bool:
         io.write(gave_up_path(entry_id), b"")
         return True
     except Exception as exc:
-        log.warning("could not mark push %s as given up (%s): it blocks other pushes until its lease ends", entry_id, exc)
+        logger.warning("could not mark push %s as given up (%s): it blocks other pushes until its lease ends", entry_id, exc)
         return False
 
 
@@ -98,7 +98,7 @@ def read_lease(io: FileIO, entry_id: str) -> int | None:
     except (ValueError, UnicodeDecodeError, RecursionError):
         ok = False
     if not ok:
-        log.warning("ignoring lease file %s/%s: not a lease of entry %s", io.uri, path, entry_id)
+        logger.warning("ignoring lease file %s/%s: not a lease of entry %s", io.uri, path, entry_id)
         return None
     return int(doc["expires_ms"])
 
@@ -110,7 +110,7 @@ def drop(io: FileIO, entry_id: str) -> None:
     try:
         io.delete([lease_path(entry_id), gave_up_path(entry_id)])
     except Exception as exc:  # the push itself is done; a leftover file is harmless
-        log.warning("could not remove lease file of %s: %s", entry_id, exc)
+        logger.warning("could not remove lease file of %s: %s", entry_id, exc)
 
 
 class LeaseKeeper:
@@ -128,7 +128,7 @@ class LeaseKeeper:
         try:
             renew(self.io, self.entry_id, lease_ms=self.lease_ms, owner=self.owner)
         except Exception as exc:  # keep trying: a failed renewal only lets the lease run out
-            log.warning("could not renew the lease of push %s: %s", self.entry_id, exc)
+            logger.warning("could not renew the lease of push %s: %s", self.entry_id, exc)
 
     def _run(self) -> None:
         interval = max(0.05, self.lease_ms / 3000)

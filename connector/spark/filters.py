@@ -64,11 +64,11 @@ def _literal(t: pa.DataType, value: Any) -> Any:
     return value
 
 
-def to_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
+def pushdown_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, bool]:
     """``(predicate or None, claimable)`` for one pushed filter."""
     attr = getattr(f, "attribute", None)
     if isinstance(f, Not):
-        inner, claim = to_predicate(f.child, schema)
+        inner, claim = pushdown_predicate(f.child, schema)
         if inner is not None and inner.op == "==":
             return Predicate(inner.column, "!=", inner.value), claim
         return None, False

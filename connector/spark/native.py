@@ -55,7 +55,7 @@ from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
 from .native_mask import apply_mask, mask_for, unused_name
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 _SQL_OPS = {"==": "=", "=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -208,7 +208,7 @@ def _raise_min_partitions(spark: Any, n: int | None) -> None:
     current = spark.conf.get(_MIN_PARTITIONS, None)
     if current is None or int(current) < n:
         spark.conf.set(_MIN_PARTITIONS, str(n))
-        log.info("read_native: %s raised to %d for this session (was %s)", _MIN_PARTITIONS, n, current or "unset")
+        logger.info("read_native: %s raised to %d for this session (was %s)", _MIN_PARTITIONS, n, current or "unset")
 
 
 def _sql(p: Predicate, schema: pa.Schema) -> str:

@@ -42,7 +42,7 @@ from typing import Any
 
 from mvtable.errors import JvmMaskUnavailableError
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 FORMAT_CLASS = "io.mvtable.spark.MaskedParquetFileFormat"
 SOURCE = Path(__file__).with_name("jvm") / "MaskedParquetFileFormat.java"
@@ -113,7 +113,7 @@ def spark_jar(*, jars: Path | None = None) -> Path:
             for f in sorted(classes.rglob("*.class")):
                 jar.write(f, f.relative_to(classes).as_posix())
         os.replace(partial, target)  # atomic: a racing process renames the same classes into place
-    log.info("mvtable: built %s", target)
+    logger.info("mvtable: built %s", target)
     return target
 
 
@@ -145,7 +145,7 @@ def _attach(spark: Any, jsession: Any) -> bool:
             if not _loadable(spark, jsession):
                 raise JvmMaskUnavailableError(f"{FORMAT_CLASS} is still not loadable after adding its jar")
     except Exception as exc:  # any failure here only costs speed: fall back, and say so
-        log.warning("read_native: deleted rows are masked by Spark expressions (slower): %s", exc)
+        logger.warning("read_native: deleted rows are masked by Spark expressions (slower): %s", exc)
         return False
     return True
 

@@ -48,7 +48,7 @@ import pyarrow as pa
 from mvtable.errors import InvalidRowAddressError
 from mvtable.visibility import load_dv_positions, process_cache
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 MAX_INLINE_FILES = 64  # a CASE per row is linear in the files it names
 MAX_INLINE_BYTES = 32 << 20  # the literal travels with every stage's tasks
@@ -178,7 +178,7 @@ def _inline_mask(spark: Any, files: Sequence[FileBits]) -> Mask | None:
         literal = expressions.Literal(array, types.ArrayType(types.DataType.fromDDL("tinyint"), False))
         bits = Column(jvm.org.apache.spark.sql.classic.ExpressionUtils.column(literal))
     except Exception as exc:  # no classic session here: fall back to the join
-        log.debug("read_native: no inline deletion mask (%s); using the broadcast join", exc)
+        logger.debug("read_native: no inline deletion mask (%s); using the broadcast join", exc)
         return None
     size, name, row = F.col("_metadata.file_size"), F.col("_metadata.file_name"), F.col("_metadata.row_index")
     shared = {f.size for f in files if sum(g.size == f.size for g in files) > 1}

@@ -33,7 +33,7 @@ from ..schema import schema_from_json, schema_to_json
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
 from ..streaming.changes import CHANGE_COLUMNS, change_schema
-from .filters import to_predicate
+from .filters import pushdown_predicate
 from .read_schema import check_requested_columns
 
 
@@ -168,7 +168,7 @@ class PushdownReader(MvTableReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         schema = schema_from_json(self.snapshot().table_schema)
         for f in filters:
-            predicate, claim = to_predicate(f, schema)
+            predicate, claim = pushdown_predicate(f, schema)
             if predicate is not None:
                 self.predicates.append(predicate)
             if predicate is not None and claim:

@@ -40,7 +40,7 @@ from ..pinning import PinnedSnapshot, pin_snapshot, pin_ttl_s
 from ..post_commit import open_log
 from .native import Filter, native_frame
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -122,7 +122,7 @@ def create_view(
     if old is not None:
         _release(old)
     _ensure_renewer(ttl_s)
-    log.info("mvtable view %s shows %s at version %s", name, path, resolved)
+    logger.info("mvtable view %s shows %s at version %s", name, path, resolved)
     return view
 
 
@@ -178,7 +178,7 @@ def _release(view: View) -> None:
         try:
             view.pinned.release()
         except PinError as exc:
-            log.warning("could not release the pin of view %s: %s", view.name, exc)
+            logger.warning("could not release the pin of view %s: %s", view.name, exc)
 
 
 def _ensure_renewer(ttl_s: float) -> None:
@@ -210,13 +210,13 @@ def renew_views(*, ttl_s: float | None = None) -> None:
             with _lock:
                 if _views.get(key) is view:
                     del _views[key]
-            log.info("mvtable view %s is gone from its session: released its pin on version %s", view.name, view.version)
+            logger.info("mvtable view %s is gone from its session: released its pin on version %s", view.name, view.version)
             _release(view)
             continue
         try:  # extends the pin; one that expired (a suspended process) is made again if the version is whole
             view.pinned.renew(ttl_s=ttl)
         except MvTableError as exc:
-            log.warning("view %s lost its pin on version %s: %s; refresh_view re-pins it", view.name, view.version, exc)
+            logger.warning("view %s lost its pin on version %s: %s; refresh_view re-pins it", view.name, view.version, exc)
 
 
 def _still_exists(view: View) -> bool:
@@ -231,7 +231,7 @@ def _still_exists(view: View) -> bool:
     try:
         return bool(spark.catalog.tableExists(view.name))
     except Exception as exc:  # a stopped session: its views went with it
-        log.warning("cannot ask the session of view %s whether it exists (%s): releasing its pin", view.name, exc)
+        logger.warning("cannot ask the session of view %s whether it exists (%s): releasing its pin", view.name, exc)
         return False
 
 

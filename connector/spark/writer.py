@@ -23,7 +23,7 @@ from .arrow_types import write_schema
 from .delete_writer import make_delete_writer
 from .keyed_writer import KeyedWriter
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 
 @dataclass
@@ -62,7 +62,7 @@ class IgnoredWrite(DataSourceArrowWriter):
         return SegmentsWritten()
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.info("save mode ignore: a table exists at %s (version %s); nothing was written", self.path, self.version)
+        logger.info("save mode ignore: a table exists at %s (version %s); nothing was written", self.path, self.version)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         pass

@@ -50,7 +50,7 @@ from ..keys.writes import check_absent, commit_keyed, segment_keys
 from ..post_commit import open_log
 from ..segments import DATA_DIR
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 _HADOOP_S3 = ("s3a", "s3n")  # Spark's names for S3; fsspec knows it as s3
 _RECORD_SEARCH = 64  # streaming commits read to name the version of a skipped batch
@@ -236,7 +236,7 @@ def warn_skipped(clog: CommitLog, *, app_id: str, batch_id: int) -> None:
     used: its data is silently dropped. The warning lets the user tell which case it is."""
     version = recorded_at(clog, app_id=app_id, batch_id=batch_id)
     where = f"version {version}" if version is not None else "an earlier version"
-    log.warning(
+    logger.warning(
         "streaming batch %s of application %s was committed already (in %s): skipped, nothing written. "
         "A replay after a restart is expected; if this is a new stream (new checkpoint) reusing txnAppId "
         "%s, its batches are being dropped: give it a new txnAppId",
@@ -311,7 +311,7 @@ def remove_unfinished_batches(io: FileIO, prefix: str) -> list[str]:
                 stray.append(path)
     if stray:
         io.delete(stray)
-        log.info("streaming query start: removed %d file(s) of batches an earlier run never committed", len(stray))
+        logger.info("streaming query start: removed %d file(s) of batches an earlier run never committed", len(stray))
     return stray
 
 

@@ -44,7 +44,7 @@ from .changes import ChangeUnit, units_of
 from .versions import ChangeKind, CommitKind, SegmentChange, normalized_dv
 from .walker import VersionWalker, check_readable, first_version_since
 
-log = logging.getLogger("mvtable.connector")
+logger = logging.getLogger("mvtable.connector")
 
 
 @dataclass(frozen=True, order=True)
@@ -229,7 +229,7 @@ class StreamSource:
                 self._pin = (renew(self.io, self._pin[0], ttl_s=self._ttl_s()), now)
                 return
             except PinError as exc:
-                log.warning("stream pin %s could not be extended (%s); pinning version %s again", self._pin[0], exc, version)
+                logger.warning("stream pin %s could not be extended (%s); pinning version %s again", self._pin[0], exc, version)
         old = self._pin
         self._pin = (pin_version(self.io, version, ttl_s=self._ttl_s(), owner="stream"), now)
         if old is not None:
@@ -251,7 +251,7 @@ class StreamSource:
         try:
             release(self.io, held[0])
         except (OSError, MvTableError) as exc:
-            log.warning("stream pin %s could not be released (%s); it expires by itself (pinTtl)", held[0], exc)
+            logger.warning("stream pin %s could not be released (%s); it expires by itself (pinTtl)", held[0], exc)
 
     def _ttl_s(self) -> float:
         return parse_period(self.pin_ttl or connector_settings().pinTtl, name="pinTtl")

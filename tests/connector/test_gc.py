@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from mvtable import faults
 from mvtable.connector import Table
 from mvtable.connector import gc as table_gc
 from mvtable.connector.pinning import PinnedSnapshot
@@ -334,6 +335,7 @@ def test_a_checkpoint_with_a_bad_row_keeps_the_log_whole(tmp_path):
 
 _GC_CHILD = """
 import json, sys
+from mvtable import faults
 from mvtable.connector import Table
 from mvtable.connector import gc as table_gc
 from mvtable.connector.pinning import PinnedSnapshot
@@ -344,9 +346,9 @@ print(json.dumps({"complete": report.complete, "batches": report.batches}))
 
 def run_gc_child(uri: str, kill_after: int | None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env.pop(table_gc.FAULT_ENV, None)
+    env.pop(faults.FAULT_ENV, None)
     if kill_after is not None:
-        env[table_gc.FAULT_ENV] = f"gc.after_batch:{kill_after}"
+        env[faults.FAULT_ENV] = f"gc.after_batch:{kill_after}"
     return subprocess.run([sys.executable, "-c", _GC_CHILD, uri], env=env, capture_output=True, text=True, timeout=120)
 
 

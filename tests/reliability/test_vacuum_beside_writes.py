@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from mvtable import faults
 from mvtable.connector import Table, writes
 from mvtable.connector.streaming import commit_batch, plan_batch
 from mvtable.connector.write_intents import INTENT_DIR
 from mvtable.errors import CommitFilesMissingError, WriteIntentExpiredError
-from mvtable.lineage import faults
 
 PROPS = {
     "rowGroupRows": "4",

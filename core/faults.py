@@ -10,19 +10,25 @@ nothing committed), ``delete.after_dv_files``, ``vacuum.after_retention_commit``
 ``vacuum.after_data_batch``, ``compact.after_outputs`` (a batch's outputs written, not
 committed), ``compact.after_batch`` (a batch committed, the next not started),
 ``upsert.after_files`` (an upsert's segments written, nothing committed) and
-``gc.after_batch:N`` (see connector.gc).
+``gc.after_batch:N`` (GC dies after its N-th delete batch: ``numbered``).
+
+Every layer names its steps here (the shared core imports no layer), so the commit log and
+the connector's writers, deletes, compaction, vacuum and GC arm their points the same way.
 
 ``run_at(point, action)`` runs ``action`` in this process when a point is reached instead
 (tests run a vacuum there: at every step between a write's files and its commit)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 FAULT_ENV = "MVTABLE_FAULT"
+
+logger = logging.getLogger("mvtable.faults")
 _actions: dict[str, list[Callable[[], None]]] = {}
 
 
@@ -37,6 +43,31 @@ def point(name: str) -> None:
             action()
     if FAULT_ENV in os.environ and name in armed():
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def numbered(name: str) -> int | None:
+    """The count armed as ``<name>:N`` (at least 1), or None when ``name`` is not armed.
+
+    Raises:
+        ValueError: ``N`` is not a number (a test set the variable wrongly).
+    """
+    for item in os.environ.get(FAULT_ENV, "").split(","):
+        point_name, _, arg = item.strip().partition(":")
+        if point_name == name:
+            try:
+                return max(1, int(arg))
+            except ValueError:
+                raise ValueError(f"{FAULT_ENV}: {name} needs a number, not {arg!r}") from None
+    return None
+
+
+def die(what: str) -> None:  # pragma: no cover - the process ends here
+    """SIGKILL this process now (``what`` names it in the log first)."""
+    logger.warning("%s: killing %s process %s", FAULT_ENV, what, os.getpid())
+    kill = getattr(signal, "SIGKILL", None)
+    if kill is not None:
+        os.kill(os.getpid(), kill)
+    os._exit(137)
 
 
 @contextmanager
