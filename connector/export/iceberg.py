@@ -115,7 +115,7 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
         for snap, files in newer_versions(
             snapshots, after=last, location=location, sizes=sizes, skipped=skipped, owner=owner, folder=METADATA_DIR
         ):
-            meta = _add_snapshot(writer, meta, snap, files, placer, location)
+            meta = _OverwriteProducer(writer, meta, snap, files, placer, location).commit()
             new_versions.append(snap.version)
         current = f"{location}/{METADATA_DIR}/v{number}.metadata.json" if number else ""
         if meta is None or not new_versions:
@@ -186,109 +186,133 @@ def _check_metadata(meta: Any) -> tuple[int, str]:
     return last, table_uuid(table_id)
 
 
-def _add_snapshot(
-    writer: MetadataWriter, meta: dict[str, Any] | None, snap: Snapshot, files: list[LiveFile], placer: DVPlacer, location: str
-) -> dict[str, Any]:
-    schema, mapping, last_id = iceberg_schema(snap.table_schema)
-    sid, seq = snapshot_id(snap.version), snap.version + 1
-    tag = uuid.uuid4().hex
-    next_row_id = int((meta or {}).get("next-row-id", 0))
-    manifests = []
-    data_rows = sum(f.num_rows for f in files)
-    if files:
-        entries = [_data_entry(f, snap.version) for f in files]
-        manifests.append(
-            _write_manifest(
-                writer,
-                f"{METADATA_DIR}/{tag}-m0.avro",
-                entries,
-                schema,
-                content=0,
-                sid=sid,
-                seq=seq,
-                first_row_id=next_row_id,
-                location=location,
-            )
+class _OverwriteProducer:
+    """Produces the Iceberg snapshot of one mvtable version (pyiceberg's model: one
+    producer per snapshot operation). Every exported version is an ``overwrite`` that names
+    the whole table, so this is the exporter's only operation: the manifests, their
+    manifest list, the snapshot entry, and the table metadata that adds it, in that order
+    (each file is written before anything that names it)."""
+
+    def __init__(
+        self,
+        writer: MetadataWriter,
+        meta: dict[str, Any] | None,
+        snap: Snapshot,
+        files: list[LiveFile],
+        placer: DVPlacer,
+        location: str,
+    ) -> None:
+        self.writer, self.meta, self.snap, self.files, self.placer, self.location = writer, meta, snap, files, placer, location
+        self.schema, self.mapping, self.last_column_id = iceberg_schema(snap.table_schema)
+        self.sid, self.seq = snapshot_id(snap.version), snap.version + 1
+        self.tag = uuid.uuid4().hex  # names this snapshot's files
+        self.first_row_id = int((meta or {}).get("next-row-id", 0))
+        self.parent = (meta or {}).get("current-snapshot-id")
+        self.data_rows = sum(f.num_rows for f in files)
+
+    def commit(self) -> dict[str, Any]:
+        """Write the snapshot's files; the table metadata with the snapshot added (the
+        caller writes it, once for all the versions of one export)."""
+        data = self._data_manifest()
+        dv_entries = self.placer.entries(self.files, self.tag)
+        deletes = self._delete_manifest(dv_entries)
+        list_path = self._manifest_list([m for m in (data, deletes) if m is not None])
+        return self._table_metadata(self._snapshot(list_path, delete_files=len(dv_entries)))
+
+    def _data_manifest(self) -> dict[str, Any] | None:
+        """Every live segment's Parquet file (None: the version has none)."""
+        if not self.files:
+            return None
+        entries = [_data_entry(f, self.snap.version) for f in self.files]
+        return self._manifest(f"{METADATA_DIR}/{self.tag}-m0.avro", entries, content=0, first_row_id=self.first_row_id)
+
+    def _delete_manifest(self, dv_entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Each segment's deletion vector as a Puffin blob (None: nothing is deleted)."""
+        if not dv_entries:
+            return None
+        return self._manifest(f"{METADATA_DIR}/{self.tag}-m1.avro", dv_entries, content=1, first_row_id=None)
+
+    def _manifest(self, path: str, entries: list[dict[str, Any]], *, content: int, first_row_id: int | None) -> dict[str, Any]:
+        return _write_manifest(
+            self.writer,
+            path,
+            entries,
+            self.schema,
+            content=content,
+            sid=self.sid,
+            seq=self.seq,
+            first_row_id=first_row_id,
+            location=self.location,
         )
-    dv_entries = placer.entries(files, tag)
-    if dv_entries:
-        manifests.append(
-            _write_manifest(
-                writer,
-                f"{METADATA_DIR}/{tag}-m1.avro",
-                dv_entries,
-                schema,
-                content=1,
-                sid=sid,
-                seq=seq,
-                first_row_id=None,
-                location=location,
-            )
-        )
-    parent = (meta or {}).get("current-snapshot-id")
-    list_path = f"{METADATA_DIR}/snap-{sid}-{tag}.avro"
-    writer.write(
-        list_path,
-        avro.container(
-            _MANIFEST_FILE,
-            manifests,
-            metadata={
-                "snapshot-id": str(sid),
-                "parent-snapshot-id": str(parent) if parent is not None else "null",
-                "sequence-number": str(seq),
-                "format-version": "3",
-                "first-row-id": str(next_row_id),
-            },
-        ),
-    )
-    snapshot = {
-        "snapshot-id": sid,
-        "sequence-number": seq,
-        "timestamp-ms": snap.timestamp_ms,
-        "manifest-list": f"{location}/{list_path}",
-        "schema-id": 0,
-        "summary": {
-            "operation": "overwrite",
-            "mvtable.version": str(snap.version),
-            "total-records": str(data_rows - sum(f.dv.cardinality for f in files if f.dv)),
-            "total-data-files": str(len(files)),
-            "total-delete-files": str(len(dv_entries)),
-        },
-        "first-row-id": next_row_id,
-        "added-rows": data_rows,
-    }
-    if parent is not None:
-        snapshot["parent-snapshot-id"] = parent
-    base = meta or {
-        "format-version": 3,
-        "table-uuid": table_uuid(snap.table_id),
-        "location": location,
-        "snapshots": [],
-        "snapshot-log": [],
-        "metadata-log": [],
-    }
-    out = dict(base)
-    out.update(
-        {
-            "last-sequence-number": max(seq, int(base.get("last-sequence-number", 0))),
-            "last-updated-ms": snap.timestamp_ms,
-            "last-column-id": last_id,
-            "current-schema-id": 0,
-            "schemas": [schema],
-            "default-spec-id": 0,
-            "partition-specs": [{"spec-id": 0, "fields": []}],
-            "last-partition-id": 999,
-            "default-sort-order-id": 0,
-            "sort-orders": [{"order-id": 0, "fields": []}],
-            "properties": {"schema.name-mapping.default": json.dumps(mapping), "mvtable.table-id": snap.table_id},
-            "current-snapshot-id": sid,
-            "refs": {"main": {"snapshot-id": sid, "type": "branch"}},
-            "snapshots": [*base["snapshots"], snapshot],
-            "snapshot-log": [*base["snapshot-log"], {"snapshot-id": sid, "timestamp-ms": snap.timestamp_ms}],
-            "next-row-id": next_row_id + data_rows,
+
+    def _manifest_list(self, manifests: list[dict[str, Any]]) -> str:
+        """Write the manifest list; its path."""
+        list_path = f"{METADATA_DIR}/snap-{self.sid}-{self.tag}.avro"
+        metadata = {
+            "snapshot-id": str(self.sid),
+            "parent-snapshot-id": str(self.parent) if self.parent is not None else "null",
+            "sequence-number": str(self.seq),
+            "format-version": "3",
+            "first-row-id": str(self.first_row_id),
         }
-    )
-    return out
+        self.writer.write(list_path, avro.container(_MANIFEST_FILE, manifests, metadata=metadata))
+        return list_path
+
+    def _snapshot(self, list_path: str, *, delete_files: int) -> dict[str, Any]:
+        """The snapshot entry, its summary carrying ``mvtable.version``."""
+        snapshot: dict[str, Any] = {
+            "snapshot-id": self.sid,
+            "sequence-number": self.seq,
+            "timestamp-ms": self.snap.timestamp_ms,
+            "manifest-list": f"{self.location}/{list_path}",
+            "schema-id": 0,
+            "summary": {
+                "operation": "overwrite",
+                "mvtable.version": str(self.snap.version),
+                "total-records": str(self.data_rows - sum(f.dv.cardinality for f in self.files if f.dv)),
+                "total-data-files": str(len(self.files)),
+                "total-delete-files": str(delete_files),
+            },
+            "first-row-id": self.first_row_id,
+            "added-rows": self.data_rows,
+        }
+        if self.parent is not None:
+            snapshot["parent-snapshot-id"] = self.parent
+        return snapshot
+
+    def _table_metadata(self, snapshot: dict[str, Any]) -> dict[str, Any]:
+        """The metadata so far (or a new table's) with ``snapshot`` current, and the
+        schema, name mapping and table id of this version."""
+        base = self.meta or {
+            "format-version": 3,
+            "table-uuid": table_uuid(self.snap.table_id),
+            "location": self.location,
+            "snapshots": [],
+            "snapshot-log": [],
+            "metadata-log": [],
+        }
+        out = dict(base)
+        out.update(
+            {
+                "last-sequence-number": max(self.seq, int(base.get("last-sequence-number", 0))),
+                "last-updated-ms": self.snap.timestamp_ms,
+                "last-column-id": self.last_column_id,
+                "current-schema-id": 0,
+                "schemas": [self.schema],
+                "default-spec-id": 0,
+                "partition-specs": [{"spec-id": 0, "fields": []}],
+                "last-partition-id": 999,
+                "default-sort-order-id": 0,
+                "sort-orders": [{"order-id": 0, "fields": []}],
+                "properties": {"schema.name-mapping.default": json.dumps(self.mapping), "mvtable.table-id": self.snap.table_id},
+                "current-snapshot-id": self.sid,
+                "refs": {"main": {"snapshot-id": self.sid, "type": "branch"}},
+                "snapshots": [*base["snapshots"], snapshot],
+                "snapshot-log": [*base["snapshot-log"], {"snapshot-id": self.sid, "timestamp-ms": self.snap.timestamp_ms}],
+                "next-row-id": self.first_row_id + self.data_rows,
+            }
+        )
+        return out
 
 
 def _data_entry(f: LiveFile, version: int) -> dict[str, Any]:
