@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -126,54 +126,78 @@ class BuiltDV:
     added: int
 
 
-def deletion_actions(
-    io: FileIO,
-    current: Snapshot,
-    bitmaps: Mapping[str, BitMap64],
-    *,
-    inline_max_bytes: int,
-    counted: dict[str, int],
-    written: list[str],
-    built: dict[str, BuiltDV] | None = None,
-    names: Callable[[], str] | None = None,
-) -> list[SetDeletionVector]:
-    """The DV actions that add ``bitmaps`` to ``current``'s deletion vectors (old ∪ new,
-    one cumulative DV per segment that gains a row). ``counted`` is refilled with the rows
-    each segment gains; the DV files written are appended to ``written`` (the caller
-    removes those the commit does not name).
+@dataclass
+class DeleteAttempt:
+    """What one delete commit has built so far, kept across its retries.
 
-    ``built`` (one dict per commit, kept across its retries) makes a retry after a lost
-    race rewrite only the segments whose DV a concurrent commit changed (or whose rows
-    moved): for the others the merged bitmap is the same, so the DV, and the DV file,
-    already written is named again. ``names`` names a DV file (after the write intent that
-    protects it from vacuum until the commit lands: ``write_intents.IntentScope``)."""
-    built = {} if built is None else built
-    merged: dict[str, BitMap64] = {}
-    for sid, bm in bitmaps.items():
-        base = current.dvs.get(sid)
-        before = built.get(sid)
-        if before is not None and before.base == base and (before.rows is bm or before.rows == bm):
-            continue
-        old = load_deleted(io, current, sid)
-        union = old | bm
-        built[sid] = BuiltDV(base, bm, None, len(union) - len(old))
-        if len(union) != len(old):
-            merged[sid] = union
-    if merged:
+    A retry after a lost race rewrites only the segments whose DV a concurrent commit
+    changed (or whose rows moved): for the others the merged bitmap is the same, so the DV
+    (and the DV file) an earlier attempt wrote is named again. Every DV file written is
+    remembered, so that those the landed commit does not name can be removed."""
+
+    built: dict[str, BuiltDV] = field(default_factory=dict)  # per segment, what the latest attempt built
+    written: list[str] = field(default_factory=list)  # DV files of every attempt
+    counted: dict[str, int] = field(default_factory=dict)  # rows each segment gains in the latest attempt
+    remapped: int = 0  # rows the latest attempt found moved by a compaction since the read
+    # names a DV file after the write intent that protects it from vacuum until the commit
+    # lands (``write_intents.IntentScope``); None: a random name
+    names: Callable[[], str] | None = None
+
+    @property
+    def deleted(self) -> int:
+        return sum(self.counted.values())
+
+    def actions(
+        self, io: FileIO, current: Snapshot, bitmaps: Mapping[str, BitMap64], *, inline_max_bytes: int
+    ) -> list[SetDeletionVector]:
+        """The DV actions that add ``bitmaps`` to ``current``'s deletion vectors (old ∪ new,
+        one cumulative DV per segment that gains a row)."""
+        merged = self._merge(io, current, bitmaps)
+        if merged:
+            self._write(io, current, merged, inline_max_bytes=inline_max_bytes)
+        faults.point("delete.after_dv_files")
+        return self._count(bitmaps)
+
+    def _merge(self, io: FileIO, current: Snapshot, bitmaps: Mapping[str, BitMap64]) -> dict[str, BitMap64]:
+        """The cumulative DVs of the segments this attempt must write again (the others
+        were built against the same DV with the same rows)."""
+        merged: dict[str, BitMap64] = {}
+        for sid, bm in bitmaps.items():
+            base = current.dvs.get(sid)
+            before = self.built.get(sid)
+            if before is not None and before.base == base and (before.rows is bm or before.rows == bm):
+                continue
+            old = load_deleted(io, current, sid)
+            union = old | bm
+            self.built[sid] = BuiltDV(base, bm, None, len(union) - len(old))
+            if len(union) != len(old):
+                merged[sid] = union
+        return merged
+
+    def _write(self, io: FileIO, current: Snapshot, merged: dict[str, BitMap64], *, inline_max_bytes: int) -> None:
         data_files = {sid: location_uri(io.uri, current.segments[sid].file.path) for sid in merged}
-        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files, file_id=names)
-        written.extend({loc.path for loc in locations.values() if loc.path})
+        locations = write_dvs(io, merged, inline_max_bytes=inline_max_bytes, data_files=data_files, file_id=self.names)
+        self.written.extend({loc.path for loc in locations.values() if loc.path})
         for sid, location in locations.items():
-            built[sid] = dataclasses.replace(built[sid], dv=location)
-    faults.point("delete.after_dv_files")
-    counted.clear()
-    actions = []
-    for sid in bitmaps:
-        done = built[sid]
-        if done.dv is not None:
-            counted[sid] = done.added
-            actions.append(SetDeletionVector(segment_id=sid, dv=done.dv))
-    return actions
+            self.built[sid] = dataclasses.replace(self.built[sid], dv=location)
+
+    def _count(self, bitmaps: Mapping[str, BitMap64]) -> list[SetDeletionVector]:
+        self.counted.clear()
+        actions = []
+        for sid in bitmaps:
+            done = self.built[sid]
+            if done.dv is not None:
+                self.counted[sid] = done.added
+                actions.append(SetDeletionVector(segment_id=sid, dv=done.dv))
+        return actions
+
+    def metrics(self) -> dict[str, int]:
+        return {"deleted_rows": self.deleted, "touched_segments": len(self.counted), "remapped_rows": self.remapped}
+
+    def cleanup(self, io: FileIO, result: CommitResult | None) -> None:
+        """Remove the DV files of attempts that did not land (all of them without ``result``)."""
+        kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path} if result else set()
+        io.delete(sorted(set(self.written) - kept))
 
 
 def commit_deletes(
@@ -186,64 +210,51 @@ def commit_deletes(
     operation: Operation = Operation.DELETE,
     parameters: dict | None = None,
 ) -> DeleteResult:
+    """Delete the rows at ``positions`` (segment id -> row positions of ``read``) in one commit.
+
+    Raises:
+        InvalidRowAddressError: a segment is unknown or not visible at ``read``, or a position
+            is past its end (nothing is committed).
+    """
     bitmaps = {sid: p if isinstance(p, BitMap64) else bitmap_from_array(np.asarray(p)) for sid, p in positions.items() if len(p)}
     validate_addresses(read, bitmaps)
-    new_rows = {sid: bm - load_deleted(io, read, sid) for sid, bm in bitmaps.items()}
-    if not any(len(bm) for bm in new_rows.values()):
+    if not any(len(bm - load_deleted(io, read, sid)) for sid, bm in bitmaps.items()):
         return DeleteResult(0, None, 0)
-
-    written: list[str] = []  # DV files of every attempt; those the commit does not name are removed
-    counted: dict[str, int] = {}
-    built: dict[str, BuiltDV] = {}  # per segment, what the last attempt wrote (see deletion_actions)
+    attempt = DeleteAttempt()
     moves = CompactionMoves(log, read.version)  # compactions since the read: their row maps
-    remapped = [0]
     # DV files are named after a write intent, taken before the first one is written:
     # vacuum leaves them alone until the commit landed (or the intent's lease ended)
     with IntentScope(io, operation=str(operation)) as scope:
-        names = scope.new_id
+        attempt.names = scope.new_id
 
         def build(current: Snapshot) -> list[SetDeletionVector]:
             # rows of segments compacted since the read are deleted where they are now
-            targets, remapped[0] = relocate(io, moves, current, bitmaps)
+            targets, attempt.remapped = relocate(io, moves, current, bitmaps)
             ops.require_visible(current, list(targets), what="delete")
-            actions = deletion_actions(
-                io,
-                current,
-                targets,
-                inline_max_bytes=inline_max_bytes,
-                counted=counted,
-                written=written,
-                built=built,
-                names=names,
-            )
+            actions = attempt.actions(io, current, targets, inline_max_bytes=inline_max_bytes)
             if not actions:  # concurrent deletes (or a compaction) got every row first
                 raise NothingToCommit("every addressed row is deleted already")
             return actions
 
         try:
-            result: CommitResult = log.commit(
+            result = log.commit(
                 read=read,
                 current=log.catch_up(read),
                 operation=operation,
                 build=build,
                 parameters=parameters or {},
-                metrics=lambda: {
-                    "deleted_rows": sum(counted.values()),
-                    "touched_segments": len(counted),
-                    "remapped_rows": remapped[0],
-                },
+                metrics=attempt.metrics,
             )
         except NothingToCommit:
-            io.delete(sorted(set(written)))
-            return DeleteResult(0, None, 0, remapped[0])
+            attempt.cleanup(io, None)
+            return DeleteResult(0, None, 0, attempt.remapped)
         except CommitStateUnknownError:
             raise  # the commit may still land: its DV files stay (vacuum collects them if it never does)
         except BaseException:
-            io.delete(sorted(set(written)))  # nothing of ours landed: our DV files are orphans
+            attempt.cleanup(io, None)  # nothing of ours landed: our DV files are orphans
             raise
-        kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path}
         try:  # landed: a DV file of a lost attempt that cannot be removed is only an orphan
-            io.delete([p for p in set(written) - kept])
+            attempt.cleanup(io, result)
         except Exception as exc:
             logger.warning("version %s landed; removing DV files of earlier attempts failed: %s", result.commit.version, exc)
-    return DeleteResult(sum(counted.values()), result.commit.version, len(counted), remapped[0])
+    return DeleteResult(attempt.deleted, result.commit.version, len(attempt.counted), attempt.remapped)

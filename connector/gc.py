@@ -39,7 +39,7 @@ from mvtable.errors import CorruptMetadataError, VersionNotFoundError
 from mvtable.lineage.log import LOG_DIR, CommitLog, Listing
 from mvtable.lineage.log_retention import LogRetentionPlan, plan_log_retention
 from mvtable.lineage.summary import CommitSummary, TableSummary, apply_summary
-from mvtable.storage import FileIO
+from mvtable.storage import FileInfo, FileIO
 from mvtable.visibility.files import DV_DIR
 from mvtable.visibility.gc import DVGCPlan, batches, plan_dv_gc
 from mvtable.visibility.pins import PIN_DIR
@@ -235,7 +235,9 @@ def _describe(report: GCReport, plan: GCPlan) -> None:
 
 # -- planning (reads only) --------------------------------------------------------------
 def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = None, force: bool = True) -> GCPlan:
-    """``force=False``: ``OrphanGraceTooShortError`` for a table whose orphanGracePeriod is
+    """Read the table and decide what each phase deletes (nothing is changed).
+
+    ``force=False``: ``OrphanGraceTooShortError`` for a table whose orphanGracePeriod is
     below the safe minimum (vacuum checks it itself)."""
     io = commit_log.io
     # The DV folder is listed before the log is read: a DV file committed by then is seen
@@ -248,74 +250,103 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
     latest = summaries.at(listing.latest)
     props = TableProperties.of(latest.properties)
     write_intents.check_grace(props.orphan_grace_s, period=props.orphanGracePeriod, force=force)
-    history = {h.version: h.timestamp_ms for h in latest.history}
-    pinned = [p.version for p in pins.live]
-
+    version_retention_s = props.version_retention_s if retention_s is None else retention_s
     retention = plan_log_retention(
         listing,
-        history,
+        {h.version: h.timestamp_ms for h in latest.history},
         now_ms=now_ms,
-        retention_s=props.version_retention_s if retention_s is None else retention_s,
-        pinned_versions=pinned,
+        retention_s=version_retention_s,
+        pinned_versions=[p.version for p in pins.live],
     )
-    # Never cut the log below a checkpoint that cannot be read back: CommitLog.snapshot
-    # falls back from a bad checkpoint only while every older commit file is there, so
-    # after a cut every version from that checkpoint on would become unreadable.
-    base: TableSummary | None = None
-    if retention.checkpoint is not None:
-        for c in (c for c in listing.checkpoints if retention.checkpoint <= c <= latest.version):
-            try:
-                checked = summaries.checkpoint(c, full_check=True)
-            except (CorruptMetadataError, FileNotFoundError) as exc:
-                logger.warning("GC: checkpoint %s is unreadable (%s); keeping every log file this run", c, exc)
-                retention = dataclasses.replace(retention, delete_commits=(), delete_checkpoints=())
-                break
-            if c == retention.checkpoint:
-                base = checked
+    retention, base = _readable_cut(summaries, listing, retention, latest)
     safe = retention.safe_version
-
-    # DV paths every readable version from the safe one on references.
     start = _oldest_readable(summaries, listing, safe, latest)
-    needed = start.dv_paths
-    for v in range(start.version + 1, latest.version + 1):
-        needed.update(summaries.commit(v).dv_paths)
-    # DV paths older committed versions reference (superseded unless needed): what the
-    # log still knows. It starts at its oldest checkpoint (where an earlier GC cut it) or
-    # at commit 0, and every later commit names the DVs it set.
-    superseded = base.dv_paths if base is not None else set()
-    first = listing.checkpoints[0] if listing.checkpoints else None
-    if first is not None and first <= start.version and (base is None or first != base.version):
-        try:
-            superseded.update(summaries.checkpoint(first).dv_paths)
-        except (CorruptMetadataError, FileNotFoundError) as exc:  # its DVs wait for the grace period
-            logger.warning("GC: cannot read checkpoint %s (%s)", first, exc)
-    for v in listing.commits:
-        if v > start.version:
-            break
-        try:
-            superseded.update(summaries.commit(v).dv_paths)
-        except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad: its DVs wait for the grace period
-            logger.warning("GC: cannot read log version %s (%s)", v, exc)
     dv = _spare_writes_in_flight(
-        io, plan_dv_gc(dv_listing, needed=needed, superseded=superseded, now_ms=now_ms, grace_s=props.orphan_grace_s), now_ms
+        io,
+        plan_dv_gc(
+            dv_listing,
+            needed=_needed_dvs(summaries, start, latest),
+            superseded=_superseded_dvs(summaries, listing, start, base),
+            now_ms=now_ms,
+            grace_s=props.orphan_grace_s,
+        ),
+        now_ms,
     )
-
-    sizes = {f"{DV_DIR}/{i.name}": int(i.size or 0) for i in dv_listing}
-    sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
-    sizes.update({f"{PIN_DIR}/{i.name}": int(i.size or 0) for i in io.list(PIN_DIR)})
     phases = [("dv", list(dv.delete)), ("log", retention.paths), ("pins", list(pins.expired))]
     held_back = [
         *version_holds(
             pins.live,
             retention_version=retention.retention_version,
             latest=latest.version,
-            retention_s=props.version_retention_s if retention_s is None else retention_s,
+            retention_s=version_retention_s,
             now_ms=now_ms,
         ),
         *grace_hold(dv.kept_in_grace, what="deletion-vector file(s)", grace_s=props.orphan_grace_s),
         *checkpoint_hold(safe_version=safe, checkpoint=retention.checkpoint, interval=props.checkpointInterval),
     ]
-    return GCPlan(safe, retention, dv, phases, sizes, held_back)
+    return GCPlan(safe, retention, dv, phases, _sizes(io, dv_listing), held_back)
+
+
+def _readable_cut(
+    summaries: _Summaries, listing: Listing, retention: LogRetentionPlan, latest: TableSummary
+) -> tuple[LogRetentionPlan, TableSummary | None]:
+    """``retention`` and the summary of the checkpoint it cuts the log at; or, when a
+    checkpoint from there on cannot be read back, ``retention`` keeping every log file.
+
+    Never cut the log below a checkpoint that cannot be read back: CommitLog.snapshot
+    falls back from a bad checkpoint only while every older commit file is there, so
+    after a cut every version from that checkpoint on would become unreadable."""
+    base: TableSummary | None = None
+    if retention.checkpoint is None:
+        return retention, base
+    for c in (c for c in listing.checkpoints if retention.checkpoint <= c <= latest.version):
+        try:
+            checked = summaries.checkpoint(c, full_check=True)
+        except (CorruptMetadataError, FileNotFoundError) as exc:
+            logger.warning("GC: checkpoint %s is unreadable (%s); keeping every log file this run", c, exc)
+            return dataclasses.replace(retention, delete_commits=(), delete_checkpoints=()), base
+        if c == retention.checkpoint:
+            base = checked
+    return retention, base
+
+
+def _needed_dvs(summaries: _Summaries, start: TableSummary, latest: TableSummary) -> set[str]:
+    """DV paths every readable version from ``start`` (the safe one, or the oldest
+    readable after it) to the latest references."""
+    needed = start.dv_paths
+    for v in range(start.version + 1, latest.version + 1):
+        needed.update(summaries.commit(v).dv_paths)
+    return needed
+
+
+def _superseded_dvs(summaries: _Summaries, listing: Listing, start: TableSummary, base: TableSummary | None) -> set[str]:
+    """DV paths older committed versions reference (superseded unless needed): what the
+    log still knows. It starts at its oldest checkpoint (where an earlier GC cut it) or at
+    commit 0, and every later commit names the DVs it set. A file that cannot be read is
+    skipped: its DVs wait for the grace period."""
+    superseded = base.dv_paths if base is not None else set()
+    first = listing.checkpoints[0] if listing.checkpoints else None
+    if first is not None and first <= start.version and (base is None or first != base.version):
+        try:
+            superseded.update(summaries.checkpoint(first).dv_paths)
+        except (CorruptMetadataError, FileNotFoundError) as exc:
+            logger.warning("GC: cannot read checkpoint %s (%s)", first, exc)
+    for v in listing.commits:
+        if v > start.version:
+            break
+        try:
+            superseded.update(summaries.commit(v).dv_paths)
+        except (VersionNotFoundError, CorruptMetadataError) as exc:  # gone or bad
+            logger.warning("GC: cannot read log version %s (%s)", v, exc)
+    return superseded
+
+
+def _sizes(io: FileIO, dv_listing: list[FileInfo]) -> dict[str, int]:
+    """The size of every file a phase may delete (DV files as listed before the log was read)."""
+    sizes = {f"{DV_DIR}/{i.name}": int(i.size or 0) for i in dv_listing}
+    sizes.update({f"{LOG_DIR}/{i.name}": int(i.size or 0) for i in io.list(LOG_DIR)})
+    sizes.update({f"{PIN_DIR}/{i.name}": int(i.size or 0) for i in io.list(PIN_DIR)})
+    return sizes
 
 
 def _spare_writes_in_flight(io: FileIO, dv: DVGCPlan, now_ms: int) -> DVGCPlan:

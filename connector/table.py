@@ -30,8 +30,8 @@ from . import recovery, write_intents, writes
 from .deletes import commit_deletes, matching_positions
 from .export import ExportResult, export
 from .expressions import check_filter, referenced_columns
+from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
-from .keys.writes import write_keyed
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version

@@ -24,7 +24,7 @@ from mvtable.storage import FileIO, open_file_io
 
 from . import writes
 from .key_index import index_path
-from .keys.writes import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
+from .keys.commit import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
 from .post_commit import open_log
 from .results import DeleteResult, UpsertResult
 from .segments import write_segments

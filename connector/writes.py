@@ -39,8 +39,8 @@ from mvtable.storage import open_file_io
 from . import recovery, write_intents
 from .casting import cast_columns
 from .key_index import index_path
+from .keys.commit import KeyedRows, check_absent, commit_keyed, segment_keys
 from .keys.validate import check_key_columns, check_key_schema, same_key
-from .keys.writes import KeyedRows, check_absent, commit_keyed, segment_keys
 from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log

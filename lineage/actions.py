@@ -319,9 +319,15 @@ def readable_format(doc: Any, *, checked: bool, source: str) -> int:
 _commit_adapter = TypeAdapter(Commit)
 
 
-def check_envelope(data: bytes, *, source: str, what: str, version: int = FORMAT_VERSION) -> None:
-    """The checks that explain why a metadata file failed schema validation: JSON, an
-    object, and a format version (``version``) this code reads. Failures name the file."""
+def check_envelope(
+    data: bytes, *, source: str, what: str, version: int = FORMAT_VERSION, checked: bool | None = None
+) -> dict[str, Any]:
+    """The parsed document, once it passes the checks that explain why a metadata file
+    failed schema validation: JSON, an object, and a format version (``version``) this code
+    reads. Failures name the file (GC's light parser reads commits through it too).
+
+    ``checked`` (a commit: whether it carried its checksum, see ``unseal``) makes the
+    version the one ``readable_format`` says such a commit must state."""
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -329,8 +335,11 @@ def check_envelope(data: bytes, *, source: str, what: str, version: int = FORMAT
     if not isinstance(raw, dict):
         raise CorruptMetadataError(source, f"a {what} must be a JSON object")
     fmt = raw.get("format")
+    if checked is not None:
+        version = readable_format(fmt, checked=checked, source=source)
     if fmt != version or isinstance(fmt, bool):
         raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {version})")
+    return raw
 
 
 def parse_commit(data: bytes, *, source: str, expected_version: int | None = None) -> Commit:
@@ -344,15 +353,7 @@ def parse_commit(data: bytes, *, source: str, expected_version: int | None = Non
         # strict: a hostile "version": "3" or true is an error, not silently an int
         commit = _commit_adapter.validate_json(data, strict=True)
     except ValidationError as exc:
-        version = FORMAT_VERSION if checked else UNCHECKED_FORMAT_VERSION
-        if not checked:
-            try:
-                raw = json.loads(data)
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                raw = None
-            if isinstance(raw, dict):
-                readable_format(raw.get("format"), checked=False, source=source)
-        check_envelope(data, source=source, what="commit", version=version)
+        check_envelope(data, source=source, what="commit", checked=checked)
         raise validation_error(source, exc) from None
     fmt = readable_format(commit.format, checked=checked, source=source)
     check_identity(commit, source=source, format_version=fmt, expected_version=expected_version)
@@ -366,8 +367,14 @@ def check_identity(doc: Any, *, source: str, format_version: int, expected_versi
     fmt = doc.format if "format" in doc.model_fields_set else None
     if fmt != format_version:
         raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {format_version})")
-    if expected_version is not None and doc.version != expected_version:
-        raise CorruptMetadataError(source, f"file holds version {doc.version}, expected {expected_version}")
+    check_version(doc.version, source=source, expected_version=expected_version)
+
+
+def check_version(version: int, *, source: str, expected_version: int | None) -> None:
+    """The version a file holds must be the one its name promises (``expected_version``;
+    None: no promise)."""
+    if expected_version is not None and version != expected_version:
+        raise CorruptMetadataError(source, f"file holds version {version}, expected {expected_version}")
 
 
 def validation_error(source: str, exc: ValidationError) -> CorruptMetadataError:

@@ -15,18 +15,28 @@ strictly.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import CorruptMetadataError, UnsupportedFormatError
+from mvtable.errors import CorruptMetadataError
 from mvtable.ids import ID_RE as _ID
 from mvtable.paths import check_relative_path
 
-from .actions import readable_format, unseal, validation_error
+from .actions import (
+    AddSegment,
+    CompactSegments,
+    MetadataAction,
+    RemoveSegment,
+    SetDeletionVector,
+    check_envelope,
+    check_version,
+    unseal,
+    validation_error,
+)
 from .enums import Operation
 from .snapshot import HistoryItem, Snapshot
 
@@ -95,64 +105,98 @@ def apply_summary(state: TableSummary, commit: CommitSummary) -> None:
 
 def parse_commit_summary(data: bytes, *, source: str, expected_version: int | None = None) -> CommitSummary:
     """The parts of a commit file GC uses. Failures name the file, with the same error
-    types as ``actions.parse_commit``, the checksum verified as there."""
+    types as ``actions.parse_commit``, whose checksum, envelope and version checks it shares."""
     data, checked = unseal(data, source=source)
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise CorruptMetadataError(source, f"not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise CorruptMetadataError(source, "a commit must be a JSON object")
-    fmt = doc.get("format")
-    expected = readable_format(fmt, checked=checked, source=source)
-    if fmt != expected or isinstance(fmt, bool):
-        raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {expected})")
+    doc = check_envelope(data, source=source, what="commit", checked=checked)
     version = _int(doc, "version", source)
-    if expected_version is not None and version != expected_version:
-        raise CorruptMetadataError(source, f"file holds version {version}, expected {expected_version}")
+    check_version(version, source=source, expected_version=expected_version)
     timestamp_ms = _int(doc, "timestamp_ms", source)
+    operation, actions = _operation_and_actions(doc, source)
+    parts = _ActionParts(source)
+    for i, action in enumerate(actions):
+        parts.add(i, action)
+    return CommitSummary(
+        version, timestamp_ms, operation, parts.properties, tuple(parts.set_dvs), tuple(parts.removed), tuple(parts.row_map_dvs)
+    )
+
+
+def _operation_and_actions(doc: dict[str, Any], source: str) -> tuple[Operation, list[Any]]:
     raw_operation = doc.get("operation")
     actions = doc.get("actions", [])
     if not isinstance(raw_operation, str) or not isinstance(actions, list):
         raise CorruptMetadataError(source, "invalid content: 'operation' must be a string and 'actions' a list")
     try:
-        operation = Operation(raw_operation)
+        return Operation(raw_operation), actions
     except ValueError:
         raise CorruptMetadataError(
             source, f"invalid content: operation {raw_operation!r} is not one of {[o.value for o in Operation]}"
         ) from None
+
+
+@dataclass
+class _ActionParts:
+    """What a summary keeps of a commit's actions, read one action at a time: each kind GC
+    relies on has its reader (``_READERS``), every other kind is skipped unread."""
+
+    source: str
     properties: dict[str, str] | None = None
-    set_dvs: list[tuple[str, str | None]] = []
-    removed: list[str] = []
-    row_map_dvs: list[str] = []
-    for i, action in enumerate(actions):
+    set_dvs: list[tuple[str, str | None]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    row_map_dvs: list[str] = field(default_factory=list)
+
+    def add(self, i: int, action: Any) -> None:
         kind = action.get("kind") if isinstance(action, dict) else None
-        if kind == "dv":
-            sid = _id(action, "segment_id", source, i)
-            set_dvs.append((sid, _dv_path(action.get("dv"), source)))
-        elif kind == "add":
-            # GC never opens segment files, but a log naming a path outside the table is
-            # hostile: refuse it here as every other reader of the log does.
-            segment = action.get("segment")
-            path = segment.get("path") if isinstance(segment, dict) else None
-            if not isinstance(path, str):
-                raise CorruptMetadataError(source, f"invalid content: actions.{i}.segment.path must be a string")
-            check_relative_path(path, source=source)
-        elif kind == "remove":
-            removed.append(_id(action, "segment_id", source, i))
-        elif kind == "compact":
-            for inp in _list(action, "inputs", source, i):
-                removed.append(_id(inp, "segment_id", source, i))
-                if inp.get("dv") is not None:
-                    row_map_dvs.extend(p for p in [_dv_path(inp.get("dv"), source)] if p)
-        elif kind == "metadata":
-            props = action.get("properties", {})
-            if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
-                raise CorruptMetadataError(source, f"invalid content: actions.{i}.properties must map strings to strings")
-            properties = props
-        elif not isinstance(kind, str):
-            raise CorruptMetadataError(source, f"invalid content: actions.{i} has no 'kind'")
-    return CommitSummary(version, timestamp_ms, operation, properties, tuple(set_dvs), tuple(removed), tuple(row_map_dvs))
+        if not isinstance(kind, str):
+            raise CorruptMetadataError(self.source, f"invalid content: actions.{i} has no 'kind'")
+        read = _READERS.get(kind)
+        if read is not None:
+            read(self, i, action)
+
+    def set_dv(self, i: int, action: dict[str, Any]) -> None:
+        sid = _id(action, "segment_id", self.source, i)
+        self.set_dvs.append((sid, _dv_path(action.get("dv"), self.source)))
+
+    def add_segment(self, i: int, action: dict[str, Any]) -> None:
+        # GC never opens segment files, but a log naming a path outside the table is
+        # hostile: refuse it here as every other reader of the log does.
+        segment = action.get("segment")
+        path = segment.get("path") if isinstance(segment, dict) else None
+        if not isinstance(path, str):
+            raise CorruptMetadataError(self.source, f"invalid content: actions.{i}.segment.path must be a string")
+        check_relative_path(path, source=self.source)
+
+    def remove_segment(self, i: int, action: dict[str, Any]) -> None:
+        self.removed.append(_id(action, "segment_id", self.source, i))
+
+    def compact(self, i: int, action: dict[str, Any]) -> None:
+        for inp in _list(action, "inputs", self.source, i):
+            self.removed.append(_id(inp, "segment_id", self.source, i))
+            if inp.get("dv") is not None:
+                path = _dv_path(inp.get("dv"), self.source)
+                if path:
+                    self.row_map_dvs.append(path)
+
+    def metadata(self, i: int, action: dict[str, Any]) -> None:
+        props = action.get("properties", {})
+        if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+            raise CorruptMetadataError(self.source, f"invalid content: actions.{i}.properties must map strings to strings")
+        self.properties = props
+
+
+def _kind(model: type[BaseModel]) -> str:
+    """The ``kind`` an action model is written with: ``actions`` spells each one once."""
+    kind = model.model_fields["kind"].default
+    assert isinstance(kind, str), f"{model.__name__} has no kind"
+    return kind
+
+
+_READERS: dict[str, Callable[[_ActionParts, int, dict[str, Any]], None]] = {
+    _kind(SetDeletionVector): _ActionParts.set_dv,
+    _kind(AddSegment): _ActionParts.add_segment,
+    _kind(RemoveSegment): _ActionParts.remove_segment,
+    _kind(CompactSegments): _ActionParts.compact,
+    _kind(MetadataAction): _ActionParts.metadata,
+}
 
 
 def _int(doc: dict[str, Any], key: str, source: str) -> int:

@@ -22,8 +22,8 @@ from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
+from .commit import commit_keyed, present_keys, segment_keys
 from .validate import describe_keys, key_tuples
-from .writes import commit_keyed, present_keys, segment_keys
 
 __all__ = ["commit_publish"]
 

@@ -20,8 +20,8 @@ from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
+from .commit import commit_keyed, live_segment_keys, present_keys
 from .validate import describe_keys, key_tuples
-from .writes import commit_keyed, live_segment_keys, present_keys
 
 __all__ = ["commit_rollback"]
 

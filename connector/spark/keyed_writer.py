@@ -23,8 +23,8 @@ from mvtable.storage import FileIO, open_file_io
 from .. import recovery, write_intents, writes
 from ..key_hashing import hash_keys
 from ..key_index import index_path
+from ..keys.commit import KeyedDeletes, KeyedRows, check_absent, lookup, segment_keys
 from ..keys.validate import check_unique, key_table
-from ..keys.writes import KeyedDeletes, KeyedRows, check_absent, lookup, segment_keys
 from ..segments import SegmentWriter
 from ..upsert import commit_upsert
 

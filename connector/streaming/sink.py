@@ -46,7 +46,7 @@ from mvtable.storage import FileIO, open_file_io
 
 from .. import write_intents, writes
 from ..key_index import segment_path_of
-from ..keys.writes import check_absent, commit_keyed, segment_keys
+from ..keys.commit import check_absent, commit_keyed, segment_keys
 from ..post_commit import open_log
 from ..segments import DATA_DIR
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvtable import Table
-from mvtable.connector.keys.writes import keyed_rows, lookup
+from mvtable.connector.keys.commit import keyed_rows, lookup
 from mvtable.connector.stats import Predicate
 from mvtable.errors import MvTableError
 

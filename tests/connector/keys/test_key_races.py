@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mvtable.connector import Table, writes
-from mvtable.connector.keys.writes import KeyedDeletes, keyed_rows, lookup, write_keyed
+from mvtable.connector.keys.commit import KeyedDeletes, keyed_rows, lookup, write_keyed
 from mvtable.connector.segments import write_segments
 from mvtable.connector.upsert import commit_upsert
 from mvtable.errors import DuplicateKeyError

@@ -12,7 +12,7 @@ import pytest
 from mvtable.connector import Table
 from mvtable.connector.describe import inspect_table
 from mvtable.connector.key_index import INDEX_SUFFIX, forget_filters, index_cached, read_index
-from mvtable.connector.keys.writes import keyed_rows, lookup
+from mvtable.connector.keys.commit import keyed_rows, lookup
 from mvtable.errors import (
     DuplicateKeyError,
     InvalidOptionError,

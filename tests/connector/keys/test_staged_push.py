@@ -13,8 +13,8 @@ import pytest
 
 from mvtable.connector import Table, writes
 from mvtable.connector.key_hashing import hash_keys
+from mvtable.connector.keys.commit import write_keyed
 from mvtable.connector.keys.publish import commit_publish
-from mvtable.connector.keys.writes import write_keyed
 from mvtable.connector.segments import write_segments
 from mvtable.errors import DuplicateKeyError, VersionNotFoundError
 from mvtable.lineage import operations as ops

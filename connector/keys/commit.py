@@ -1,4 +1,4 @@
-"""Keyed writes: duplicate-free appends, upsert and delete by key, each one commit.
+"""Keyed commits: duplicate-free appends, upsert and delete by key, each one commit.
 
 Every keyed write looks its keys up in the snapshot it read (``lookup``), then commits
 through ``commit_keyed``: on each attempt the builder checks its key hashes against every
@@ -30,7 +30,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array
 
-from ..deletes import BuiltDV, deletion_actions
+from ..deletes import DeleteAttempt
 from ..key_hashing import hash_keys
 from ..key_index import index_path
 from ..scan import ScanTask, task_masks
@@ -212,47 +212,66 @@ def commit_keyed(
 
     ``on_new_rows(snapshot, segment_ids)`` is called when some did: it looks at those
     segments of the newer snapshot and raises (an append's ``DuplicateKeyError``) or takes
-    the rows it finds into account (upsert, delete by key); the commit is then retried.
-    ``since`` is the snapshot the keys were last checked against when that is older than
-    ``read`` (a staged push is published long after its data was checked)."""
-    checked = since if since is not None else read
-    recorded: list[Action] = [inserted_keys(rows.columns, rows.hashes)] if record else []
-    commits: dict[int, Commit] = {}
-    seen: list[Snapshot] = []
+    the rows it finds into account (upsert, delete by key); the attempt then builds against
+    that snapshot. The look happens inside the commit's own attempts, so a keyed commit
+    retries in one loop, the commit log's. ``since`` is the snapshot the keys were last
+    checked against when that is older than ``read`` (a staged push is published long
+    after its data was checked).
 
-    def effects(cur: Snapshot) -> list[tuple[int, Any]]:
-        for v in range(checked.version + 1, cur.version + 1):
-            if v not in commits:
-                commits[v] = clog.read_commit(v)
-        cardinality = {sid: ref.cardinality for sid, ref in checked.dvs.items()}
-        return key_effects([commits[v] for v in range(checked.version + 1, cur.version + 1)], cardinality)
+    Raises:
+        ConcurrentKeyError: concurrent commits touched the keys too many times in a row.
+    """
+    keys = _KeyCheck(clog, rows, operation, on_new_rows, checked=since if since is not None else read)
+    recorded: list[Action] = [inserted_keys(rows.columns, rows.hashes)] if record else []
 
     def checked_build(cur: Snapshot) -> Sequence[Action]:
-        hits = possible_conflicts(rows.hashes, effects(cur))
-        if hits:
-            seen.append(cur)
-            raise ConcurrentKeyError(f"commits {hits[:5]} may have inserted keys this {operation.lower()} writes")
+        keys.look_again(cur)
         return [*build(cur), *recorded]
 
-    for _ in range(MAX_KEY_RECHECKS):
-        try:
-            return clog.commit(
-                read=read,
-                current=current,
-                operation=operation,
-                build=checked_build,
-                parameters={**(parameters or {}), "primary_key": list(rows.columns)},
-                metrics=metrics,
-            )
-        except ConcurrentKeyError:
-            if not seen:
-                raise
-            newer = seen.pop()
-            on_new_rows(newer, changed_segments(checked, newer))
-            checked = current = newer
-    raise ConcurrentKeyError(
-        f"{operation.lower()}: concurrent commits touched its keys {MAX_KEY_RECHECKS} times in a row; run it again"
+    return clog.commit(
+        read=read,
+        current=current,
+        operation=operation,
+        build=checked_build,
+        parameters={**(parameters or {}), "primary_key": list(rows.columns)},
+        metrics=metrics,
     )
+
+
+@dataclass
+class _KeyCheck:
+    """The keys of one keyed commit and the snapshot they were last looked at in, checked
+    again on each attempt against every commit since (their key filters, read once)."""
+
+    clog: CommitLog
+    rows: KeyedRows
+    operation: Operation
+    on_new_rows: Callable[[Snapshot, list[str]], None]
+    checked: Snapshot
+    commits: dict[int, Commit] = field(default_factory=dict)
+    looks: int = 0
+
+    def look_again(self, cur: Snapshot) -> None:
+        """Nothing when no commit up to ``cur`` may have made one of the keys visible;
+        else ``on_new_rows`` looks at what those commits made visible and ``cur`` becomes
+        the last look."""
+        if not possible_conflicts(self.rows.hashes, self._effects(cur)):
+            return
+        self.looks += 1
+        self.on_new_rows(cur, changed_segments(self.checked, cur))
+        self.checked = cur
+        if self.looks >= MAX_KEY_RECHECKS:
+            raise ConcurrentKeyError(
+                f"{self.operation.lower()}: concurrent commits touched its keys {MAX_KEY_RECHECKS} times in a row; run it again"
+            )
+
+    def _effects(self, cur: Snapshot) -> list[tuple[int, Any]]:
+        versions = range(self.checked.version + 1, cur.version + 1)
+        for v in versions:
+            if v not in self.commits:
+                self.commits[v] = self.clog.read_commit(v)
+        cardinality = {sid: ref.cardinality for sid, ref in self.checked.dvs.items()}
+        return key_effects([self.commits[v] for v in versions], cardinality)
 
 
 @dataclass
@@ -263,10 +282,7 @@ class KeyedDeletes:
     looked at) are dropped when the actions are built."""
 
     positions: dict[str, BitMap64] = field(default_factory=dict)
-    counted: dict[str, int] = field(default_factory=dict)
-    written: list[str] = field(default_factory=list)
-    built: dict[str, BuiltDV] = field(default_factory=dict)  # a retry rewrites only the DVs that changed
-    names: Callable[[], str] | None = None  # names a DV file after the write intent protecting it
+    attempt: DeleteAttempt = field(default_factory=DeleteAttempt)  # a retry rewrites only the DVs that changed
 
     def add(self, found: KeyMatches) -> None:
         for sid, pos in found.positions.items():
@@ -276,24 +292,25 @@ class KeyedDeletes:
     def actions(self, io: FileIO, current: Snapshot, *, inline_max_bytes: int) -> list[Action]:
         visible = set(current.visible_segment_ids())
         live: Mapping[str, BitMap64] = {sid: bm for sid, bm in self.positions.items() if sid in visible}
-        return list(
-            deletion_actions(
-                io,
-                current,
-                live,
-                inline_max_bytes=inline_max_bytes,
-                counted=self.counted,
-                written=self.written,
-                built=self.built,
-                names=self.names,
-            )
-        )
+        return list(self.attempt.actions(io, current, live, inline_max_bytes=inline_max_bytes))
+
+    @property
+    def counted(self) -> dict[str, int]:
+        return self.attempt.counted
+
+    @property
+    def names(self) -> Callable[[], str] | None:
+        """Names a DV file after the write intent protecting it (``DeleteAttempt.names``)."""
+        return self.attempt.names
+
+    @names.setter
+    def names(self, names: Callable[[], str] | None) -> None:
+        self.attempt.names = names
 
     @property
     def deleted(self) -> int:
-        return sum(self.counted.values())
+        return self.attempt.deleted
 
     def cleanup(self, io: FileIO, result: CommitResult | None) -> None:
         """Remove the DV files of attempts that did not land."""
-        kept = {getattr(getattr(a, "dv", None), "path", None) for a in result.commit.actions} if result else set()
-        io.delete([p for p in set(self.written) - kept])
+        self.attempt.cleanup(io, result)
