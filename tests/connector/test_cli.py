@@ -485,14 +485,14 @@ def test_a_file_is_not_a_table_directory(tmp_path):
 def test_a_retention_that_starts_with_a_dash_reaches_the_period_parser(table_uri):
     Table.create(table_uri, schema=orders(0, 1).schema)
     for args in (["--retention", "-1d"], ["--retention=-1d"]):
-        assert_clean_error(run("vacuum", table_uri, *args), 1, "InvalidOptionError", "retention '-1d' cannot be negative")
+        assert_clean_error(run("vacuum", table_uri, *args), 1, "SettingsError", "retention '-1d' cannot be negative")
     assert_clean_error(run("vacuum", table_uri, "--time-budget", "1", "--retention", "nan"), 1, "not a period")
     assert run_json("vacuum", table_uri, "--retention", "8d", "--dry-run")[0]["retention_s"] == 8 * 86400
 
 
 def test_a_size_in_bytes_must_be_whole(table_uri):
     Table.create(table_uri, schema=orders(0, 1).schema)
-    assert_clean_error(run("compact", table_uri, "--target-size", "1.5"), 1, "InvalidOptionError", "--target-size: '1.5'")
+    assert_clean_error(run("compact", table_uri, "--target-size", "1.5"), 1, "SettingsError", "--target-size: '1.5'")
 
 
 def test_a_path_is_never_read_as_markup(tmp_path):

@@ -31,5 +31,5 @@ def test_compact_command(table_uri):
     assert again["bins"] == 0 and again["changed"] is False and again["complete"] is True
     assert "nothing to compact" in run("compact", table_uri).stdout
 
-    assert_clean_error(run("compact", table_uri, "--target-size", "lots"), 1, "InvalidOptionError", "--target-size")
+    assert_clean_error(run("compact", table_uri, "--target-size", "lots"), 1, "SettingsError", "--target-size")
     assert_clean_error(run("compact", table_uri, "--min-input-files", "0"), 2)
