@@ -145,7 +145,7 @@ def _attach(spark: Any, jsession: Any) -> bool:
             if not _loadable(spark, jsession):
                 raise JvmMaskUnavailableError(f"{FORMAT_CLASS} is still not loadable after adding its jar")
     except Exception as exc:  # any failure here only costs speed: fall back, and say so
-        logger.warning("read_native: deleted rows are masked by Spark expressions (slower): %s", exc)
+        logger.warning("read_native: deleted rows are masked by Spark expressions (slower): %s", getattr(exc, "message", exc))
         return False
     return True
 

@@ -59,9 +59,9 @@ def test_delete_reads_exactly_the_filter_columns(table_uri, monkeypatch):
     read: list[list[str] | None] = []
     real = deletes.open_parquet
 
-    def spy(io, path, *, row_groups=None, columns=None):
+    def spy(io, path, *, row_groups=None, columns=None, **kwargs):
         read.append(None if columns is None else list(columns))
-        return real(io, path, row_groups=row_groups, columns=columns)
+        return real(io, path, row_groups=row_groups, columns=columns, **kwargs)
 
     monkeypatch.setattr(deletes, "open_parquet", spy)
     assert t.delete(pc.field("paid") >= 40).deleted_rows == 20  # "id" is a substring of "paid" and of "valid"

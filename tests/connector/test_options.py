@@ -29,8 +29,11 @@ def test_read_options_parse_strings_case_insensitively():
         ({"path": "/t", "withRowAddress": "1"}, "withRowAddress: '1' is not a boolean"),
         ({"path": "/t", "readChangeFeed": "0"}, "readChangeFeed: '0' is not a boolean"),
         ({"path": "/t", "timestampAsOf": "99999999999999999999"}, "timestampAsOf: .* outside years 1 to 9999"),
-        ({"path": "/t", "startingTimestamp": "nope"}, "^startingTimestamp: cannot read 'nope'"),
-        ({"path": "/t", "startingTimestamp": "253402300800000"}, "^startingTimestamp: .* outside years 1 to 9999"),
+        ({"path": "/t", "startingTimestamp": "nope"}, "^\\[MVTABLE_INVALID_OPTION\\] startingTimestamp: cannot read 'nope'"),
+        (
+            {"path": "/t", "startingTimestamp": "253402300800000"},
+            "^\\[MVTABLE_INVALID_OPTION\\] startingTimestamp: .* outside years 1 to 9999",
+        ),
         ({"path": "/t", "paths": '["/t","/t"]'}, r"one table per read; give the path once"),
         # CREATE TABLE … USING mvtable [LOCATION …] hands the reader these catalog options
         ({"path": "/t", "owner": "root", "location": "/t", "provider": "mvtable"}, "catalog tables are not supported"),

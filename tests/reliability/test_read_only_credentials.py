@@ -77,6 +77,7 @@ from mvtable import Table, errors
 import mvtable.connector.compaction.auto, mvtable.connector.vacuum, mvtable.connector.gc
 t = Table.open(sys.argv[1])
 t.to_arrow()  # imports what a read imports, while the installed packages can be read
+import encodings.ascii  # opened text files (write intents read /proc) decode with it
 os.setgid(65534)  # from here on: a user who may read the table but not write it
 os.setuid(65534)
 out = {"versions": {v: sorted(t.to_arrow(version=v).column("id").to_pylist()) for v in range(t.version + 1)}, "writes": {}}
