@@ -82,11 +82,14 @@ def start_local_spark(
 
 
 def register_data_source(spark: Any) -> None:
-    """Register the ``mvtable`` data source only: no SQL procedures, and Spark's filter
+    """Register the ``mvtable`` data source and add mvtable's jar, as ``mvtable.register``
+    does (so batch reads take Spark's Parquet scan), but no SQL procedures, and Spark's filter
     pushdown left at its default (tests that want them call ``mvtable.register``)."""
+    from mvtable.connector.spark import attach_native_scan
     from mvtable.connector.spark.source import MvTableDataSource
 
     spark.dataSource.register(MvTableDataSource)
+    attach_native_scan(spark)
 
 
 def stop_spark(spark: Any) -> None:

@@ -1,0 +1,148 @@
+"""``format("mvtable")`` and ``USING mvtable`` on Spark's own Parquet scan: the Python half.
+
+With mvtable's jar on the classpath, Spark resolves ``mvtable`` to the JVM class
+``mvtable.DefaultSource`` (``jvm/DefaultSource.java``) before it asks for the Python source:
+Spark's ``DataSource.lookupDataSource`` tries a class named ``<format>.DefaultSource`` first.
+That class *is* Spark's Python data source provider, so everything it does not override runs
+this package's ``MvTableDataSource`` unchanged: writes, streams, reads with a user schema.
+For a batch read it adds the internal option ``PLAN_OPTION`` to the one planner call Spark
+makes anyway (the source's ``schema()``, in Spark's pooled planner worker). ``schema()`` then
+pins the version as always and also returns the *scan plan* (the files, their sizes and row
+counts, where each deletion vector is) as JSON in the metadata of the first field: the
+schema is the one thing that call brings back to the JVM. The JVM takes the plan out of the
+schema, and its optimizer rule (``NativeScanRule``) reads those files with
+``MaskedParquetFileFormat``: Spark's column pruning, filter pushdown and file splitting
+apply, with no Python call per query. The plan lives in the DataFrame's (or view's)
+analyzed plan, so it stays on the version it pinned, as the Python route does.
+
+Why this route and not another (a rule that calls back into the Python driver, or a JVM
+provider that starts a Python process per read): see DESIGN.md §7. Planning stays here;
+the JVM only routes and reads.
+
+A read the native scan cannot serve exactly is declined with a reason; the JVM logs the
+reason once and reads through the Python source: the change feed (it binds to no version),
+row addresses (``withRowAddress``), ``MVTABLE_JVM_MASK=off``, a table on storage that Spark's
+Hadoop file systems do not read (anything but local files)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mvtable.lineage.snapshot import Snapshot
+
+from ..options import ReadOptions
+from ..pinning import PinnedSnapshot
+from ..scan import staged_segments
+from . import native_jvm
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger("mvtable.connector")
+
+PLAN_OPTION = "mvtable.nativePlan"  # set by DefaultSource.java; never reaches option checks
+PLAN_KEY = "mvtable.nativePlan"  # the field-metadata key NativePlan.java reads
+PROTOCOL = 1  # NativePlan.PROTOCOL: a jar and a package of other versions fall back
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One segment file as Spark's Hadoop file systems name it, and its deletion vector's
+    line for ``MaskedParquetFileFormat`` (``None``: nothing deleted in it)."""
+
+    path: str
+    size: int
+    rows: int
+    dv: str | None
+
+
+def take_plan_option(options: Mapping[str, Any]) -> tuple[Any, bool]:
+    """``options`` without ``PLAN_OPTION``, and whether it was there: the option is the JVM
+    asking for a plan, not a read option, and read options refuse unknown names."""
+    if not any(k.lower() == PLAN_OPTION.lower() for k in options):
+        return options, False
+    kept = {k: v for k, v in options.items() if k.lower() != PLAN_OPTION.lower()}
+    try:
+        return type(options)(kept), True  # type: ignore[call-arg]  # Spark's case-insensitive dict keeps its type
+    except TypeError:
+        return kept, True
+
+
+def table_root(uri: str) -> str:
+    """The table root as Spark's Hadoop file systems name it (a local path as ``file:``)."""
+    if "://" not in uri:
+        return "file://" + os.path.abspath(uri).rstrip("/")
+    return uri.rstrip("/")
+
+
+def scan_segments(snapshot: Snapshot, lineage_entry: str | None) -> list[Any]:
+    """The segments a read of ``snapshot`` sees (a staged push's with ``lineage_entry``)."""
+    return staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
+
+
+def planned_files(snapshot: Snapshot, segments: Sequence[Any], *, root: str) -> list[PlannedFile]:
+    """The files of ``segments`` under ``root``, each with its deletion vector's line."""
+    out = []
+    for seg in segments:
+        ref = snapshot.dvs.get(seg.id)
+        name = seg.file.path.rsplit("/", 1)[-1]
+        dv = None if ref is None else native_jvm.dv_line(name, seg.file.num_rows, ref, root=root)
+        out.append(PlannedFile(f"{root}/{seg.file.path}", int(seg.file.size_bytes), int(seg.file.num_rows), dv))
+    return out
+
+
+def decline_reason(opts: ReadOptions, *, uri: str) -> str | None:
+    """Why this read cannot run on Spark's Parquet scan, or ``None`` when it can."""
+    if os.environ.get(native_jvm.SWITCH, "").lower() in ("off", "0", "false", "no"):
+        return f"{native_jvm.SWITCH}=off"
+    if opts.read_change_feed:
+        return "readChangeFeed reads versions one after another"
+    if opts.with_row_address:
+        return "withRowAddress is served by the Python source"
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else "file"
+    if scheme != "file":
+        return f"the table is on {scheme}:// storage, which mvtable reads itself (Spark's file scan reads local tables)"
+    return None
+
+
+def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | None) -> StructType:
+    """``schema`` with the scan plan (or the reason there is none) in its first field's
+    metadata. ``pinned`` is the read's pinned snapshot (``None`` for a change feed)."""
+    uri = pinned.io.uri if pinned is not None else opts.path
+    reason = "the table has no columns" if not schema.fields else decline_reason(opts, uri=uri)
+    if reason is not None or pinned is None:
+        return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": reason or "nothing pinned"})
+    snapshot = pinned.snapshot
+    root = table_root(uri)
+    files = planned_files(snapshot, scan_segments(snapshot, opts.lineage_entry), root=root)
+    plan = {
+        "protocol": PROTOCOL,
+        "native": True,
+        "version": pinned.version,
+        "pinId": pinned.pin.pin_id,
+        "root": root,
+        "files": [{"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv} for f in files],
+    }
+    return _attach(schema, plan)
+
+
+def _attach(schema: StructType, plan: dict[str, Any]) -> StructType:
+    from pyspark.sql.types import StructField, StructType
+
+    if not schema.fields:
+        return schema
+    first = schema.fields[0]
+    meta = {**(first.metadata or {}), PLAN_KEY: json.dumps(plan, separators=(",", ":"))}
+    return StructType([StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]])
+
+
+def attach_jar(spark: Any) -> bool:
+    """Make ``format("mvtable")`` in ``spark`` use the native scan where it can: the jar is
+    added to the running session (built on first use). ``False`` (the reason logged once):
+    every read goes through the Python source."""
+    return native_jvm.available(spark)
