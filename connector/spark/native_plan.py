@@ -15,9 +15,15 @@ schema, and its optimizer rule (``NativeScanRule``) reads those files with
 apply, with no Python call per query. The plan lives in the DataFrame's (or view's)
 analyzed plan, so it stays on the version it pinned, as the Python route does.
 
-Why this route and not another (a rule that calls back into the Python driver, or a JVM
-provider that starts a Python process per read): see DESIGN.md §7. Planning stays here;
-the JVM only routes and reads.
+Why this route: a rule alone that finds the Python relation has no plan to use and would
+have to call Python again per DataFrame (a second pin, possibly of another version) or per
+query (a view would move between versions); a JVM provider that starts a Python process
+per read pays an interpreter start on every ``load()``; a JVM source registered under the
+name ``mvtable`` clashes with the Python one (Spark versions differ in which wins). Asking
+Spark's own pooled planner worker, in the call it makes anyway, costs nothing extra per
+DataFrame and nothing per query, and finds the Python environment (``spark.pyspark.python``,
+worker env) Spark has already set up (measurements: benchmarks/README.md). Planning stays
+here; the JVM only routes and reads.
 
 A read the native scan cannot serve exactly is declined with a reason; the JVM logs the
 reason once and reads through the Python source: the change feed (it binds to no version),

@@ -13,6 +13,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import io.mvtable.spark.NativePlan;
 import io.mvtable.spark.NativeScanRule;
 import io.mvtable.spark.NativeTable;
+import io.mvtable.spark.PythonReadTable;
 
 /**
  * What {@code format("mvtable")} and {@code USING mvtable} resolve to while mvtable's jar is on
@@ -65,7 +66,10 @@ public class DefaultSource extends PythonDataSourceV2 {
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-    if (plan == null || !plan.nativeRead) {
+    if (plan == null) {  // Spark did not ask for the schema: a write, or a user-given schema
+      return new PythonReadTable(this, name, schema);
+    }
+    if (!plan.nativeRead) {
       return super.getTable(schema, partitioning, properties);
     }
     return new NativeTable(this, name, schema, plan);
