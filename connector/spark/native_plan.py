@@ -35,13 +35,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mvtable.errors import MvTableError
 from mvtable.lineage.snapshot import Snapshot
 
-from ..options import ReadOptions
+from ..options import ReadOptions, option_names
 from ..pinning import PinnedSnapshot
 from ..scan import staged_segments
 from . import native_jvm
@@ -54,6 +55,22 @@ log = logging.getLogger("mvtable.connector")
 PLAN_OPTION = "mvtable.nativePlan"  # set by DefaultSource.java; never reaches option checks
 PLAN_KEY = "mvtable.nativePlan"  # the field-metadata key NativePlan.java reads
 PROTOCOL = 1  # NativePlan.PROTOCOL: a jar and a package of other versions fall back
+
+
+_STREAM_OPTIONS = frozenset(
+    {
+        "starting_version",
+        "starting_timestamp",
+        "ending_version",
+        "max_rows_per_trigger",
+        "max_bytes_per_trigger",
+        "skip_change_commits",
+    }
+)
+
+
+def _names(fields: Iterable[str]) -> str:
+    return ", ".join(sorted(option_names(fields)))
 
 
 @dataclass(frozen=True)
@@ -110,6 +127,13 @@ def decline_reason(opts: ReadOptions, *, uri: str) -> str | None:
         return "readChangeFeed reads versions one after another"
     if opts.with_row_address:
         return "withRowAddress is served by the Python source"
+    sizing = {"max_partition_bytes", "min_partitions"} & opts.model_fields_set
+    if sizing:
+        # Spark's file scan sizes its splits by spark.sql.files.maxPartitionBytes / minPartitionNum
+        return f"{_names(sizing)} size the Python source's partitions"
+    unbound = _STREAM_OPTIONS & opts.model_fields_set
+    if unbound:  # a stream's, or options a batch read refuses (the Python reader says which)
+        return f"{_names(unbound)} are options of streams and change feeds"
     scheme = uri.split("://", 1)[0].lower() if "://" in uri else "file"
     if scheme != "file":
         return f"the table is on {scheme}:// storage, which mvtable reads itself (Spark's file scan reads local tables)"
@@ -125,7 +149,11 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": reason or "nothing pinned"})
     snapshot = pinned.snapshot
     root = table_root(uri)
-    files = planned_files(snapshot, scan_segments(snapshot, opts.lineage_entry), root=root)
+    try:
+        segments = scan_segments(snapshot, opts.lineage_entry)
+    except MvTableError as exc:  # a bad lineageEntry: the Python source raises it where it always has
+        return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": f"the scan cannot be planned: {exc}"})
+    files = planned_files(snapshot, segments, root=root)
     plan = {
         "protocol": PROTOCOL,
         "native": True,

@@ -19,13 +19,11 @@ from mvtable.connector.options import read_options
 from mvtable.connector.spark import native_jvm, native_plan
 from mvtable.connector.spark.source import MvTableDataSource
 from tests.support.spark_jvm import real_spark_home, shadow_spark_home, spark_env
-from tests.support.spark_session import spark_conf
+from tests.support.spark_session import PYTHON_ROUTE, spark_conf
 
 from .conftest import orders
 
 pytestmark = pytest.mark.spark
-
-NATIVE_OFF = {"spark.mvtable.nativeScan": "false"}
 
 
 def rows(df) -> list[tuple]:
@@ -49,7 +47,7 @@ def route(request, spark):
     """Each test once on Spark's Parquet scan, once through the Python source (the switch
     ``spark.mvtable.nativeScan=false``, read when a DataFrame is made)."""
     if request.param == "python":
-        with spark_conf(spark, NATIVE_OFF):
+        with spark_conf(spark, PYTHON_ROUTE):
             yield request.param
     else:
         yield request.param
@@ -176,15 +174,21 @@ def test_reads_it_cannot_serve_go_to_python_with_a_reason(spark, table):
     user_schema = spark.read.format("mvtable").schema("id long, price double").load(table.uri)
     assert "(Python)" in plan_of(user_schema)
     assert rows(user_schema) == arrow_rows(table.to_arrow().select(["id", "price"]))
-    with spark_conf(spark, NATIVE_OFF):
+    with spark_conf(spark, PYTHON_ROUTE):
         off = spark.read.format("mvtable").load(table.uri)
     assert "(Python)" in plan_of(off)
+    sized = spark.read.format("mvtable").option("maxPartitionBytes", "4096").load(table.uri)
+    assert "(Python)" in plan_of(sized) and sized.rdd.getNumPartitions() > 1 and sized.count() == 2800
+    with pytest.raises(Exception, match="maxRowsPerTrigger: for spark.readStream only"):
+        spark.read.format("mvtable").option("maxRowsPerTrigger", "5").load(table.uri).collect()
     said = fallbacks(spark)
     for reason in (
         "readChangeFeed reads versions one after another",
         "withRowAddress is served by the Python source",
         "a user-given schema (spark.read.schema) or a stream with one",
         "spark.mvtable.nativeScan=false",
+        "maxPartitionBytes size the Python source's partitions",
+        "maxRowsPerTrigger are options of streams and change feeds",
     ):
         assert said.count(reason) == 1, said
 

@@ -119,6 +119,11 @@ def stop_spark(spark: Any) -> None:
             SparkContext._jvm = None
 
 
+PYTHON_ROUTE = {"spark.mvtable.nativeScan": "false"}
+"""``spark_conf(spark, PYTHON_ROUTE)``: DataFrames made in the block read through the Python
+source, not Spark's Parquet scan (tests of the Python reader's own planning and pushdown)."""
+
+
 @contextlib.contextmanager
 def spark_conf(spark: Any, conf: Mapping[str, Any]) -> Iterator[None]:
     """Set runtime SQL confs for the duration of a ``with`` block, then restore them
