@@ -43,7 +43,7 @@ from mvtable.errors import MvTableError
 from mvtable.lineage.snapshot import Snapshot
 
 from ..options import ReadOptions, option_names
-from ..pinning import PinnedSnapshot
+from ..pinning import PinnedSnapshot, pin_ttl_s
 from ..scan import staged_segments
 from . import native_jvm
 
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mvtable.connector")
 
 PLAN_OPTION = "mvtable.nativePlan"  # set by DefaultSource.java; never reaches option checks
+RENEW_OPTION = "mvtable.renewPin"  # "<version>:<pin id>", set by NativeScanRule.java when a renewal is due
 PLAN_KEY = "mvtable.nativePlan"  # the field-metadata key NativePlan.java reads
 PROTOCOL = 1  # NativePlan.PROTOCOL: a jar and a package of other versions fall back
 
@@ -84,16 +85,48 @@ class PlannedFile:
     dv: str | None
 
 
-def take_plan_option(options: Mapping[str, Any]) -> tuple[Any, bool]:
-    """``options`` without ``PLAN_OPTION``, and whether it was there: the option is the JVM
-    asking for a plan, not a read option, and read options refuse unknown names."""
-    if not any(k.lower() == PLAN_OPTION.lower() for k in options):
-        return options, False
-    kept = {k: v for k, v in options.items() if k.lower() != PLAN_OPTION.lower()}
+@dataclass(frozen=True)
+class JvmRequest:
+    """What the JVM asked the source for besides a schema: the scan plan, or the renewal
+    of the pin a plan holds (``renew``: ``"<version>:<pin id>"``)."""
+
+    plan: bool = False
+    renew: str | None = None
+
+
+def take_jvm_options(options: Mapping[str, Any]) -> tuple[Any, JvmRequest]:
+    """``options`` without the JVM's internal options, and what they asked: they are not
+    read options, and read options refuse unknown names."""
+    internal = {PLAN_OPTION.lower(), RENEW_OPTION.lower()}
+    found = {k.lower(): v for k, v in options.items() if k.lower() in internal}
+    if not found:
+        return options, JvmRequest()
+    kept = {k: v for k, v in options.items() if k.lower() not in internal}
+    request = JvmRequest(plan=PLAN_OPTION.lower() in found, renew=found.get(RENEW_OPTION.lower()))
     try:
-        return type(options)(kept), True  # type: ignore[call-arg]  # Spark's case-insensitive dict keeps its type
+        return type(options)(kept), request  # type: ignore[call-arg]  # Spark's case-insensitive dict keeps its type
     except TypeError:
-        return kept, True
+        return kept, request
+
+
+def renewed(opts: ReadOptions, token: str) -> StructType:
+    """Renew the pin of a native read (``token``: ``"<version>:<pin id>"``) for ``pinTtl``
+    more, pinning the version again if the pin expired while it is still whole (else the
+    ``PinExpiredError`` / ``NotFoundError`` a Python read would raise); the schema carries
+    the pin that now holds the version. The JVM asks while the DataFrame or view is queried,
+    once half of ``pinTtl`` has passed, as the Python reader's tasks renew theirs."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from mvtable.lineage.log import CommitLog
+    from mvtable.storage import open_file_io
+
+    from ..pinning import SnapshotPin, renew
+
+    version, _, pin_id = token.partition(":")
+    io = open_file_io(opts.path, opts.storage_options)
+    pin = renew(io, SnapshotPin(int(version), pin_id), log=CommitLog(io), owner="Spark read")
+    doc = {"protocol": PROTOCOL, "renewed": True, "version": pin.version, "pinId": pin.pin_id}
+    return StructType([StructField("renewed", StringType(), True, {PLAN_KEY: json.dumps(doc)})])
 
 
 def table_root(uri: str) -> str:
@@ -159,6 +192,7 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         "native": True,
         "version": pinned.version,
         "pinId": pinned.pin.pin_id,
+        "renewAfterMs": int(pin_ttl_s() * 500),  # half of pinTtl, as the Python reader's tasks
         "root": root,
         "files": [{"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv} for f in files],
     }

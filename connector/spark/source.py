@@ -56,10 +56,10 @@ def _called_for_pushdown() -> bool:
 
 class MvTableDataSource(DataSource):
     pin: SnapshotPin | None = None  # the read's snapshot, set by schema(); pickled with the instance
-    plan_for_jvm = False  # the JVM's DefaultSource asked schema() for the scan plan too (native_plan)
+    jvm = native_plan.JvmRequest()  # what mvtable's JVM classes asked schema() for besides the schema
 
     def __init__(self, options: MutableMapping[str, str]) -> None:
-        options, self.plan_for_jvm = native_plan.take_plan_option(options)
+        options, self.jvm = native_plan.take_jvm_options(options)
         super().__init__(options)
 
     @classmethod
@@ -68,13 +68,15 @@ class MvTableDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = read_options(self.options)
+        if self.jvm.renew is not None:  # a native read's pin, while it is queried
+            return native_plan.renewed(opts, self.jvm.renew)
         if opts.read_change_feed:  # reads versions one after another: nothing to bind to
             schema = spark_schema(newest_snapshot(opts), opts)
-            return native_plan.with_plan(schema, opts, None) if self.plan_for_jvm else schema
+            return native_plan.with_plan(schema, opts, None) if self.jvm.plan else schema
         pinned = pin_read(opts)
         self.pin = pinned.pin
         schema = spark_schema(pinned.snapshot, opts)
-        return native_plan.with_plan(schema, opts, pinned) if self.plan_for_jvm else schema
+        return native_plan.with_plan(schema, opts, pinned) if self.jvm.plan else schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = read_options(self.options).for_batch()

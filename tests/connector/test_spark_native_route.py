@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -198,7 +199,7 @@ def test_the_python_source_declines_when_the_jvm_mask_is_switched_off(table, mon
 
     def plan(options):
         source = MvTableDataSource({"path": table.uri, native_plan.PLAN_OPTION: "1", **options})
-        assert source.plan_for_jvm and native_plan.PLAN_OPTION not in source.options
+        assert source.jvm.plan and native_plan.PLAN_OPTION not in source.options
         return json.loads(source.schema().fields[0].metadata[native_plan.PLAN_KEY])
 
     on = plan({})
@@ -257,3 +258,28 @@ def test_spark_sql_with_only_the_jar_reads_a_using_view_natively(table, tmp_path
     assert out[0].strip() == "2800" and out[1].strip() == str(sum(cancelled))
     explain = "\n".join(out[2:])
     assert "FileScan mvtable-parquet" in explain and "GreaterThan(id,2)" in explain and "(Python)" not in explain
+
+
+def test_a_queried_view_renews_its_pin(spark, table):
+    """While a native view is queried, its pin is renewed once the interval (default: half
+    of ``pinTtl``) has passed, by the Python source: the pin's expiry moves on."""
+    from mvtable.storage import open_file_io
+    from mvtable.visibility import pins
+
+    io = open_file_io(table.uri)
+    before = {p.id for p in pins.live_pins(io)}
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW native_route_pin USING mvtable OPTIONS (path '{table.uri}')")
+    try:
+        [pin] = [p for p in pins.live_pins(io) if p.id not in before]
+        assert pin.version == 4
+        rule = spark._jvm.io.mvtable.spark.NativeScanRule
+        renewals = rule.pinRenewals()
+        assert spark.sql("SELECT count(*) FROM native_route_pin").first()[0] == 2800
+        assert rule.pinRenewals() == renewals  # not due yet
+        time.sleep(0.05)
+        with spark_conf(spark, {"spark.mvtable.pinRenewIntervalMs": "0"}):
+            assert spark.sql("SELECT count(*) FROM native_route_pin").first()[0] == 2800
+        assert rule.pinRenewals() == renewals + 1
+        assert pins.read_pin(io, pin.id).expires_ms > pin.expires_ms
+    finally:
+        spark.sql("DROP VIEW IF EXISTS native_route_pin")

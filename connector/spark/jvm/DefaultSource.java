@@ -57,6 +57,7 @@ public class DefaultSource extends PythonDataSourceV2 {
     NativePlan.Parsed parsed = NativePlan.split(created.schema());
     plan = parsed.plan;
     if (plan != null && plan.nativeRead) {
+      plan.readOptions.putAll(options.asCaseSensitiveMap());
       NativeScanRule.installInActiveSession();
     } else if (plan != null) {
       NativeScanRule.fallback(plan.reason);

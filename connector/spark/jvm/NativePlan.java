@@ -43,8 +43,12 @@ public final class NativePlan implements Serializable {
   public boolean nativeRead;
   public String reason;
   public long version;
-  public String pinId;
+  public volatile String pinId; // PinRenewal may replace it (a pin made again)
   public String root;
+  public long renewAfterMs;
+  public volatile long renewedAtMs = System.currentTimeMillis();
+  /** The read's options, for the renewal call ({@link PinRenewal}). */
+  public final java.util.Map<String, String> readOptions = new java.util.HashMap<>();
   public final List<FileEntry> files = new ArrayList<>();
 
   /** A schema without the plan, and the plan (null when Python sent none). */
@@ -93,12 +97,26 @@ public final class NativePlan implements Serializable {
     p.version = n.path("version").asLong();
     p.pinId = n.path("pinId").asText();
     p.root = n.path("root").asText();
+    p.renewAfterMs = n.path("renewAfterMs").asLong(30L * 60 * 1000);
     for (JsonNode f : n.path("files")) {
       JsonNode dv = f.path("dv");
       p.files.add(new FileEntry(f.path("path").asText(), f.path("size").asLong(), f.path("rows").asLong(),
           dv.isNull() || dv.isMissingNode() ? null : dv.asText()));
     }
     return p;
+  }
+
+  /** The pin id in the schema of a renewal call ({@link PinRenewal}). */
+  static String renewedPinId(StructType schema) {
+    try {
+      JsonNode n = new ObjectMapper().readTree(schema.fields()[0].metadata().getString(KEY));
+      if (!n.path("renewed").asBoolean(false)) {
+        throw new IllegalStateException("mvtable: the Python source did not renew the pin: " + n);
+      }
+      return n.path("pinId").asText();
+    } catch (IOException e) {
+      throw new IllegalStateException("mvtable: unreadable pin renewal from the Python source: " + e.getMessage(), e);
+    }
   }
 
   public boolean anyDeletes() {

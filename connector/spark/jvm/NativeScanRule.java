@@ -76,6 +76,11 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
     }
   }
 
+  /** How many pins this process renewed ({@link PinRenewal}). */
+  public static long pinRenewals() {
+    return PinRenewal.renewals();
+  }
+
   /** Adds this rule to the active session's experimental optimizations, unless it is there. */
   public static void installInActiveSession() {
     org.apache.spark.sql.classic.SparkSession session =
@@ -106,6 +111,7 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
 
       @Override
       public LogicalPlan apply(LogicalPlan p) {
+        PinRenewal.renewIfDue(nativeTable(p));
         return rewrite(p);
       }
     });

@@ -13,10 +13,16 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 public class NativeTable extends PythonTable {
   private final NativePlan plan;
+  private final PythonDataSourceV2 provider;
 
   public NativeTable(PythonDataSourceV2 ds, String shortName, StructType schema, NativePlan plan) {
     super(ds, shortName, schema);
     this.plan = plan;
+    this.provider = ds;
+  }
+
+  PythonDataSourceV2 provider() {
+    return provider;
   }
 
   public NativePlan plan() {
