@@ -4,7 +4,7 @@
 rows their deletion vectors name. Done in Spark expressions (``native_mask``, the fallback)
 that costs 1.1-1.3× of a plain Parquet scan on TPC-H, whatever the expression's shape: the
 row index arrives as a ``_metadata`` struct, and every test of a bitmap is an expression per
-row. ``MaskedParquetFileFormat`` (``jvm/``, Java, one file) is Spark's
+row. ``MaskedParquetFileFormat`` (``jvm/``, Java; the jar also holds the classes of ``native_plan``) is Spark's
 ``ParquetFileFormat`` with one more column: it asks the reader for each row's position in
 its file and turns every batch of positions into a byte column (1 = deleted) with one bit
 test per row in a plain loop, and the query filters on it. That costs about what any
