@@ -27,7 +27,7 @@ here; the JVM only routes and reads.
 
 A read the native scan cannot serve exactly is declined with a reason; the JVM logs the
 reason once and reads through the Python source: the change feed (it binds to no version),
-row addresses (``withRowAddress``), ``MVTABLE_JVM_MASK=off``, a table on storage that Spark's
+``MVTABLE_JVM_MASK=off``, the Python source's partition sizing options, stream options, a table on storage that Spark's
 Hadoop file systems do not read (anything but local files)."""
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class PlannedFile:
     size: int
     rows: int
     dv: str | None
+    segment: str
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def planned_files(snapshot: Snapshot, segments: Sequence[Any], *, root: str) -> 
         ref = snapshot.dvs.get(seg.id)
         name = seg.file.path.rsplit("/", 1)[-1]
         dv = None if ref is None else native_jvm.dv_line(name, seg.file.num_rows, ref, root=root)
-        out.append(PlannedFile(f"{root}/{seg.file.path}", int(seg.file.size_bytes), int(seg.file.num_rows), dv))
+        out.append(PlannedFile(f"{root}/{seg.file.path}", int(seg.file.size_bytes), int(seg.file.num_rows), dv, seg.id))
     return out
 
 
@@ -158,8 +159,6 @@ def decline_reason(opts: ReadOptions, *, uri: str) -> str | None:
         return f"{native_jvm.SWITCH}=off"
     if opts.read_change_feed:
         return "readChangeFeed reads versions one after another"
-    if opts.with_row_address:
-        return "withRowAddress is served by the Python source"
     sizing = {"max_partition_bytes", "min_partitions"} & opts.model_fields_set
     if sizing:
         # Spark's file scan sizes its splits by spark.sql.files.maxPartitionBytes / minPartitionNum
@@ -194,7 +193,8 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         "pinId": pinned.pin.pin_id,
         "renewAfterMs": int(pin_ttl_s() * 500),  # half of pinTtl, as the Python reader's tasks
         "root": root,
-        "files": [{"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv} for f in files],
+        "rowAddress": opts.with_row_address,  # _mv_segment, _mv_row: filled by MaskedParquetFileFormat
+        "files": [{"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv, "segment": f.segment} for f in files],
     }
     return _attach(schema, plan)
 

@@ -167,11 +167,24 @@ def test_the_files_size_reaches_spark_so_a_small_table_is_broadcast(spark, table
     assert joined.count() == 9  # id 0 is cancelled and deleted
 
 
+def test_row_addresses_and_a_delete_by_join(spark, table, route):
+    """``withRowAddress`` natively: ``_mv_segment`` from each file's segment, ``_mv_row`` from
+    Spark's row index; filters on them are not pushed into Parquet (no file has them)."""
+    df = spark.read.format("mvtable").option("withRowAddress", "true").load(table.uri)
+    assert_route(df, route)
+    expected = table.to_arrow(with_row_address=True).select(["id", "_mv_segment", "_mv_row"])
+    assert rows(df.select("id", "_mv_segment", "_mv_row")) == arrow_rows(expected)
+    assert rows(df.where("_mv_row < 5").select("id", "_mv_row")) == sorted((i, r) for i, _, r in arrow_rows(expected) if r < 5)
+    one = expected.column("_mv_segment")[0].as_py()
+    assert df.where(f"_mv_segment = '{one}'").count() == sum(s == one for _, s, _ in arrow_rows(expected))
+    bad = df.where("id % 100 = 7").select("_mv_segment", "_mv_row")
+    bad.write.format("mvtable").option("operation", "delete").mode("append").save(table.uri)
+    assert spark.read.format("mvtable").load(table.uri).count() == 2800 - 30
+
+
 def test_reads_it_cannot_serve_go_to_python_with_a_reason(spark, table):
     feed = spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", 1).load(table.uri)
     assert "(Python)" in plan_of(feed) and feed.count() > 0
-    with_address = spark.read.format("mvtable").option("withRowAddress", "true").load(table.uri)
-    assert "(Python)" in plan_of(with_address) and with_address.count() == 2800
     user_schema = spark.read.format("mvtable").schema("id long, price double").load(table.uri)
     assert "(Python)" in plan_of(user_schema)
     assert rows(user_schema) == arrow_rows(table.to_arrow().select(["id", "price"]))
@@ -185,7 +198,6 @@ def test_reads_it_cannot_serve_go_to_python_with_a_reason(spark, table):
     said = fallbacks(spark)
     for reason in (
         "readChangeFeed reads versions one after another",
-        "withRowAddress is served by the Python source",
         "a user-given schema (spark.read.schema) or a stream with one",
         "spark.mvtable.nativeScan=false",
         "maxPartitionBytes size the Python source's partitions",

@@ -31,12 +31,14 @@ public final class NativePlan implements Serializable {
     public final long size;
     public final long rows;
     public final String dvLine;
+    public final String segment;
 
-    FileEntry(String path, long size, long rows, String dvLine) {
+    FileEntry(String path, long size, long rows, String dvLine, String segment) {
       this.path = path;
       this.size = size;
       this.rows = rows;
       this.dvLine = dvLine;
+      this.segment = segment;
     }
   }
 
@@ -46,6 +48,8 @@ public final class NativePlan implements Serializable {
   public volatile String pinId; // PinRenewal may replace it (a pin made again)
   public String root;
   public long renewAfterMs;
+  /** withRowAddress: the read has the _mv_segment and _mv_row columns. */
+  public boolean rowAddress;
   public volatile long renewedAtMs = System.currentTimeMillis();
   /** The read's options, for the renewal call ({@link PinRenewal}). */
   public final java.util.Map<String, String> readOptions = new java.util.HashMap<>();
@@ -98,10 +102,11 @@ public final class NativePlan implements Serializable {
     p.pinId = n.path("pinId").asText();
     p.root = n.path("root").asText();
     p.renewAfterMs = n.path("renewAfterMs").asLong(30L * 60 * 1000);
+    p.rowAddress = n.path("rowAddress").asBoolean(false);
     for (JsonNode f : n.path("files")) {
       JsonNode dv = f.path("dv");
       p.files.add(new FileEntry(f.path("path").asText(), f.path("size").asLong(), f.path("rows").asLong(),
-          dv.isNull() || dv.isMissingNode() ? null : dv.asText()));
+          dv.isNull() || dv.isMissingNode() ? null : dv.asText(), f.path("segment").asText("")));
     }
     return p;
   }
@@ -126,6 +131,15 @@ public final class NativePlan implements Serializable {
       }
     }
     return false;
+  }
+
+  /** The {@code mvtable.segments} option of {@link MaskedParquetFileFormat}. */
+  public String segmentLines() {
+    StringBuilder b = new StringBuilder();
+    for (FileEntry f : files) {
+      b.append(new org.apache.hadoop.fs.Path(f.path).getName()).append('\t').append(f.segment).append('\n');
+    }
+    return b.toString();
   }
 
   /** The {@code mvtable.deletionVectors} option of {@link MaskedParquetFileFormat}. */

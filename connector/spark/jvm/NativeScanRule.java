@@ -52,6 +52,10 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
   /** {@code spark.mvtable.nativeScan=false}: every read goes through the Python source. */
   public static final String SWITCH_CONF = "spark.mvtable.nativeScan";
 
+  /** The row address columns of a withRowAddress read (mvtable.connector.segments). */
+  static final String ROW_ADDRESS_SEGMENT = "_mv_segment";
+  static final String ROW_ADDRESS_ROW = "_mv_row";
+
   private static final Logger LOG = LoggerFactory.getLogger("mvtable");
   private static final Set<String> FALLBACKS = new LinkedHashSet<>();
   private static final Object INSTALL_LOCK = new Object();
@@ -147,7 +151,7 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
     Map<String, String> options = new HashMap<>();
     FileFormat format;
     AttributeReference mask = null;
-    if (plan.anyDeletes()) {
+    if (plan.anyDeletes() || plan.rowAddress) {
       String maskName = unusedName("_mv_deleted", dataSchema);
       // never null: Spark then infers no isnotnull() filter on it
       StructField maskField = new StructField(maskName, DataTypes.ByteType, false, Metadata.empty());
@@ -156,6 +160,11 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
       full.add(mask);
       options.put(MaskedParquetFileFormat.MASK_COLUMN_OPTION, maskName);
       options.put(MaskedParquetFileFormat.DVS_OPTION, plan.dvLines());
+      if (plan.rowAddress) {  // filled from each row's position and its file (see NativePlan)
+        options.put(MaskedParquetFileFormat.ROW_COLUMN_OPTION, ROW_ADDRESS_ROW);
+        options.put(MaskedParquetFileFormat.SEGMENT_COLUMN_OPTION, ROW_ADDRESS_SEGMENT);
+        options.put(MaskedParquetFileFormat.SEGMENTS_OPTION, plan.segmentLines());
+      }
       format = new MaskedParquetFileFormat();
     } else {
       format = new ParquetFileFormat();
