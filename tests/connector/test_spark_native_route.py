@@ -236,10 +236,11 @@ def test_register_in_a_new_session_reads_natively(spark, table):
     assert "FileScan" in plan_of(df) and df.count() == 2800
 
 
-def test_spark_sql_with_only_the_jar_reads_a_using_view_natively(table, tmp_path):
+@pytest.mark.parametrize("extensions", [None, "io.mvtable.spark.MvtableExtensions"])
+def test_spark_sql_with_only_the_jar_reads_a_using_view_natively(table, tmp_path, extensions):
     """pyspark's own ``bin/spark-sql`` with ``--jars "$(mvtable spark-jar)"``: no Python
-    driver, no extension setting; the Python source comes from auto-discovery
-    (``pyspark_mvtable`` on the planner's path)."""
+    driver, and the rule installs itself (or comes from the optional extension setting); the
+    Python source comes from auto-discovery (``pyspark_mvtable`` on the planner's path)."""
     discover = tmp_path / "discover"
     discover.mkdir()
     (discover / "pyspark_mvtable.py").symlink_to(Path(__file__).resolve().parents[2] / "pyspark_mvtable.py")
@@ -261,6 +262,7 @@ def test_spark_sql_with_only_the_jar_reads_a_using_view_natively(table, tmp_path
         "--conf", "spark.sql.shuffle.partitions=1",
         "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
         "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={tmp_path / 'derby'}",
+        *(["--conf", f"spark.sql.extensions={extensions}"] if extensions else []),
         "-f", str(script),
     ]  # fmt: skip
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
