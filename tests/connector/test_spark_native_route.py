@@ -236,42 +236,56 @@ def test_register_in_a_new_session_reads_natively(spark, table):
     assert "FileScan" in plan_of(df) and df.count() == 2800
 
 
+def spark_sql(tmp_path: Path, sql: str, *, discover: bool = True, conf: dict[str, str] | None = None):
+    """pyspark's own ``bin/spark-sql -f`` with ``--jars "$(mvtable spark-jar)"``; with
+    ``discover`` the repository's ``pyspark_mvtable`` is on the workers' ``PYTHONPATH`` (as a
+    wheel install puts it), so Spark's auto-discovery registers the Python source."""
+    folder = tmp_path / "discover"
+    folder.mkdir(exist_ok=True)
+    if discover:
+        (folder / "pyspark_mvtable.py").symlink_to(Path(__file__).resolve().parents[2] / "pyspark_mvtable.py")
+    script = tmp_path / "q.sql"
+    script.write_text(sql)
+    env = spark_env(shadow_spark_home(), pythonpath=[folder])
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.sql.warehouse.dir": str(tmp_path / "wh"),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp_path / 'derby'}",
+        **(conf or {}),
+    }
+    command = [str(real_spark_home() / "bin" / "spark-sql"), "--master", "local[1]", "--jars", str(native_jvm.spark_jar())]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    return subprocess.run(
+        [*command, "-f", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
 @pytest.mark.parametrize("extensions", [None, "io.mvtable.spark.MvtableExtensions"])
 def test_spark_sql_with_only_the_jar_reads_a_using_view_natively(table, tmp_path, extensions):
-    """pyspark's own ``bin/spark-sql`` with ``--jars "$(mvtable spark-jar)"``: no Python
-    driver, and the rule installs itself (or comes from the optional extension setting); the
-    Python source comes from auto-discovery (``pyspark_mvtable`` on the planner's path)."""
-    discover = tmp_path / "discover"
-    discover.mkdir()
-    (discover / "pyspark_mvtable.py").symlink_to(Path(__file__).resolve().parents[2] / "pyspark_mvtable.py")
-    script = tmp_path / "q.sql"
-    script.write_text(
+    """No Python driver, and the rule installs itself (or comes from the optional extension
+    setting)."""
+    done = spark_sql(
+        tmp_path,
         f"CREATE TEMPORARY VIEW v USING mvtable OPTIONS (path '{table.uri}');\n"
         "SELECT count(*) FROM v;\n"
         "SELECT sum(id) FROM v WHERE status = 'cancelled';\n"
-        "EXPLAIN SELECT id FROM v WHERE id > 2;\n"
+        "EXPLAIN SELECT id FROM v WHERE id > 2;\n",
+        conf={"spark.sql.extensions": extensions} if extensions else None,
     )
-    home = shadow_spark_home()
-    env = spark_env(home, pythonpath=[discover])
-    jar = native_jvm.spark_jar()
-    command = [
-        str(real_spark_home() / "bin" / "spark-sql"),
-        "--master", "local[1]",
-        "--jars", str(jar),
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=1",
-        "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
-        "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={tmp_path / 'derby'}",
-        *(["--conf", f"spark.sql.extensions={extensions}"] if extensions else []),
-        "-f", str(script),
-    ]  # fmt: skip
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout.splitlines()
     cancelled = [i for i, s, _ in arrow_rows(table.to_arrow()) if s == "cancelled"]
     assert out[0].strip() == "2800" and out[1].strip() == str(sum(cancelled))
     explain = "\n".join(out[2:])
     assert "FileScan mvtable-parquet" in explain and "GreaterThan(id,2)" in explain and "(Python)" not in explain
+
+
+def test_spark_sql_without_the_python_source_says_what_to_install(table, tmp_path):
+    done = spark_sql(tmp_path, f"CREATE TEMPORARY VIEW v USING mvtable OPTIONS (path '{table.uri}');\n", discover=False)
+    assert done.returncode != 0
+    assert "no Python 'mvtable' data source" in done.stderr and "pip install 'mvtable[spark]'" in done.stderr, done.stderr[-3000:]
 
 
 def test_a_queried_view_renews_its_pin(spark, table):

@@ -3,6 +3,7 @@ package mvtable;
 import java.util.HashMap;
 import java.util.Map;
 
+import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult;
@@ -52,8 +53,18 @@ public class DefaultSource extends PythonDataSourceV2 {
     withFlag.put(PLAN_OPTION, "1");
     // Spark caches this first creation result on the provider: a read that ends up in Python
     // (no rule in the session) reads this very instance, with the version it pinned.
-    PythonDataSourceCreationResult created =
-        getOrCreateDataSourceInPython(name, new CaseInsensitiveStringMap(withFlag), scala.Option.empty());
+    PythonDataSourceCreationResult created;
+    try {
+      created = getOrCreateDataSourceInPython(name, new CaseInsensitiveStringMap(withFlag), scala.Option.empty());
+    } catch (Exception e) {  // Scala declares none: an AnalysisException arrives unchecked
+      if (!(e instanceof AnalysisException) || !"DATA_SOURCE_NOT_EXIST".equals(((AnalysisException) e).getCondition())) {
+        throw DefaultSource.<RuntimeException>rethrow(e);
+      }
+      throw new IllegalStateException("mvtable: this session has mvtable's jar but no Python 'mvtable' data source. "
+          + "Spark's Python workers (spark.pyspark.python, PYSPARK_PYTHON) need mvtable installed "
+          + "(pip install 'mvtable[spark]'); with an editable install, call mvtable.register(spark) or put a "
+          + "folder holding pyspark_mvtable.py on PYTHONPATH", e);
+    }
     NativePlan.Parsed parsed = NativePlan.split(created.schema());
     plan = parsed.plan;
     if (plan != null && plan.nativeRead) {
@@ -63,6 +74,11 @@ public class DefaultSource extends PythonDataSourceV2 {
       NativeScanRule.fallback(plan.reason);
     }
     return parsed.schema;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Exception> E rethrow(Exception e) throws E {
+    throw (E) e;
   }
 
   @Override
