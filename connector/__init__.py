@@ -34,7 +34,10 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def register(spark: Any, *, filter_pushdown: bool = False) -> None:
-    """Register the ``mvtable`` data source and the SQL procedures with ``spark``.
+    """Register the ``mvtable`` data source and the SQL procedures with ``spark``, and add
+    mvtable's jar to it, so batch reads through ``format("mvtable")`` and ``USING mvtable``
+    run on Spark's own Parquet scan (``spark.native_plan``; where the jar cannot be built or
+    added, the Python source serves them, and a log line says why).
 
     ``filter_pushdown=True`` also turns on Spark's filter pushdown for Python data sources
     (``PUSHDOWN_CONF``) for this session, and logs a warning that says why it is off by
@@ -43,13 +46,14 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
     (``PythonScanBuilder`` keeps the pushdown result on the data source, and skips the
     Python call when no filter is pushable), so ``df.where(f).count()`` followed by
     ``df.count()`` returns the filtered count. With pushdown off every query plans afresh.
-    For fast SQL use ``create_view`` (Spark's own Parquet reader) instead."""
+    """
     import logging
 
-    from .spark import ensure_registered
+    from .spark import attach_native_scan, ensure_registered
     from .spark.procedures import register_procedures
 
     ensure_registered(spark)
+    attach_native_scan(spark)  # after the Python source: see attach_native_scan
     register_procedures(spark)
     if filter_pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")

@@ -7,7 +7,7 @@ Spark hands options as a case-insensitive map of strings; the same models serve 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -218,6 +218,11 @@ _BOOLS = {"with_row_address", "consistent_push", "publish", "read_change_feed", 
 
 def _names(fields: set[str]) -> str:
     return ", ".join(sorted(_DISPLAY[f] for f in fields))
+
+
+def option_names(fields: Iterable[str]) -> list[str]:
+    """The options' names as users write them (``version_as_of`` -> ``versionAsOf``)."""
+    return [_DISPLAY[f] for f in fields]
 
 
 def _storage_value(value: Any) -> Any:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .native import read_native
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSource
 
 __all__ = ["ensure_registered", "read_native"]
 
@@ -23,7 +26,36 @@ def ensure_registered(spark: Any) -> None:
 
     spark_save.install()
     if not source_known(spark):
-        spark.dataSource.register(MvTableDataSource)
+        _register_python_source(spark, MvTableDataSource)
+
+
+def attach_native_scan(spark: Any) -> bool:
+    """Add mvtable's jar to ``spark`` (built on first use), so that batch reads through
+    ``format("mvtable")`` and ``USING mvtable`` run on Spark's own Parquet scan
+    (``native_plan``). The Python source must be registered first: with the jar loaded,
+    Spark's registration check finds ``mvtable.DefaultSource`` and refuses the name.
+    ``False`` (the reason logged once): reads go through the Python source."""
+    from .native_plan import attach_jar
+
+    return attach_jar(spark)
+
+
+def _register_python_source(spark: Any, source: type[DataSource]) -> None:
+    """``spark.dataSource.register(source)``; where the jar came with the session
+    (``spark.jars``, ``--jars``), Spark's name check finds ``mvtable.DefaultSource`` and
+    raises DATA_SOURCE_ALREADY_EXISTS, so the source goes straight into the session's
+    DataSourceManager, as that call does after its check."""
+    try:
+        spark.dataSource.register(source)
+    except Exception as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc) or getattr(spark, "_jsparkSession", None) is None:
+            raise
+        from pyspark.sql.udf import _wrap_function
+
+        sc = spark.sparkContext
+        udds = getattr(sc._jvm, "org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource")
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        manager.registerDataSource(source.name(), udds(_wrap_function(sc, source)))
 
 
 def source_known(spark: Any) -> bool:

@@ -47,13 +47,13 @@ from mvtable.storage import open_file_io
 
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
-from ..scan import staged_segments
 from ..schema import schema_from_json, schema_to_json
 from ..segments import check_footers
 from ..stats import Predicate, row_groups_to_read
 from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
 from .native_mask import apply_mask, mask_for, unused_name
+from .native_plan import planned_files, scan_segments
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -145,7 +145,7 @@ def native_frame(
     table_schema = schema_from_json(snapshot.table_schema)
     out_schema = checked_columns(columns, table_schema)
     predicates = to_predicates(filters, table_schema)
-    segments = staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
+    segments = scan_segments(snapshot, lineage_entry)
     if predicates:
         segments = [seg for seg in segments if row_groups_to_read(seg.file.row_groups, predicates, table_schema)]
     full = StructType.fromJson(schema_to_json(table_schema))
@@ -164,11 +164,12 @@ def native_frame(
     for group in (plain, masked):
         if not group:
             continue
-        files = [f"{root}/{seg.file.path}" for seg in group]
+        planned = planned_files(snapshot, group, root=root)
+        files = [f.path for f in planned]
         if group is plain:
             df = spark.read.schema(full).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
         elif native_jvm.available(spark):
-            lines = [native_jvm.dv_line(_file_name(seg), seg.file.num_rows, snapshot.dvs[seg.id], root=root) for seg in group]
+            lines = [f.dv for f in planned if f.dv is not None]
             df = native_jvm.masked_scan(spark, full, files, lines, mask_column=unused_name("_mv_deleted", full.names))
         else:
             _refuse_metadata_column(table_schema)
@@ -177,10 +178,6 @@ def native_frame(
         parts.append(df.where(where) if where else df)
     out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     return out.selectExpr(*[_quote(n) for n in names])
-
-
-def _file_name(seg: Any) -> str:
-    return seg.file.path.rsplit("/", 1)[-1]
 
 
 def _refuse_metadata_column(table_schema: pa.Schema) -> None:

@@ -4,7 +4,8 @@
 rows their deletion vectors name. Done in Spark expressions (``native_mask``, the fallback)
 that costs clearly more than a plain Parquet scan on TPC-H, whatever the expression's shape:
 the row index arrives as a ``_metadata`` struct, and every test of a bitmap is an expression
-per row. ``MaskedParquetFileFormat`` (``jvm/``, Java, one file) is Spark's
+per row. ``MaskedParquetFileFormat`` (``jvm/``, Java; the jar also holds the classes of
+``native_plan``) is Spark's
 ``ParquetFileFormat`` with one more column: it asks the reader for each row's position in
 its file and turns every batch of positions into a byte column (1 = deleted) with one bit
 test per row in a plain loop, and the query filters on it. That costs about what any
@@ -45,7 +46,8 @@ from mvtable.errors import JvmMaskUnavailableError
 logger = logging.getLogger("mvtable.connector")
 
 FORMAT_CLASS = "io.mvtable.spark.MaskedParquetFileFormat"
-SOURCE = Path(__file__).with_name("jvm") / "MaskedParquetFileFormat.java"
+SOURCE_DIR = Path(__file__).with_name("jvm")  # every .java file here goes into the one jar
+DEFAULT_SOURCE_CLASS = "mvtable.DefaultSource"  # format("mvtable") with the jar: see native_plan
 MASK_COLUMN_OPTION = "mvtable.maskColumn"
 DVS_OPTION = "mvtable.deletionVectors"
 SWITCH = "MVTABLE_JVM_MASK"  # "off": always use the expression mask
@@ -95,18 +97,24 @@ def spark_jar(*, jars: Path | None = None) -> Path:
     Raises:
         JvmMaskUnavailableError: The jar cannot be built here (no JDK, a failed compile)."""
     jars = jars or spark_jars_dir()
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + _spark_version(jars).encode()).hexdigest()[:16]
+    sources = sorted(SOURCE_DIR.glob("*.java"))
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    digest.update(_spark_version(jars).encode())
+    key = digest.hexdigest()[:16]
     target = cache_dir() / f"mvtable-spark-{key}.jar"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         classes = Path(tmp) / "classes"
-        command = [_javac(), "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(SOURCE)]
+        command = [_javac(), "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", *map(str, sources)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise JvmMaskUnavailableError(f"javac could not build {SOURCE.name} against {jars}: {done.stderr.strip()[-2000:]}")
+            raise JvmMaskUnavailableError(
+                f"javac could not build {SOURCE_DIR}/*.java against {jars}: {done.stderr.strip()[-2000:]}"
+            )
         partial = Path(tmp) / "mvtable-spark.jar"
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: mvtable\n")
@@ -126,9 +134,11 @@ def available(spark: Any) -> bool:
 
     On ``False`` the reason was logged once (a warning) for this session."""
     if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
+        _say_once(f"{SWITCH}=off")
         return False
     jsession = getattr(spark, "_jsparkSession", None)
     if jsession is None:  # Spark Connect: no JVM in this process
+        _say_once("Spark Connect: this process cannot add mvtable's jar (add it to the server's spark.jars)")
         return False
     key = spark.sparkContext.applicationId
     with _lock:
@@ -138,6 +148,19 @@ def available(spark: Any) -> bool:
     return known
 
 
+_said: set[str] = set()
+
+
+def _say_once(reason: str) -> None:
+    if reason not in _said:
+        _said.add(reason)
+        logger.warning(
+            "mvtable: no JVM reader in this session: format('mvtable') reads through the Python source and "
+            "read_native masks deleted rows with Spark expressions (same rows, slower): %s",
+            reason,
+        )
+
+
 def _attach(spark: Any, jsession: Any) -> bool:
     try:
         if not _loadable(spark, jsession):
@@ -145,7 +168,7 @@ def _attach(spark: Any, jsession: Any) -> bool:
             if not _loadable(spark, jsession):
                 raise JvmMaskUnavailableError(f"{FORMAT_CLASS} is still not loadable after adding its jar")
     except Exception as exc:  # any failure here only costs speed: fall back, and say so
-        logger.warning("read_native: deleted rows are masked by Spark expressions (slower): %s", getattr(exc, "message", exc))
+        _say_once(str(getattr(exc, "message", exc)))
         return False
     return True
 

@@ -21,6 +21,7 @@ one after another and binds to none: ``streamReader()`` drops the pin ``schema()
 from __future__ import annotations
 
 import sys
+from collections.abc import MutableMapping
 from types import FrameType
 from typing import Any
 
@@ -32,6 +33,7 @@ from mvtable.storage import open_file_io
 
 from ..options import read_options, stream_write_options, write_options
 from ..pinning import SnapshotPin, release
+from . import native_plan
 from .reader import MvTableReader, PushdownReader, newest_snapshot, pin_read, spark_schema, unbound_read_columns
 from .stream import ChangeFeedReader, MvTableStreamReader, MvTableStreamWriter, RefusedStreamReader
 from .writer import make_writer
@@ -54,6 +56,11 @@ def _called_for_pushdown() -> bool:
 
 class MvTableDataSource(DataSource):
     pin: SnapshotPin | None = None  # the read's snapshot, set by schema(); pickled with the instance
+    jvm = native_plan.JvmRequest()  # what mvtable's JVM classes asked schema() for besides the schema
+
+    def __init__(self, options: MutableMapping[str, str]) -> None:
+        options, self.jvm = native_plan.take_jvm_options(options)
+        super().__init__(options)
 
     @classmethod
     def name(cls) -> str:
@@ -61,11 +68,15 @@ class MvTableDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = read_options(self.options)
+        if self.jvm.renew is not None:  # a native read's pin, while it is queried
+            return native_plan.renewed(opts, self.jvm.renew)
         if opts.read_change_feed:  # reads versions one after another: nothing to bind to
-            return spark_schema(newest_snapshot(opts), opts)
+            schema = spark_schema(newest_snapshot(opts), opts)
+            return native_plan.with_plan(schema, opts, None) if self.jvm.plan else schema
         pinned = pin_read(opts)
         self.pin = pinned.pin
-        return spark_schema(pinned.snapshot, opts)
+        schema = spark_schema(pinned.snapshot, opts)
+        return native_plan.with_plan(schema, opts, pinned) if self.jvm.plan else schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = read_options(self.options).for_batch()

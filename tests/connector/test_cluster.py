@@ -40,6 +40,12 @@ keyed = spark.read.format("mvtable").load(kpath)
 # read_native: the JVM deletion mask, compiled from the wheel's source, shipped to the executors
 native = mvtable.read_native(spark, path, version=2)
 native_plan = native._jdf.queryExecution().executedPlan().toString()
+# format("mvtable") with mvtable.register: the jar attached, Spark's Parquet scan on the executors
+mvtable.register(spark)
+fast = spark.read.format("mvtable").option("versionAsOf", 2).load(path)
+fast_plan = fast._jdf.queryExecution().executedPlan().toString()
+spark.sql(f"CREATE TEMPORARY VIEW fast_now USING mvtable OPTIONS (path '{path}')")
+fast_now = spark.sql("SELECT count(*) AS n, sum(id) AS s FROM fast_now").first().asDict()
 tasks = spark.read.format("mvtable").option("maxPartitionBytes", "1").load(path) \
     .rdd.mapPartitions(lambda it: [(os.getpid(), __import__("mvtable").__file__)]).collect()
 emit({
@@ -54,6 +60,9 @@ emit({
     "partitions": now.rdd.getNumPartitions(),
     "native_before": native.selectExpr("count(*) AS n", "sum(id) AS s").first().asDict(),
     "native_masked_in_jvm": "MvtableMaskedParquet" in native_plan,
+    "fast_before": fast.selectExpr("count(*) AS n", "sum(id) AS s").first().asDict(),
+    "fast_file_scan": "FileScan mvtable-parquet" in fast_plan and "(Python)" not in fast_plan,
+    "fast_now": fast_now,
     "upsert": keyed.selectExpr("count(*) AS n", "count(distinct id) AS d", "sum(if(s = 'new', 1, 0)) AS new").first().asDict(),
 })
 """
@@ -80,6 +89,8 @@ def test_wheel_install_writes_pushes_deletes_and_reads_on_a_cluster(spark_cluste
     kept = [i for i in range(5000) if i % 10 != 3]
     assert result["before"] == {"n": len(kept), "s": sum(kept)}
     assert result["native_before"] == result["before"] and result["native_masked_in_jvm"] is True
+    assert result["fast_before"] == result["before"] and result["fast_file_scan"] is True
+    assert result["fast_now"] == result["now"]
     assert result["driver_pid"] not in result["partition_pids"]  # read() ran in executor processes
     t = Table.open(path)
     assert [e.state for e in t.lineage()] == ["COMPLETED"]

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table
+from tests.support.spark_session import PYTHON_ROUTE, spark_conf
 
 pytestmark = pytest.mark.spark
 
@@ -189,6 +190,13 @@ def test_staged_push_and_bad_combinations(spark, tmp_path):
 
 
 class TestPushdown:
+    """The Python source's own filter pushdown: every DataFrame here reads through it."""
+
+    @pytest.fixture(autouse=True)
+    def python_route(self, spark):
+        with spark_conf(spark, PYTHON_ROUTE):
+            yield
+
     @pytest.fixture
     def pushdown(self, spark):
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
@@ -250,18 +258,20 @@ class TestPushdown:
 
 @pytest.mark.parametrize("where", ["id = 42", "s LIKE '4%'", "s LIKE '%2' AND s <=> '42'", "id IN (1, 2) AND NOT (id = 2)"])
 def test_filters_applied_exactly_are_claimed(spark, tmp_path, where):
-    """Claimed filters are not evaluated again by Spark: no Filter node above the scan."""
+    """Claimed filters are not evaluated again by Spark: no Filter node above the Python
+    source's scan."""
     path = str(tmp_path / "t")
     write(spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s"), path)
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    try:
-        df = read(spark, path).where(where)
-        plan = df._jdf.queryExecution().executedPlan().toString()
-        assert not re.search(r"\bFilter\b", plan), plan
-        expected = spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s").where(where)
-        assert sorted(df.collect()) == sorted(expected.collect())
-    finally:
-        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    with spark_conf(spark, PYTHON_ROUTE):
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        try:
+            df = read(spark, path).where(where)
+            plan = df._jdf.queryExecution().executedPlan().toString()
+            assert not re.search(r"\bFilter\b", plan), plan
+            expected = spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s").where(where)
+            assert sorted(df.collect()) == sorted(expected.collect())
+        finally:
+            spark.conf.unset("spark.sql.python.filterPushdown.enabled")
 
 
 def test_a_variant_column_is_refused_before_anything_is_written(spark, tmp_path):

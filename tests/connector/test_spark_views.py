@@ -16,6 +16,7 @@ from mvtable.connector.spark import views as view_registry
 from mvtable.connector.spark.native_mask import _MASKS
 from mvtable.errors import InvalidOptionError
 from mvtable.visibility import pins
+from tests.support.spark_session import PYTHON_ROUTE, spark_conf
 
 pytestmark = pytest.mark.spark
 
@@ -205,11 +206,16 @@ def test_why_pushdown_is_off_by_default(spark, table):
     key = "spark.sql.python.filterPushdown.enabled"
     spark.conf.set(key, "true")
     try:
-        df = spark.read.format("mvtable").load(table.uri)
+        with spark_conf(spark, PYTHON_ROUTE):
+            df = spark.read.format("mvtable").load(table.uri)
         assert df.where("id >= 2900").count() == 100
         stale = df.count()
+        # Spark's Parquet scan (mvtable's jar in the session) pushes filters itself: no reuse
+        native = spark.read.format("mvtable").load(table.uri)
+        assert native.where("id >= 2900").count() == 100 and native.count() == 2800
     finally:
         spark.conf.unset(key)
     assert stale == 100  # not 2800: the filtered plan was reused
-    df = spark.read.format("mvtable").load(table.uri)  # pushdown off (the default): plans afresh
+    with spark_conf(spark, PYTHON_ROUTE):
+        df = spark.read.format("mvtable").load(table.uri)  # pushdown off (the default): plans afresh
     assert df.where("id >= 2900").count() == 100 and df.count() == 2800

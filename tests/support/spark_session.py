@@ -82,11 +82,14 @@ def start_local_spark(
 
 
 def register_data_source(spark: Any) -> None:
-    """Register the ``mvtable`` data source only: no SQL procedures, and Spark's filter
+    """Register the ``mvtable`` data source and add mvtable's jar, as ``mvtable.register``
+    does (so batch reads take Spark's Parquet scan), but no SQL procedures, and Spark's filter
     pushdown left at its default (tests that want them call ``mvtable.register``)."""
+    from mvtable.connector.spark import attach_native_scan
     from mvtable.connector.spark.source import MvTableDataSource
 
     spark.dataSource.register(MvTableDataSource)
+    attach_native_scan(spark)
 
 
 def stop_spark(spark: Any) -> None:
@@ -114,6 +117,11 @@ def stop_spark(spark: Any) -> None:
                 _publish_cds_archive(proc.returncode)
             SparkContext._gateway = None
             SparkContext._jvm = None
+
+
+PYTHON_ROUTE = {"spark.mvtable.nativeScan": "false"}
+"""``spark_conf(spark, PYTHON_ROUTE)``: DataFrames made in the block read through the Python
+source, not Spark's Parquet scan (tests of the Python reader's own planning and pushdown)."""
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.SerializableConfiguration;
 import org.roaringbitmap.RoaringBitmap;
 
@@ -78,6 +79,12 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
 
   public static final String MASK_COLUMN_OPTION = "mvtable.maskColumn";
   public static final String DVS_OPTION = "mvtable.deletionVectors";
+  /** Row addresses: the column that gets each row's position in its file, if any. */
+  public static final String ROW_COLUMN_OPTION = "mvtable.rowColumn";
+  /** Row addresses: the column that gets each file's segment id, if any. */
+  public static final String SEGMENT_COLUMN_OPTION = "mvtable.segmentColumn";
+  /** Row addresses: one line per file, its name, a tab, its segment id. */
+  public static final String SEGMENTS_OPTION = "mvtable.segments";
 
   @Override
   public String shortName() {
@@ -113,25 +120,57 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       throw new IllegalArgumentException("mvtable: the " + MASK_COLUMN_OPTION + " option is missing");
     }
     Map<String, DvLocation> dvs = DvLocation.parseAll(options.get(DVS_OPTION).getOrElse(() -> ""));
-    // No file holds the mask column: Parquet must neither read it nor filter on it (a
-    // pushed-down "mask = 0" on a missing column reads as null and drops every row group).
+    String rowColumn = options.get(ROW_COLUMN_OPTION).getOrElse(() -> "");
+    String segmentColumn = options.get(SEGMENT_COLUMN_OPTION).getOrElse(() -> "");
+    Map<String, String> segments = parseSegments(options.get(SEGMENTS_OPTION).getOrElse(() -> ""));
+    // No file holds the mask (or row address) columns: Parquet must neither read them nor
+    // filter on them (a pushed-down "mask = 0" on a missing column reads as null and drops
+    // every row group).
     @SuppressWarnings("unchecked")
-    Seq<Filter> fileFilters = (Seq<Filter>) filters.filterNot(new References(mask));
-    StructType fileSchema = without(dataSchema, mask);
+    Seq<Filter> fileFilters = (Seq<Filter>) filters.filterNot(new References(mask, rowColumn, segmentColumn));
+    StructType fileSchema = without(without(without(dataSchema, mask), rowColumn), segmentColumn);
     int ordinal = indexOf(requiredSchema, mask);
+    int rowOrdinal = rowColumn.isEmpty() ? -1 : indexOf(requiredSchema, rowColumn);
+    int segmentOrdinal = segmentColumn.isEmpty() ? -1 : indexOf(requiredSchema, segmentColumn);
     if (ordinal < 0) {
+      if (rowOrdinal >= 0 || segmentOrdinal >= 0) {
+        throw new IllegalArgumentException("mvtable: row addresses are read with the mask column " + mask);
+      }
       return super.buildReaderWithPartitionValues(
           session, fileSchema, partitionSchema, requiredSchema, fileFilters, options, hadoopConf);
     }
     StructField[] fields = requiredSchema.fields().clone();
     fields[ordinal] = new StructField(
         ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true, Metadata.empty());
+    // read as nulls (no file has them), then filled in from the row index and the file
+    if (rowOrdinal >= 0) {
+      fields[rowOrdinal] = new StructField(rowColumn, DataTypes.LongType, true, Metadata.empty());
+    }
+    if (segmentOrdinal >= 0) {
+      fields[segmentOrdinal] = new StructField(segmentColumn, DataTypes.StringType, true, Metadata.empty());
+    }
     Function1<PartitionedFile, Iterator<InternalRow>> inner = super.buildReaderWithPartitionValues(
         session, fileSchema, partitionSchema, new StructType(fields), fileFilters, options, hadoopConf);
     Broadcast<SerializableConfiguration> conf =
         SerializableConfiguration.broadcast(session.sparkContext(), hadoopConf);
     boolean offHeap = session.sessionState().conf().offHeapColumnVectorEnabled();
-    return new MaskingReader(inner, ordinal, readTypes(fields, partitionSchema), dvs, conf, offHeap);
+    return new MaskingReader(inner, new int[] {ordinal, rowOrdinal, segmentOrdinal},
+        readTypes(fields, partitionSchema), dvs, segments, conf, offHeap);
+  }
+
+  private static Map<String, String> parseSegments(String lines) {
+    Map<String, String> out = new HashMap<>();
+    for (String line : lines.split("\n")) {
+      if (line.isEmpty()) {
+        continue;
+      }
+      int tab = line.indexOf('\t');
+      if (tab < 0) {
+        throw new IllegalArgumentException("mvtable: bad " + SEGMENTS_OPTION + " line: " + line);
+      }
+      out.put(line.substring(0, tab), line.substring(tab + 1));
+    }
+    return out;
   }
 
   /** The types of the rows the inner reader returns: the read columns, then the partition values. */
@@ -147,6 +186,9 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
   }
 
   private static StructType without(StructType schema, String name) {
+    if (name.isEmpty()) {
+      return schema;
+    }
     List<StructField> kept = new ArrayList<>();
     for (StructField f : schema.fields()) {
       if (!f.name().equals(name)) {
@@ -166,20 +208,22 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     return -1;
   }
 
-  /** A filter that names the mask column. */
+  /** A filter that names one of the given columns (the mask, the row address columns). */
   private static final class References extends AbstractFunction1<Filter, Object> implements Serializable {
     private static final long serialVersionUID = 1L;
-    private final String column;
+    private final String[] columns;
 
-    References(String column) {
-      this.column = column;
+    References(String... columns) {
+      this.columns = columns;
     }
 
     @Override
     public Object apply(Filter filter) {
       for (String ref : filter.references()) {
-        if (ref.equals(column)) {
-          return Boolean.TRUE;
+        for (String column : columns) {
+          if (!column.isEmpty() && ref.equals(column)) {
+            return Boolean.TRUE;
+          }
         }
       }
       return Boolean.FALSE;
@@ -243,23 +287,26 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>> implements Serializable {
     private static final long serialVersionUID = 1L;
     private final Function1<PartitionedFile, Iterator<InternalRow>> inner;
-    private final int ordinal;
+    private final int[] ordinals; // the mask's, the row column's, the segment column's (-1: not read)
     private final DataType[] types;
     private final Map<String, DvLocation> dvs;
+    private final Map<String, String> segments;
     private final Broadcast<SerializableConfiguration> conf;
     private final boolean offHeap;
 
     MaskingReader(
         Function1<PartitionedFile, Iterator<InternalRow>> inner,
-        int ordinal,
+        int[] ordinals,
         DataType[] types,
         Map<String, DvLocation> dvs,
+        Map<String, String> segments,
         Broadcast<SerializableConfiguration> conf,
         boolean offHeap) {
       this.inner = inner;
-      this.ordinal = ordinal;
+      this.ordinals = ordinals;
       this.types = types;
       this.dvs = dvs;
+      this.segments = segments;
       this.conf = conf;
       this.offHeap = offHeap;
     }
@@ -267,31 +314,49 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     @Override
     @SuppressWarnings("unchecked")
     public Iterator<InternalRow> apply(PartitionedFile file) {
-      DvLocation loc = dvs.get(file.toPath().getName());
+      String name = file.toPath().getName();
+      DvLocation loc = dvs.get(name);
       long[] bits = loc == null ? null : Bitmaps.load(loc, conf.value().value());
+      UTF8String segment = null;
+      if (ordinals[2] >= 0) {
+        String id = segments.get(name);
+        if (id == null) {
+          throw new IllegalStateException("mvtable: no segment id for " + name + " in " + SEGMENTS_OPTION);
+        }
+        segment = UTF8String.fromString(id);
+      }
       // The vectorized reader hands out ColumnarBatches through an Iterator[InternalRow]
       // (Spark's FileScanRDD tells them apart at run time): erase the element type so that
       // no cast to InternalRow is ever made on a batch.
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) inner.apply(file);
-      return (Iterator<InternalRow>) (Iterator<?>) new MaskingIterator(rows, ordinal, types, bits, offHeap);
+      return (Iterator<InternalRow>) (Iterator<?>) new MaskingIterator(rows, ordinals, types, bits, segment, offHeap);
     }
   }
 
   private static final class MaskingIterator extends AbstractIterator<Object> implements Closeable {
     private final Iterator<Object> rows;
     private final int ordinal;
+    private final int rowOrdinal; // -1: no row address column
+    private final int segmentOrdinal; // -1: no segment column
     private final DataType[] types;
     private final long[] bits; // null: nothing deleted in this file
+    private final UTF8String segment; // this file's segment id, when segmentOrdinal >= 0
     private final boolean offHeap;
     private WritableColumnVector mask;
+    private WritableColumnVector segmentVector; // Spark's generated code expects the format's vector types
+    private int segmentCapacity;
     private byte[] scratch;
     private int capacity;
 
-    MaskingIterator(Iterator<Object> rows, int ordinal, DataType[] types, long[] bits, boolean offHeap) {
+    MaskingIterator(Iterator<Object> rows, int[] ordinals, DataType[] types, long[] bits, UTF8String segment,
+        boolean offHeap) {
       this.rows = rows;
-      this.ordinal = ordinal;
+      this.ordinal = ordinals[0];
+      this.rowOrdinal = ordinals[1];
+      this.segmentOrdinal = ordinals[2];
       this.types = types;
       this.bits = bits;
+      this.segment = segment;
       this.offHeap = offHeap;
     }
 
@@ -370,11 +435,45 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       for (int c = 0; c < columns.length; c++) {
         columns[c] = c == ordinal ? mask : batch.column(c);
       }
+      if (rowOrdinal >= 0) {
+        columns[rowOrdinal] = rowIndex;
+      }
+      if (segmentOrdinal >= 0) {
+        if (segmentVector == null || segmentCapacity < n) {
+          if (segmentVector != null) {
+            segmentVector.close();
+          }
+          segmentCapacity = Math.max(n, 4096);
+          segmentVector = offHeap
+              ? new OffHeapColumnVector(segmentCapacity, DataTypes.StringType)
+              : new OnHeapColumnVector(segmentCapacity, DataTypes.StringType);
+          byte[] id = segment.getBytes();
+          for (int i = 0; i < segmentCapacity; i++) {  // one file, one segment: filled once
+            segmentVector.putByteArray(i, id);
+          }
+        }
+        columns[segmentOrdinal] = segmentVector;
+      }
       return new ColumnarBatch(columns, n);
     }
 
     private InternalRow mark(InternalRow row) {
-      byte value = deleted(row.getLong(ordinal)) ? (byte) 1 : (byte) 0;
+      long position = row.getLong(ordinal);
+      byte value = deleted(position) ? (byte) 1 : (byte) 0;
+      if (rowOrdinal >= 0 || segmentOrdinal >= 0) {
+        Object[] values = new Object[row.numFields()];
+        for (int i = 0; i < values.length; i++) {
+          values[i] = row.isNullAt(i) ? null : row.get(i, types[i]);
+        }
+        values[ordinal] = value;
+        if (rowOrdinal >= 0) {
+          values[rowOrdinal] = position;
+        }
+        if (segmentOrdinal >= 0) {
+          values[segmentOrdinal] = segment;
+        }
+        return new GenericInternalRow(values);
+      }
       if (row instanceof UnsafeRow) {
         // what Spark's row reader returns: a fixed-width slot, so clear the position's
         // 8 bytes and write the byte in place
@@ -394,6 +493,10 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       if (mask != null) {
         mask.close();
         mask = null;
+      }
+      if (segmentVector != null) {
+        segmentVector.close();
+        segmentVector = null;
       }
       if (rows instanceof Closeable) {
         ((Closeable) rows).close();

@@ -1,0 +1,80 @@
+package io.mvtable.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.execution.datasources.FileIndex;
+import org.apache.spark.sql.execution.datasources.FileStatusWithMetadata;
+import org.apache.spark.sql.execution.datasources.PartitionDirectory;
+import org.apache.spark.sql.types.StructType;
+
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The files Python planned, with the sizes the table's log records: Spark neither lists a
+ * directory nor stats a file, and its statistics (broadcast joins) see the real size.
+ */
+public final class PlannedFileIndex implements FileIndex {
+  private static final long BLOCK_SIZE = 128L << 20;
+
+  private final Path root;
+  private final List<FileStatusWithMetadata> files = new ArrayList<>();
+  private final String[] paths;
+  private final long bytes;
+  private final long version;
+
+  public PlannedFileIndex(NativePlan plan) {
+    root = new Path(plan.root);
+    version = plan.version;
+    long total = 0;
+    paths = new String[plan.files.size()];
+    int i = 0;
+    for (NativePlan.FileEntry f : plan.files) {
+      Path p = new Path(f.path);
+      files.add(new FileStatusWithMetadata(new FileStatus(f.size, false, 1, BLOCK_SIZE, 0L, p),
+          scala.collection.immutable.Map$.MODULE$.empty()));
+      paths[i++] = f.path;
+      total += f.size;
+    }
+    bytes = total;
+  }
+
+  @Override
+  public Seq<Path> rootPaths() {
+    return CollectionConverters.asScala(List.of(root)).toSeq();
+  }
+
+  @Override
+  public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
+    PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(files).toSeq());
+    return CollectionConverters.asScala(List.of(dir)).toSeq();
+  }
+
+  @Override
+  public String[] inputFiles() {
+    return paths.clone();
+  }
+
+  @Override
+  public void refresh() {}
+
+  @Override
+  public long sizeInBytes() {
+    return bytes;
+  }
+
+  @Override
+  public StructType partitionSchema() {
+    return new StructType();
+  }
+
+  @Override
+  public String toString() {
+    return "MvtablePlannedFiles[" + root + ", version " + version + ", " + paths.length + " files]";
+  }
+}
