@@ -11,7 +11,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-import mvtable
 from mvtable import spark_save
 from mvtable.connector import Table, writes
 from mvtable.errors import PartitioningNotSupportedError, TableAlreadyExistsError, from_spark
@@ -165,7 +164,7 @@ def test_the_readmes_first_spark_example_runs_as_written(spark, tmp_path):
     namespace: dict = {}
     exec(compile(code.replace('"/data/t"', repr(path)), "README.md", "exec"), namespace)
     t = Table.open(path)
-    mvtable.drop_view(spark, "t")
+    spark.catalog.dropTempView("t")
     assert [h.operation for h in t.history()] == ["CREATE", "APPEND", "PUSH_START", "CONSISTENT_PUSH", "DELETE"]
     assert sorted(t.to_arrow().column("id").to_pylist()) == [i for i in range(100) if i % 7 != 3]
 
