@@ -136,8 +136,10 @@ def _drop_empty(mapping: list[dict[str, Any]]) -> None:
 
 
 def delta_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The Delta ``schemaString`` document (Spark's StructType JSON, checked for Delta) and
-    the table features it needs (``deletionVectors``, plus ``timestampNtz`` if used)."""
+    """The Delta ``schemaString`` document and the table features it needs.
+
+    The document is Spark's StructType JSON, checked for Delta; the features are
+    ``deletionVectors``, plus ``timestampNtz`` if used."""
     features = ["deletionVectors"]
 
     def check(t: Any, column: str) -> None:
