@@ -1,6 +1,8 @@
-"""The per-segment key index: a Bloom filter of a segment's key hashes, in a small file
-beside the segment (``data/<segment-id>.keys.bloom``), plus the per-row-group min/max of the
-key columns that every segment descriptor already carries in its statistics.
+"""The per-segment key index.
+
+A Bloom filter of a segment's key hashes, in a small file beside the segment
+(``data/<segment-id>.keys.bloom``), plus the per-row-group min/max of the key columns that every
+segment descriptor already carries in its statistics.
 
 Written when a segment is written — by ``SegmentWriter`` for every writer, and by anything
 that rewrites segments (compaction) through the same writer or ``build_index`` — so a key
@@ -129,8 +131,9 @@ _cache = _IndexCache(INDEX_CACHE_BYTES)
 
 
 def forget_filters() -> None:
-    """Drop the key filters this process keeps (the next lookup reads them again): for a
-    benchmark that measures a cold lookup, or a process that wants the memory back."""
+    """Drop the key filters this process keeps (the next lookup reads them again).
+
+    It serves a benchmark that measures a cold lookup, or a process that wants the memory back."""
     global _cache
     _cache = _IndexCache(INDEX_CACHE_BYTES)
 
