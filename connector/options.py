@@ -32,8 +32,9 @@ _NO_CATALOG = (
 
 
 def _bool(value: Any, name: str) -> bool:
-    """Exactly true or false (any case), as Spark's own boolean options: ``"1"`` or
-    ``"yes"`` are more likely a slip than a choice, and the error says what to write."""
+    """Exactly true or false (any case), as Spark's own boolean options.
+
+    ``"1"`` or ``"yes"`` are more likely a slip than a choice, and the error says what to write."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -95,8 +96,7 @@ class ReadOptions(_Options):
         return self
 
     def for_batch(self) -> ReadOptions:
-        """Check the options of ``spark.read``: the change feed needs a start; the
-        per-trigger options belong to streams."""
+        """Check the options of ``spark.read``: the change feed needs a start; the per-trigger options belong to streams."""
         stream_only = {"max_rows_per_trigger", "max_bytes_per_trigger", "skip_change_commits"} & self.model_fields_set
         if stream_only:
             raise InvalidOptionError(f"{_names(stream_only)}: for spark.readStream only, not spark.read")
@@ -162,8 +162,10 @@ class WriteOptions(_Options):
 
 
 class StreamWriteOptions(_Options):
-    """``df.writeStream`` options: the query's checkpoint (its id names the application whose
-    batches land exactly once) or an explicit ``txnAppId``."""
+    """``df.writeStream`` options.
+
+    The query's checkpoint (its id names the application whose batches land exactly once) or an
+    explicit ``txnAppId``."""
 
     checkpoint_location: str | None = None
     txn_app_id: str | None = None
@@ -221,8 +223,9 @@ def _names(fields: set[str]) -> str:
 
 
 def _storage_value(value: Any) -> Any:
-    """Spark options are strings; fsspec wants e.g. ``client_kwargs`` as a dict, so a value
-    written as a JSON object is decoded."""
+    """Spark options are strings.
+
+    Fsspec wants e.g. ``client_kwargs`` as a dict, so a value written as a JSON object is decoded."""
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
             return json.loads(value)

@@ -23,9 +23,11 @@ _HOW = "use Predicate(column, op, value) from mvtable.connector.stats"
 
 
 def check_predicates(predicates: object, schema: pa.Schema) -> tuple[Predicate, ...]:
-    """``predicates`` as a tuple, after checking that each is a ``Predicate`` over a column
-    of ``schema`` with a known operator and a value that column's type can be compared
-    with (the predicate's expression binds to ``schema``, see ``check_filter``).
+    """``predicates`` as a tuple, after checking each one against ``schema``.
+
+    Each must be a ``Predicate`` over a column of ``schema`` with a known operator and a value that
+    column's type can be compared with (the predicate's expression binds to ``schema``, see
+    ``check_filter``).
 
     ``(column, op, value)`` tuples are refused rather than guessed at: they are the
     ``filters`` of ``create_view``/``read_native``, whose operators are SQL's (``=``,

@@ -1,5 +1,6 @@
-"""How segments are encoded in Parquet, and their row-group statistics read back from the
-file's own footer instead of a second pass over the rows.
+"""How segments are encoded in Parquet, and their row-group statistics read back from the footer.
+
+Statistics come from the file's own footer instead of a second pass over the rows.
 
 Measured choices (SF-1 lineitem, row groups of 131,072 rows; ``benchmarks/README.md``):
 
@@ -65,9 +66,10 @@ DICTIONARY_COMPRESSION = "snappy"
 
 
 def is_small_segment(rows: int | None) -> bool:
-    """Whether a segment of ``rows`` rows (None: not known yet, so at least a row group) is
-    written as a small one: ``SMALL_SEGMENT_COMPRESSION`` and dictionary pages everywhere
-    (pyarrow's default; counting distinct values is not worth it for a few rows)."""
+    """Whether a segment of ``rows`` rows (None: not known yet, so at least a row group) is written as a small one.
+
+    ``SMALL_SEGMENT_COMPRESSION`` and dictionary pages everywhere (pyarrow's default; counting
+    distinct values is not worth it for a few rows)."""
     return rows is not None and rows < SMALL_SEGMENT_ROWS
 
 
@@ -77,20 +79,20 @@ def parquet_writer_options(
     use_dictionary: bool | Sequence[str] = True,
     schema: pa.Schema | None = None,
 ) -> dict[str, Any]:
-    """How segments are encoded. ``store_decimal_as_integer``: decimals of precision ≤ 18
-    are stored as INT32/INT64 rather than fixed-length byte arrays (as delta-rs and
-    pyiceberg write them). Every Parquet reader reads both; the integer form decodes
-    several times faster (SF-1 lineitem: the four ``decimal(15,2)`` columns were half of
-    ``pq.read_table``'s time) and compresses a little better. ``use_dictionary``: True,
-    or the columns to dictionary-encode (``dictionary_columns_for``); with the ``schema``,
-    the other integer-like columns are ``DELTA_BINARY_PACKED`` (``delta_columns``) and
-    stored without compression: delta packing already removes what zstd would find in
-    them (SF-1, 1M rows: ``l_orderkey`` 1.89 vs 1.82 MB, ``l_partkey`` and
-    ``l_extendedprice`` the same bytes) while zstd was a third to half of their decode
-    (``l_orderkey`` 7.4 → 4.2 ms, ``l_partkey`` 6.0 → 4.4 ms, ``l_extendedprice`` 8.9 →
-    6.8 ms per 1M rows, one thread), paid by every scan and every key lookup, and its
-    encode CPU on every write. Existing segments keep their encoding; readers need
-    nothing new."""
+    """How segments are encoded.
+
+    ``store_decimal_as_integer``: decimals of precision ≤ 18 are stored as INT32/INT64 rather than
+    fixed-length byte arrays (as delta-rs and pyiceberg write them). Every Parquet reader reads
+    both; the integer form decodes several times faster (SF-1 lineitem: the four ``decimal(15,2)``
+    columns were half of ``pq.read_table``'s time) and compresses a little better.
+    ``use_dictionary``: True, or the columns to dictionary-encode (``dictionary_columns_for``); with
+    the ``schema``, the other integer-like columns are ``DELTA_BINARY_PACKED`` (``delta_columns``)
+    and stored without compression: delta packing already removes what zstd would find in them
+    (SF-1, 1M rows: ``l_orderkey`` 1.89 vs 1.82 MB, ``l_partkey`` and ``l_extendedprice`` the same
+    bytes) while zstd was a third to half of their decode (``l_orderkey`` 7.4 → 4.2 ms,
+    ``l_partkey`` 6.0 → 4.4 ms, ``l_extendedprice`` 8.9 → 6.8 ms per 1M rows, one thread), paid by
+    every scan and every key lookup, and its encode CPU on every write. Existing segments keep their
+    encoding; readers need nothing new."""
     options: dict[str, Any] = {
         "compression": compression,
         "write_statistics": True,
@@ -110,8 +112,10 @@ def parquet_writer_options(
 
 
 def _column_codec(name: str, compression: str, *, delta: set[str], dictionary: set[str]) -> str:
-    """Delta-packed columns uncompressed; dictionary columns ``DICTIONARY_COMPRESSION``
-    instead of zstd (see the module's notes); every other column ``compression``."""
+    """The codec of column ``name``: delta-packed columns are left uncompressed.
+
+    Dictionary columns get ``DICTIONARY_COMPRESSION`` instead of zstd (see the module's notes); every
+    other column gets ``compression``."""
     if name in delta:
         return "none"
     if name in dictionary and compression == "zstd":
@@ -120,12 +124,12 @@ def _column_codec(name: str, compression: str, *, delta: set[str], dictionary: s
 
 
 def delta_columns(schema: pa.Schema, dictionary: Sequence[str]) -> list[str]:
-    """The top-level columns outside ``dictionary`` that Parquet stores as INT32/INT64
-    (integers, dates, times, timestamps, decimals of precision ≤ 18): written
-    ``DELTA_BINARY_PACKED`` rather than plain. SF-1 lineitem, 2M rows, one thread:
-    ``l_partkey`` 28 vs 62 ms to write, 12 vs 33 ms to read, 4.6 vs 6.0 MiB; ``l_orderkey``
-    and ``l_extendedprice`` alike. A standard Parquet encoding (Spark's vectorized reader,
-    DuckDB, arrow-rs, Trino read it)."""
+    """The top-level columns outside ``dictionary`` that Parquet stores as INT32/INT64, to write ``DELTA_BINARY_PACKED``.
+
+    Those are integers, dates, times, timestamps and decimals of precision ≤ 18; they are written
+    ``DELTA_BINARY_PACKED`` rather than plain. SF-1 lineitem, 2M rows, one thread: ``l_partkey`` 28
+    vs 62 ms to write, 12 vs 33 ms to read, 4.6 vs 6.0 MiB; ``l_orderkey`` and ``l_extendedprice``
+    alike. A standard Parquet encoding (Spark's vectorized reader, DuckDB, arrow-rs, Trino read it)."""
     keep = set(dictionary)
     return [f.name for f in schema if f.name not in keep and _integer_physical(f.type)]
 
@@ -141,10 +145,11 @@ def _integer_physical(t: pa.DataType) -> bool:
 
 
 def dictionary_columns_for(sample: pa.Table) -> bool | list[str]:
-    """The columns of a segment worth dictionary-encoding, judged on its first rows: those
-    whose first ``DICTIONARY_SAMPLE_ROWS`` rows hold at most ``DICTIONARY_MAX_DISTINCT_SHARE``
-    distinct values. ``True`` (every column) for a small sample, or when a column is nested
-    (pyarrow names the columns to encode by leaf path)."""
+    """The columns of a segment worth dictionary-encoding, judged on its first rows.
+
+    Those whose first ``DICTIONARY_SAMPLE_ROWS`` rows hold at most ``DICTIONARY_MAX_DISTINCT_SHARE``
+    distinct values. ``True`` (every column) for a small sample, or when a column is nested (pyarrow
+    names the columns to encode by leaf path)."""
     rows = min(sample.num_rows, DICTIONARY_SAMPLE_ROWS)
     if rows < DICTIONARY_MIN_SAMPLE_ROWS or any(pa.types.is_nested(f.type) for f in sample.schema):
         return True
@@ -158,8 +163,9 @@ def dictionary_columns_for(sample: pa.Table) -> bool | list[str]:
 
 
 class FooterStats:
-    """Per-row-group statistics of one segment in the log's form (``stats.column_stats``),
-    taken from the Parquet footer where Parquet's min/max mean the same thing."""
+    """Per-row-group statistics of one segment in the log's form (``stats.column_stats``), from the Parquet footer.
+
+    Taken from the footer where Parquet's min/max mean the same thing."""
 
     def __init__(self, schema: pa.Schema) -> None:
         self.statable = [f for f in schema if statable(f.type)]
@@ -172,9 +178,10 @@ class FooterStats:
         return column_stats(chunk.select(self.from_rows)) if self.from_rows else {}
 
     def of_footer(self, metadata: pq.FileMetaData, row_group: int, from_rows: dict[str, ColumnStats]) -> dict[str, ColumnStats]:
-        """The row group's statistics: ``from_rows`` plus every other statable column from
-        the footer. A chunk without min/max (pyarrow drops them when a value exceeds 4 KiB)
-        keeps only its null count: such a row group is never skipped by that column."""
+        """The row group's statistics: ``from_rows`` plus every other statable column from the footer.
+
+        A chunk without min/max (pyarrow drops them when a value exceeds 4 KiB) keeps only its null
+        count: such a row group is never skipped by that column."""
         rg = metadata.row_group(row_group)
         paths = {rg.column(j).path_in_schema: j for j in range(rg.num_columns)}
         out: dict[str, ColumnStats] = {}

@@ -1,6 +1,7 @@
-"""``TableScan``: a planned, pinned read of one version, and the ways to consume it (Arrow
-tables and batches, a streaming ``RecordBatchReader``, a DuckDB relation). It holds
-storage and a plan, never a ``Table``."""
+"""``TableScan``: a planned, pinned read of one version, and the ways to consume it.
+
+Arrow tables and batches, a streaming ``RecordBatchReader``, a DuckDB relation. It holds storage and
+a plan, never a ``Table``."""
 
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ class TableScan:
         self._columns = _read_columns(plan, filter, schema_from_json(pinned.snapshot.table_schema))
 
     def to_tables(self) -> Iterator[pa.Table]:
-        """The rows, a table at a time. The version stays pinned until the iteration ends
-        (or is abandoned and garbage-collected); reading the scan again pins it again."""
+        """The rows, a table at a time.
+
+        The version stays pinned until the iteration ends (or is abandoned and garbage-collected);
+        reading the scan again pins it again."""
         if self.pinned.released:
             self.pinned.renew()
         try:
@@ -72,8 +75,7 @@ class TableScan:
     def _read(
         self, task: ScanTask, *, schema: pa.Schema | None = None, keep_dictionary: frozenset[str] = frozenset()
     ) -> list[pa.Table]:
-        """One task's output tables (runs on a reader thread when ``use_threads``), cast
-        to ``schema`` (default: the plan's)."""
+        """One task's output tables (runs on a reader thread when ``use_threads``), cast to ``schema`` (default: the plan's)."""
         schema = self.plan.schema if schema is None else schema
         out = []
         tables = read_task(
@@ -111,9 +113,10 @@ class TableScan:
         return sum(t.num_rows for t in self.to_tables())
 
     def to_reader(self, *, chunk_rows: int = READER_CHUNK_ROWS, dictionary_strings: bool = False) -> pa.RecordBatchReader:
-        """The scan as a streaming ``pyarrow.RecordBatchReader`` for DuckDB, Polars or any
-        Arrow consumer, deletes applied. Memory stays bounded: segments are read in pieces
-        of at most ``chunk_rows`` rows (whole row groups), a few pieces at a time.
+        """The scan as a streaming ``pyarrow.RecordBatchReader`` for DuckDB, Polars or any Arrow consumer, deletes applied.
+
+        Memory stays bounded: segments are read in pieces of at most ``chunk_rows`` rows (whole row
+        groups), a few pieces at a time.
 
         ``dictionary_strings=True`` hands the low-cardinality string columns (those the
         segments store dictionary-encoded, e.g. flags and modes) over as
@@ -139,11 +142,12 @@ class TableScan:
         return record_batch_reader(schema, self.plan.tasks, read, chunk_rows=chunk_rows, workers=workers, on_close=self.release)
 
     def to_duckdb(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-        """The scan as a lazy DuckDB relation of ``con`` that DuckDB reads from the segment
-        files with its own Parquet reader, deletes applied (``duckdb_scan``): for DuckDB
-        the fast route, where ``to_reader`` pays a pyarrow decode before DuckDB's ingest.
-        Local tables, scans without ``filter``/``predicates``/row addresses. The version
-        stays pinned until ``release()`` (or the pin's TTL).
+        """The scan as a lazy DuckDB relation of ``con`` that DuckDB reads with its own Parquet reader, deletes applied.
+
+        DuckDB reads the segment files itself (``duckdb_scan``): for DuckDB the fast route, where
+        ``to_reader`` pays a pyarrow decode before DuckDB's ingest. Local tables, scans without
+        ``filter``/``predicates``/row addresses. The version stays pinned until ``release()`` (or
+        the pin's TTL).
 
         Raises:
             CorruptSegmentError: a segment's footer is not the one the log recorded (DuckDB
@@ -163,8 +167,10 @@ class TableScan:
 
 
 def _read_columns(plan: ScanPlan, filter: pc.Expression | None, schema: pa.Schema) -> list[str] | None:
-    """The columns a scan decodes: its projection plus what the filter reads (all of them
-    when the filter refers to a column by position)."""
+    """The columns a scan decodes.
+
+    Its projection plus what the filter reads (all of them when the filter refers to a column by
+    position)."""
     if plan.columns is None:
         return None
     if filter is None:

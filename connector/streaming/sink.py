@@ -127,8 +127,9 @@ class BatchResult:
 
 def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app_id: str, batch_id: int) -> BatchResult:
     """Commit one micro-batch with its ``SetTransaction``, or recognise it as committed.
-    The write intents the tasks took for their files are renewed while it commits (a
-    lapsed one: ``WriteIntentExpiredError``) and removed after."""
+
+    The write intents the tasks took for their files are renewed while it commits (a lapsed one:
+    ``WriteIntentExpiredError``) and removed after."""
     clog = plan.commit_log()
     rows = sum(s.num_rows for s in segments)
     intents = write_intents.intents_naming(s.id for s in segments)
@@ -285,8 +286,10 @@ def query_segment_prefix(app_id: str) -> str:
 
 
 def is_marked(name: str, prefix: str) -> bool:
-    """Whether a file of ``data/`` carries the query marker ``prefix``: right after its write
-    intent's id (``segments.new_segment_id``), or first when it was written under none."""
+    """Whether a file of ``data/`` carries the query marker ``prefix``.
+
+    The marker comes right after its write intent's id (``segments.new_segment_id``), or first when
+    it was written under none."""
     return name.startswith(prefix) or name.partition("-")[2].startswith(prefix)
 
 
