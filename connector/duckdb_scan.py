@@ -1,8 +1,7 @@
 """A scan as a DuckDB relation over the segment files themselves, deletes applied.
 
 ``TableScan.to_reader`` makes DuckDB ingest Arrow batches that pyarrow decoded and
-filtered: two decodes' worth of work for one query (lineitem SF 0.1, TPC-H Q1: ~2× DuckDB
-over the Parquet files). Here DuckDB reads the segments with its own Parquet reader
+filtered: two decodes' worth of work for one query. Here DuckDB reads the segments with its own Parquet reader
 (column pruning, statistics, its threads) and each segment that has a deletion vector is
 ``POSITIONAL JOIN``-ed with a one-column Arrow table of keep flags, one per row of the
 file, in file order: a deleted row is dropped by a boolean test rather than a hash anti

@@ -13,8 +13,8 @@ The binding is done by planning the expression over an empty table of the schema
 ``project``). ``Expression.to_substrait`` binds too, but it refuses every function without
 a Substrait mapping (``utf8_lower``, ``year``, ``list_value_length``, safe casts), which
 filters use. A plan costs time in proportion to its columns, so the referenced columns are
-not found by renaming each column in turn (one plan of every column per column: 41 s for a
-3,000-column delete) but by growing a schema from nothing: a plan over the columns found so
+not found by renaming each column in turn (one plan of every column per column: far too slow
+on a wide table) but by growing a schema from nothing: a plan over the columns found so
 far fails naming the first reference it cannot resolve (pyarrow's "No match for
 FieldRef.Name(x)"), which is added, until the plan binds. With ``k`` referenced columns that
 is one plan of the whole schema and ``k + 1`` plans of at most ``k`` columns. A reference is

@@ -374,8 +374,8 @@ class _Summaries:
     """Versions of the table as GC needs them (``lineage.summary``).
 
     Version, properties, history and DV paths — never whole snapshots, whose segment descriptors and
-    statistics would cost gigabytes on a table of 100,000 segments. Commit summaries are kept for
-    the plan: each is read once however many versions GC looks at."""
+    statistics grow with every segment of a large table. Commit summaries are kept for the plan:
+    each is read once however many versions GC looks at."""
 
     def __init__(self, commit_log: CommitLog, listing: Listing) -> None:
         self.log = commit_log

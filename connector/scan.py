@@ -141,8 +141,8 @@ def split_tasks(
     The partition size mirrors Spark's ``FilePartition.maxSplitBytes``:
     ``min(max_bytes, max(open_cost, total / parallelism))`` where ``total`` charges
     ``open_cost`` per segment, so a table smaller than ``max_bytes`` still spreads over
-    every core (filling up to ``max_bytes`` made SF 1's 169 MiB into 127 + 41 MiB, one core
-    doing 75% of the work) while a small table stays one partition. Spark packs whole
+    every core (filling up to ``max_bytes`` left one core doing most of the work of a table
+    just above it) while a small table stays one partition. Spark packs whole
     files next-fit; here the ``n`` cuts fall where the running cost crosses
     ``k * total / n``, so partitions differ by about one row group at most. No partition
     holds more than ``max_bytes`` of row groups unless one row group alone is larger."""

@@ -5,8 +5,8 @@ header (``write_page_checksum``), which every read verifies; and the log's descr
 the segment records a CRC-32 of the file's footer (``footer_crc32``), checked here when
 the footer is read. Page checksums alone leave the footer bare: a flipped bit there can
 still decode, into another offset, type, column name, field id or statistic, and so into
-other rows without an error. The footer is read anyway, so hashing it costs a few
-microseconds per file.
+other rows without an error. The footer is read anyway, so hashing it costs next to
+nothing.
 
 A segment written before mvtable checksummed its segments (no ``footer_crc32`` in its
 descriptor, no CRC in its page headers) reads as before, unverified; compaction rewrites

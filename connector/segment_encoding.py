@@ -2,38 +2,36 @@
 
 Statistics come from the file's own footer instead of a second pass over the rows.
 
-Measured choices (SF-1 lineitem, row groups of 131,072 rows; ``benchmarks/README.md``):
+Measured choices (SF-1 lineitem, row groups of 131,072 rows; the runs are in
+``benchmarks/README.md``):
 
 * **Dictionary encoding per column, chosen from a sample.** A column whose values hardly
-  repeat (keys, prices, free text) fills pyarrow's dictionary page (1 MiB) inside each row
-  group and then falls back to plain pages: the hashing is wasted CPU and the dictionary
-  page wasted bytes. ``l_orderkey``, ``l_partkey``, ``l_extendedprice`` and ``l_comment``
-  encode 30–55% faster *and* 5–35% smaller without it; the low-cardinality columns (flags,
-  quantities, dates) stay dictionary-encoded, which is what the read path's dictionary
-  decoding of strings (``segments.dictionary_columns``) relies on.
+  repeat (keys, prices, free text) fills pyarrow's dictionary page inside each row group and
+  then falls back to plain pages: the hashing is wasted CPU and the dictionary page wasted
+  bytes. ``l_orderkey``, ``l_partkey``, ``l_extendedprice`` and ``l_comment`` encode faster
+  *and* smaller without it; the low-cardinality columns (flags, quantities, dates) stay
+  dictionary-encoded, which is what the read path's dictionary decoding of strings
+  (``segments.dictionary_columns``) relies on.
 * **Delta-encoded integers, uncompressed.** The integer-like columns left without a
-  dictionary are ``DELTA_BINARY_PACKED``: half the write CPU, faster reads and fewer bytes
-  than plain pages under zstd (``delta_columns``). zstd finds next to nothing left in
-  them (0-4% of their bytes) and was a third of their decode, so they skip it.
+  dictionary are ``DELTA_BINARY_PACKED``: less write CPU, faster reads and fewer bytes than
+  plain pages under zstd (``delta_columns``). zstd finds next to nothing left in them and was
+  a large part of their decode, so they skip it.
 * **Dictionary-encoded columns are snappy, the rest zstd.** A dictionary column's pages are
   small (bit-packed indices), and pyarrow's zstd sets up (and zero-fills) a fresh
-  decompression context for every page it reads, which cost more than zstd saved: a
-  profile of ``Table.scan`` had 4% of its samples in ``ZSTD_createDCtx`` and a fifth in
-  the kernel zeroing fresh pages. ``Table.scan`` of SF-1 lineitem with 10% deleted went from
-  1.07-1.11× of pyiceberg's read to 0.91-0.92× for 2% more bytes (132.4 → 135.0 MiB). lz4
-  and no compression on those columns measured within noise of snappy (lz4 the same
-  bytes, none 3.4% more), and Spark read lz4 there as fast as zstd. Snappy because every
-  Parquet reader has it. The text and other plain columns, where zstd's ratio pays, stay
-  zstd.
+  decompression context for every page it reads, which cost more than zstd saved: a profile
+  of ``Table.scan`` showed ``ZSTD_createDCtx`` and the kernel zeroing fresh pages.
+  ``Table.scan`` went from slower than pyiceberg's read to faster for slightly more bytes.
+  lz4 and no compression on those columns measured within noise of snappy, and Spark read
+  lz4 there as fast as zstd. Snappy because every Parquet reader has it. The text and other
+  plain columns, where zstd's ratio pays, stay zstd.
 * **Small segments are snappy-compressed.** zstd's set-up per column chunk is most of a
-  small write's encode CPU (1,000 lineitem rows: 1.75 ms with zstd, 0.87 ms with snappy,
-  37 vs 48 KB); a segment of fewer than ``SMALL_SEGMENT_ROWS`` rows (an append of a few
-  rows, a streaming micro-batch) takes snappy, every larger one zstd (as above). Compaction merges small
-  segments into larger ones, zstd from ``SMALL_SEGMENT_ROWS`` rows on. Snappy is what Spark writes by default: every Parquet
-  reader reads it.
-* **Statistics from the footer.** pyarrow computes min/max/null count per column chunk
-  while it encodes; reading them from ``FileMetaData`` replaces a ``min_max`` pass over
-  every column (~15% of a push's CPU). Floats (NaN makes Parquet's min/max not ours) and
+  small write's encode CPU; a segment of fewer than ``SMALL_SEGMENT_ROWS`` rows (an append of
+  a few rows, a streaming micro-batch) takes snappy, every larger one zstd (as above).
+  Compaction merges small segments into larger ones, zstd from ``SMALL_SEGMENT_ROWS`` rows on.
+  Snappy is what Spark writes by default: every Parquet reader reads it.
+* **Statistics from the footer.** pyarrow computes min/max/null count per column chunk while
+  it encodes; reading them from ``FileMetaData`` replaces a ``min_max`` pass over every column
+  (a noticeable share of a push's CPU). Floats (NaN makes Parquet's min/max not ours) and
   timestamps (stored as integer microseconds) keep the Arrow pass on those columns only.
 """
 
@@ -83,15 +81,12 @@ def parquet_writer_options(
 
     ``store_decimal_as_integer``: decimals of precision ≤ 18 are stored as INT32/INT64 rather than
     fixed-length byte arrays (as delta-rs and pyiceberg write them). Every Parquet reader reads
-    both; the integer form decodes several times faster (SF-1 lineitem: the four ``decimal(15,2)``
-    columns were half of ``pq.read_table``'s time) and compresses a little better.
+    both; the integer form decodes several times faster (the decimal columns were a large share of
+    ``pq.read_table``'s time) and compresses a little better.
     ``use_dictionary``: True, or the columns to dictionary-encode (``dictionary_columns_for``); with
     the ``schema``, the other integer-like columns are ``DELTA_BINARY_PACKED`` (``delta_columns``)
-    and stored without compression: delta packing already removes what zstd would find in them
-    (SF-1, 1M rows: ``l_orderkey`` 1.89 vs 1.82 MB, ``l_partkey`` and ``l_extendedprice`` the same
-    bytes) while zstd was a third to half of their decode (``l_orderkey`` 7.4 → 4.2 ms,
-    ``l_partkey`` 6.0 → 4.4 ms, ``l_extendedprice`` 8.9 → 6.8 ms per 1M rows, one thread), paid by
-    every scan and every key lookup, and its encode CPU on every write. Existing segments keep their
+    and stored without compression: delta packing already removes what zstd would find in them,
+    while zstd was a large part of their decode, paid by every scan and every key lookup, and its encode CPU on every write. Existing segments keep their
     encoding; readers need nothing new."""
     options: dict[str, Any] = {
         "compression": compression,
@@ -127,9 +122,7 @@ def delta_columns(schema: pa.Schema, dictionary: Sequence[str]) -> list[str]:
     """The top-level columns outside ``dictionary`` that Parquet stores as INT32/INT64, to write ``DELTA_BINARY_PACKED``.
 
     Those are integers, dates, times, timestamps and decimals of precision ≤ 18; they are written
-    ``DELTA_BINARY_PACKED`` rather than plain. SF-1 lineitem, 2M rows, one thread: ``l_partkey`` 28
-    vs 62 ms to write, 12 vs 33 ms to read, 4.6 vs 6.0 MiB; ``l_orderkey`` and ``l_extendedprice``
-    alike. A standard Parquet encoding (Spark's vectorized reader, DuckDB, arrow-rs, Trino read it)."""
+    ``DELTA_BINARY_PACKED`` rather than plain: faster to write and to read, and smaller. A standard Parquet encoding (Spark's vectorized reader, DuckDB, arrow-rs, Trino read it)."""
     keep = set(dictionary)
     return [f.name for f in schema if f.name not in keep and _integer_physical(f.type)]
 

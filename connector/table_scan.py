@@ -30,9 +30,8 @@ if TYPE_CHECKING:
 # Rows per piece of a ``TableScan.to_reader`` stream: one default row group.
 READER_CHUNK_ROWS = 1 << 18
 # Rows per unit of work of a threaded ``to_tables``/``to_arrow``: half a read call. Per
-# segment, one compacted 5.4M-row segment was read on one thread while its deletion
-# filter and string casts left the other core idle (SF 1: 0.73-0.79 s; 0.47-0.60 s in
-# 512k-row pieces).
+# segment, one large compacted segment was read on one thread while its deletion filter
+# and string casts left the other core idle.
 PIECE_ROWS = DEFAULT_READ_ROWS // 2
 
 
@@ -43,8 +42,7 @@ class TableScan:
     rows (``arrow_reader.split_tasks``), each piece decoded in one call on pyarrow's
     threads, by one reader thread per core plus one: a reader waits while pyarrow decodes
     and then filters deleted rows and casts strings on its own, so with one per core a
-    core sat idle in those serial steps (SF 1, 10% deleted, 2 cores, 12 interleaved
-    rounds: 0.76-0.78 s with two readers, 0.68-0.70 s with three). Off, the scan reads
+    core sat idle in those serial steps. Off, the scan reads
     like a Spark task: one row group at a time on the calling thread."""
 
     def __init__(

@@ -22,9 +22,8 @@ mandatory from format 3 on: a file without it must say format 2 in its (checksum
 document, so no single flipped bit turns a format-3 file into an unchecked one. Format 2
 (the same without the file checksum and the ``footer_crc32`` column) is still read.
 
-Why columnar: a 10,000-segment snapshot as one JSON document took ~1.3 s to
-parse and validate, ~85% of it in per-row-group statistics that planning without a filter
-never looks at. Here the columns are checked vectorised (types by the Parquet schema, ranges
+Why columnar: a large snapshot as one JSON document was slow to parse and validate, most of
+it spent in per-row-group statistics that planning without a filter never looks at. Here the columns are checked vectorised (types by the Parquet schema, ranges
 and paths with ``pyarrow.compute``/numpy, row group contiguity with numpy), descriptors are
 plain slotted objects, and statistics stay raw until first used (``descriptors``). GC reads a
 column projection (``read_checkpoint_summary``) and never materialises segments.

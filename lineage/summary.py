@@ -4,9 +4,9 @@ Version, properties, history and the deletion-vector file each segment points at
 descriptors, no statistics.
 
 GC reads every commit file it may delete and the snapshots at both ends of the retention
-window. Parsing those into full ``Snapshot``s costs ~23 KiB per segment (descriptors and
-per-row-group statistics), so a 100,000-segment table needs gigabytes for what is, to GC, a
-map from segment id to DV path. This module replays *summaries* instead. Pure: bytes in,
+window. Parsing those into full ``Snapshot``s builds descriptors and per-row-group statistics
+for every segment, so a large table needs a lot of memory for what is, to GC, a map from
+segment id to DV path. This module replays *summaries* instead. Pure: bytes in,
 summaries out; ``mvtable.connector.gc`` does the reading.
 
 A commit summary is validated only as far as GC relies on it (the envelope, versions,

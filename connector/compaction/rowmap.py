@@ -5,8 +5,8 @@ records per input (``CompactedInput``) the deletion vector it had at the compact
 version (``dv``) and its first row in the output (``first_row``). Row ``p`` of the input,
 unless ``dv`` deletes it, is row ``first_row + p - rank(dv, p)`` of the output, where
 ``rank(dv, p)`` counts the deleted positions ``<= p`` (pyroaring's ``BitMap64.rank``); a
-deleted ``p`` has no image. Nothing per row is stored: the DVs are the map (Lance keeps
-500M rows' map in ~78 MB this way; a hash map would take gigabytes).
+deleted ``p`` has no image. Nothing per row is stored: the DVs are the map (Lance keeps its
+row map this way; a hash map per row would be far larger).
 
 ``rank`` of many positions at once is a ``searchsorted`` over the DV's sorted positions
 (what ``load_dv_positions`` caches), which equals ``BitMap64.rank`` element for element.
