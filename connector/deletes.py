@@ -95,6 +95,10 @@ def evaluate(table: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
 
 
 def validate_addresses(snapshot: Snapshot, positions: Mapping[str, BitMap64]) -> None:
+    """Check that every row address names a row of a segment visible in ``snapshot``.
+
+    Raises:
+        InvalidRowAddressError: A segment is unknown or not visible, or a row is past its end."""
     visible = set(snapshot.visible_segment_ids())
     for seg_id, bm in positions.items():
         seg = snapshot.segments.get(seg_id)

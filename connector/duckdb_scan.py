@@ -35,7 +35,10 @@ def duckdb_relation(con: duckdb.DuckDBPyConnection, io: FileIO, plan: ScanPlan) 
     """The visible rows of ``plan`` as a lazy relation of ``con``.
 
     The keep-flag tables are registered on ``con`` under fresh names; the segment files must stay
-    readable while the relation is queried (the caller holds the scan's pin)."""
+    readable while the relation is queried (the caller holds the scan's pin).
+
+    Raises:
+        InvalidOptionError: The table is not local, or the scan has predicates or row addresses."""
     if not isinstance(io, LocalFileIO):
         raise InvalidOptionError(
             f"to_duckdb reads segment files by path, so it needs a local table; {io.uri} is not local: use to_reader()"

@@ -53,7 +53,10 @@ def check_filter(expression: object, schema: pa.Schema, *, what: str = "filter")
 
     The one place where pyarrow's binding errors (``No match for FieldRef``, ``no kernel matching
     input types``) become an error that names the filter, the problem and the table's columns,
-    before anything is read or committed."""
+    before anything is read or committed.
+
+    Raises:
+        InvalidFilterError: ``expression`` is no expression, not a boolean condition, or does not bind to ``schema``."""
     if not isinstance(expression, pc.Expression):
         raise InvalidFilterError(
             f"{what} must be a pyarrow.compute.Expression (e.g. pc.field('id') == 1), not {type(expression).__name__}"

@@ -117,8 +117,10 @@ def publish_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
     """Complete a staged (``publish=false``) consistent push.
 
     On a keyed table the push's keys are first checked against what was committed since it was
-    staged (``keys.publish``): ``DuplicateKeyError``, and the push stays staged, when a key would be
-    in the table twice."""
+    staged (``keys.publish``).
+
+    Raises:
+        DuplicateKeyError: A key would be in the table twice; the push stays staged."""
     io = commit_log.io
 
     def commit(snapshot: Snapshot, build: Builder) -> CommitResult:

@@ -102,7 +102,10 @@ def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: An
     """The version a read asks for.
 
     ``version``, the newest at or before ``timestamp``, or ``None`` (the newest, resolved when the
-    snapshot is read)."""
+    snapshot is read).
+
+    Raises:
+        InvalidOptionError: Both a version and a timestamp were given."""
     if version is not None and timestamp is not None:
         raise InvalidOptionError("give a version or a timestamp, not both")
     if timestamp is not None:
@@ -170,7 +173,11 @@ def pin_snapshot(
     The version is ``snapshot`` (already read), ``version``, ``timestamp``, or the newest.
 
     Raises ``VersionNotFoundError`` / ``DeletionVectorNotFoundError`` (and leaves no pin)
-    when an older version was collected before the pin landed."""
+    when an older version was collected before the pin landed.
+
+    Raises:
+        VersionNotFoundError: The version does not exist.
+        InvalidOptionError: A snapshot already read came with a version or timestamp."""
     label = f"{owner} (pid {os.getpid()})"
     ttl = pin_ttl_s(ttl_s)
     if snapshot is not None:
@@ -237,7 +244,10 @@ def renew(
 
     If it expired or was removed, pin the version again and check it is still readable (needs
     ``log``); otherwise raise ``PinExpiredError`` naming the version. A read that could not pin
-    tries again."""
+    tries again.
+
+    Raises:
+        PinExpiredError: The pin is gone and could not be made again; read the table again."""
     if not pin.pinned:
         return SnapshotPin(pin.version, try_pin(io, pin.version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})"))
     try:

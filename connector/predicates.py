@@ -31,7 +31,10 @@ def check_predicates(predicates: object, schema: pa.Schema) -> tuple[Predicate, 
 
     ``(column, op, value)`` tuples are refused rather than guessed at: they are the
     ``filters`` of ``create_view``/``read_native``, whose operators are SQL's (``=``,
-    ``not in``, ``is null``) and not ``Predicate``'s."""
+    ``not in``, ``is null``) and not ``Predicate``'s.
+
+    Raises:
+        InvalidFilterError: A predicate is malformed or does not fit ``schema``."""
     if isinstance(predicates, (str, bytes, Predicate)) or not isinstance(predicates, Sequence):
         raise InvalidFilterError(f"predicates must be a list of Predicate objects, not {type(predicates).__name__}; {_HOW}")
     for p in predicates:

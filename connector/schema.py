@@ -105,7 +105,10 @@ def check_new_table_columns(schema: pa.Schema) -> None:
     """``SchemaMismatchError`` for a new table's column that collides with mvtable's names or has case-twin struct fields.
 
     That is a column taking a name mvtable adds to rows, or a struct (at any depth) with two fields
-    whose names differ only in case."""
+    whose names differ only in case.
+
+    Raises:
+        SchemaMismatchError: A column takes a reserved name, or struct fields differ only in case."""
     clash = [(n, RESERVED_COLUMNS[n.lower()]) for n in schema.names if n.lower() in RESERVED_COLUMNS]
     if clash:
         named = "; ".join(f"{n!r} (used by {use})" for n, use in clash)
@@ -222,7 +225,10 @@ def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> lis
 
     Names match case-insensitively (as Spark), struct fields too, by position (``nested_names``
     gives them the table's spelling before the cast); a reordered, missing or extra struct field is
-    a type mismatch."""
+    a type mismatch.
+
+    Raises:
+        SchemaMismatchError: The data's columns or types do not match the table's."""
     table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
     incoming_json = _fields_by_lower_name(incoming)
     by_lower = {n.lower(): n for n in incoming.names}

@@ -349,7 +349,10 @@ def read_row_groups(
     ``use_threads`` decodes columns in parallel: right for the Python API, wrong on a Spark
     executor, which already runs one task per core. Columns in ``keep_dictionary`` that
     this file reads as dictionaries are handed back as dictionaries (no per-row string
-    copy, for consumers such as DuckDB that ingest dictionaries cheaply)."""
+    copy, for consumers such as DuckDB that ingest dictionaries cheaply).
+
+    Raises:
+        CorruptSegmentError: The row groups hold another number of rows than the log says."""
     where = getattr(pf, "where", segment.path)
     table = pf.read_row_groups(list(indices), columns=list(columns) if columns is not None else None, use_threads=use_threads)
     expected = sum(segment.row_groups[i].num_rows for i in indices)

@@ -101,6 +101,10 @@ class Table:
     # -- lifecycle -----------------------------------------------------------------------
     @classmethod
     def open(cls, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
+        """The existing table at ``uri``.
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at ``uri``."""
         table = cls(uri, storage_options=storage_options)
         if not table.log.exists():
             raise TableNotFoundError(f"no mvtable table at {uri}; create one with Table.create(uri, schema=…) or a first write")
@@ -120,7 +124,11 @@ class Table:
         """A new, empty table.
 
         ``primary_key``: one or more non-null columns whose values identify a row (appends then
-        refuse duplicates; ``upsert`` and ``delete(keys=…)`` work); fixed for the table's life."""
+        refuse duplicates; ``upsert`` and ``delete(keys=…)`` work); fixed for the table's life.
+
+        Raises:
+            InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``.
+            TableAlreadyExistsError: A table exists at ``uri`` already."""
         if not isinstance(schema, pa.Schema):
             raise InvalidOptionError(
                 f"schema must be a pyarrow.Schema, e.g. pa.schema([('id', pa.int64())]), not {type(schema).__name__}"
@@ -147,6 +155,10 @@ class Table:
     # -- reading -------------------------------------------------------------------------
     @property
     def version(self) -> int:
+        """The newest committed version.
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI (any more)."""
         version = self.log.latest_version()
         if version < 0:
             raise TableNotFoundError(f"no mvtable table at {self.uri}")
@@ -172,7 +184,10 @@ class Table:
 
         The pin holds until it is released (``with t.pin() as p: … p.snapshot …``) or ``ttl_s``
         (default ``pinTtl``) passes; a long reader calls ``renew()``. See
-        ``mvtable.connector.pinning``. ``snapshot`` is read-only, as ``snapshot()``'s."""
+        ``mvtable.connector.pinning``. ``snapshot`` is read-only, as ``snapshot()``'s.
+
+        Raises:
+            VersionNotFoundError: ``version`` does not exist."""
         pinned = self._pin(version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
         pinned.snapshot = read_only(pinned.snapshot)
         return pinned
@@ -385,7 +400,10 @@ class Table:
         """Replace the rows whose primary key ``data`` holds and insert the others, in one commit.
 
         Old rows are deleted by deletion vector, new rows appended; the result reports how many rows
-        were inserted and updated. Keys may not repeat inside ``data``."""
+        were inserted and updated. Keys may not repeat inside ``data``.
+
+        Raises:
+            NoPrimaryKeyError: The table has no primary key."""
         return upsert(self.uri, _as_table(data), storage_options=self.storage_options, snapshot=self._latest_or_empty())
 
     @property
@@ -472,7 +490,12 @@ class Table:
 
     # -- lifecycle -----------------------------------------------------------------------
     def rollback(self, *, entry: str | None = None, version: int | None = None) -> ActionResult:
-        """Revert one consistent push (``entry``) or restore the table as of ``version``."""
+        """Revert one consistent push (``entry``) or restore the table as of ``version``.
+
+        Raises:
+            InvalidOptionError: Neither or both of ``entry`` and ``version`` were given.
+            DuplicateKeyError: On a keyed table, rolling back ``entry`` would bring back a key
+                committed since; nothing is committed."""
         from . import lifecycle
 
         if entry is not None and version is None:
@@ -487,7 +510,11 @@ class Table:
         return lifecycle.restore_version(self.log, version)
 
     def publish(self, entry: str) -> ActionResult:
-        """Complete a staged consistent push (written with ``publish=False``)."""
+        """Complete a staged consistent push (written with ``publish=False``).
+
+        Raises:
+            DuplicateKeyError: On a keyed table, a key of the push was committed since it was staged;
+                the push stays staged."""
         from . import lifecycle
 
         return lifecycle.publish_entry(self.log, entry)

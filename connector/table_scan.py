@@ -121,7 +121,10 @@ class TableScan:
         ``dictionary<int32, string>`` instead of ``string``: the same values, without
         expanding every row's string, and DuckDB ingests a dictionary as its own
         dictionary vector instead of copying strings. Query results are unchanged; the
-        Arrow type of those columns is what differs."""
+        Arrow type of those columns is what differs.
+
+        Raises:
+            InvalidOptionError: ``chunk_rows`` is not a positive integer or ``dictionary_strings`` not a bool."""
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidOptionError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
         if not isinstance(dictionary_strings, bool):

@@ -37,7 +37,11 @@ __all__ = ["UpsertResult", "commit_upsert", "delete_by_key", "require_key", "ups
 
 
 def require_key(snapshot: Snapshot, *, uri: str, what: str) -> tuple[str, ...]:
-    """The table's primary key, or a typed error when there is no table or no key."""
+    """The table's primary key, or a typed error when there is no table or no key.
+
+    Raises:
+        TableNotFoundError: There is no table at ``uri``.
+        NoPrimaryKeyError: The table has no primary key."""
     if not snapshot.exists:
         raise TableNotFoundError(f"no mvtable table at {uri}; create it with Table.create(uri, schema=…, primary_key=[…])")
     if not snapshot.primary_key:
@@ -57,7 +61,11 @@ def upsert(
     caught up); else it is read from the log.
 
     The new rows are written while the keys are looked up (they do not depend on what the
-    lookup finds): the segment's encoding overlaps the reads of the table's key columns."""
+    lookup finds): the segment's encoding overlaps the reads of the table's key columns.
+
+    Raises:
+        TableNotFoundError: There is no table at ``uri``.
+        NoPrimaryKeyError: The table has no primary key."""
     io = open_file_io(uri, storage_options)
     read = snapshot if snapshot is not None else writes.load_snapshot(open_log(io))
     key = require_key(read, uri=uri, what="upsert")  # before any schema complaint

@@ -432,7 +432,10 @@ def unprotected(paths: Iterable[str], scan: IntentScan) -> list[str]:
 
 
 def check_grace(grace_s: float, *, period: str, force: bool) -> None:
-    """Raise ``OrphanGraceTooShortError`` for an ``orphanGracePeriod`` below ``MIN_ORPHAN_GRACE_S`` unless ``force``."""
+    """Raise ``OrphanGraceTooShortError`` for an ``orphanGracePeriod`` below ``MIN_ORPHAN_GRACE_S`` unless ``force``.
+
+    Raises:
+        OrphanGraceTooShortError: ``orphanGracePeriod`` is below ``MIN_ORPHAN_GRACE_S`` and ``force`` is off."""
     if grace_s < MIN_ORPHAN_GRACE_S and not force:
         raise OrphanGraceTooShortError(
             f"the table's orphanGracePeriod ({period}) is shorter than {MIN_ORPHAN_GRACE_S:.0f}s: files of a writer "

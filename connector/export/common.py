@@ -134,7 +134,11 @@ def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[Live
     """The visible segments of ``snapshot``, in the order they were added, with their actual sizes.
 
     Two visible segments naming one file cannot be expressed in either format, so that is refused;
-    so is a version whose files are gone."""
+    so is a version whose files are gone.
+
+    Raises:
+        ExportError: A file is visible twice in the snapshot.
+        FilesMissingError: A file of the version is gone."""
     out = []
     seen: set[str] = set()
     for seg in snapshot.visible_segments():
@@ -180,7 +184,10 @@ def newer_versions(
     ``owner`` is the ``table_uuid`` the existing export in ``folder`` was written for: every
     snapshot is checked against it before its version is compared with ``after``, because a
     table deleted and created again at the same location starts its versions afresh, and
-    resuming from the old export's version would mix two tables (or export nothing)."""
+    resuming from the old export's version would mix two tables (or export nothing).
+
+    Raises:
+        ExportOfAnotherTableError: The location holds the export of another table."""
     for snap in snapshots:
         if owner is not None and table_uuid(snap.table_id) != owner:
             raise ExportOfAnotherTableError(

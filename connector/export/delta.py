@@ -63,7 +63,10 @@ def z85(data: bytes) -> str:
 def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     """Append one Delta commit per given mvtable snapshot (oldest first) that is newer than the last one exported.
 
-    Metadata only; commits land one by one, each complete."""
+    Metadata only; commits land one by one, each complete.
+
+    Raises:
+        ExportConflictError: Another export wrote the same commit at the same time; run it again."""
     location = table_location(io)
     writer = MetadataWriter(io, location)
     state, next_version, last_exported, owner = _replay(writer)

@@ -103,7 +103,10 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     """Add one Iceberg snapshot per given mvtable snapshot (oldest first) to the table's Iceberg metadata.
 
     Versions at or before the newest one exported already are skipped, so the current snapshot
-    always stays the newest version. Metadata only."""
+    always stays the newest version. Metadata only.
+
+    Raises:
+        ExportConflictError: Another export wrote the same metadata at the same time; run it again."""
     location = table_location(io)
     writer = MetadataWriter(io, location)
     sizes = FileSizes(io)

@@ -40,7 +40,10 @@ def commit_publish(
     """Commit ``build`` after checking the push's keys against every commit since it was staged.
 
     ``build`` completes the staged entry ``entry_id`` of ``read``, the newest snapshot. A table
-    without a key, or a push without rows, commits as is."""
+    without a key, or a push without rows, commits as is.
+
+    Raises:
+        DuplicateKeyError: Keys of the push were committed after it was staged; it stays staged."""
     entry = read.lineage[entry_id]
     if not read.primary_key or not entry.segments_to:
         return clog.commit(read=read, operation=Operation.PUBLISH, parameters=parameters, build=build)

@@ -38,7 +38,10 @@ def commit_rollback(
     """Commit ``build`` once no key of the rows it brings back is held by a segment that stays visible.
 
     ``build`` reverts ``entry_id`` of ``read``, the newest snapshot. A table without a key, or a
-    rollback that brings nothing back, commits as is."""
+    rollback that brings nothing back, commits as is.
+
+    Raises:
+        DuplicateKeyError: Keys of the rows it brings back were committed since; nothing is committed."""
     returning, staying = ops.revert_effect(read, entry_id) if read.primary_key else ([], [])
     rows = live_segment_keys(io, read, returning, read.primary_key) if returning else None
     if rows is None or not len(rows.hashes):

@@ -65,7 +65,11 @@ def key_data(keys: object, key: Sequence[str]) -> pa.Table:
 
     A delete matches on the key only, so a column that is not part of it is refused
     (``NonKeyColumnError``) rather than ignored: ``{"id": [2], "s": ["x"]}`` must not
-    delete id 2 whatever its ``s``. Missing key columns are found later, by ``key_table``."""
+    delete id 2 whatever its ``s``. Missing key columns are found later, by ``key_table``.
+
+    Raises:
+        NonKeyColumnError: ``keys`` holds columns outside the primary key.
+        InvalidOptionError: ``keys`` has a shape a delete by key cannot take."""
     if isinstance(keys, pa.RecordBatch):
         data = pa.Table.from_batches([keys])
     elif isinstance(keys, pa.Table):
@@ -164,7 +168,12 @@ def key_table(data: pa.Table, schema: pa.Schema, key: Sequence[str]) -> pa.Table
     """The key columns of ``data`` cast to the table's key types, after checking them.
 
     They must be there (named in any case, as every column), castable without loss, and never null.
-    The result's columns are named as the table names them."""
+    The result's columns are named as the table names them.
+
+    Raises:
+        KeyColumnMissingError: A key column is missing.
+        NullKeyError: A key column holds nulls.
+        KeyTypeMismatchError: A key column cannot be cast to the table's key type without loss."""
     columns = []
     for name in key:
         column = find_column(data.column_names, name)
