@@ -81,7 +81,10 @@ def evaluate(table: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
     """``predicate`` evaluated on every row of ``table``: a boolean column, row for row.
 
     One Acero ``project`` on the calling thread (the rows stay in order; the caller already
-    runs one thread per segment)."""
+    runs one thread per segment).
+
+    Raises:
+        InvalidOptionError: The delete filter is not a boolean expression."""
     plan = acero.Declaration.from_sequence(
         [
             acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),

@@ -96,7 +96,10 @@ class ReadOptions(_Options):
         return self
 
     def for_batch(self) -> ReadOptions:
-        """Check the options of ``spark.read``: the change feed needs a start; the per-trigger options belong to streams."""
+        """Check the options of ``spark.read``: the change feed needs a start; the per-trigger options belong to streams.
+
+        Raises:
+            InvalidOptionError: A stream-only or change-feed-only option, or a change feed without a start."""
         stream_only = {"max_rows_per_trigger", "max_bytes_per_trigger", "skip_change_commits"} & self.model_fields_set
         if stream_only:
             raise InvalidOptionError(f"{_names(stream_only)}: for spark.readStream only, not spark.read")
@@ -112,7 +115,10 @@ class ReadOptions(_Options):
         return self._no_snapshot_options("readChangeFeed")
 
     def for_stream(self) -> ReadOptions:
-        """Check the options of ``spark.readStream``."""
+        """Check the options of ``spark.readStream``.
+
+        Raises:
+            InvalidOptionError: ``endingVersion`` was given to a stream."""
         if self.ending_version is not None:
             raise InvalidOptionError("endingVersion does not apply to spark.readStream, which follows the table's new versions")
         return self._no_snapshot_options("spark.readStream")

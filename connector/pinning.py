@@ -307,7 +307,10 @@ def release(io: FileIO, pin: SnapshotPin | None) -> None:
 
 
 def check_files(io: FileIO, snapshot: Snapshot) -> None:
-    """Raise ``DeletionVectorNotFoundError`` if a DV file ``snapshot`` needs is gone."""
+    """Raise ``DeletionVectorNotFoundError`` if a DV file ``snapshot`` needs is gone.
+
+    Raises:
+        DeletionVectorNotFoundError: A DV file of the version was collected before it was pinned."""
     wanted = {ref.path for ref in snapshot.dvs.values() if ref.path}
     if not wanted:
         return

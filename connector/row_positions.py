@@ -24,8 +24,9 @@ _SHAPE = "{segment id: [row positions]}, e.g. {'3f2a…': [0, 5]}"
 def row_positions(positions: object) -> dict[str, np.ndarray]:
     """``{segment id: positions}`` as ``uint64`` arrays.
 
-    ``InvalidOptionError`` for a wrong shape or a position that is no integer,
-    ``InvalidRowAddressError`` for a negative one."""
+    Raises:
+        InvalidOptionError: ``positions`` has a wrong shape or a position that is no integer.
+        InvalidRowAddressError: A position is negative."""
     if not isinstance(positions, Mapping):
         raise InvalidOptionError(f"delete_rows takes a mapping {_SHAPE}, not a {type(positions).__name__}")
     out: dict[str, np.ndarray] = {}

@@ -112,7 +112,10 @@ def plan_scan(
 def staged_segments(snapshot: Snapshot, entry_id: str) -> list[SegmentState]:
     """What readers will see once ``entry_id`` is published.
 
-    Write-audit-publish reads the staged snapshot of an IN_PROGRESS entry before anyone else can."""
+    Write-audit-publish reads the staged snapshot of an IN_PROGRESS entry before anyone else can.
+
+    Raises:
+        InvalidOptionError: There is no such entry, or it is REVERTED."""
     entry = snapshot.lineage.get(entry_id)
     if entry is None:
         raise InvalidOptionError(f"lineageEntry: no lineage entry {entry_id!r} in this table")

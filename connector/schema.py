@@ -266,7 +266,10 @@ def _strip_nullability(t: Any) -> Any:
 
 
 def project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
-    """The schema of the requested columns, in the requested order (case-insensitive)."""
+    """The schema of the requested columns, in the requested order (case-insensitive).
+
+    Raises:
+        InvalidOptionError: A column is unknown or listed twice."""
     if columns is None:
         return schema
     by_lower = {n.lower(): n for n in schema.names}

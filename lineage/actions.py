@@ -343,7 +343,11 @@ def check_envelope(
     (GC's light parser reads commits through it too).
 
     ``checked`` (a commit: whether it carried its checksum, see ``unseal``) makes the
-    version the one ``readable_format`` says such a commit must state."""
+    version the one ``readable_format`` says such a commit must state.
+
+    Raises:
+        CorruptMetadataError: The text is no JSON object.
+        UnsupportedFormatError: Its format version is one this code does not read."""
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -381,7 +385,11 @@ def check_identity(doc: Any, *, source: str, format_version: int, expected_versi
 
     ``doc`` is a model with ``format`` and ``version``. The format must be stated and be
     ``format_version`` — a file that omits it is not one of ours — and the version must be the one
-    its name promises."""
+    its name promises.
+
+    Raises:
+        UnsupportedFormatError: The format is missing or not ``format_version``.
+        CorruptMetadataError: The version is not the one the file's name promises."""
     fmt = doc.format if "format" in doc.model_fields_set else None
     if fmt != format_version:
         raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {format_version})")
@@ -389,7 +397,10 @@ def check_identity(doc: Any, *, source: str, format_version: int, expected_versi
 
 
 def check_version(version: int, *, source: str, expected_version: int | None) -> None:
-    """The version a file holds must be the one its name promises (``expected_version``; None: no promise)."""
+    """The version a file holds must be the one its name promises (``expected_version``; None: no promise).
+
+    Raises:
+        CorruptMetadataError: The file holds another version than its name promises."""
     if expected_version is not None and version != expected_version:
         raise CorruptMetadataError(source, f"file holds version {version}, expected {expected_version}")
 

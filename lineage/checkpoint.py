@@ -316,7 +316,10 @@ def read_checkpoint_summary(
 
     With ``full_check`` every column is read and validated as ``parse_checkpoint`` would,
     one Parquet row group at a time, so a caller can learn whether the file is readable
-    (GC does before cutting the log at it) without materialising its segments."""
+    (GC does before cutting the log at it) without materialising its segments.
+
+    Raises:
+        CorruptMetadataError: The checkpoint is unreadable Parquet or its segment ids are not unique."""
     _check_magic(data, source)
     checked = _check_file_crc(data, source)
     pf = _open(data, source)

@@ -91,7 +91,10 @@ def summarize(snapshot: Snapshot) -> TableSummary:
 def apply_summary(state: TableSummary, commit: CommitSummary) -> None:
     """``state`` advanced by one commit, as ``snapshot.apply_commit`` would move the parts a summary keeps.
 
-    A removed segment's DV stops applying; a metadata action replaces the properties."""
+    A removed segment's DV stops applying; a metadata action replaces the properties.
+
+    Raises:
+        CorruptMetadataError: ``commit`` does not follow ``state``'s version."""
     if commit.version != state.version + 1:
         raise CorruptMetadataError(f"log version {commit.version}", f"does not follow version {state.version}")
     if commit.properties is not None:

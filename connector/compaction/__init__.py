@@ -55,7 +55,10 @@ def compaction_options(
     delete_ratio: float | None = None,
     max_bytes_per_commit: int | str | None = None,
 ) -> CompactionOptions:
-    """The table's compaction properties with the caller's overrides, checked."""
+    """The table's compaction properties with the caller's overrides, checked.
+
+    Raises:
+        InvalidOptionError: ``delete_ratio`` is not a fraction in (0, 1]."""
     # a bad size is a SettingsError, an InvalidOptionError that names the option
     target = (
         parse_size(target_file_size, name="target_file_size") if target_file_size is not None else props.compactTargetFileSize

@@ -52,7 +52,10 @@ def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec, *, use_threads: bool = F
     """Rewrite the segments of ``bin`` into new segments as ``spec`` says, live rows in order.
 
     ``use_threads`` decodes each read on every core: for a bin that has the machine to itself (a
-    Spark task has one core and leaves it off)."""
+    Spark task has one core and leaves it off).
+
+    Raises:
+        CorruptSegmentError: An input yields another number of live rows than the log says."""
     out = SegmentWriter(io, spec.schema, row_group_rows=spec.row_group_rows, primary_key=spec.primary_key, intent=spec.intent)
     inputs: list[CompactedInput] = []
     written = 0

@@ -276,7 +276,10 @@ class MetadataWriter:
             raise not_ours(self.location, path, folder or path, "it is not a regular file (a directory?)")
 
     def names(self, folder: str) -> list[str]:
-        """The file names in ``folder`` (none if it does not exist yet)."""
+        """The file names in ``folder`` (none if it does not exist yet).
+
+        Raises:
+            ExportPathNotWritableError: ``folder`` cannot be listed (not a directory, no permission)."""
         try:
             return self.io.list_names(folder)
         except (NotADirectoryError, PermissionError) as exc:

@@ -145,7 +145,10 @@ def present_keys(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids
 
 
 def check_absent(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> None:
-    """``DuplicateKeyError`` naming up to ten keys of ``rows`` that ``snapshot`` holds."""
+    """``DuplicateKeyError`` naming up to ten keys of ``rows`` that ``snapshot`` holds.
+
+    Raises:
+        DuplicateKeyError: A key is in the table already; use upsert to replace those rows."""
     dup = present_keys(io, snapshot, rows, segment_ids=segment_ids)
     if dup is not None:
         raise DuplicateKeyError(

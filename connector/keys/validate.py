@@ -47,7 +47,10 @@ def key_type_ok(t: pa.DataType) -> bool:
 
 
 def parse_primary_key(value: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``"a, b"`` or ``["a", "b"]`` → ``("a", "b")``; ``None`` → no key."""
+    """``"a, b"`` or ``["a", "b"]`` → ``("a", "b")``; ``None`` → no key.
+
+    Raises:
+        InvalidOptionError: The value is not one or more column names, or names a column twice."""
     if value is None:
         return ()
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(value)
@@ -121,7 +124,11 @@ def check_key_columns(schema: pa.Schema, key: Sequence[str]) -> tuple[str, ...]:
     """The key of a new table, spelled as ``schema`` spells its columns, after checking it.
 
     Names match case-insensitively, as everywhere; the table stores the schema's spelling, which its
-    segments and key indexes use. Its columns must exist and have a type a key can have."""
+    segments and key indexes use. Its columns must exist and have a type a key can have.
+
+    Raises:
+        KeyColumnMissingError: A key column is not in ``schema``.
+        UnsupportedKeyTypeError: A key column's type cannot be part of a key."""
     resolved = []
     for name in key:
         column = find_column(schema.names, name)
@@ -142,7 +149,10 @@ def same_key(a: Sequence[str], b: Sequence[str]) -> bool:
 def find_column(names: Sequence[str], name: str) -> str | None:
     """The one of ``names`` that is ``name`` case-insensitively (as Spark resolves columns), or ``None``.
 
-    ``SchemaMismatchError`` when several are: which one is the key would be a guess."""
+    ``SchemaMismatchError`` when several are: which one is the key would be a guess.
+
+    Raises:
+        SchemaMismatchError: Columns differ only in case, so the key column is ambiguous."""
     found = [n for n in names if n.lower() == name.lower()]
     if len(found) > 1:
         raise SchemaMismatchError(
@@ -154,7 +164,11 @@ def find_column(names: Sequence[str], name: str) -> str | None:
 def check_key_schema(table: pa.Schema, key: Sequence[str], incoming: pa.Schema) -> None:
     """Before a keyed write: the data has every key column, with the table's type.
 
-    (The rest of the schema is checked by the write itself.)"""
+    (The rest of the schema is checked by the write itself.)
+
+    Raises:
+        KeyColumnMissingError: The data lacks a key column.
+        KeyTypeMismatchError: A key column's type differs from the table's."""
     for name in key:
         column = find_column(incoming.names, name)
         if column is None:
@@ -210,7 +224,10 @@ def _same_kind(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def check_unique(keys: pa.Table, hashes: np.ndarray) -> None:
-    """``DuplicateKeyError`` when a key repeats inside ``keys`` (hashes narrow it down, the values decide)."""
+    """``DuplicateKeyError`` when a key repeats inside ``keys`` (hashes narrow it down, the values decide).
+
+    Raises:
+        DuplicateKeyError: A key appears more than once in the data."""
     sorted_h = np.sort(hashes)  # no order needed unless two hashes repeat (a plain sort is several times faster)
     if not (sorted_h[1:] == sorted_h[:-1]).any():
         return
