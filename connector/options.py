@@ -299,6 +299,11 @@ def read_options(options: Mapping[str, Any]) -> ReadOptions:
 
 
 def write_options(options: Mapping[str, Any]) -> WriteOptions:
+    """The write options of a Spark write, checked before anything is written.
+
+    Raises:
+        InvalidOptionError: A delete-only option on another operation, or a timestamp that does
+            not parse."""
     opts: WriteOptions = _validate(WriteOptions, _collect(options, _WRITE_KEYS, allow_properties=True))
     delete_only = {"tag", "read_version"} & opts.model_fields_set
     if delete_only and opts.operation != "delete":

@@ -33,6 +33,11 @@ _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
 
 
 def type_to_json(t: pa.DataType, *, column: str) -> Any:
+    """The stored (Spark StructType JSON) form of Arrow type ``t`` of ``column``.
+
+    Raises:
+        UnsupportedTypeError: ``t`` has no Spark SQL equivalent, or is a decimal Spark and Parquet
+            cannot hold."""
     if pa.types.is_dictionary(t):
         return type_to_json(t.value_type, column=column)
     if pa.types.is_boolean(t):
@@ -142,6 +147,11 @@ def _check_struct_field_names(t: pa.DataType, column: str) -> None:
 
 
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
+    """``schema`` as the table stores it (Spark's StructType JSON).
+
+    Raises:
+        SchemaMismatchError: ``schema`` has no column, or column names that differ only in case.
+        UnsupportedTypeError: A column's type has no Spark SQL equivalent."""
     names = [n.lower() for n in schema.names]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -152,6 +162,10 @@ def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
 
 
 def type_from_json(t: Any) -> pa.DataType:
+    """The Arrow type of stored (JSON) type ``t``.
+
+    Raises:
+        UnsupportedTypeError: ``t`` is no type this code knows."""
     if isinstance(t, str):
         if t in _SIMPLE_TO_ARROW:
             return _SIMPLE_TO_ARROW[t]

@@ -247,6 +247,10 @@ class MetadataWriter:
         self.bytes = 0
 
     def write(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write ``data`` at ``path``, counting its bytes; ``exclusive``: False if a file is there already.
+
+        Raises:
+            ExportPathNotWritableError: The location cannot be written."""
         try:
             if exclusive:
                 if not self.io.put_if_absent(path, data):

@@ -57,6 +57,10 @@ _RECORD_SEARCH = 64  # streaming commits read to name the version of a skipped b
 
 
 def check_app_id(app_id: str) -> str:
+    """``app_id`` once it is a valid application id, as the log's ``SetTransaction`` stores it.
+
+    Raises:
+        InvalidOptionError: ``app_id`` is not 1 to 200 letters, digits, '.', '_' or '-'."""
     if not is_id(app_id):  # the log's id pattern: an app id is stored in SetTransaction
         raise InvalidOptionError(
             f"txnAppId {app_id!r} is not a valid application id: use 1 to 200 letters, digits, '.', '_' or '-'"
