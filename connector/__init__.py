@@ -1,13 +1,13 @@
-"""mvtable's user-facing side. ``Table`` (``table``) is a thin façade over modules that each
-hold one capability and take a snapshot and storage, never a ``Table``: ``writes`` (the
-three-step write protocol: plan on the driver, write segments on executors, one commit),
-``segments`` (Parquet I/O with statistics), ``scan`` (planning and masked reads),
-``pinning`` (the one way reads pin a version), ``deletes``, ``lifecycle`` (rollback,
-restore, publish), ``recovery`` (dead pushes), ``compaction``, ``keys``, ``streaming``,
-``export`` (Iceberg/Delta metadata), ``vacuum`` and ``gc``, the ``cli`` and the Spark data
-source in ``spark``. What ``Table``'s calls return lives in ``results`` (frozen values),
-what they take in ``parameters``, and the read-only snapshots they hand out in
-``snapshot_view``.
+"""mvtable's user-facing side.
+
+``Table`` (``table``) is a thin façade over modules that each hold one capability and take a
+snapshot and storage, never a ``Table``: ``writes`` (the three-step write protocol: plan on the
+driver, write segments on executors, one commit), ``segments`` (Parquet I/O with statistics),
+``scan`` (planning and masked reads), ``pinning`` (the one way reads pin a version), ``deletes``,
+``lifecycle`` (rollback, restore, publish), ``recovery`` (dead pushes), ``compaction``, ``keys``,
+``streaming``, ``export`` (Iceberg/Delta metadata), ``vacuum`` and ``gc``, the ``cli`` and the Spark
+data source in ``spark``. What ``Table``'s calls return lives in ``results`` (frozen values), what
+they take in ``parameters``, and the read-only snapshots they hand out in ``snapshot_view``.
 
 ``delete`` and ``register`` import pyspark only when called, so ``Table`` works on a
 machine without a JVM."""
@@ -23,8 +23,7 @@ __all__ = ["HistoryEntry", "LineageView", "Table", "TableScan", "delete", "regis
 
 
 def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[str, str] | None = None) -> int:
-    """Distributed delete through Spark; returns the number of rows deleted
-    (see ``mvtable.connector.spark.delete_where``)."""
+    """Distributed delete through Spark; returns the number of rows deleted (see ``mvtable.connector.spark.delete_where``)."""
     from .spark.delete_where import delete as _delete
 
     return _delete(spark, path, condition, storage_options=storage_options)

@@ -1,5 +1,6 @@
-"""A scan as a ``pyarrow.RecordBatchReader``: how DuckDB, Polars and any Arrow consumer
-read an mvtable snapshot, deletes applied, without the whole table in memory.
+"""A scan as a ``pyarrow.RecordBatchReader``, the way any Arrow consumer reads an mvtable snapshot.
+
+DuckDB, Polars and the rest read it with deletes applied, without the whole table in memory.
 
 ``TableScan.to_arrow`` reads whole segments on a few threads; a reader must instead stay
 within a memory bound however large the segments are. So the plan's tasks are cut into
@@ -25,9 +26,10 @@ __all__ = ["dictionary_schema", "record_batch_reader", "split_tasks"]
 
 
 def split_tasks(tasks: Sequence[ScanTask], *, chunk_rows: int) -> Iterator[ScanTask]:
-    """``tasks`` as pieces of consecutive row groups with at most ``chunk_rows`` rows each
-    (a single larger row group stays whole). Each piece keeps its segment's DV: the DV
-    holds file positions, so it applies to any subset of row groups."""
+    """``tasks`` as pieces of consecutive row groups with at most ``chunk_rows`` rows each.
+
+    A single larger row group stays whole. Each piece keeps its segment's DV: the DV holds file
+    positions, so it applies to any subset of row groups."""
     for task in tasks:
         group: list[int] = []
         rows = 0
@@ -45,12 +47,12 @@ def split_tasks(tasks: Sequence[ScanTask], *, chunk_rows: int) -> Iterator[ScanT
 def dictionary_schema(
     io: FileIO, schema: pa.Schema, tasks: Sequence[ScanTask], columns: Sequence[str] | None
 ) -> tuple[pa.Schema, frozenset[str]]:
-    """The reader's schema when low-cardinality strings stay dictionaries, and those
-    columns: the string/binary columns of ``schema`` that the first task's segment stores
-    dictionary-encoded (``segments.dictionary_columns``) become ``dictionary<int32, …>``.
-    The schema is fixed before the first batch, so a later piece whose segment stores such
-    a column plain is dictionary-encoded by the reader's final cast: every batch has one
-    schema, whichever segments the pieces come from."""
+    """The reader's schema when low-cardinality strings stay dictionaries, and those columns.
+
+    The string/binary columns of ``schema`` that the first task's segment stores dictionary-encoded
+    (``segments.dictionary_columns``) become ``dictionary<int32, …>``. The schema is fixed before
+    the first batch, so a later piece whose segment stores such a column plain is dictionary-encoded
+    by the reader's final cast: every batch has one schema, whichever segments the pieces come from."""
     if not tasks:
         return schema, frozenset()
     first = tasks[0]
@@ -75,8 +77,9 @@ def record_batch_reader(
     on_close: Callable[[], None],
 ) -> pa.RecordBatchReader:
     """A reader of ``read(piece)`` over the pieces of ``tasks``, in plan order.
-    ``on_close`` runs once the stream is exhausted, fails or is closed (it releases the
-    scan's reader pin)."""
+
+    ``on_close`` runs once the stream is exhausted, fails or is closed (it releases the scan's
+    reader pin)."""
 
     nested = [i for i, f in enumerate(schema) if _nests_struct(f.type)]
 
@@ -108,9 +111,10 @@ def _nests_struct(t: pa.DataType, *, in_struct: bool = False) -> bool:
 
 
 def _unsliced(batch: pa.RecordBatch, columns: Sequence[int]) -> pa.RecordBatch:
-    """``batch`` with its ``columns`` copied to offset 0 where they are slices. DuckDB (2.0)
-    refuses a struct below a struct in a batch with a non-zero offset (its conversion would
-    drop the offset and read the wrong rows), and the reader's batches are slices of the
+    """``batch`` with its ``columns`` copied to offset 0 where they are slices.
+
+    DuckDB (2.0) refuses a struct below a struct in a batch with a non-zero offset (its conversion
+    would drop the offset and read the wrong rows), and the reader's batches are slices of the
     pieces it reads. Only such columns are copied: a flat schema's batches pass as they are."""
     arrays = batch.columns
     if not any(arrays[i].offset for i in columns):

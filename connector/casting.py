@@ -25,8 +25,9 @@ _Data = TypeVar("_Data", pa.Table, pa.RecordBatch)
 
 
 def cast_columns(kind: type[_Data], columns: Sequence[Any], schema: pa.Schema, *, data_names: Sequence[str]) -> _Data:
-    """``columns`` (in table order; ``data_names`` says what the data calls them) as a
-    ``kind`` (``pa.Table`` or ``pa.RecordBatch``) of ``schema``.
+    """``columns`` as a ``kind`` (``pa.Table`` or ``pa.RecordBatch``) of ``schema``.
+
+    ``columns`` are in table order; ``data_names`` says what the data calls them.
 
     Raises:
         SchemaMismatchError: a column's values do not fit its table type exactly."""

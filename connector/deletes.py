@@ -1,6 +1,7 @@
-"""Row-level deletes: rows are addressed physically as (segment, position) and deleted by
-committing, per touched segment, one cumulative deletion vector (old ∪ new). No data file
-is rewritten.
+"""Row-level deletes: rows are addressed physically as (segment, position) and deleted by deletion vector.
+
+A delete commits, per touched segment, one cumulative deletion vector (old ∪ new). No data file is
+rewritten.
 
 ``commit_deletes`` is the one commit path; ``Table.delete``, the Spark ``delete()`` helper
 and ``operation=delete`` writes all end there. It checks addresses against the snapshot
@@ -80,7 +81,10 @@ def evaluate(table: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
     """``predicate`` evaluated on every row of ``table``: a boolean column, row for row.
 
     One Acero ``project`` on the calling thread (the rows stay in order; the caller already
-    runs one thread per segment)."""
+    runs one thread per segment).
+
+    Raises:
+        InvalidOptionError: The delete filter is not a boolean expression."""
     plan = acero.Declaration.from_sequence(
         [
             acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
@@ -94,6 +98,10 @@ def evaluate(table: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
 
 
 def validate_addresses(snapshot: Snapshot, positions: Mapping[str, BitMap64]) -> None:
+    """Check that every row address names a row of a segment visible in ``snapshot``.
+
+    Raises:
+        InvalidRowAddressError: A segment is unknown or not visible, or a row is past its end."""
     visible = set(snapshot.visible_segment_ids())
     for seg_id, bm in positions.items():
         seg = snapshot.segments.get(seg_id)
@@ -116,9 +124,10 @@ def load_deleted(io: FileIO, snapshot: Snapshot, seg_id: str) -> BitMap64:
 
 @dataclass(frozen=True)
 class BuiltDV:
-    """What one attempt of a delete commit built for a segment: the DV it merged with
-    (``base``), the rows it added, the DV it wrote (None: no row was new) and how many
-    rows that DV gained."""
+    """What one attempt of a delete commit built for a segment.
+
+    The DV it merged with (``base``), the rows it added, the DV it wrote (None: no row was new) and
+    how many rows that DV gained."""
 
     base: DeletionVectorRef | None
     rows: BitMap64
@@ -150,8 +159,9 @@ class DeleteAttempt:
     def actions(
         self, io: FileIO, current: Snapshot, bitmaps: Mapping[str, BitMap64], *, inline_max_bytes: int
     ) -> list[SetDeletionVector]:
-        """The DV actions that add ``bitmaps`` to ``current``'s deletion vectors (old ∪ new,
-        one cumulative DV per segment that gains a row)."""
+        """The DV actions that add ``bitmaps`` to ``current``'s deletion vectors.
+
+        Old ∪ new: one cumulative DV per segment that gains a row."""
         merged = self._merge(io, current, bitmaps)
         if merged:
             self._write(io, current, merged, inline_max_bytes=inline_max_bytes)
@@ -159,8 +169,9 @@ class DeleteAttempt:
         return self._count(bitmaps)
 
     def _merge(self, io: FileIO, current: Snapshot, bitmaps: Mapping[str, BitMap64]) -> dict[str, BitMap64]:
-        """The cumulative DVs of the segments this attempt must write again (the others
-        were built against the same DV with the same rows)."""
+        """The cumulative DVs of the segments this attempt must write again.
+
+        The others were built against the same DV with the same rows."""
         merged: dict[str, BitMap64] = {}
         for sid, bm in bitmaps.items():
             base = current.dvs.get(sid)

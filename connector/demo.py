@@ -1,7 +1,8 @@
-"""The whole story in under a minute, on a local table: create and append, delete with
-deletion vectors (no data file rewritten), a consistent push, time travel, a bad push
-rolled back in one call, a pushing process killed mid-write and cleaned up by the next
-push, the lineage timeline, and vacuum.
+"""The whole story in under a minute, on a local table.
+
+Create and append, delete with deletion vectors (no data file rewritten), a consistent push, time
+travel, a bad push rolled back in one call, a pushing process killed mid-write and cleaned up by the
+next push, the lineage timeline, and vacuum.
 
 Run: ``python -m mvtable.connector.demo [TABLE_DIR]`` (a temporary folder by default)."""
 

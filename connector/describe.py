@@ -1,6 +1,7 @@
-"""What ``mvtable inspect`` shows: segments, row groups, delete density, the lineage as a
-timeline, and how far each Iceberg or Delta export lags behind, as one plain ``dict`` (so
-the CLI, a notebook or a future UDTF can use it).
+"""What ``mvtable inspect`` shows.
+
+Segments, row groups, delete density, the lineage as a timeline, and how far each Iceberg or Delta
+export lags behind, as one plain ``dict`` (so the CLI, a notebook or a future UDTF can use it).
 
 ``inspect_table`` only reads: the snapshot, for the timeline the log files of the versions
 at which the lineage entries changed state, and each export's newest metadata file.
@@ -163,8 +164,9 @@ def _timeline(commit_log: CommitLog, snapshot: Snapshot) -> list[dict[str, Any]]
 
 
 def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
-    """Everything ``mvtable inspect`` shows about the table of ``commit_log`` as of
-    ``snapshot`` (the log is read only for the lineage timeline).
+    """Everything ``mvtable inspect`` shows about the table of ``commit_log`` as of ``snapshot``.
+
+    The log is read only for the lineage timeline.
 
     Keys: ``uri``, ``version``, ``timestamp``, ``table_id``, ``schema`` (``[{name, type}]``),
     ``primary_key`` (the key columns, ``[]`` without a key), ``properties``, ``segments`` (visible ones first, then staged/replaced/reverted ones

@@ -1,8 +1,7 @@
 """A scan as a DuckDB relation over the segment files themselves, deletes applied.
 
 ``TableScan.to_reader`` makes DuckDB ingest Arrow batches that pyarrow decoded and
-filtered: two decodes' worth of work for one query (lineitem SF 0.1, TPC-H Q1: ~2× DuckDB
-over the Parquet files). Here DuckDB reads the segments with its own Parquet reader
+filtered: two decodes' worth of work for one query. Here DuckDB reads the segments with its own Parquet reader
 (column pruning, statistics, its threads) and each segment that has a deletion vector is
 ``POSITIONAL JOIN``-ed with a one-column Arrow table of keep flags, one per row of the
 file, in file order: a deleted row is dropped by a boolean test rather than a hash anti
@@ -33,9 +32,13 @@ __all__ = ["duckdb_relation"]
 
 
 def duckdb_relation(con: duckdb.DuckDBPyConnection, io: FileIO, plan: ScanPlan) -> duckdb.DuckDBPyRelation:
-    """The visible rows of ``plan`` as a lazy relation of ``con``. The keep-flag tables
-    are registered on ``con`` under fresh names; the segment files must stay readable
-    while the relation is queried (the caller holds the scan's pin)."""
+    """The visible rows of ``plan`` as a lazy relation of ``con``.
+
+    The keep-flag tables are registered on ``con`` under fresh names; the segment files must stay
+    readable while the relation is queried (the caller holds the scan's pin).
+
+    Raises:
+        InvalidOptionError: The table is not local, or the scan has predicates or row addresses."""
     if not isinstance(io, LocalFileIO):
         raise InvalidOptionError(
             f"to_duckdb reads segment files by path, so it needs a local table; {io.uri} is not local: use to_reader()"

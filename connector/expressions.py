@@ -13,8 +13,8 @@ The binding is done by planning the expression over an empty table of the schema
 ``project``). ``Expression.to_substrait`` binds too, but it refuses every function without
 a Substrait mapping (``utf8_lower``, ``year``, ``list_value_length``, safe casts), which
 filters use. A plan costs time in proportion to its columns, so the referenced columns are
-not found by renaming each column in turn (one plan of every column per column: 41 s for a
-3,000-column delete) but by growing a schema from nothing: a plan over the columns found so
+not found by renaming each column in turn (one plan of every column per column: far too slow
+on a wide table) but by growing a schema from nothing: a plan over the columns found so
 far fails naming the first reference it cannot resolve (pyarrow's "No match for
 FieldRef.Name(x)"), which is added, until the plan binds. With ``k`` referenced columns that
 is one plan of the whole schema and ``k + 1`` plans of at most ``k`` columns. A reference is
@@ -49,10 +49,14 @@ _BIND_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError,
 
 
 def check_filter(expression: object, schema: pa.Schema, *, what: str = "filter") -> None:
-    """Raise ``InvalidFilterError`` unless ``expression`` is a boolean expression over the
-    columns of ``schema``. The one place where pyarrow's binding errors (``No match for
-    FieldRef``, ``no kernel matching input types``) become an error that names the filter,
-    the problem and the table's columns, before anything is read or committed."""
+    """Raise ``InvalidFilterError`` unless ``expression`` is a boolean expression over the columns of ``schema``.
+
+    The one place where pyarrow's binding errors (``No match for FieldRef``, ``no kernel matching
+    input types``) become an error that names the filter, the problem and the table's columns,
+    before anything is read or committed.
+
+    Raises:
+        InvalidFilterError: ``expression`` is no expression, not a boolean condition, or does not bind to ``schema``."""
     if not isinstance(expression, pc.Expression):
         raise InvalidFilterError(
             f"{what} must be a pyarrow.compute.Expression (e.g. pc.field('id') == 1), not {type(expression).__name__}"
@@ -77,8 +81,9 @@ def check_filter(expression: object, schema: pa.Schema, *, what: str = "filter")
 
 
 def referenced_columns(expression: pc.Expression, schema: pa.Schema) -> list[str] | None:
-    """The top-level columns of ``schema`` that ``expression`` reads, in table order; ``None``
-    (read every column) when it refers to a column by position or does not bind to
+    """The top-level columns of ``schema`` that ``expression`` reads, in table order.
+
+    ``None`` (read every column) when it refers to a column by position or does not bind to
     ``schema`` at all (then ``check_filter`` names the problem)."""
     if _by_position(expression) or _bind_error(expression, schema) is not None:
         return None
@@ -94,9 +99,10 @@ def referenced_columns(expression: pc.Expression, schema: pa.Schema) -> list[str
 
 
 def _unmatched(error: Exception, names: list[str]) -> set[str]:
-    """The columns of ``names`` that pyarrow's "No match for FieldRef.Name(x) in …" (or
-    ``FieldRef.Nested(FieldRef.Name(x) …)``) may name: usually one; several only when
-    one name followed by ``)`` starts another."""
+    """The columns of ``names`` that pyarrow's "No match for FieldRef.Name(x) in …" may name.
+
+    The same holds for ``FieldRef.Nested(FieldRef.Name(x) …)``. Usually one; several only when one
+    name followed by ``)`` starts another."""
     message = str(error)
     if not isinstance(error, pa.ArrowInvalid) or not message.startswith(_NO_MATCH):
         return set()
@@ -108,8 +114,9 @@ def _unmatched(error: Exception, names: list[str]) -> set[str]:
 
 
 def _by_position(expression: pc.Expression) -> bool:
-    """Whether ``expression`` refers to a column by position (or cannot be inspected:
-    reading every column is right either way)."""
+    """Whether ``expression`` refers to a column by position, or cannot be inspected.
+
+    Reading every column is right either way."""
     try:
         pickle.dumps(expression)
     except Exception:

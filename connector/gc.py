@@ -101,8 +101,10 @@ def collect_garbage(
     plan: GCPlan | None = None,
     force: bool = False,
 ) -> GCReport:
-    """Remove superseded DV files, orphaned DV files past the grace period, log files no
-    retained or pinned version needs, and expired pins. See the module doc.
+    """Remove superseded and orphaned DV files, log files no version needs, and expired pins.
+
+    Orphaned DV files go once past the grace period; log files once no retained or pinned version
+    needs them. See the module doc.
 
     ``time_budget_s`` (default ``gcTimeBudget``) is checked after each batch, so a run
     always deletes at least one batch; ``batch_bytes`` (default ``gcBatchBytes``) bounds the
@@ -162,9 +164,10 @@ def collect_garbage(
 
 
 def budget_and_batch(time_budget_s: float | None, batch_bytes: int | None) -> tuple[float, int]:
-    """A pass's time budget in seconds and the bytes of one delete call: the caller's,
-    checked (a NaN budget would never stop, a string would be compared with a float), or
-    the connector's ``gcTimeBudget`` and ``gcBatchBytes``. Shared by GC and vacuum."""
+    """A pass's time budget in seconds and the bytes of one delete call.
+
+    The caller's, checked (a NaN budget would never stop, a string would be compared with a float),
+    or the connector's ``gcTimeBudget`` and ``gcBatchBytes``. Shared by GC and vacuum."""
     settings = connector_settings()
     budget = settings.gc_time_budget_s if time_budget_s is None else checks.seconds(time_budget_s, name="time_budget_s")
     max_bytes = settings.gcBatchBytes if batch_bytes is None else checks.count(batch_bytes, name="batch_bytes")
@@ -290,8 +293,9 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
 def _readable_cut(
     summaries: _Summaries, listing: Listing, retention: LogRetentionPlan, latest: TableSummary
 ) -> tuple[LogRetentionPlan, TableSummary | None]:
-    """``retention`` and the summary of the checkpoint it cuts the log at; or, when a
-    checkpoint from there on cannot be read back, ``retention`` keeping every log file.
+    """``retention`` and the summary of the checkpoint it cuts the log at, or a retention keeping every log file.
+
+    The log is kept whole when a checkpoint from there on cannot be read back.
 
     Never cut the log below a checkpoint that cannot be read back: CommitLog.snapshot
     falls back from a bad checkpoint only while every older commit file is there, so
@@ -311,8 +315,7 @@ def _readable_cut(
 
 
 def _needed_dvs(summaries: _Summaries, start: TableSummary, latest: TableSummary) -> set[str]:
-    """DV paths every readable version from ``start`` (the safe one, or the oldest
-    readable after it) to the latest references."""
+    """DV paths every readable version from ``start`` (the safe one, or the oldest readable after it) to the latest references."""
     needed = start.dv_paths
     for v in range(start.version + 1, latest.version + 1):
         needed.update(summaries.commit(v).dv_paths)
@@ -320,10 +323,11 @@ def _needed_dvs(summaries: _Summaries, start: TableSummary, latest: TableSummary
 
 
 def _superseded_dvs(summaries: _Summaries, listing: Listing, start: TableSummary, base: TableSummary | None) -> set[str]:
-    """DV paths older committed versions reference (superseded unless needed): what the
-    log still knows. It starts at its oldest checkpoint (where an earlier GC cut it) or at
-    commit 0, and every later commit names the DVs it set. A file that cannot be read is
-    skipped: its DVs wait for the grace period."""
+    """DV paths older committed versions reference (superseded unless needed): what the log still knows.
+
+    It starts at its oldest checkpoint (where an earlier GC cut it) or at commit 0, and every later
+    commit names the DVs it set. A file that cannot be read is skipped: its DVs wait for the grace
+    period."""
     superseded = base.dv_paths if base is not None else set()
     first = listing.checkpoints[0] if listing.checkpoints else None
     if first is not None and first <= start.version and (base is None or first != base.version):
@@ -350,8 +354,9 @@ def _sizes(io: FileIO, dv_listing: list[FileInfo]) -> dict[str, int]:
 
 
 def _spare_writes_in_flight(io: FileIO, dv: DVGCPlan, now_ms: int) -> DVGCPlan:
-    """``dv`` without the DV files of writes in flight: a live write intent covers them
-    (read after the DV folder was listed, see ``write_intents``)."""
+    """``dv`` without the DV files of writes in flight.
+
+    A live write intent covers them (read after the DV folder was listed, see ``write_intents``)."""
     intents = write_intents.scan_intents(io, now_ms=now_ms)
     keep = [p for p in dv.delete if intents.protects(p)]
     if not keep:
@@ -366,10 +371,11 @@ def _spare_writes_in_flight(io: FileIO, dv: DVGCPlan, now_ms: int) -> DVGCPlan:
 
 
 class _Summaries:
-    """Versions of the table as GC needs them (``lineage.summary``): version, properties,
-    history and DV paths — never whole snapshots, whose segment descriptors and statistics
-    would cost gigabytes on a table of 100,000 segments. Commit summaries are kept for the
-    plan: each is read once however many versions GC looks at."""
+    """Versions of the table as GC needs them (``lineage.summary``).
+
+    Version, properties, history and DV paths — never whole snapshots, whose segment descriptors and
+    statistics grow with every segment of a large table. Commit summaries are kept for the plan:
+    each is read once however many versions GC looks at."""
 
     def __init__(self, commit_log: CommitLog, listing: Listing) -> None:
         self.log = commit_log
@@ -385,8 +391,9 @@ class _Summaries:
         return found
 
     def checkpoint(self, version: int, *, full_check: bool = False) -> TableSummary:
-        """``full_check``: the checkpoint must be readable by ``CommitLog.snapshot`` (GC is
-        about to cut the log at or below it), not just its DV paths."""
+        """``full_check``: the checkpoint must be readable by ``CommitLog.snapshot``, not just its DV paths.
+
+        GC is about to cut the log at or below it."""
         found = self._checkpoints.get(version)
         if found is None or (full_check and version not in self._checked):
             found = self._checkpoints[version] = self.log.read_checkpoint_summary(version, full_check=full_check)
@@ -395,8 +402,7 @@ class _Summaries:
         return found
 
     def at(self, version: int) -> TableSummary:
-        """The summary at ``version``, falling back from unreadable checkpoints as
-        ``CommitLog.snapshot`` does."""
+        """The summary at ``version``, falling back from unreadable checkpoints as ``CommitLog.snapshot`` does."""
         base = self.log.newest_base(version, self.listing, self.checkpoint)
         state = base.copy() if base is not None else TableSummary()
         for v in range(state.version + 1, version + 1):
@@ -405,9 +411,10 @@ class _Summaries:
 
 
 def _oldest_readable(summaries: _Summaries, listing: Listing, safe: int, latest: TableSummary) -> TableSummary:
-    """The summary at ``safe``, or — when the log no longer reaches back that far (an old
-    pin, an unreadable pin file pinning version 0) — at the oldest version after it that
-    can still be read. Versions in between cannot be read by anyone."""
+    """The summary at ``safe``, or at the oldest readable version after it.
+
+    The log may no longer reach back that far (an old pin, an unreadable pin file pinning version
+    0); versions in between cannot be read by anyone."""
     if safe >= latest.version:
         return latest
     for v in [safe, *(c for c in listing.checkpoints if c > safe)]:

@@ -1,5 +1,6 @@
-"""Why vacuum and GC kept what they kept: the pins, the retention window, the grace period
-for unreferenced files, the log's checkpoints.
+"""Why vacuum and GC kept what they kept.
+
+The pins, the retention window, the grace period for unreferenced files, the log's checkpoints.
 
 A maintenance run that frees nothing is indistinguishable from a broken one unless it says
 what held it back, and the usual answer (a reader's pin that outlives the reader) has a
@@ -17,9 +18,10 @@ from mvtable.visibility.pins import Pin
 
 @dataclass(frozen=True)
 class Hold:
-    """One thing that kept a version's files. ``kind`` is ``pin``, ``retention``, ``grace``
-    or ``checkpoint``; a pin's hold also names it (``pin_id``, ``owner``, ``version``,
-    ``expires_ms``)."""
+    """One thing that kept a version's files.
+
+    ``kind`` is ``pin``, ``retention``, ``grace`` or ``checkpoint``; a pin's hold also names it
+    (``pin_id``, ``owner``, ``version``, ``expires_ms``)."""
 
     kind: str
     reason: str
@@ -30,8 +32,9 @@ class Hold:
 
 
 def format_duration(seconds: float) -> str:
-    """A duration as people write it (``7d``, ``1h 30m``, ``45s``, ``0s``), in the units
-    table properties and ``--retention`` take."""
+    """A duration as people write it (``7d``, ``1h 30m``, ``45s``, ``0s``).
+
+    These are the units table properties and ``--retention`` take."""
     total = int(round(max(0.0, seconds)))
     if total == 0:
         return "0s" if seconds <= 0 else f"{seconds:.3g}s"
@@ -61,8 +64,10 @@ def pin_hold(pin: Pin, *, now_ms: int) -> Hold:
 
 
 def version_holds(pins: Iterable[Pin], *, retention_version: int, latest: int, retention_s: float, now_ms: int) -> list[Hold]:
-    """The pins below the version retention alone would keep (each one, oldest first), and
-    the retention window when it keeps more than the newest version."""
+    """The pins below the version retention alone would keep, and the retention window.
+
+    The pins come each one, oldest first; the window only when it keeps more than the newest
+    version."""
     holds = [
         pin_hold(p, now_ms=now_ms) for p in sorted(pins, key=lambda p: (p.version, p.expires_ms)) if p.version < retention_version
     ]

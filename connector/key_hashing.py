@@ -25,8 +25,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def hash_keys(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
-    """One ``uint64`` per row of ``table`` from its key ``columns`` (no nulls; the caller
-    checked)."""
+    """One ``uint64`` per row of ``table`` from its key ``columns`` (no nulls; the caller checked)."""
     out: np.ndarray | None = None
     for name in columns:
         h = hash_column(table.column(name))
@@ -63,8 +62,10 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def _hash_strings(arr: pa.Array) -> np.ndarray:
-    """FNV-1a of each string's bytes, then the finaliser. Strings are visited longest first
-    so that byte position ``j`` is one numpy step over the strings that have it."""
+    """FNV-1a of each string's bytes, then the finaliser.
+
+    Strings are visited longest first so that byte position ``j`` is one numpy step over the strings
+    that have it."""
     arr = arr.cast(pa.large_string())
     n = len(arr)
     if n == 0:

@@ -1,6 +1,8 @@
-"""The per-segment key index: a Bloom filter of a segment's key hashes, in a small file
-beside the segment (``data/<segment-id>.keys.bloom``), plus the per-row-group min/max of the
-key columns that every segment descriptor already carries in its statistics.
+"""The per-segment key index.
+
+A Bloom filter of a segment's key hashes, in a small file beside the segment
+(``data/<segment-id>.keys.bloom``), plus the per-row-group min/max of the key columns that every
+segment descriptor already carries in its statistics.
 
 Written when a segment is written — by ``SegmentWriter`` for every writer, and by anything
 that rewrites segments (compaction) through the same writer or ``build_index`` — so a key
@@ -48,16 +50,15 @@ def segment_path_of(path: str) -> str | None:
     return path[: -len(INDEX_SUFFIX)] + _PARQUET if path.endswith(INDEX_SUFFIX) else None
 
 
-# Bits per key of a segment's filter: ~2e-7 false positives (22 probes, of which a key that
-# is absent goes through about two: ``KeyBloom.may_contain``). A false positive makes a lookup
-# read the key columns of a row group (~10 ms for 131,072 rows), and an append of 10,000 keys
-# into a table of 30 segments probes 300,000 times: at 1% (10 bits) that read nearly every
-# segment, as a full key scan would, and at 1e-5 (24 bits) about three row groups per append,
-# a cost growing with the table. Hudi's bloom index defaults to 1e-9 for the same reason.
-# 4 bytes per key, next to ~12 for the key columns themselves. 16 probes per key instead of
-# the 22 that minimise false positives (3.3e-7 instead of 2.1e-7): the filter is built on
-# every segment write (60,000 keys: 19 -> 13 ms) and probed by every lookup, and a filter a
-# third empty instead of half drops an absent key sooner.
+# Bits per key of a segment's filter: a very low false-positive rate (an absent key goes
+# through about two probes: ``KeyBloom.may_contain``). A false positive makes a lookup read
+# the key columns of a row group, and an append probes every segment's filter once per key:
+# with a common 1% filter that read nearly every segment, as a full key scan would, and even
+# a far lower rate read row groups on every append, a cost growing with the table. Hudi's
+# bloom index defaults to a very low rate for the same reason. The filter stays small next to
+# the key columns themselves. Fewer probes per key than the number that minimises false
+# positives: the filter is built on every segment write and probed by every lookup, and a
+# filter a third empty instead of half drops an absent key sooner.
 SEGMENT_BITS_PER_KEY = 32
 SEGMENT_HASHES = 16
 
@@ -93,7 +94,7 @@ def read_index(io: FileIO, segment_path: str) -> KeyBloom | None:
 # Key filters read by this process, newest used last. A filter is written once, beside a
 # segment with a fresh id, and never changed, so an entry never goes stale: a writer that
 # appends again (or a Spark worker running the next task) probes the filters it already
-# read instead of reading ~3 bytes per row of the table again. Bounded in bytes.
+# read instead of reading the key columns of the table again. Bounded in bytes.
 INDEX_CACHE_BYTES = 256 * 1024 * 1024
 
 
@@ -129,8 +130,9 @@ _cache = _IndexCache(INDEX_CACHE_BYTES)
 
 
 def forget_filters() -> None:
-    """Drop the key filters this process keeps (the next lookup reads them again): for a
-    benchmark that measures a cold lookup, or a process that wants the memory back."""
+    """Drop the key filters this process keeps (the next lookup reads them again).
+
+    It serves a benchmark that measures a cold lookup, or a process that wants the memory back."""
     global _cache
     _cache = _IndexCache(INDEX_CACHE_BYTES)
 

@@ -30,8 +30,10 @@ from .segments import new_segment_id
 
 @dataclass(frozen=True)
 class ActionResult:
-    """What a lifecycle call did. ``changed`` is False when the table already was as asked
-    (``version`` is then the version that made it so, or the current one)."""
+    """What a lifecycle call did.
+
+    ``changed`` is False when the table already was as asked (``version`` is then the version that
+    made it so, or the current one)."""
 
     operation: Operation
     version: int
@@ -58,9 +60,10 @@ def _transition(
     build_actions,
     commit: Callable[[Snapshot, Builder], CommitResult] | None = None,
 ) -> ActionResult:
-    """Move one lineage entry to ``target`` in one commit, or report that it is there
-    already — also when a concurrent or retried call got there first. ``commit(snapshot,
-    build)`` lands the commit when plain ``CommitLog.commit`` is not enough."""
+    """Move one lineage entry to ``target`` in one commit, or report that it is there already.
+
+    Also when a concurrent or retried call got there first. ``commit(snapshot, build)`` lands the
+    commit when plain ``CommitLog.commit`` is not enough."""
     snapshot, entry = _entry(commit_log, entry_id)
     if entry.state == target:
         return ActionResult(operation, entry.state_version, False, f"lineage entry {entry_id} is already {target}")
@@ -86,11 +89,14 @@ def _transition(
 
 
 def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
-    """Pinot's ``revertReplaceSegments``: the entry becomes REVERTED and readers flip back
-    to the snapshot it replaced (with that snapshot's deletes, untouched meanwhile). On a
-    keyed table the rows that come back are first checked against what was committed since
-    the push (``keys.rollback``): ``DuplicateKeyError``, and nothing committed, when a key
-    would be in the table twice."""
+    """Roll back lineage entry ``entry_id``, as Pinot's ``revertReplaceSegments`` does.
+
+    The entry becomes REVERTED and readers flip back to the snapshot it replaced (with that
+    snapshot's deletes, untouched meanwhile). On a keyed table the rows that come back are first
+    checked against what was committed since the push (``keys.rollback``).
+
+    Raises:
+        DuplicateKeyError: A key would be in the table twice; nothing was committed."""
     io = commit_log.io
 
     def commit(snapshot: Snapshot, build: Builder) -> CommitResult:
@@ -108,10 +114,13 @@ def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
 
 
 def publish_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
-    """Complete a staged (``publish=false``) consistent push. On a keyed table the push's
-    keys are first checked against what was committed since it was staged
-    (``keys.publish``): ``DuplicateKeyError``, and the push stays staged, when a key would
-    be in the table twice."""
+    """Complete a staged (``publish=false``) consistent push.
+
+    On a keyed table the push's keys are first checked against what was committed since it was
+    staged (``keys.publish``).
+
+    Raises:
+        DuplicateKeyError: A key would be in the table twice; the push stays staged."""
     io = commit_log.io
 
     def commit(snapshot: Snapshot, build: Builder) -> CommitResult:
@@ -157,9 +166,10 @@ def _empty_dv() -> DeletionVectorRef:
 
 
 def restore_version(commit_log: CommitLog, version: int) -> ActionResult:
-    """Delta's ``RESTORE`` / Iceberg's ``rollback_to_snapshot``: one new commit whose
-    visible segments and deletion vectors equal ``version``'s. History stays, so a restore
-    can itself be undone by restoring the version before it."""
+    """Restore ``version``, as Delta's ``RESTORE`` and Iceberg's ``rollback_to_snapshot`` do.
+
+    One new commit whose visible segments and deletion vectors equal ``version``'s. History stays,
+    so a restore can itself be undone by restoring the version before it."""
     version = checks.version(version)
     target = commit_log.snapshot(version)
     current = commit_log.snapshot()

@@ -16,9 +16,10 @@ __all__ = ["with_table_names"]
 
 
 def with_table_names(column: pa.Array | pa.ChunkedArray, table_type: pa.DataType) -> pa.Array | pa.ChunkedArray:
-    """``column`` with its struct fields (at any depth: in structs, lists and maps) named
-    as in ``table_type``. Only names change; a column whose type does not have the table's
-    shape is returned as it is, for the cast to report."""
+    """``column`` with its struct fields (at any depth: in structs, lists and maps) named as in ``table_type``.
+
+    Only names change; a column whose type does not have the table's shape is returned as it is, for
+    the cast to report."""
     renamed = _renamed(column.type, table_type)
     if renamed.equals(column.type):
         return column
@@ -28,8 +29,9 @@ def with_table_names(column: pa.Array | pa.ChunkedArray, table_type: pa.DataType
 
 
 def _renamed(have: pa.DataType, want: pa.DataType) -> pa.DataType:
-    """``have`` with the struct field names of ``want`` wherever the two have the same
-    shape and a name differs only in case (the schema check has matched them already)."""
+    """``have`` with the struct field names of ``want`` where a name differs only in case.
+
+    Only where the two have the same shape: the schema check has matched them already."""
     if pa.types.is_struct(have) and pa.types.is_struct(want) and have.num_fields == want.num_fields:
         fields = []
         for i in range(have.num_fields):

@@ -32,8 +32,9 @@ _NO_CATALOG = (
 
 
 def _bool(value: Any, name: str) -> bool:
-    """Exactly true or false (any case), as Spark's own boolean options: ``"1"`` or
-    ``"yes"`` are more likely a slip than a choice, and the error says what to write."""
+    """Exactly true or false (any case), as Spark's own boolean options.
+
+    ``"1"`` or ``"yes"`` are more likely a slip than a choice, and the error says what to write."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -95,8 +96,10 @@ class ReadOptions(_Options):
         return self
 
     def for_batch(self) -> ReadOptions:
-        """Check the options of ``spark.read``: the change feed needs a start; the
-        per-trigger options belong to streams."""
+        """Check the options of ``spark.read``: the change feed needs a start; the per-trigger options belong to streams.
+
+        Raises:
+            InvalidOptionError: A stream-only or change-feed-only option, or a change feed without a start."""
         stream_only = {"max_rows_per_trigger", "max_bytes_per_trigger", "skip_change_commits"} & self.model_fields_set
         if stream_only:
             raise InvalidOptionError(f"{_names(stream_only)}: for spark.readStream only, not spark.read")
@@ -112,7 +115,10 @@ class ReadOptions(_Options):
         return self._no_snapshot_options("readChangeFeed")
 
     def for_stream(self) -> ReadOptions:
-        """Check the options of ``spark.readStream``."""
+        """Check the options of ``spark.readStream``.
+
+        Raises:
+            InvalidOptionError: ``endingVersion`` was given to a stream."""
         if self.ending_version is not None:
             raise InvalidOptionError("endingVersion does not apply to spark.readStream, which follows the table's new versions")
         return self._no_snapshot_options("spark.readStream")
@@ -162,8 +168,10 @@ class WriteOptions(_Options):
 
 
 class StreamWriteOptions(_Options):
-    """``df.writeStream`` options: the query's checkpoint (its id names the application whose
-    batches land exactly once) or an explicit ``txnAppId``."""
+    """``df.writeStream`` options.
+
+    The query's checkpoint (its id names the application whose batches land exactly once) or an
+    explicit ``txnAppId``."""
 
     checkpoint_location: str | None = None
     txn_app_id: str | None = None
@@ -226,8 +234,9 @@ def option_names(fields: Iterable[str]) -> list[str]:
 
 
 def _storage_value(value: Any) -> Any:
-    """Spark options are strings; fsspec wants e.g. ``client_kwargs`` as a dict, so a value
-    written as a JSON object is decoded."""
+    """Spark options are strings.
+
+    Fsspec wants e.g. ``client_kwargs`` as a dict, so a value written as a JSON object is decoded."""
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
             return json.loads(value)
@@ -295,6 +304,11 @@ def read_options(options: Mapping[str, Any]) -> ReadOptions:
 
 
 def write_options(options: Mapping[str, Any]) -> WriteOptions:
+    """The write options of a Spark write, checked before anything is written.
+
+    Raises:
+        InvalidOptionError: A delete-only option on another operation, or a timestamp that does
+            not parse."""
     opts: WriteOptions = _validate(WriteOptions, _collect(options, _WRITE_KEYS, allow_properties=True))
     delete_only = {"tag", "read_version"} & opts.model_fields_set
     if delete_only and opts.operation != "delete":

@@ -32,9 +32,10 @@ def default_workers() -> int:
 
 
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int, ahead: int = 1) -> Iterator[R]:
-    """``map(fn, items)`` on ``workers`` threads, in order. ``workers <= 1`` runs inline
-    (no thread at all). Stopping the iteration early cancels what has not started; an
-    exception in ``fn`` is raised when its item's turn comes."""
+    """``map(fn, items)`` on ``workers`` threads, in order.
+
+    ``workers <= 1`` runs inline (no thread at all). Stopping the iteration early cancels what has
+    not started; an exception in ``fn`` is raised when its item's turn comes."""
     if workers <= 1:
         yield from map(fn, items)
         return

@@ -27,8 +27,10 @@ Keys: TypeAlias = pa.Table | pa.RecordBatch | Mapping[str, Sequence[Any]] | Sequ
 
 
 class WriteMode(str, enum.Enum):
-    """How a write treats the rows already in the table. A ``str`` too, so ``"append"``
-    and ``WriteMode.APPEND`` are interchangeable wherever a mode is taken."""
+    """How a write treats the rows already in the table.
+
+    A ``str`` too, so ``"append"`` and ``WriteMode.APPEND`` are interchangeable wherever a mode is
+    taken."""
 
     APPEND = "append"
     OVERWRITE = "overwrite"

@@ -1,5 +1,4 @@
-"""Looking at a table's reader pins and releasing those of readers that are gone
-(``mvtable pins``, ``mvtable inspect``).
+"""Looking at a table's reader pins and releasing those of readers that are gone (``mvtable pins``, ``mvtable inspect``).
 
 A pin keeps its version's files from GC and vacuum until it is released or expires; a
 reader that died (a killed job, a Spark DataFrame nobody queries any more) leaves its pin
@@ -27,8 +26,10 @@ def live_pins(io: FileIO, *, now_ms: int | None = None) -> list[pins.Pin]:
 
 
 def pin_record(pin: pins.Pin, *, now_ms: int) -> dict[str, Any]:
-    """One pin for people and JSON: id, owner, version, created, expires (ISO-8601 UTC),
-    ``expires_in`` (human units) and whether its file could be read."""
+    """One pin for people and JSON.
+
+    Id, owner, version, created, expires (ISO-8601 UTC), ``expires_in`` (human units) and whether
+    its file could be read."""
     return {
         "id": pin.id,
         "owner": pin.owner,
@@ -41,8 +42,7 @@ def pin_record(pin: pins.Pin, *, now_ms: int) -> dict[str, Any]:
 
 
 def release_pins(io: FileIO, which: str, *, now_ms: int | None = None) -> list[pins.Pin]:
-    """Release the live pin whose id is ``which``, or else every live pin whose owner is
-    ``which``; returns the released pins.
+    """Release the live pin whose id is ``which``, or else every live pin whose owner is ``which``; returns the released pins.
 
     Raises:
         PinNotFoundError: no live pin has that id or owner (the message lists the owners)."""

@@ -1,5 +1,4 @@
-"""Pinning a snapshot: the one way connector code resolves the version it reads and keeps
-it readable while it does.
+"""Pinning a snapshot: the one way connector code resolves the version it reads and keeps it readable while it does.
 
 Every read and every delete (``Table.scan``, ``Table.delete`` / ``delete_rows``, the Spark
 data source and Spark ``delete()``, ``read_native``, the write protocol) goes through
@@ -100,8 +99,13 @@ def pin_ttl_s(ttl_s: float | None = None) -> float:
 
 
 def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: Any = None) -> int | None:
-    """The version a read asks for: ``version``, the newest at or before ``timestamp``, or
-    ``None`` (the newest, resolved when the snapshot is read)."""
+    """The version a read asks for.
+
+    ``version``, the newest at or before ``timestamp``, or ``None`` (the newest, resolved when the
+    snapshot is read).
+
+    Raises:
+        InvalidOptionError: Both a version and a timestamp were given."""
     if version is not None and timestamp is not None:
         raise InvalidOptionError("give a version or a timestamp, not both")
     if timestamp is not None:
@@ -110,9 +114,10 @@ def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: An
 
 
 class PinnedSnapshot:
-    """A snapshot and the pin that keeps it readable. A context manager: the pin is
-    released when the block ends (``release`` may also be called directly, twice is fine).
-    Without ``release`` the pin expires after its ttl."""
+    """A snapshot and the pin that keeps it readable.
+
+    A context manager: the pin is released when the block ends (``release`` may also be called
+    directly, twice is fine). Without ``release`` the pin expires after its ttl."""
 
     def __init__(self, io: FileIO, log: CommitLog, snapshot: Snapshot, pin: SnapshotPin, *, owner: str) -> None:
         self.io = io
@@ -132,8 +137,10 @@ class PinnedSnapshot:
             self.released = True
 
     def renew(self, *, ttl_s: float | None = None) -> None:
-        """Keep the version readable for ``ttl_s`` more seconds: extend the pin, or pin
-        again (checking the version is still readable) if it was released or expired."""
+        """Keep the version readable for ``ttl_s`` more seconds.
+
+        Extend the pin, or pin again (checking the version is still readable) if it was released or
+        expired."""
         if self.released:
             self.pin = _repin(self.io, self.log, self.version, ttl_s=ttl_s, owner=self.owner)
             self.released = False
@@ -161,11 +168,16 @@ def pin_snapshot(
     ttl_s: float | None = None,
     owner: str = "reader",
 ) -> PinnedSnapshot:
-    """Resolve the version (``snapshot`` already read, ``version``, ``timestamp``, or the
-    newest), pin it for ``ttl_s`` (default ``pinTtl``) and read its snapshot.
+    """Resolve the version, pin it for ``ttl_s`` (default ``pinTtl``) and read its snapshot.
+
+    The version is ``snapshot`` (already read), ``version``, ``timestamp``, or the newest.
 
     Raises ``VersionNotFoundError`` / ``DeletionVectorNotFoundError`` (and leaves no pin)
-    when an older version was collected before the pin landed."""
+    when an older version was collected before the pin landed.
+
+    Raises:
+        VersionNotFoundError: The version does not exist.
+        InvalidOptionError: A snapshot already read came with a version or timestamp."""
     label = f"{owner} (pid {os.getpid()})"
     ttl = pin_ttl_s(ttl_s)
     if snapshot is not None:
@@ -192,15 +204,18 @@ def pin_snapshot(
 
 
 def pin_version(io: FileIO, version: int, *, ttl_s: float | None = None, owner: str = "reader") -> SnapshotPin:
-    """Pin ``version`` without reading its snapshot, for a caller that read it already
-    (a compaction batch, a stream moving from version to version). Like pinning a
-    snapshot given, no file check: the caller read the version while it was there."""
+    """Pin ``version`` without reading its snapshot, for a caller that read it already.
+
+    E.g. a compaction batch, or a stream moving from version to version. Like pinning a snapshot
+    given, no file check: the caller read the version while it was there."""
     return SnapshotPin(version, try_pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})"))
 
 
 def try_pin(io: FileIO, version: int, *, ttl_s: float, owner: str) -> str:
-    """Write a pin of ``version``; ``UNPINNED`` (and one warning per table and process)
-    when the store cannot take it: read-only, no write permission, no space."""
+    """Write a pin of ``version``.
+
+    ``UNPINNED`` (and one warning per table and process) when the store cannot take it: read-only,
+    no write permission, no space."""
     try:
         return pins.pin(io, version, ttl_s=ttl_s, owner=owner)
     except _CANNOT_PIN as exc:
@@ -225,9 +240,14 @@ def _release_id(io: FileIO, pin_id: str) -> None:
 def renew(
     io: FileIO, pin: SnapshotPin, *, log: CommitLog | None = None, ttl_s: float | None = None, owner: str = "reader"
 ) -> SnapshotPin:
-    """Extend ``pin`` by ``ttl_s`` (default ``pinTtl``). If it expired or was removed, pin
-    the version again and check it is still readable (needs ``log``); otherwise raise
-    ``PinExpiredError`` naming the version. A read that could not pin tries again."""
+    """Extend ``pin`` by ``ttl_s`` (default ``pinTtl``).
+
+    If it expired or was removed, pin the version again and check it is still readable (needs
+    ``log``); otherwise raise ``PinExpiredError`` naming the version. A read that could not pin
+    tries again.
+
+    Raises:
+        PinExpiredError: The pin is gone and could not be made again; read the table again."""
     if not pin.pinned:
         return SnapshotPin(pin.version, try_pin(io, pin.version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})"))
     try:
@@ -251,13 +271,14 @@ _RENEWED_MAX = 1024
 def renew_when_due(
     io: FileIO, pin: SnapshotPin, *, renewed_at: float, log: CommitLog, now: float | None = None, owner: str = "reader"
 ) -> SnapshotPin:
-    """The pin to read ``pin``'s version under, renewed (``renew``) when half of ``pinTtl``
-    has passed since it was last renewed: at ``renewed_at`` (epoch seconds, by whoever
-    planned the read) or by this process. Spark keeps a DataFrame's planned partitions and
-    runs them again on every action, without asking the planner, so a read executed an hour
-    after it was planned would otherwise run under an expired pin while GC may collect its
-    files; the task that reads renews it instead. A pin that expired meanwhile is made again
-    if the version is still whole, else the ``renew`` error says so."""
+    """The pin to read ``pin``'s version under, renewed (``renew``) once half of ``pinTtl`` has passed.
+
+    Half of ``pinTtl`` counts from the last renewal, at ``renewed_at`` (epoch seconds, by whoever
+    planned the read) or by this process. Spark keeps a DataFrame's planned partitions and runs them
+    again on every action, without asking the planner, so a read executed an hour after it was
+    planned would otherwise run under an expired pin while GC may collect its files; the task that
+    reads renews it instead. A pin that expired meanwhile is made again if the version is still
+    whole, else the ``renew`` error says so."""
     now = time.time() if now is None else now
     last, current = _RENEWED.get(pin.pin_id, (renewed_at, pin))
     if now - max(last, renewed_at) < pin_ttl_s() / 2:
@@ -286,7 +307,10 @@ def release(io: FileIO, pin: SnapshotPin | None) -> None:
 
 
 def check_files(io: FileIO, snapshot: Snapshot) -> None:
-    """Raise ``DeletionVectorNotFoundError`` if a DV file ``snapshot`` needs is gone."""
+    """Raise ``DeletionVectorNotFoundError`` if a DV file ``snapshot`` needs is gone.
+
+    Raises:
+        DeletionVectorNotFoundError: A DV file of the version was collected before it was pinned."""
     wanted = {ref.path for ref in snapshot.dvs.values() if ref.path}
     if not wanted:
         return
@@ -300,6 +324,8 @@ def check_files(io: FileIO, snapshot: Snapshot) -> None:
 
 
 def pin_scan(io: FileIO, *, now_ms: int | None = None) -> pins.PinScan:
-    """GC's and vacuum's view of the pins: live (unreadable pin files count as pins of
-    version 0 for ``pinTtl`` after they were written) and expired."""
+    """GC's and vacuum's view of the pins.
+
+    Live (unreadable pin files count as pins of version 0 for ``pinTtl`` after they were written)
+    and expired."""
     return pins.scan_pins(io, now_ms=now_ms, unreadable_ttl_s=pin_ttl_s())

@@ -99,8 +99,9 @@ def steps_for(result: CommitResult) -> list[Step]:
 
 
 def run(log: CommitLog, result: CommitResult) -> None:
-    """Run the steps ``result``'s version asks for. A step that raises is logged and the
-    next one runs: the commit stands whatever a step does."""
+    """Run the steps ``result``'s version asks for.
+
+    A step that raises is logged and the next one runs: the commit stands whatever a step does."""
     for step in steps_for(result):
         try:
             step.run(log, result)
@@ -115,6 +116,7 @@ def run(log: CommitLog, result: CommitResult) -> None:
 
 
 def open_log(io: FileIO) -> CommitLog:
-    """The commit log of the table at ``io``, running the post-commit pipeline after every
-    commit it lands: the connector opens its logs only here."""
+    """The commit log of the table at ``io``, running the post-commit pipeline after every commit it lands.
+
+    The connector opens its logs only here."""
     return CommitLog(io, after_commit=run)

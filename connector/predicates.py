@@ -23,13 +23,18 @@ _HOW = "use Predicate(column, op, value) from mvtable.connector.stats"
 
 
 def check_predicates(predicates: object, schema: pa.Schema) -> tuple[Predicate, ...]:
-    """``predicates`` as a tuple, after checking that each is a ``Predicate`` over a column
-    of ``schema`` with a known operator and a value that column's type can be compared
-    with (the predicate's expression binds to ``schema``, see ``check_filter``).
+    """``predicates`` as a tuple, after checking each one against ``schema``.
+
+    Each must be a ``Predicate`` over a column of ``schema`` with a known operator and a value that
+    column's type can be compared with (the predicate's expression binds to ``schema``, see
+    ``check_filter``).
 
     ``(column, op, value)`` tuples are refused rather than guessed at: they are the
     ``filters`` of ``create_view``/``read_native``, whose operators are SQL's (``=``,
-    ``not in``, ``is null``) and not ``Predicate``'s."""
+    ``not in``, ``is null``) and not ``Predicate``'s.
+
+    Raises:
+        InvalidFilterError: A predicate is malformed or does not fit ``schema``."""
     if isinstance(predicates, (str, bytes, Predicate)) or not isinstance(predicates, Sequence):
         raise InvalidFilterError(f"predicates must be a list of Predicate objects, not {type(predicates).__name__}; {_HOW}")
     for p in predicates:

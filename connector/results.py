@@ -63,9 +63,10 @@ class _FromTally:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What ``append``/``overwrite``/``write`` committed: the new ``version`` (read at
-    ``read_version``; ``attempts`` > 1 when concurrent commits made it retry), the rows,
-    segments and bytes it added, and for a consistent push its lineage ``entry``."""
+    """What ``append``/``overwrite``/``write`` committed.
+
+    The new ``version`` (read at ``read_version``; ``attempts`` > 1 when concurrent commits made it
+    retry), the rows, segments and bytes it added, and for a consistent push its lineage ``entry``."""
 
     version: int
     read_version: int
@@ -117,10 +118,11 @@ class WriteResult:
 
 @dataclass(frozen=True, eq=False)
 class DeleteResult:
-    """What a delete did: ``deleted_rows`` in ``segments`` segments, committed as
-    ``version`` (``None`` when nothing changed: no row matched, or every addressed row was
-    deleted already). ``remapped_rows``: rows addressed in segments that a compaction
-    rewrote after the read, deleted in its outputs instead."""
+    """What a delete did: ``deleted_rows`` in ``segments`` segments, committed as ``version``.
+
+    ``version`` is ``None`` when nothing changed: no row matched, or every addressed row was deleted
+    already. ``remapped_rows``: rows addressed in segments that a compaction rewrote after the read,
+    deleted in its outputs instead."""
 
     deleted_rows: int
     version: int | None
@@ -178,8 +180,10 @@ class DeleteResult:
 
 @dataclass(frozen=True)
 class UpsertResult:
-    """What an upsert did: rows of the data whose key was new (``inserted_rows``) or
-    replaced a row of the table (``updated_rows``), and the version it committed."""
+    """What an upsert did: rows inserted and updated, and the version it committed.
+
+    Rows of the data whose key was new count as ``inserted_rows``; those that replaced a row of the
+    table as ``updated_rows``."""
 
     inserted_rows: int
     updated_rows: int
@@ -196,8 +200,9 @@ class DroppedBin:
 
 @dataclass(frozen=True)
 class CompactionResult(_FromTally):
-    """What a compaction did (``dry_run``: would do). ``complete`` is False when bins were
-    dropped; running it again picks up what is left."""
+    """What a compaction did (``dry_run``: would do).
+
+    ``complete`` is False when bins were dropped; running it again picks up what is left."""
 
     dry_run: bool
     bins: int = 0  # planned
@@ -245,9 +250,10 @@ class CompactionResult(_FromTally):
 
 @dataclass(frozen=True)
 class VacuumResult(_FromTally):
-    """What a vacuum removed (``dry_run``: would remove). ``complete`` is False when the
-    time budget ran out; run it again to go on. ``safe_version`` is the oldest version
-    every retained reader can still open."""
+    """What a vacuum removed (``dry_run``: would remove).
+
+    ``complete`` is False when the time budget ran out; run it again to go on. ``safe_version`` is
+    the oldest version every retained reader can still open."""
 
     dry_run: bool
     retention_s: float
@@ -266,9 +272,10 @@ class VacuumResult(_FromTally):
 
 @dataclass(frozen=True)
 class GCResult(_FromTally):
-    """What one visibility GC run did (``dry_run``: would do). ``complete`` is False when
-    the run stopped early (time budget, or pins kept moving); run GC again to finish.
-    ``deleted`` lists the table-relative paths removed."""
+    """What one visibility GC run did (``dry_run``: would do).
+
+    ``complete`` is False when the run stopped early (time budget, or pins kept moving); run GC
+    again to finish. ``deleted`` lists the table-relative paths removed."""
 
     safe_version: int
     dv_files_deleted: int = 0

@@ -22,9 +22,11 @@ _SHAPE = "{segment id: [row positions]}, e.g. {'3f2a…': [0, 5]}"
 
 
 def row_positions(positions: object) -> dict[str, np.ndarray]:
-    """``{segment id: positions}`` as ``uint64`` arrays; ``InvalidOptionError`` for a
-    wrong shape or a position that is no integer, ``InvalidRowAddressError`` for a
-    negative one."""
+    """``{segment id: positions}`` as ``uint64`` arrays.
+
+    Raises:
+        InvalidOptionError: ``positions`` has a wrong shape or a position that is no integer.
+        InvalidRowAddressError: A position is negative."""
     if not isinstance(positions, Mapping):
         raise InvalidOptionError(f"delete_rows takes a mapping {_SHAPE}, not a {type(positions).__name__}")
     out: dict[str, np.ndarray] = {}
@@ -70,9 +72,10 @@ def _is_int(value: object) -> bool:
 
 
 def _big_ints(sid: str, values: list[Any]) -> np.ndarray:
-    """Python ints that NumPy holds in no one integer type (some below 0, some at or above
-    ``2**63``; or beyond ``2**64``): refused if negative or beyond any ``uint64``, else as
-    ``uint64`` (and then past the segment's end, which ``commit_deletes`` reports)."""
+    """Python ints that NumPy holds in no one integer type (some below 0, some at or above ``2**63``; or beyond ``2**64``).
+
+    Refused if negative or beyond any ``uint64``, else as ``uint64`` (and then past the segment's
+    end, which ``commit_deletes`` reports)."""
     ints = [int(v) for v in values]
     low, high = min(ints), max(ints)
     if low < 0:

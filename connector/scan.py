@@ -1,6 +1,7 @@
-"""Planning a scan (which row groups of which segments, with which deletion vector) and
-executing one piece of it. Shared by ``Table.scan`` and the Spark reader: the plan is made
-once on the driver, and every ``ScanTask`` carries all an executor needs."""
+"""Planning a scan (which row groups of which segments, with which deletion vector) and executing one piece of it.
+
+Shared by ``Table.scan`` and the Spark reader: the plan is made once on the driver, and every
+``ScanTask`` carries all an executor needs."""
 
 from __future__ import annotations
 
@@ -67,9 +68,10 @@ def plan_scan(
     row_address: bool = False,
     lineage_entry: str | None = None,
 ) -> ScanPlan:
-    """Which row groups of which segments a read of ``snapshot`` needs. ``predicates`` are
-    checked against the table's schema here (``InvalidFilterError`` before anything is
-    read), prune row groups by statistics, and are kept in the plan for the readers to
+    """Which row groups of which segments a read of ``snapshot`` needs.
+
+    ``predicates`` are checked against the table's schema here (``InvalidFilterError`` before
+    anything is read), prune row groups by statistics, and are kept in the plan for the readers to
     apply exactly."""
     table_schema = schema_from_json(snapshot.table_schema)
     predicates = check_predicates(predicates, table_schema)
@@ -108,8 +110,12 @@ def plan_scan(
 
 
 def staged_segments(snapshot: Snapshot, entry_id: str) -> list[SegmentState]:
-    """What readers will see once ``entry_id`` is published: write-audit-publish reads the
-    staged snapshot of an IN_PROGRESS entry before anyone else can."""
+    """What readers will see once ``entry_id`` is published.
+
+    Write-audit-publish reads the staged snapshot of an IN_PROGRESS entry before anyone else can.
+
+    Raises:
+        InvalidOptionError: There is no such entry, or it is REVERTED."""
     entry = snapshot.lineage.get(entry_id)
     if entry is None:
         raise InvalidOptionError(f"lineageEntry: no lineage entry {entry_id!r} in this table")
@@ -133,14 +139,13 @@ def split_tasks(
     parallelism: int = 1,
     open_cost: int = OPEN_COST_BYTES,
 ) -> list[list[ScanTask]]:
-    """Cut the planned row groups into balanced partitions, keeping each segment's row
-    groups in order.
+    """Cut the planned row groups into balanced partitions, keeping each segment's row groups in order.
 
     The partition size mirrors Spark's ``FilePartition.maxSplitBytes``:
     ``min(max_bytes, max(open_cost, total / parallelism))`` where ``total`` charges
     ``open_cost`` per segment, so a table smaller than ``max_bytes`` still spreads over
-    every core (filling up to ``max_bytes`` made SF 1's 169 MiB into 127 + 41 MiB, one core
-    doing 75% of the work) while a small table stays one partition. Spark packs whole
+    every core (filling up to ``max_bytes`` left one core doing most of the work of a table
+    just above it) while a small table stays one partition. Spark packs whole
     files next-fit; here the ``n`` cuts fall where the running cost crosses
     ``k * total / n``, so partitions differ by about one row group at most. No partition
     holds more than ``max_bytes`` of row groups unless one row group alone is larger."""
@@ -181,8 +186,9 @@ def split_tasks(
 
 
 class _Mask:
-    """A task's DV as the sorted positions array: a row group's mask is two binary
-    searches and a slice (see ``visibility.masks``)."""
+    """A task's DV as the sorted positions array.
+
+    A row group's mask is two binary searches and a slice (see ``visibility.masks``)."""
 
     def __init__(self, positions: np.ndarray) -> None:
         self.positions = positions
@@ -192,8 +198,7 @@ class _Mask:
 
 
 def task_masks(io: FileIO, task: ScanTask) -> _Mask | None:
-    """The deletion masks of ``task`` (None when its segment has no DV), through the
-    process-wide DV cache."""
+    """The deletion masks of ``task`` (None when its segment has no DV), through the process-wide DV cache."""
     return _Mask(load_dv_positions(io, task.dv, cache=process_cache())) if task.dv is not None else None
 
 
@@ -208,8 +213,9 @@ def read_task(
     read_rows: int | None = None,
     keep_dictionary: Collection[str] = (),
 ) -> Iterator[pa.Table]:
-    """The live rows of one task, deletion vector applied; ``predicates`` are applied
-    exactly (they are what the Spark reader claimed to Spark).
+    """The live rows of one task, deletion vector applied.
+
+    ``predicates`` are applied exactly (they are what the Spark reader claimed to Spark).
 
     The defaults suit a Spark executor (one task per core): single-threaded decode, one
     row group per call. ``Table.scan`` passes ``use_threads=True`` and ``read_rows`` so

@@ -1,6 +1,7 @@
-"""Table schemas: stored as Spark's StructType JSON (readable by people and by
-``StructType.fromJson``), converted to and from Arrow without needing pyspark, so the
-``Table`` API works on machines with no JVM."""
+"""Table schemas: stored as Spark's StructType JSON, converted to and from Arrow without needing pyspark.
+
+The JSON is readable by people and by ``StructType.fromJson``; without pyspark the ``Table`` API
+works on machines with no JVM."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
 
 
 def type_to_json(t: pa.DataType, *, column: str) -> Any:
+    """The stored (Spark StructType JSON) form of Arrow type ``t`` of ``column``.
+
+    Raises:
+        UnsupportedTypeError: ``t`` has no Spark SQL equivalent, or is a decimal Spark and Parquet
+            cannot hold."""
     if pa.types.is_dictionary(t):
         return type_to_json(t.value_type, column=column)
     if pa.types.is_boolean(t):
@@ -101,8 +107,13 @@ RESERVED_COLUMNS: Mapping[str, str] = MappingProxyType(
 
 
 def check_new_table_columns(schema: pa.Schema) -> None:
-    """``SchemaMismatchError`` when a new table's column takes a name mvtable adds to rows,
-    or when a struct (at any depth) has two fields whose names differ only in case."""
+    """``SchemaMismatchError`` for a new table's column that collides with mvtable's names or has case-twin struct fields.
+
+    That is a column taking a name mvtable adds to rows, or a struct (at any depth) with two fields
+    whose names differ only in case.
+
+    Raises:
+        SchemaMismatchError: A column takes a reserved name, or struct fields differ only in case."""
     clash = [(n, RESERVED_COLUMNS[n.lower()]) for n in schema.names if n.lower() in RESERVED_COLUMNS]
     if clash:
         named = "; ".join(f"{n!r} (used by {use})" for n, use in clash)
@@ -112,10 +123,11 @@ def check_new_table_columns(schema: pa.Schema) -> None:
 
 
 def _check_struct_field_names(t: pa.DataType, column: str) -> None:
-    """Struct field names are matched case-insensitively like column names (a write's
-    schema check, ``nested_names``; Spark and Delta readers refuse such a schema), so two
-    fields ``x`` and ``X`` of one struct could not be told apart: refused at create, as
-    duplicate column names are."""
+    """Refuse a struct with two fields whose names differ only in case, as duplicate column names are.
+
+    Struct field names are matched case-insensitively like column names (a write's schema check,
+    ``nested_names``; Spark and Delta readers refuse such a schema), so fields ``x`` and ``X`` of
+    one struct could not be told apart."""
     if pa.types.is_struct(t):
         names = [t.field(i).name.lower() for i in range(t.num_fields)]
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -135,6 +147,11 @@ def _check_struct_field_names(t: pa.DataType, column: str) -> None:
 
 
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
+    """``schema`` as the table stores it (Spark's StructType JSON).
+
+    Raises:
+        SchemaMismatchError: ``schema`` has no column, or column names that differ only in case.
+        UnsupportedTypeError: A column's type has no Spark SQL equivalent."""
     names = [n.lower() for n in schema.names]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -145,6 +162,10 @@ def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
 
 
 def type_from_json(t: Any) -> pa.DataType:
+    """The Arrow type of stored (JSON) type ``t``.
+
+    Raises:
+        UnsupportedTypeError: ``t`` is no type this code knows."""
     if isinstance(t, str):
         if t in _SIMPLE_TO_ARROW:
             return _SIMPLE_TO_ARROW[t]
@@ -174,8 +195,9 @@ def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
 
 
 def type_string(t: Any) -> str:
-    """A stored (JSON) type in full, e.g. ``struct<a:integer,b:array<string>>``: a mismatch
-    inside a nested type is only visible in its fields and element types (nullability is
+    """A stored (JSON) type in full, e.g. ``struct<a:integer,b:array<string>>``.
+
+    A mismatch inside a nested type is only visible in its fields and element types (nullability is
     left out; writes do not compare it)."""
     if isinstance(t, str):
         return t
@@ -190,8 +212,10 @@ def type_string(t: Any) -> str:
 
 
 def arrow_type_name(t: Any) -> str:
-    """A stored (JSON) type by its Arrow name (``int64``, ``struct<a: int32>``), as the Python
-    API and ``mvtable inspect`` name types; the stored Spark name where Arrow has none."""
+    """A stored (JSON) type by its Arrow name (``int64``, ``struct<a: int32>``).
+
+    That is how the Python API and ``mvtable inspect`` name types; the stored Spark name is used
+    where Arrow has none."""
     try:
         return str(type_from_json(t))
     except (UnsupportedTypeError, KeyError, TypeError, ValueError):
@@ -200,9 +224,10 @@ def arrow_type_name(t: Any) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
-    """``schema_to_json``'s fields by lower-case name, once per schema: a write checks the
-    same incoming schema when it plans and when it aligns its data, and a writer that
-    appends again and again sends the same schema every time. Read-only to callers. Data
+    """``schema_to_json``'s fields by lower-case name, once per schema.
+
+    A write checks the same incoming schema when it plans and when it aligns its data, and a writer
+    that appends again and again sends the same schema every time. Read-only to callers. Data
     without columns has none (``check_write_schema`` then names every column missing)."""
     if not schema.names:
         return MappingProxyType({})
@@ -210,10 +235,14 @@ def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
 
 
 def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> list[str]:
-    """The incoming column names in table order, or ``SchemaMismatchError`` naming every
-    missing, unexpected and mistyped column. Names match case-insensitively (as Spark),
-    struct fields too, by position (``nested_names`` gives them the table's spelling
-    before the cast); a reordered, missing or extra struct field is a type mismatch."""
+    """The incoming column names in table order, or ``SchemaMismatchError`` naming every missing, unexpected and mistyped column.
+
+    Names match case-insensitively (as Spark), struct fields too, by position (``nested_names``
+    gives them the table's spelling before the cast); a reordered, missing or extra struct field is
+    a type mismatch.
+
+    Raises:
+        SchemaMismatchError: The data's columns or types do not match the table's."""
     table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
     incoming_json = _fields_by_lower_name(incoming)
     by_lower = {n.lower(): n for n in incoming.names}
@@ -251,7 +280,10 @@ def _strip_nullability(t: Any) -> Any:
 
 
 def project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
-    """The schema of the requested columns, in the requested order (case-insensitive)."""
+    """The schema of the requested columns, in the requested order (case-insensitive).
+
+    Raises:
+        InvalidOptionError: A column is unknown or listed twice."""
     if columns is None:
         return schema
     by_lower = {n.lower(): n for n in schema.names}

@@ -5,8 +5,8 @@ header (``write_page_checksum``), which every read verifies; and the log's descr
 the segment records a CRC-32 of the file's footer (``footer_crc32``), checked here when
 the footer is read. Page checksums alone leave the footer bare: a flipped bit there can
 still decode, into another offset, type, column name, field id or statistic, and so into
-other rows without an error. The footer is read anyway, so hashing it costs a few
-microseconds per file.
+other rows without an error. The footer is read anyway, so hashing it costs next to
+nothing.
 
 A segment written before mvtable checksummed its segments (no ``footer_crc32`` in its
 descriptor, no CRC in its page headers) reads as before, unverified; compaction rewrites
@@ -40,8 +40,9 @@ FOOTER_READ_BYTES = 64 * 1024
 
 
 def footer_crc32(metadata: pq.FileMetaData) -> int:
-    """The CRC-32 of the footer a ``ParquetWriter`` wrote for ``metadata`` (taken right after
-    ``close()``), from the same Thrift serialisation the writer used: no read back."""
+    """The CRC-32 of the footer a ``ParquetWriter`` wrote for ``metadata``, with no read back.
+
+    Taken right after ``close()``, from the same Thrift serialisation the writer used."""
     sink = pa.BufferOutputStream()
     metadata.write_metadata_file(sink)  # magic, footer, footer length, magic
     data = sink.getvalue()
@@ -49,8 +50,10 @@ def footer_crc32(metadata: pq.FileMetaData) -> int:
 
 
 def read_footer(source: Any, *, path: str, expected_crc32: int | None) -> pq.FileMetaData:
-    """The footer of the open segment file ``source`` (a pyarrow ``RandomAccessFile``),
-    checked against ``expected_crc32`` (None: a segment written without checksums).
+    """The footer of the open segment file ``source``, checked against ``expected_crc32``.
+
+    ``source`` is a pyarrow ``RandomAccessFile``; ``expected_crc32`` is None for a segment written
+    without checksums.
 
     Raises:
         CorruptSegmentError: the file is too short, its end is not a Parquet footer, the
@@ -80,8 +83,9 @@ def read_footer(source: Any, *, path: str, expected_crc32: int | None) -> pq.Fil
 
 
 def is_decode_error(exc: BaseException) -> bool:
-    """Whether pyarrow raised ``exc`` because the bytes it decoded are damaged, rather than
-    because storage failed (those are ``OSError``s with an errno, or the storage layer's own).
+    """Whether pyarrow raised ``exc`` because the bytes it decoded are damaged, rather than because storage failed.
+
+    Storage failures are ``OSError``s with an errno, or the storage layer's own.
 
     Parquet decoding reports damage as ``ArrowInvalid``/``ArrowNotImplementedError``/...
     (``ArrowException``) or as a plain ``OSError`` without an errno (a failed page CRC, a

@@ -1,38 +1,37 @@
-"""How segments are encoded in Parquet, and their row-group statistics read back from the
-file's own footer instead of a second pass over the rows.
+"""How segments are encoded in Parquet, and their row-group statistics read back from the footer.
 
-Measured choices (SF-1 lineitem, row groups of 131,072 rows; ``benchmarks/README.md``):
+Statistics come from the file's own footer instead of a second pass over the rows.
+
+Measured choices (SF-1 lineitem, row groups of 131,072 rows; the runs are in
+``benchmarks/README.md``):
 
 * **Dictionary encoding per column, chosen from a sample.** A column whose values hardly
-  repeat (keys, prices, free text) fills pyarrow's dictionary page (1 MiB) inside each row
-  group and then falls back to plain pages: the hashing is wasted CPU and the dictionary
-  page wasted bytes. ``l_orderkey``, ``l_partkey``, ``l_extendedprice`` and ``l_comment``
-  encode 30–55% faster *and* 5–35% smaller without it; the low-cardinality columns (flags,
-  quantities, dates) stay dictionary-encoded, which is what the read path's dictionary
-  decoding of strings (``segments.dictionary_columns``) relies on.
+  repeat (keys, prices, free text) fills pyarrow's dictionary page inside each row group and
+  then falls back to plain pages: the hashing is wasted CPU and the dictionary page wasted
+  bytes. ``l_orderkey``, ``l_partkey``, ``l_extendedprice`` and ``l_comment`` encode faster
+  *and* smaller without it; the low-cardinality columns (flags, quantities, dates) stay
+  dictionary-encoded, which is what the read path's dictionary decoding of strings
+  (``segments.dictionary_columns``) relies on.
 * **Delta-encoded integers, uncompressed.** The integer-like columns left without a
-  dictionary are ``DELTA_BINARY_PACKED``: half the write CPU, faster reads and fewer bytes
-  than plain pages under zstd (``delta_columns``). zstd finds next to nothing left in
-  them (0-4% of their bytes) and was a third of their decode, so they skip it.
+  dictionary are ``DELTA_BINARY_PACKED``: less write CPU, faster reads and fewer bytes than
+  plain pages under zstd (``delta_columns``). zstd finds next to nothing left in them and was
+  a large part of their decode, so they skip it.
 * **Dictionary-encoded columns are snappy, the rest zstd.** A dictionary column's pages are
   small (bit-packed indices), and pyarrow's zstd sets up (and zero-fills) a fresh
-  decompression context for every page it reads, which cost more than zstd saved: a
-  profile of ``Table.scan`` had 4% of its samples in ``ZSTD_createDCtx`` and a fifth in
-  the kernel zeroing fresh pages. ``Table.scan`` of SF-1 lineitem with 10% deleted went from
-  1.07-1.11× of pyiceberg's read to 0.91-0.92× for 2% more bytes (132.4 → 135.0 MiB). lz4
-  and no compression on those columns measured within noise of snappy (lz4 the same
-  bytes, none 3.4% more), and Spark read lz4 there as fast as zstd. Snappy because every
-  Parquet reader has it. The text and other plain columns, where zstd's ratio pays, stay
-  zstd.
+  decompression context for every page it reads, which cost more than zstd saved: a profile
+  of ``Table.scan`` showed ``ZSTD_createDCtx`` and the kernel zeroing fresh pages.
+  ``Table.scan`` went from slower than pyiceberg's read to faster for slightly more bytes.
+  lz4 and no compression on those columns measured within noise of snappy, and Spark read
+  lz4 there as fast as zstd. Snappy because every Parquet reader has it. The text and other
+  plain columns, where zstd's ratio pays, stay zstd.
 * **Small segments are snappy-compressed.** zstd's set-up per column chunk is most of a
-  small write's encode CPU (1,000 lineitem rows: 1.75 ms with zstd, 0.87 ms with snappy,
-  37 vs 48 KB); a segment of fewer than ``SMALL_SEGMENT_ROWS`` rows (an append of a few
-  rows, a streaming micro-batch) takes snappy, every larger one zstd (as above). Compaction merges small
-  segments into larger ones, zstd from ``SMALL_SEGMENT_ROWS`` rows on. Snappy is what Spark writes by default: every Parquet
-  reader reads it.
-* **Statistics from the footer.** pyarrow computes min/max/null count per column chunk
-  while it encodes; reading them from ``FileMetaData`` replaces a ``min_max`` pass over
-  every column (~15% of a push's CPU). Floats (NaN makes Parquet's min/max not ours) and
+  small write's encode CPU; a segment of fewer than ``SMALL_SEGMENT_ROWS`` rows (an append of
+  a few rows, a streaming micro-batch) takes snappy, every larger one zstd (as above).
+  Compaction merges small segments into larger ones, zstd from ``SMALL_SEGMENT_ROWS`` rows on.
+  Snappy is what Spark writes by default: every Parquet reader reads it.
+* **Statistics from the footer.** pyarrow computes min/max/null count per column chunk while
+  it encodes; reading them from ``FileMetaData`` replaces a ``min_max`` pass over every column
+  (a noticeable share of a push's CPU). Floats (NaN makes Parquet's min/max not ours) and
   timestamps (stored as integer microseconds) keep the Arrow pass on those columns only.
 """
 
@@ -65,9 +64,10 @@ DICTIONARY_COMPRESSION = "snappy"
 
 
 def is_small_segment(rows: int | None) -> bool:
-    """Whether a segment of ``rows`` rows (None: not known yet, so at least a row group) is
-    written as a small one: ``SMALL_SEGMENT_COMPRESSION`` and dictionary pages everywhere
-    (pyarrow's default; counting distinct values is not worth it for a few rows)."""
+    """Whether a segment of ``rows`` rows (None: not known yet, so at least a row group) is written as a small one.
+
+    ``SMALL_SEGMENT_COMPRESSION`` and dictionary pages everywhere (pyarrow's default; counting
+    distinct values is not worth it for a few rows)."""
     return rows is not None and rows < SMALL_SEGMENT_ROWS
 
 
@@ -77,20 +77,17 @@ def parquet_writer_options(
     use_dictionary: bool | Sequence[str] = True,
     schema: pa.Schema | None = None,
 ) -> dict[str, Any]:
-    """How segments are encoded. ``store_decimal_as_integer``: decimals of precision ≤ 18
-    are stored as INT32/INT64 rather than fixed-length byte arrays (as delta-rs and
-    pyiceberg write them). Every Parquet reader reads both; the integer form decodes
-    several times faster (SF-1 lineitem: the four ``decimal(15,2)`` columns were half of
-    ``pq.read_table``'s time) and compresses a little better. ``use_dictionary``: True,
-    or the columns to dictionary-encode (``dictionary_columns_for``); with the ``schema``,
-    the other integer-like columns are ``DELTA_BINARY_PACKED`` (``delta_columns``) and
-    stored without compression: delta packing already removes what zstd would find in
-    them (SF-1, 1M rows: ``l_orderkey`` 1.89 vs 1.82 MB, ``l_partkey`` and
-    ``l_extendedprice`` the same bytes) while zstd was a third to half of their decode
-    (``l_orderkey`` 7.4 → 4.2 ms, ``l_partkey`` 6.0 → 4.4 ms, ``l_extendedprice`` 8.9 →
-    6.8 ms per 1M rows, one thread), paid by every scan and every key lookup, and its
-    encode CPU on every write. Existing segments keep their encoding; readers need
-    nothing new."""
+    """How segments are encoded.
+
+    ``store_decimal_as_integer``: decimals of precision ≤ 18 are stored as INT32/INT64 rather than
+    fixed-length byte arrays (as delta-rs and pyiceberg write them). Every Parquet reader reads
+    both; the integer form decodes several times faster (the decimal columns were a large share of
+    ``pq.read_table``'s time) and compresses a little better.
+    ``use_dictionary``: True, or the columns to dictionary-encode (``dictionary_columns_for``); with
+    the ``schema``, the other integer-like columns are ``DELTA_BINARY_PACKED`` (``delta_columns``)
+    and stored without compression: delta packing already removes what zstd would find in them,
+    while zstd was a large part of their decode, paid by every scan and every key lookup, and its encode CPU on every write. Existing segments keep their
+    encoding; readers need nothing new."""
     options: dict[str, Any] = {
         "compression": compression,
         "write_statistics": True,
@@ -110,8 +107,10 @@ def parquet_writer_options(
 
 
 def _column_codec(name: str, compression: str, *, delta: set[str], dictionary: set[str]) -> str:
-    """Delta-packed columns uncompressed; dictionary columns ``DICTIONARY_COMPRESSION``
-    instead of zstd (see the module's notes); every other column ``compression``."""
+    """The codec of column ``name``: delta-packed columns are left uncompressed.
+
+    Dictionary columns get ``DICTIONARY_COMPRESSION`` instead of zstd (see the module's notes); every
+    other column gets ``compression``."""
     if name in delta:
         return "none"
     if name in dictionary and compression == "zstd":
@@ -120,12 +119,10 @@ def _column_codec(name: str, compression: str, *, delta: set[str], dictionary: s
 
 
 def delta_columns(schema: pa.Schema, dictionary: Sequence[str]) -> list[str]:
-    """The top-level columns outside ``dictionary`` that Parquet stores as INT32/INT64
-    (integers, dates, times, timestamps, decimals of precision ≤ 18): written
-    ``DELTA_BINARY_PACKED`` rather than plain. SF-1 lineitem, 2M rows, one thread:
-    ``l_partkey`` 28 vs 62 ms to write, 12 vs 33 ms to read, 4.6 vs 6.0 MiB; ``l_orderkey``
-    and ``l_extendedprice`` alike. A standard Parquet encoding (Spark's vectorized reader,
-    DuckDB, arrow-rs, Trino read it)."""
+    """The top-level columns outside ``dictionary`` that Parquet stores as INT32/INT64, to write ``DELTA_BINARY_PACKED``.
+
+    Those are integers, dates, times, timestamps and decimals of precision ≤ 18; they are written
+    ``DELTA_BINARY_PACKED`` rather than plain: faster to write and to read, and smaller. A standard Parquet encoding (Spark's vectorized reader, DuckDB, arrow-rs, Trino read it)."""
     keep = set(dictionary)
     return [f.name for f in schema if f.name not in keep and _integer_physical(f.type)]
 
@@ -141,10 +138,11 @@ def _integer_physical(t: pa.DataType) -> bool:
 
 
 def dictionary_columns_for(sample: pa.Table) -> bool | list[str]:
-    """The columns of a segment worth dictionary-encoding, judged on its first rows: those
-    whose first ``DICTIONARY_SAMPLE_ROWS`` rows hold at most ``DICTIONARY_MAX_DISTINCT_SHARE``
-    distinct values. ``True`` (every column) for a small sample, or when a column is nested
-    (pyarrow names the columns to encode by leaf path)."""
+    """The columns of a segment worth dictionary-encoding, judged on its first rows.
+
+    Those whose first ``DICTIONARY_SAMPLE_ROWS`` rows hold at most ``DICTIONARY_MAX_DISTINCT_SHARE``
+    distinct values. ``True`` (every column) for a small sample, or when a column is nested (pyarrow
+    names the columns to encode by leaf path)."""
     rows = min(sample.num_rows, DICTIONARY_SAMPLE_ROWS)
     if rows < DICTIONARY_MIN_SAMPLE_ROWS or any(pa.types.is_nested(f.type) for f in sample.schema):
         return True
@@ -158,8 +156,9 @@ def dictionary_columns_for(sample: pa.Table) -> bool | list[str]:
 
 
 class FooterStats:
-    """Per-row-group statistics of one segment in the log's form (``stats.column_stats``),
-    taken from the Parquet footer where Parquet's min/max mean the same thing."""
+    """Per-row-group statistics of one segment in the log's form (``stats.column_stats``), from the Parquet footer.
+
+    Taken from the footer where Parquet's min/max mean the same thing."""
 
     def __init__(self, schema: pa.Schema) -> None:
         self.statable = [f for f in schema if statable(f.type)]
@@ -172,9 +171,10 @@ class FooterStats:
         return column_stats(chunk.select(self.from_rows)) if self.from_rows else {}
 
     def of_footer(self, metadata: pq.FileMetaData, row_group: int, from_rows: dict[str, ColumnStats]) -> dict[str, ColumnStats]:
-        """The row group's statistics: ``from_rows`` plus every other statable column from
-        the footer. A chunk without min/max (pyarrow drops them when a value exceeds 4 KiB)
-        keeps only its null count: such a row group is never skipped by that column."""
+        """The row group's statistics: ``from_rows`` plus every other statable column from the footer.
+
+        A chunk without min/max (pyarrow drops them when a value exceeds 4 KiB) keeps only its null
+        count: such a row group is never skipped by that column."""
         rg = metadata.row_group(row_group)
         paths = {rg.column(j).path_in_schema: j for j in range(rg.num_columns)}
         out: dict[str, ColumnStats] = {}

@@ -1,5 +1,4 @@
-"""Segment I/O: writing Parquet segments with per-row-group statistics, and reading row
-groups with deletion masks applied.
+"""Segment I/O: writing Parquet segments with per-row-group statistics, and reading row groups with deletion masks applied.
 
 A writer buffers incoming batches until a full row group is there, so Spark's small Arrow
 batches (10k rows) do not become tiny row groups. Files are named by a fresh UUID, which
@@ -69,11 +68,12 @@ class SegmentWriter:
         id_prefix: str = "",
         intent: WriteIntent | None = None,
     ) -> None:
-        """``total_rows``: the segment's size when the caller knows it up front (it picks
-        the codec, ``segment_encoding.is_small_segment``); else it is known only when the
-        first flush is the last. ``intent``: the write intent the file is named after;
-        ``id_prefix`` marks the segment's id (a streaming query marks its files so that its
-        next start can find those of batches it never committed)."""
+        """``total_rows``: the segment's size when the caller knows it up front.
+
+        It picks the codec (``segment_encoding.is_small_segment``); else the size is known only when
+        the first flush is the last. ``intent``: the write intent the file is named after;
+        ``id_prefix`` marks the segment's id (a streaming query marks its files so that its next
+        start can find those of batches it never committed)."""
         self.io = io
         self.total_rows = total_rows
         self.schema = schema
@@ -163,8 +163,10 @@ class SegmentWriter:
         )
 
     def abort(self) -> None:
-        """Remove what was written. Closing may fail the way the write did (a full disk):
-        the file goes either way, and the caller sees the write's own error."""
+        """Remove what was written.
+
+        Closing may fail the way the write did (a full disk): the file goes either way, and the
+        caller sees the write's own error."""
         if self._sink is not None:  # the file exists, though its writer may not (it failed to start)
             try:
                 if self._writer is not None:
@@ -190,8 +192,9 @@ def write_segments(
     primary_key: Sequence[str] = (),
     intent: WriteIntent | None = None,
 ) -> list[SegmentFile]:
-    """Write ``data`` as one segment per worker, encoded in parallel; with a
-    ``primary_key``, each segment with its key index; files named after ``intent``.
+    """Write ``data`` as one segment per worker, encoded in parallel.
+
+    With a ``primary_key``, each segment with its key index; files named after ``intent``.
 
     Parquet encoding and compression run in pyarrow with the GIL released, so ``workers``
     threads (default: one per core) each writing their own segment use every core; data is
@@ -255,11 +258,12 @@ def open_parquet(
     columns: Sequence[str] | None = None,
     footer_crc32: int | None = None,
 ) -> SegmentParquetFile:
-    """Open a segment for reading, its footer checked against ``footer_crc32`` (the
-    descriptor's; None for a segment written without checksums) and every page it reads
-    against its page checksum (``segment_checks``). With ``row_groups`` the
-    low-cardinality string columns (see ``dictionary_columns``) among ``columns`` (None =
-    all) are read as dictionaries; ``read_row_groups`` turns them back into plain strings
+    """Open a segment for reading, its footer and every page it reads checked against their checksums.
+
+    The footer is checked against ``footer_crc32`` (the descriptor's; None for a segment written
+    without checksums), every page against its page checksum (``segment_checks``). With
+    ``row_groups`` the low-cardinality string columns (see ``dictionary_columns``) among ``columns``
+    (None = all) are read as dictionaries; ``read_row_groups`` turns them back into plain strings
     after the deletion filter.
 
     Raises:
@@ -338,13 +342,17 @@ def read_row_groups(
     use_threads: bool = False,
     keep_dictionary: Collection[str] = (),
 ) -> pa.Table:
-    """Several row groups of one segment decoded in one call, deleted rows dropped with
-    one filter (``keep`` covers the row groups laid end to end; None = keep all).
+    """Several row groups of one segment decoded in one call, deleted rows dropped with one filter.
+
+    ``keep`` covers the row groups laid end to end; None keeps all.
 
     ``use_threads`` decodes columns in parallel: right for the Python API, wrong on a Spark
     executor, which already runs one task per core. Columns in ``keep_dictionary`` that
     this file reads as dictionaries are handed back as dictionaries (no per-row string
-    copy, for consumers such as DuckDB that ingest dictionaries cheaply)."""
+    copy, for consumers such as DuckDB that ingest dictionaries cheaply).
+
+    Raises:
+        CorruptSegmentError: The row groups hold another number of rows than the log says."""
     where = getattr(pf, "where", segment.path)
     table = pf.read_row_groups(list(indices), columns=list(columns) if columns is not None else None, use_threads=use_threads)
     expected = sum(segment.row_groups[i].num_rows for i in indices)
@@ -359,10 +367,11 @@ def read_row_groups(
 
 
 def _decode_dictionaries(table: pa.Table, as_dictionary: frozenset[str]) -> pa.Table:
-    """Columns read as dictionaries (``open_parquet``) back to plain strings: a ``take`` of
-    each chunk's dictionary by its indices, without the bounds check a ``cast`` makes on
-    every index (the Parquet reader made them from the file's own dictionary page; the
-    check was ~2% of a whole-table scan's CPU)."""
+    """Columns read as dictionaries (``open_parquet``) back to plain strings.
+
+    A ``take`` of each chunk's dictionary by its indices, without the bounds check a ``cast`` makes
+    on every index (the Parquet reader made them from the file's own dictionary page; the check was
+    ~2% of a whole-table scan's CPU)."""
     for i, field in enumerate(table.schema):
         if field.name in as_dictionary and pa.types.is_dictionary(field.type):
             chunks = [pc.take(chunk.dictionary, chunk.indices, boundscheck=False) for chunk in table.column(i).chunks]
@@ -372,9 +381,10 @@ def _decode_dictionaries(table: pa.Table, as_dictionary: frozenset[str]) -> pa.T
 
 
 class SegmentParquetFile(pq.ParquetFile):
-    """A ``ParquetFile`` that verifies page checksums and remembers where it is
-    (``where``, for errors) and which plain string columns it reads as dictionaries, so
-    that ``read_row_groups`` can hand back the table's own types."""
+    """A ``ParquetFile`` that verifies page checksums, so ``read_row_groups`` hands back checked data in the table's own types.
+
+    It remembers where it is (``where``, for errors) and which plain string columns it reads as
+    dictionaries, so that ``read_row_groups`` can hand back the table's own types."""
 
     def __init__(self, source: Any, *, metadata: pq.FileMetaData, as_dictionary: Sequence[str], where: str) -> None:
         super().__init__(
@@ -400,12 +410,13 @@ class SegmentParquetFile(pq.ParquetFile):
         return table
 
     def _check_indices(self, table: pa.Table) -> None:
-        """Every dictionary index within its dictionary. Parquet hands dictionary-read
-        columns back without checking their indices against the dictionary page's size,
-        which sits in the page header (outside the page checksum): a flipped bit there makes
-        indices point past the dictionary, and the unchecked gather in
-        ``_decode_dictionaries`` (or any consumer of the dictionaries) would read memory
-        that is not the column's. One vectorised ``max`` per chunk rules it out.
+        """Every dictionary index within its dictionary.
+
+        Parquet hands dictionary-read columns back without checking their indices against the
+        dictionary page's size, which sits in the page header (outside the page checksum): a flipped
+        bit there makes indices point past the dictionary, and the unchecked gather in
+        ``_decode_dictionaries`` (or any consumer of the dictionaries) would read memory that is not
+        the column's. One vectorised ``max`` per chunk rules it out.
 
         Raises:
             CorruptSegmentError: an index past its dictionary."""
@@ -438,8 +449,9 @@ def row_positions(segment: SegmentLike, indices: Sequence[int]) -> np.ndarray:
 
 
 def positions_at(segment: SegmentLike, indices: Sequence[int], offsets: np.ndarray) -> np.ndarray:
-    """File positions of the rows at ``offsets`` (sorted, ``int64``) into the row groups
-    laid end to end: no per-row array of positions for a handful of hits."""
+    """File positions of the rows at ``offsets`` (sorted, ``int64``) into the row groups laid end to end.
+
+    No per-row array of positions for a handful of hits."""
     rgs = [segment.row_groups[i] for i in indices]
     offsets = np.asarray(offsets, dtype=np.int64)
     if len(rgs) == 1 or all(b.first_row == a.first_row + a.num_rows for a, b in pairwise(rgs)):
@@ -452,8 +464,10 @@ def positions_at(segment: SegmentLike, indices: Sequence[int], offsets: np.ndarr
 
 
 def repeated_string(value: str, count: int) -> pa.Array:
-    """``value`` ``count`` times as a ``string`` array, built from its buffers: a ``take``
-    of a one-element array walks every row, this is one ``bytes`` repeat and an ``arange``."""
+    """``value`` ``count`` times as a ``string`` array, built from its buffers.
+
+    A ``take`` of a one-element array walks every row, this is one ``bytes`` repeat and an
+    ``arange``."""
     data = value.encode("utf-8")
     if count == 0 or not data:
         return pa.array([value] * count, pa.string())
@@ -466,6 +480,7 @@ def repeated_string(value: str, count: int) -> pa.Array:
 
 def with_row_address(table: pa.Table, segment: SegmentLike, indices: Sequence[int], keep: np.ndarray | None) -> pa.Table:
     """Append the address columns (segment id, file position) of the rows ``table`` kept.
+
     Built after the deletion filter, so deleted rows cost nothing here."""
     positions = row_positions(segment, indices)
     if keep is not None:
@@ -504,9 +519,11 @@ def iter_segment(
 def read_runs(
     segment: SegmentLike, row_groups: Sequence[int], masks: MaskSource | None, *, read_rows: int | None
 ) -> Iterator[tuple[list[int], np.ndarray | None]]:
-    """Group the row groups to read into calls of at most ``read_rows`` rows (a larger row
-    group alone; None = one row group per call), each with its keep-mask over the group's
-    rows laid end to end (None = nothing deleted). Fully deleted row groups are left out."""
+    """Group the row groups to read into calls of at most ``read_rows`` rows, each with its keep-mask.
+
+    A larger row group goes alone; ``read_rows`` None means one row group per call. The keep-mask
+    covers the group's rows laid end to end (None = nothing deleted). Fully deleted row groups are
+    left out."""
     run: list[int] = []
     parts: list[np.ndarray | None] = []
     rows = 0
@@ -536,16 +553,19 @@ def _join_masks(run: Sequence[int], parts: Sequence[np.ndarray | None], segment:
 
 
 class MaskSource(Protocol):
-    """What ``iter_segment`` needs from a deletion vector: the rows of one range to keep,
-    or ``None`` when none of them is deleted."""
+    """What ``iter_segment`` needs from a deletion vector.
+
+    The rows of one range to keep, or ``None`` when none of them is deleted."""
 
     def keep_mask(self, start: int, count: int) -> np.ndarray | None: ...
 
 
 class SegmentLike(Protocol):
-    """What reading needs of a segment: a ``SegmentFile`` from a commit or a snapshot's
-    ``SegmentDescriptor`` (row groups with ``first_row`` and ``num_rows``). Read-only
-    members, so both (frozen, with their own row-group types) match."""
+    """What reading needs of a segment.
+
+    A ``SegmentFile`` from a commit or a snapshot's ``SegmentDescriptor`` (row groups with
+    ``first_row`` and ``num_rows``). Read-only members, so both (frozen, with their own row-group
+    types) match."""
 
     @property
     def id(self) -> str: ...
@@ -558,8 +578,7 @@ class SegmentLike(Protocol):
 
 
 def check_footers(io: FileIO, segments: Sequence[Any], *, workers: int = 8) -> None:
-    """Check the footers of ``segments`` (descriptors with ``path`` and ``footer_crc32``)
-    against the log, a few files at a time.
+    """Check the footers of ``segments`` (descriptors with ``path`` and ``footer_crc32``) against the log, a few files at a time.
 
     For readers that decode the files themselves (Spark's Parquet reader behind
     ``read_native``/``create_view``): they verify page checksums but trust the footer,

@@ -27,8 +27,10 @@ __all__ = ["is_read_only", "read_only"]
 
 
 def read_only(snapshot: Snapshot) -> Snapshot:
-    """``snapshot`` behind read-only containers: its mappings refuse changes, and the
-    parts that could be changed in place are the view's own copies."""
+    """``snapshot`` behind read-only containers.
+
+    Its mappings refuse changes, and the parts that could be changed in place are the view's own
+    copies."""
     if is_read_only(snapshot):
         return snapshot
     return Snapshot(

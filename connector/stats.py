@@ -1,5 +1,7 @@
-"""Per-row-group column statistics: computed when a segment is written, kept in the log,
-and used to skip row groups that a pushed filter cannot match.
+"""Per-row-group column statistics.
+
+Computed when a segment is written, kept in the log, and used to skip row groups that a pushed
+filter cannot match.
 
 Values are stored in a JSON-friendly form chosen per Arrow type (dates as ISO strings,
 timestamps as integer microseconds, decimals as strings) and decoded back with the
@@ -42,10 +44,11 @@ def statable(t: pa.DataType) -> bool:
 
 
 def date_bound(days: int | None) -> str | None:
-    """A ``date32`` min or max (days since the epoch) as the log stores it, or ``None`` for a
-    day that Python's dates cannot hold: ``date32`` spans millions of years, ISO dates (and
-    the filter literals Spark hands over) years 1 to 9999. A row group with such a bound
-    keeps no min/max for the column, so it is never skipped by it."""
+    """A ``date32`` min or max (days since the epoch) as the log stores it, or ``None`` for a day Python cannot hold.
+
+    ``date32`` spans millions of years, ISO dates (and the filter literals Spark hands over) only
+    years 1 to 9999. A row group with such a bound keeps no min/max for the column, so it is never
+    skipped by it."""
     if days is None:
         return None
     try:

@@ -101,6 +101,10 @@ class Table:
     # -- lifecycle -----------------------------------------------------------------------
     @classmethod
     def open(cls, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
+        """The existing table at ``uri``.
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at ``uri``."""
         table = cls(uri, storage_options=storage_options)
         if not table.log.exists():
             raise TableNotFoundError(f"no mvtable table at {uri}; create one with Table.create(uri, schema=…) or a first write")
@@ -117,9 +121,14 @@ class Table:
         exist_ok: bool = False,
         primary_key: Sequence[str] | None = None,
     ) -> Table:
-        """A new, empty table. ``primary_key``: one or more non-null columns whose values
-        identify a row (appends then refuse duplicates; ``upsert`` and ``delete(keys=…)``
-        work); fixed for the table's life."""
+        """A new, empty table.
+
+        ``primary_key``: one or more non-null columns whose values identify a row (appends then
+        refuse duplicates; ``upsert`` and ``delete(keys=…)`` work); fixed for the table's life.
+
+        Raises:
+            InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``.
+            TableAlreadyExistsError: A table exists at ``uri`` already."""
         if not isinstance(schema, pa.Schema):
             raise InvalidOptionError(
                 f"schema must be a pyarrow.Schema, e.g. pa.schema([('id', pa.int64())]), not {type(schema).__name__}"
@@ -146,6 +155,10 @@ class Table:
     # -- reading -------------------------------------------------------------------------
     @property
     def version(self) -> int:
+        """The newest committed version.
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI (any more)."""
         version = self.log.latest_version()
         if version < 0:
             raise TableNotFoundError(f"no mvtable table at {self.uri}")
@@ -167,10 +180,14 @@ class Table:
     def pin(
         self, version: int | None = None, *, timestamp: Timestamp | None = None, ttl_s: float | None = None, owner: str = "reader"
     ) -> PinnedSnapshot:
-        """Pin a version (the newest by default) so that GC and vacuum keep everything it
-        needs until the pin is released (``with t.pin() as p: … p.snapshot …``) or
-        ``ttl_s`` (default ``pinTtl``) passes; a long reader calls ``renew()``.
-        See ``mvtable.connector.pinning``. ``snapshot`` is read-only, as ``snapshot()``'s."""
+        """Pin a version (the newest by default) so that GC and vacuum keep everything it needs.
+
+        The pin holds until it is released (``with t.pin() as p: … p.snapshot …``) or ``ttl_s``
+        (default ``pinTtl``) passes; a long reader calls ``renew()``. See
+        ``mvtable.connector.pinning``. ``snapshot`` is read-only, as ``snapshot()``'s.
+
+        Raises:
+            VersionNotFoundError: ``version`` does not exist."""
         pinned = self._pin(version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
         pinned.snapshot = read_only(pinned.snapshot)
         return pinned
@@ -190,9 +207,10 @@ class Table:
             return Snapshot()
 
     def _latest(self) -> Snapshot:
-        """The newest snapshot, caught up from the last one this object saw: the new
-        commits instead of a checkpoint read per call (an append is ~10 ms, and the
-        checkpoint was a quarter of it)."""
+        """The newest snapshot, caught up from the last one this object saw.
+
+        The new commits instead of a checkpoint read per call: reading the checkpoint was a large
+        share of a small append."""
         seen = self._seen
         self._seen = self.log.snapshot() if seen is None else self.log.catch_up(seen)
         return self._seen
@@ -213,13 +231,14 @@ class Table:
         lineage_entry: str | None = None,
         use_threads: bool = True,
     ) -> TableScan:
-        """A read of one version. ``filter`` (a ``pyarrow.compute`` expression) and
-        ``predicates`` (``Predicate`` objects, which also skip row groups by statistics)
-        both select rows exactly; either is checked against the table's schema here, so a
-        filter that does not fit it is an ``InvalidFilterError`` before anything is read.
-        ``lineage_entry`` reads the staged snapshot of an unpublished consistent push
-        (write-audit-publish). ``use_threads=False`` reads on the calling thread only, one
-        row group at a time (see ``TableScan``)."""
+        """A read of one version.
+
+        ``filter`` (a ``pyarrow.compute`` expression) and ``predicates`` (``Predicate`` objects,
+        which also skip row groups by statistics) both select rows exactly; either is checked
+        against the table's schema here, so a filter that does not fit it is an
+        ``InvalidFilterError`` before anything is read. ``lineage_entry`` reads the staged snapshot
+        of an unpublished consistent push (write-audit-publish). ``use_threads=False`` reads on the
+        calling thread only, one row group at a time (see ``TableScan``)."""
         columns = checks.column_names(columns)
         pinned = self._pin(version, timestamp=timestamp, owner="Table.scan")
         try:
@@ -271,18 +290,21 @@ class Table:
         return out
 
     def changes(self, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
-        """The change feed: the rows each version from ``start_version`` to ``end_version``
-        (the newest when None) inserted and deleted, with ``_change_type`` (``insert``,
-        ``delete``, ``update_preimage``/``update_postimage`` for upserts), ``_commit_version``
-        and ``_commit_timestamp``. Derived from segments and deletion vectors: nothing extra
-        is written at commit time (see ``mvtable.connector.streaming.changes``)."""
+        """The change feed: the rows each version from ``start_version`` to ``end_version`` inserted and deleted.
+
+        ``end_version`` None means the newest. Rows carry ``_change_type`` (``insert``, ``delete``,
+        ``update_preimage``/``update_postimage`` for upserts), ``_commit_version`` and
+        ``_commit_timestamp``. Derived from segments and deletion vectors: nothing extra is written
+        at commit time (see ``mvtable.connector.streaming.changes``)."""
         from .streaming import read_changes
 
         return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns))
 
     def lineage(self) -> list[LineageView]:
-        """Lineage entries, oldest first. IN_PROGRESS ones say who owns them, when their
-        lease ends and whether the next push may clean them up (``status``)."""
+        """Lineage entries, oldest first.
+
+        IN_PROGRESS ones say who owns them, when their lease ends and whether the next push may
+        clean them up (``status``)."""
         snapshot = self._latest()
         lease_ms = TableProperties.of(snapshot.properties).push_lease_ms
         verdicts = recovery.entry_verdicts(self.io, snapshot, default_lease_ms=lease_ms)
@@ -375,9 +397,13 @@ class Table:
 
     # -- deleting ------------------------------------------------------------------------
     def upsert(self, data: pa.Table | pa.RecordBatch) -> UpsertResult:
-        """Replace the rows whose primary key ``data`` holds and insert the others, in one
-        commit (old rows deleted by deletion vector, new rows appended); reports how many
-        rows were inserted and updated. Keys may not repeat inside ``data``."""
+        """Replace the rows whose primary key ``data`` holds and insert the others, in one commit.
+
+        Old rows are deleted by deletion vector, new rows appended; the result reports how many rows
+        were inserted and updated. Keys may not repeat inside ``data``.
+
+        Raises:
+            NoPrimaryKeyError: The table has no primary key."""
         return upsert(self.uri, _as_table(data), storage_options=self.storage_options, snapshot=self._latest_or_empty())
 
     @property
@@ -386,10 +412,11 @@ class Table:
         return self._latest().primary_key
 
     def delete(self, filter: pc.Expression | None = None, *, keys: Keys | None = None) -> DeleteResult:
-        """Delete the rows matching ``filter`` (exactly), or those whose primary key is one
-        of ``keys`` (a table or dict of the key columns and no other: a delete matches on the
-        key only, so another column would be ignored, and is refused instead; for a
-        one-column key also a list of values).
+        """Delete the rows matching ``filter`` (exactly), or those whose primary key is one of ``keys``.
+
+        ``keys`` is a table or dict of the key columns and no other: a delete matches on the key
+        only, so another column would be ignored, and is refused instead. For a one-column key it
+        can also be a list of values.
 
         Writes deletion vectors only: no data file is rewritten. The result's
         ``deleted_rows`` is how many rows went (``delete`` returned that number itself
@@ -445,10 +472,10 @@ class Table:
         read: Snapshot | None = None,
         parameters: dict | None = None,
     ) -> DeleteResult:
-        """Delete rows by physical address ``{segment id: positions}`` as read at ``read``
-        (the newest snapshot by default). Positions are integers (Python ints, NumPy or
-        pyarrow integer arrays); anything else, and unknown addresses, raise and commit
-        nothing (see ``row_positions``)."""
+        """Delete rows by physical address ``{segment id: positions}`` as read at ``read`` (the newest snapshot by default).
+
+        Positions are integers (Python ints, NumPy or pyarrow integer arrays); anything else, and
+        unknown addresses, raise and commit nothing (see ``row_positions``)."""
         arrays = row_positions(positions)
         read = read or self._latest()
         with pin_snapshot(self.io, self.log, snapshot=read, owner="Table.delete_rows"):  # its DVs are merged with ours
@@ -463,7 +490,12 @@ class Table:
 
     # -- lifecycle -----------------------------------------------------------------------
     def rollback(self, *, entry: str | None = None, version: int | None = None) -> ActionResult:
-        """Revert one consistent push (``entry``) or restore the table as of ``version``."""
+        """Revert one consistent push (``entry``) or restore the table as of ``version``.
+
+        Raises:
+            InvalidOptionError: Neither or both of ``entry`` and ``version`` were given.
+            DuplicateKeyError: On a keyed table, rolling back ``entry`` would bring back a key
+                committed since; nothing is committed."""
         from . import lifecycle
 
         if entry is not None and version is None:
@@ -478,7 +510,11 @@ class Table:
         return lifecycle.restore_version(self.log, version)
 
     def publish(self, entry: str) -> ActionResult:
-        """Complete a staged consistent push (written with ``publish=False``)."""
+        """Complete a staged consistent push (written with ``publish=False``).
+
+        Raises:
+            DuplicateKeyError: On a keyed table, a key of the push was committed since it was staged;
+                the push stays staged."""
         from . import lifecycle
 
         return lifecycle.publish_entry(self.log, entry)
@@ -494,12 +530,13 @@ class Table:
         progress: Progress | None = None,
         force: bool = False,
     ) -> GCResult:
-        """Visibility GC: superseded DV files, old log files, expired pins. Safe beside
-        readers (pinned and retained versions stay readable) and resumable: a pass stops
-        after ``time_budget_s`` (default: the ``gcTimeBudget`` setting) and the next one goes
-        on. ``batch_bytes`` (default ``gcBatchBytes``) bounds one delete call; ``now_ms`` is
-        the clock for retention, pin expiry and grace; ``progress(done, total, phase)``.
-        A table whose ``orphanGracePeriod`` is below the safe minimum needs ``force=True``
+        """Visibility GC: superseded DV files, old log files, expired pins.
+
+        Safe beside readers (pinned and retained versions stay readable) and resumable: a pass stops
+        after ``time_budget_s`` (default: the ``gcTimeBudget`` setting) and the next one goes on.
+        ``batch_bytes`` (default ``gcBatchBytes``) bounds one delete call; ``now_ms`` is the clock
+        for retention, pin expiry and grace; ``progress(done, total, phase)``. A table whose
+        ``orphanGracePeriod`` is below the safe minimum needs ``force=True``
         (``OrphanGraceTooShortError``)."""
         from .gc import collect_garbage
 
@@ -525,11 +562,12 @@ class Table:
         now_ms: int | None = None,
         progress: Progress | None = None,
     ) -> VacuumResult:
-        """Lineage retention, then data/DV/log files that no retained version needs and
-        orphans past the grace period (never a file of a write in flight: writes hold write
-        intents). ``retention`` defaults to the table's ``versionRetentionPeriod``; a shorter
-        one, or an ``orphanGracePeriod`` below the safe minimum, needs ``force=True``. The
-        other options are those of ``collect_garbage``."""
+        """Apply lineage retention, then delete the files no retained version needs and orphans past the grace period.
+
+        Data, DV and log files go; never a file of a write in flight (writes hold write intents).
+        ``retention`` defaults to the table's ``versionRetentionPeriod``; a shorter one, or an
+        ``orphanGracePeriod`` below the safe minimum, needs ``force=True``. The other options are
+        those of ``collect_garbage``."""
         from .vacuum import vacuum
 
         report = vacuum(
@@ -546,13 +584,15 @@ class Table:
 
     # -- other formats -------------------------------------------------------------------
     def export_iceberg(self, *, all_versions: bool = False) -> ExportResult:
-        """Write Iceberg v3 metadata (``metadata/``) naming this table's own files for the
-        newest version, or every version the log can still rebuild. Metadata only."""
+        """Write Iceberg v3 metadata (``metadata/``) naming this table's own files.
+
+        For the newest version, or every version the log can still rebuild. Metadata only."""
         return export(self.io, self.log, format="iceberg", all_versions=all_versions)
 
     def export_delta(self, *, all_versions: bool = False) -> ExportResult:
-        """Append Delta commits (``_delta_log/``) naming this table's own files for the
-        newest version, or every version the log can still rebuild. Metadata only."""
+        """Append Delta commits (``_delta_log/``) naming this table's own files.
+
+        For the newest version, or every version the log can still rebuild. Metadata only."""
         return export(self.io, self.log, format="delta", all_versions=all_versions)
 
     # -- compaction ----------------------------------------------------------------------
@@ -566,11 +606,12 @@ class Table:
         dry_run: bool = False,
         progress: Callable[[int, int, str], None] | None = None,
     ) -> CompactionResult:
-        """Merge small segments and rewrite segments worn by deletes, beside concurrent
-        appends and deletes (neither ever fails because of it). Defaults come from the
-        table properties ``compactTargetFileSize`` (sizes take ``128MiB``-style units),
-        ``compactMinInputFiles``, ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``
-        (see ``mvtable.connector.compaction``)."""
+        """Merge small segments and rewrite segments worn by deletes, beside concurrent appends and deletes.
+
+        Neither ever fails because of it. Defaults come from the table properties
+        ``compactTargetFileSize`` (sizes take ``128MiB``-style units), ``compactMinInputFiles``,
+        ``compactDeleteRatio`` and ``compactMaxBytesPerCommit`` (see
+        ``mvtable.connector.compaction``)."""
         from .compaction import compact
 
         report = compact(

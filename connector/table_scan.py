@@ -1,6 +1,7 @@
-"""``TableScan``: a planned, pinned read of one version, and the ways to consume it (Arrow
-tables and batches, a streaming ``RecordBatchReader``, a DuckDB relation). It holds
-storage and a plan, never a ``Table``."""
+"""``TableScan``: a planned, pinned read of one version, and the ways to consume it.
+
+Arrow tables and batches, a streaming ``RecordBatchReader``, a DuckDB relation. It holds storage and
+a plan, never a ``Table``."""
 
 from __future__ import annotations
 
@@ -29,9 +30,8 @@ if TYPE_CHECKING:
 # Rows per piece of a ``TableScan.to_reader`` stream: one default row group.
 READER_CHUNK_ROWS = 1 << 18
 # Rows per unit of work of a threaded ``to_tables``/``to_arrow``: half a read call. Per
-# segment, one compacted 5.4M-row segment was read on one thread while its deletion
-# filter and string casts left the other core idle (SF 1: 0.73-0.79 s; 0.47-0.60 s in
-# 512k-row pieces).
+# segment, one large compacted segment was read on one thread while its deletion filter
+# and string casts left the other core idle.
 PIECE_ROWS = DEFAULT_READ_ROWS // 2
 
 
@@ -42,8 +42,7 @@ class TableScan:
     rows (``arrow_reader.split_tasks``), each piece decoded in one call on pyarrow's
     threads, by one reader thread per core plus one: a reader waits while pyarrow decodes
     and then filters deleted rows and casts strings on its own, so with one per core a
-    core sat idle in those serial steps (SF 1, 10% deleted, 2 cores, 12 interleaved
-    rounds: 0.76-0.78 s with two readers, 0.68-0.70 s with three). Off, the scan reads
+    core sat idle in those serial steps. Off, the scan reads
     like a Spark task: one row group at a time on the calling thread."""
 
     def __init__(
@@ -57,8 +56,10 @@ class TableScan:
         self._columns = _read_columns(plan, filter, schema_from_json(pinned.snapshot.table_schema))
 
     def to_tables(self) -> Iterator[pa.Table]:
-        """The rows, a table at a time. The version stays pinned until the iteration ends
-        (or is abandoned and garbage-collected); reading the scan again pins it again."""
+        """The rows, a table at a time.
+
+        The version stays pinned until the iteration ends (or is abandoned and garbage-collected);
+        reading the scan again pins it again."""
         if self.pinned.released:
             self.pinned.renew()
         try:
@@ -72,8 +73,7 @@ class TableScan:
     def _read(
         self, task: ScanTask, *, schema: pa.Schema | None = None, keep_dictionary: frozenset[str] = frozenset()
     ) -> list[pa.Table]:
-        """One task's output tables (runs on a reader thread when ``use_threads``), cast
-        to ``schema`` (default: the plan's)."""
+        """One task's output tables (runs on a reader thread when ``use_threads``), cast to ``schema`` (default: the plan's)."""
         schema = self.plan.schema if schema is None else schema
         out = []
         tables = read_task(
@@ -111,16 +111,20 @@ class TableScan:
         return sum(t.num_rows for t in self.to_tables())
 
     def to_reader(self, *, chunk_rows: int = READER_CHUNK_ROWS, dictionary_strings: bool = False) -> pa.RecordBatchReader:
-        """The scan as a streaming ``pyarrow.RecordBatchReader`` for DuckDB, Polars or any
-        Arrow consumer, deletes applied. Memory stays bounded: segments are read in pieces
-        of at most ``chunk_rows`` rows (whole row groups), a few pieces at a time.
+        """The scan as a streaming ``pyarrow.RecordBatchReader`` for DuckDB, Polars or any Arrow consumer, deletes applied.
+
+        Memory stays bounded: segments are read in pieces of at most ``chunk_rows`` rows (whole row
+        groups), a few pieces at a time.
 
         ``dictionary_strings=True`` hands the low-cardinality string columns (those the
         segments store dictionary-encoded, e.g. flags and modes) over as
         ``dictionary<int32, string>`` instead of ``string``: the same values, without
         expanding every row's string, and DuckDB ingests a dictionary as its own
         dictionary vector instead of copying strings. Query results are unchanged; the
-        Arrow type of those columns is what differs."""
+        Arrow type of those columns is what differs.
+
+        Raises:
+            InvalidOptionError: ``chunk_rows`` is not a positive integer or ``dictionary_strings`` not a bool."""
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidOptionError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
         if not isinstance(dictionary_strings, bool):
@@ -139,11 +143,12 @@ class TableScan:
         return record_batch_reader(schema, self.plan.tasks, read, chunk_rows=chunk_rows, workers=workers, on_close=self.release)
 
     def to_duckdb(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-        """The scan as a lazy DuckDB relation of ``con`` that DuckDB reads from the segment
-        files with its own Parquet reader, deletes applied (``duckdb_scan``): for DuckDB
-        the fast route, where ``to_reader`` pays a pyarrow decode before DuckDB's ingest.
-        Local tables, scans without ``filter``/``predicates``/row addresses. The version
-        stays pinned until ``release()`` (or the pin's TTL).
+        """The scan as a lazy DuckDB relation of ``con`` that DuckDB reads with its own Parquet reader, deletes applied.
+
+        DuckDB reads the segment files itself (``duckdb_scan``): for DuckDB the fast route, where
+        ``to_reader`` pays a pyarrow decode before DuckDB's ingest. Local tables, scans without
+        ``filter``/``predicates``/row addresses. The version stays pinned until ``release()`` (or
+        the pin's TTL).
 
         Raises:
             CorruptSegmentError: a segment's footer is not the one the log recorded (DuckDB
@@ -163,8 +168,10 @@ class TableScan:
 
 
 def _read_columns(plan: ScanPlan, filter: pc.Expression | None, schema: pa.Schema) -> list[str] | None:
-    """The columns a scan decodes: its projection plus what the filter reads (all of them
-    when the filter refers to a column by position)."""
+    """The columns a scan decodes.
+
+    Its projection plus what the filter reads (all of them when the filter refers to a column by
+    position)."""
     if plan.columns is None:
         return None
     if filter is None:

@@ -18,10 +18,15 @@ _MAX_MS = int(dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=_UTC).timesta
 
 
 def parse_timestamp_ms(value: Any, *, option: str = "timestampAsOf") -> int:
-    """Milliseconds since the epoch. Accepts a ``datetime`` (naive = UTC), an ISO-8601 string
-    (``2026-11-22 10:00:00``, ``2026-11-22T10:00:00+01:00``; naive = UTC), a date, or an
-    integer / digit string of epoch milliseconds within years 1 to 9999. ``option`` is the
-    name the user gave the value, for the error."""
+    """Milliseconds since the epoch.
+
+    Accepts a ``datetime`` (naive = UTC), an ISO-8601 string (``2026-11-22 10:00:00``,
+    ``2026-11-22T10:00:00+01:00``; naive = UTC), a date, or an integer / digit string of epoch
+    milliseconds within years 1 to 9999. ``option`` is the name the user gave the value, for the
+    error.
+
+    Raises:
+        InvalidOptionError: ``value`` is no timestamp, or outside years 1 to 9999."""
     ms = _to_ms(value, option)
     if not _MIN_MS <= ms <= _MAX_MS:
         raise InvalidOptionError(

@@ -1,5 +1,6 @@
-"""Upsert and delete by key: rows found by key are deleted by physical address (deletion
-vectors, no data file rewritten), and an upsert appends the new rows in the same commit.
+"""Upsert and delete by key: rows found by key are deleted by physical address, no data file rewritten.
+
+Deletion vectors do it; an upsert appends the new rows in the same commit.
 
 ``commit_upsert`` is shared by ``Table.upsert`` and the Spark writer's driver side (whose
 tasks looked the keys up and wrote the segments)."""
@@ -36,7 +37,11 @@ __all__ = ["UpsertResult", "commit_upsert", "delete_by_key", "require_key", "ups
 
 
 def require_key(snapshot: Snapshot, *, uri: str, what: str) -> tuple[str, ...]:
-    """The table's primary key, or a typed error when there is no table or no key."""
+    """The table's primary key, or a typed error when there is no table or no key.
+
+    Raises:
+        TableNotFoundError: There is no table at ``uri``.
+        NoPrimaryKeyError: The table has no primary key."""
     if not snapshot.exists:
         raise TableNotFoundError(f"no mvtable table at {uri}; create it with Table.create(uri, schema=…, primary_key=[…])")
     if not snapshot.primary_key:
@@ -51,11 +56,16 @@ def upsert(
     uri: str, data: pa.Table, *, storage_options: Mapping[str, Any] | None = None, snapshot: Snapshot | None = None
 ) -> UpsertResult:
     """Replace the rows whose keys ``data`` holds and insert the rest, in one commit.
-    ``snapshot`` is the newest snapshot when the caller holds one (a ``Table`` passes its
-    own, caught up); else it is read from the log.
+
+    ``snapshot`` is the newest snapshot when the caller holds one (a ``Table`` passes its own,
+    caught up); else it is read from the log.
 
     The new rows are written while the keys are looked up (they do not depend on what the
-    lookup finds): the segment's encoding overlaps the reads of the table's key columns."""
+    lookup finds): the segment's encoding overlaps the reads of the table's key columns.
+
+    Raises:
+        TableNotFoundError: There is no table at ``uri``.
+        NoPrimaryKeyError: The table has no primary key."""
     io = open_file_io(uri, storage_options)
     read = snapshot if snapshot is not None else writes.load_snapshot(open_log(io))
     key = require_key(read, uri=uri, what="upsert")  # before any schema complaint
@@ -109,10 +119,11 @@ def commit_upsert(
     parameters: dict[str, Any] | None = None,
     intent: WriteIntent | None = None,
 ) -> UpsertResult:
-    """One commit: the rows ``deletes`` found (and any that concurrent commits made visible
-    with the same keys) deleted, ``segments`` added, the keys' filter recorded. ``intent``
-    is the write intent the segments were written under (it names the DV files too, and is
-    renewed while the commit runs; its owner removes it)."""
+    """One commit: the rows ``deletes`` found deleted, ``segments`` added, the keys' filter recorded.
+
+    Rows that concurrent commits made visible with the same keys are deleted too. ``intent`` is the
+    write intent the segments were written under (it names the DV files too, and is renewed while
+    the commit runs; its owner removes it)."""
     added = sum(s.num_rows for s in segments)
 
     def build(cur: Snapshot) -> list[Action]:
@@ -147,8 +158,9 @@ def commit_upsert(
 def delete_by_key(
     io: FileIO, clog: CommitLog, read: Snapshot, data: pa.Table, *, uri: str, inline_max_bytes: int
 ) -> DeleteResult:
-    """Delete the rows whose key is one of ``data``'s (key columns only are needed; keys
-    that are not in the table are ignored). One commit, or none when nothing matched."""
+    """Delete the rows whose key is one of ``data``'s (key columns only are needed; keys that are not in the table are ignored).
+
+    One commit, or none when nothing matched."""
     key = require_key(read, uri=uri, what="delete by key")
     rows = keyed_rows(writes.schema_from_json(read.table_schema), key, data, unique=False)
     deletes = KeyedDeletes()
@@ -183,9 +195,10 @@ def _commit_deleting(
     metrics: Callable[[], dict[str, float | int]],
     intent: WriteIntent | None = None,
 ) -> CommitResult:
-    """The commit of an upsert (which records its keys) or a delete by key: rows with the
-    same keys that concurrent commits made visible are found and deleted too. Its DV files
-    are named after ``intent`` (or one taken for them), renewed while the commit runs."""
+    """The commit of an upsert (which records its keys) or a delete by key.
+
+    Rows with the same keys that concurrent commits made visible are found and deleted too. Its DV
+    files are named after ``intent`` (or one taken for them), renewed while the commit runs."""
 
     def on_new_rows(newer: Snapshot, segment_ids: list[str]) -> None:
         deletes.add(lookup(io, newer, rows, segment_ids=segment_ids))

@@ -1,5 +1,7 @@
-"""Write intents: ``_mvtable/intents/<id>.json`` says "a writer is producing files whose
-names start with ``<id>-`` and will commit them before its lease ends".
+"""Write intents: ``_mvtable/intents/<id>.json`` announces a writer whose files are not committed yet.
+
+It says "a writer is producing files whose names start with ``<id>-`` and will commit them before
+its lease ends".
 
 Vacuum removes data and DV files that no commit names once they are older than
 ``orphanGracePeriod``: an uncommitted file cannot be told from a file a writer is about to
@@ -106,8 +108,10 @@ class _IntentFile(BaseModel):
 
 @dataclass(frozen=True)
 class WriteIntent:
-    """A write intent as its writer holds it: small and picklable (a Spark plan carries it
-    to executors, which name their files after it and renew it)."""
+    """A write intent as its writer holds it.
+
+    Small and picklable (a Spark plan carries it to executors, which name their files after it and
+    renew it)."""
 
     id: str
     ttl_ms: int
@@ -122,9 +126,10 @@ class WriteIntent:
 
 
 def intents_naming(names: Iterable[str]) -> list[WriteIntent]:
-    """The intents files named ``names`` (segment ids, file names) were written under, as
-    their writer's driver renews them (``writeIntentTtl``): a streaming batch's tasks each
-    take one, and the commit, elsewhere, finds them by the files' names."""
+    """The intents files named ``names`` (segment ids, file names) were written under.
+
+    Their writer's driver renews them (``writeIntentTtl``): a streaming batch's tasks each take one,
+    and the commit, elsewhere, finds them by the files' names."""
     ids = {n.partition("-")[0] for n in names if "-" in n}
     return [WriteIntent(i, ttl_ms()) for i in sorted(ids) if _INTENT_ID.fullmatch(i)]
 
@@ -134,8 +139,9 @@ def intent_path(intent_id: str) -> str:
 
 
 def prefixes_of(intent_id: str) -> tuple[str, ...]:
-    """The table-relative path prefixes of the files a write under ``intent_id`` produces:
-    segments and their key indexes in ``data/``, DV files in ``_mvtable/dv/``."""
+    """The table-relative path prefixes of the files a write under ``intent_id`` produces.
+
+    Segments and their key indexes in ``data/``, DV files in ``_mvtable/dv/``."""
     return (f"{DATA_DIR}/{intent_id}-", f"{DV_DIR}/{intent_id}-")
 
 
@@ -190,10 +196,11 @@ def take(
     ttl_s: float | None = None,
     paths: Sequence[str] = (),
 ) -> WriteIntent:
-    """Store a new intent before the first file of a write; its files are then named with
-    ``WriteIntent.new_id``. ``owner`` is who commits (this process by default; a Spark
-    planner passes the driver JVM). ``paths`` are existing files the commit will name
-    again (a restore), protected as long as the intent lives."""
+    """Store a new intent before the first file of a write; its files are then named with ``WriteIntent.new_id``.
+
+    ``owner`` is who commits (this process by default; a Spark planner passes the driver JVM).
+    ``paths`` are existing files the commit will name again (a restore), protected as long as the
+    intent lives."""
     intent = WriteIntent(uuid.uuid4().hex[:_ID_HEX], ttl_ms(ttl_s))
     now = _wall_ms()
     doc = _IntentFile(
@@ -212,8 +219,9 @@ def take(
 
 
 def renew(io: FileIO, intent: WriteIntent) -> int:
-    """Extend the intent's lease to ``ttl`` from now; returns its new end. Nothing to do
-    when this process renewed it less than a third of a lease ago.
+    """Extend the intent's lease to ``ttl`` from now; returns its new end.
+
+    Nothing to do when this process renewed it less than a third of a lease ago.
 
     Raises ``WriteIntentExpiredError`` when the intent is gone, unreadable, expired or
     within ``RENEW_MARGIN`` of its end: vacuum may have taken its files, so the write must
@@ -249,8 +257,9 @@ def _lapsed(intent: WriteIntent, why: str) -> WriteIntentExpiredError:
 
 
 def release(io: FileIO, intent: WriteIntent | None) -> None:
-    """Remove the intent of a write that committed or gave up (best effort: vacuum removes
-    an intent file that outlived its lease)."""
+    """Remove the intent of a write that committed or gave up.
+
+    Best effort: vacuum removes an intent file that outlived its lease."""
     if intent is None:
         return
     _written.pop(intent.id, None)
@@ -261,9 +270,10 @@ def release(io: FileIO, intent: WriteIntent | None) -> None:
 
 
 class IntentKeeper:
-    """``with IntentKeeper(io, intent):`` renews the intent (or several: a streaming batch's
-    task intents) now, raising if one lapsed (``renew_first=False`` for one just taken),
-    and then every third of the lease until the block ends. ``check()`` raises if a
+    """``with IntentKeeper(io, intent):`` renews the intent now, then every third of the lease until the block ends.
+
+    Several intents work too (a streaming batch's task intents). It raises if one lapsed;
+    ``renew_first=False`` skips the first renewal for an intent just taken. ``check()`` raises if a
     renewal found one lapsed meanwhile (a process paused longer than the lease)."""
 
     def __init__(self, io: FileIO, intent: WriteIntent | Sequence[WriteIntent], *, renew_first: bool = True) -> None:
@@ -313,12 +323,13 @@ def keep(io: FileIO, intent: WriteIntent | None) -> AbstractContextManager[objec
 
 
 class IntentScope:
-    """The intent of one step that writes files on this machine and commits them: a delete
-    (its DV files), a compaction batch, an upsert's DVs. ``with IntentScope(io, operation=…)
-    as scope:`` takes an intent the first time ``get``/``new_id`` is called (a delete whose
-    DVs all fit in the log writes no file and takes none), renews it while the block runs
-    and removes it at the end. Given an ``intent`` (a write's plan holds one), it renews
-    that one and leaves its removal to the write."""
+    """The intent of one step that writes files on this machine and commits them.
+
+    A delete (its DV files), a compaction batch, an upsert's DVs. ``with IntentScope(io,
+    operation=…) as scope:`` takes an intent the first time ``get``/``new_id`` is called (a delete
+    whose DVs all fit in the log writes no file and takes none), renews it while the block runs and
+    removes it at the end. Given an ``intent`` (a write's plan holds one), it renews that one and
+    leaves its removal to the write."""
 
     def __init__(self, io: FileIO, *, operation: str, intent: WriteIntent | None = None) -> None:
         self.io = io
@@ -356,9 +367,9 @@ class IntentScope:
 # -- vacuum's and GC's side -------------------------------------------------------------
 @dataclass
 class IntentScan:
-    """The intents at one moment: what live ones protect, and the intent files vacuum may
-    remove (lapsed, or of a dead owner). ``everything``: an unreadable young intent file
-    protects every orphan."""
+    """The intents at one moment: what live ones protect, and the intent files vacuum may remove (lapsed, or of a dead owner).
+
+    ``everything``: an unreadable young intent file protects every orphan."""
 
     live: list[str] = field(default_factory=list)  # intent ids
     prefixes: set[str] = field(default_factory=set)
@@ -421,8 +432,10 @@ def unprotected(paths: Iterable[str], scan: IntentScan) -> list[str]:
 
 
 def check_grace(grace_s: float, *, period: str, force: bool) -> None:
-    """Raise ``OrphanGraceTooShortError`` for an ``orphanGracePeriod`` below
-    ``MIN_ORPHAN_GRACE_S`` unless ``force``."""
+    """Raise ``OrphanGraceTooShortError`` for an ``orphanGracePeriod`` below ``MIN_ORPHAN_GRACE_S`` unless ``force``.
+
+    Raises:
+        OrphanGraceTooShortError: ``orphanGracePeriod`` is below ``MIN_ORPHAN_GRACE_S`` and ``force`` is off."""
     if grace_s < MIN_ORPHAN_GRACE_S and not force:
         raise OrphanGraceTooShortError(
             f"the table's orphanGracePeriod ({period}) is shorter than {MIN_ORPHAN_GRACE_S:.0f}s: files of a writer "

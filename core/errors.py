@@ -105,9 +105,10 @@ class RetentionTooShortError(InvalidInputError):
 
 
 class OrphanGraceTooShortError(RetentionTooShortError):
-    """A vacuum or GC of a table whose ``orphanGracePeriod`` is below the safe minimum
-    (``write_intents.MIN_ORPHAN_GRACE_S``), without ``force``: files of writers that take
-    no write intent (an older mvtable) and temp files of commits in flight would be taken."""
+    """A vacuum or GC of a table whose ``orphanGracePeriod`` is below the safe minimum, without ``force``.
+
+    The minimum is ``write_intents.MIN_ORPHAN_GRACE_S``: below it, files of writers that take no
+    write intent (an older mvtable) and temp files of commits in flight would be taken."""
 
 
 class InvalidLineageTransitionError(InvalidInputError):
@@ -433,9 +434,10 @@ class CommitStateUnknownError(CommitError):
 
 
 class CommitFilesMissingError(CommitError, FilesMissingError):
-    """A file the commit would name (a new segment, a DV file) is gone before the commit
-    landed: vacuum took it or it was deleted by hand. Nothing was committed; write again.
-    ``paths`` lists the missing files (table-relative)."""
+    """A file the commit would name (a new segment, a DV file) is gone before the commit landed.
+
+    Vacuum took it or it was deleted by hand. Nothing was committed; write again. ``paths`` lists
+    the missing files (table-relative)."""
 
     def __init__(self, message: str, paths: list[str]) -> None:
         super().__init__(message)
@@ -443,9 +445,10 @@ class CommitFilesMissingError(CommitError, FilesMissingError):
 
 
 class WriteIntentExpiredError(CommitError):
-    """The write intent that protected a write's files from vacuum lapsed (nothing renewed
-    it for ``writeIntentTtl``, or it was removed): vacuum may have taken its files, so the
-    write may not commit. Nothing was committed; write again."""
+    """The write intent that protected a write's files from vacuum lapsed, so the write may not commit.
+
+    Nothing renewed it for ``writeIntentTtl``, or it was removed: vacuum may have taken its files.
+    Nothing was committed; write again."""
 
 
 class NothingToCommit(MvTableError):

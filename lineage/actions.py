@@ -48,8 +48,10 @@ class ColumnStats(_Model):
 
 
 class RowGroupInfo(_Model):
-    """One Parquet row group. ``first_row`` is its offset in file order: DV positions are
-    absolute positions in the file, so a reader needs it to slice the mask per row group."""
+    """One Parquet row group.
+
+    ``first_row`` is its offset in file order: DV positions are absolute positions in the file, so a
+    reader needs it to slice the mask per row group."""
 
     num_rows: int = Field(ge=0)
     first_row: int = Field(ge=0)
@@ -96,8 +98,10 @@ class MetadataAction(_Model):
 
 
 class AddSegment(_Model):
-    """A new segment. With ``lineage_entry`` it joins that entry's ``segments_to`` and stays
-    invisible until the entry is COMPLETED."""
+    """A new segment.
+
+    With ``lineage_entry`` it joins that entry's ``segments_to`` and stays invisible until the entry
+    is COMPLETED."""
 
     kind: Literal["add"] = "add"
     segment: SegmentFile
@@ -105,8 +109,7 @@ class AddSegment(_Model):
 
 
 class RemoveSegment(_Model):
-    """Logical removal: the segment leaves the snapshot but its file stays for time travel
-    until vacuum."""
+    """Logical removal: the segment leaves the snapshot but its file stays for time travel until vacuum."""
 
     kind: Literal["remove"] = "remove"
     segment_id: _Id
@@ -138,9 +141,10 @@ class PushOwner(_Model):
 
 
 class LineageStart(_Model):
-    """A consistent push begins. ``owner`` and ``lease_expires_ms`` (the first lease; the
-    writer renews it in a lease file, not in the log) are absent in logs written before
-    mvtable recorded owners."""
+    """A consistent push begins.
+
+    ``owner`` and ``lease_expires_ms`` (the first lease; the writer renews it in a lease file, not
+    in the log) are absent in logs written before mvtable recorded owners."""
 
     kind: Literal["lineage_start"] = "lineage_start"
     entry_id: _Id
@@ -156,16 +160,20 @@ class LineageEnd(_Model):
 
 
 class LineageStage(_Model):
-    """A ``publish=False`` push has written all its data: the entry stays IN_PROGRESS and
-    waits for a person to publish or roll it back; it is never reverted automatically."""
+    """A ``publish=False`` push has written all its data.
+
+    The entry stays IN_PROGRESS and waits for a person to publish or roll it back; it is never
+    reverted automatically."""
 
     kind: Literal["lineage_stage"] = "lineage_stage"
     entry_id: _Id
 
 
 class LineageRevert(_Model):
-    """IN_PROGRESS or COMPLETED → REVERTED. ``reason`` says why when mvtable reverted it by
-    itself (a dead push cleaned up by the next push or by vacuum)."""
+    """IN_PROGRESS or COMPLETED → REVERTED.
+
+    ``reason`` says why when mvtable reverted it by itself (a dead push cleaned up by the next push
+    or by vacuum)."""
 
     kind: Literal["lineage_revert"] = "lineage_revert"
     entry_id: _Id
@@ -173,11 +181,11 @@ class LineageRevert(_Model):
 
 
 class PruneState(_Model):
-    """Vacuum forgets what no retained version needs, so the newest snapshot (and its
-    checkpoint) stays the size of the live table however long the table lives: the listed
-    segments (removed, named by no lineage entry, their files deleted by the same vacuum)
-    leave the snapshot, and so do history items older than ``history_before`` (versions
-    whose log files GC removes)."""
+    """Vacuum forgets what no retained version needs, so the newest snapshot stays the size of the live table.
+
+    That holds for its checkpoint too, however long the table lives. The listed segments (removed,
+    named by no lineage entry, their files deleted by the same vacuum) leave the snapshot, and so do
+    history items older than ``history_before`` (versions whose log files GC removes)."""
 
     kind: Literal["prune"] = "prune"
     segment_ids: tuple[_Id, ...] = ()
@@ -192,10 +200,11 @@ class LineagePurge(_Model):
 
 
 class SetTransaction(_Model):
-    """A streaming writer's progress, committed atomically with its data (Delta's
-    ``SetTransaction``): application ``app_id`` (a streaming query) has committed every
-    micro-batch up to ``batch_id``. A batch replayed after a restart finds its id here and
-    is skipped, so each batch lands exactly once."""
+    """A streaming writer's progress, committed atomically with its data (Delta's ``SetTransaction``).
+
+    Application ``app_id`` (a streaming query) has committed every micro-batch up to ``batch_id``. A
+    batch replayed after a restart finds its id here and is skipped, so each batch lands exactly
+    once."""
 
     kind: Literal["txn"] = "txn"
     app_id: _Id
@@ -203,9 +212,10 @@ class SetTransaction(_Model):
 
 
 class InsertedKeys(_Model):
-    """The keys a commit appends to a keyed table, as a Bloom filter (``key_filters.KeyBloom``,
-    base64): a concurrent writer checks its own keys against it at commit time, so that two
-    writers inserting the same new key cannot both land. Replay ignores it."""
+    """The keys a commit appends to a keyed table, as a Bloom filter (``key_filters.KeyBloom``, base64).
+
+    A concurrent writer checks its own keys against it at commit time, so that two writers inserting
+    the same new key cannot both land. Replay ignores it."""
 
     kind: Literal["inserted_keys"] = "inserted_keys"
     columns: tuple[Annotated[str, Field(min_length=1)], ...] = Field(min_length=1)
@@ -214,10 +224,11 @@ class InsertedKeys(_Model):
 
 
 class CompactedInput(_Model):
-    """One input of a compaction and where its rows went (the row map): row ``p`` of the
-    input, unless ``dv`` deletes it, is row ``first_row + p - rank(dv, p)`` of ``output``.
-    ``dv`` is the input's deletion vector at the compaction's read version, i.e. exactly the
-    rows the output left out. ``output`` is None only when ``dv`` deletes every row."""
+    """One input of a compaction and where its rows went (the row map).
+
+    Row ``p`` of the input, unless ``dv`` deletes it, is row ``first_row + p - rank(dv, p)`` of
+    ``output``. ``dv`` is the input's deletion vector at the compaction's read version, i.e. exactly
+    the rows the output left out. ``output`` is None only when ``dv`` deletes every row."""
 
     segment_id: _Id
     output: _Id | None = None
@@ -226,9 +237,10 @@ class CompactedInput(_Model):
 
 
 class CompactSegments(_Model):
-    """Compaction: the inputs leave the table and their live rows live on, in order, in
-    outputs that ``AddSegment`` actions earlier in the same commit added. Lineage entries
-    that named an input name its output instead."""
+    """Compaction: the inputs leave the table and their live rows live on, in order, in outputs.
+
+    The outputs are added by ``AddSegment`` actions earlier in the same commit. Lineage entries that
+    named an input name its output instead."""
 
     kind: Literal["compact"] = "compact"
     inputs: tuple[CompactedInput, ...] = Field(min_length=1)
@@ -280,8 +292,9 @@ class Commit(_Model):
 
 
 def seal(document: bytes) -> bytes:
-    """A JSON object's text with the checksum member appended last: ``…,"crc32":"<CRC-32
-    of everything before the comma, 8 hex digits>"}``."""
+    """A JSON object's text with the checksum member appended last.
+
+    ``…,"crc32":"<CRC-32 of everything before the comma, 8 hex digits>"}``."""
     body = document.rstrip()
     if not body.endswith(b"}") or body.rstrip(b"} \t\r\n").endswith(b"{"):
         raise ValueError("seal() takes the text of a non-empty JSON object")
@@ -304,8 +317,10 @@ def unseal(data: bytes, *, source: str) -> tuple[bytes, bool]:
 
 
 def readable_format(doc: Any, *, checked: bool, source: str) -> int:
-    """The format a commit (or its summary) must state: a checksum makes it ``FORMAT_VERSION``,
-    its absence ``UNCHECKED_FORMAT_VERSION``. ``doc`` is the parsed document's ``format``.
+    """The format a commit (or its summary) must state.
+
+    A checksum makes it ``FORMAT_VERSION``, its absence ``UNCHECKED_FORMAT_VERSION``. ``doc`` is the
+    parsed document's ``format``.
 
     Raises:
         CorruptMetadataError: a format-2 commit without its checksum (a damaged one)."""
@@ -322,12 +337,17 @@ _commit_adapter = TypeAdapter(Commit)
 def check_envelope(
     data: bytes, *, source: str, what: str, version: int = FORMAT_VERSION, checked: bool | None = None
 ) -> dict[str, Any]:
-    """The parsed document, once it passes the checks that explain why a metadata file
-    failed schema validation: JSON, an object, and a format version (``version``) this code
-    reads. Failures name the file (GC's light parser reads commits through it too).
+    """The parsed document, once it passes the checks that explain why a metadata file failed schema validation.
+
+    JSON, an object, and a format version (``version``) this code reads. Failures name the file
+    (GC's light parser reads commits through it too).
 
     ``checked`` (a commit: whether it carried its checksum, see ``unseal``) makes the
-    version the one ``readable_format`` says such a commit must state."""
+    version the one ``readable_format`` says such a commit must state.
+
+    Raises:
+        CorruptMetadataError: The text is no JSON object.
+        UnsupportedFormatError: Its format version is one this code does not read."""
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -361,9 +381,15 @@ def parse_commit(data: bytes, *, source: str, expected_version: int | None = Non
 
 
 def check_identity(doc: Any, *, source: str, format_version: int, expected_version: int | None) -> None:
-    """After validation of a commit or JSON checkpoint (a model with ``format`` and
-    ``version``): the format must be stated and be ``format_version`` — a file that omits
-    it is not one of ours — and the version must be the one its name promises."""
+    """Check the format and version a validated commit or JSON checkpoint states.
+
+    ``doc`` is a model with ``format`` and ``version``. The format must be stated and be
+    ``format_version`` — a file that omits it is not one of ours — and the version must be the one
+    its name promises.
+
+    Raises:
+        UnsupportedFormatError: The format is missing or not ``format_version``.
+        CorruptMetadataError: The version is not the one the file's name promises."""
     fmt = doc.format if "format" in doc.model_fields_set else None
     if fmt != format_version:
         raise UnsupportedFormatError(source, f"format version {fmt!r} is not supported (this mvtable reads {format_version})")
@@ -371,8 +397,10 @@ def check_identity(doc: Any, *, source: str, format_version: int, expected_versi
 
 
 def check_version(version: int, *, source: str, expected_version: int | None) -> None:
-    """The version a file holds must be the one its name promises (``expected_version``;
-    None: no promise)."""
+    """The version a file holds must be the one its name promises (``expected_version``; None: no promise).
+
+    Raises:
+        CorruptMetadataError: The file holds another version than its name promises."""
     if expected_version is not None and version != expected_version:
         raise CorruptMetadataError(source, f"file holds version {version}, expected {expected_version}")
 
@@ -394,8 +422,9 @@ def _short(exc: ValidationError) -> str:
 
 
 def files_named(actions: Sequence[Action]) -> list[str]:
-    """The files a commit brings into the table: its new segments and the DV files of the
-    deletion vectors it sets (each once). A durable commit flushes them before itself."""
+    """The files a commit brings into the table: its new segments and the DV files of the deletion vectors it sets (each once).
+
+    A durable commit flushes them before itself."""
     paths: dict[str, None] = {}
     for action in actions:
         if isinstance(action, AddSegment):

@@ -1,5 +1,7 @@
-"""Log checkpoints: the whole snapshot at one version, so planning reads one file plus the
-commits after it instead of the whole log. Pure (bytes in, snapshot out).
+"""Log checkpoints: the whole snapshot at one version.
+
+Planning reads one file plus the commits after it instead of the whole log. Pure (bytes in, snapshot
+out).
 
 **Format** (``_mvtable/log/<version:020d>.checkpoint.parquet``, checkpoint format 3): a
 Parquet file with one row per segment (``SEGMENT_SCHEMA``: the descriptor, the versions it
@@ -20,9 +22,8 @@ mandatory from format 3 on: a file without it must say format 2 in its (checksum
 document, so no single flipped bit turns a format-3 file into an unchecked one. Format 2
 (the same without the file checksum and the ``footer_crc32`` column) is still read.
 
-Why columnar: a 10,000-segment snapshot as one JSON document took ~1.3 s to
-parse and validate, ~85% of it in per-row-group statistics that planning without a filter
-never looks at. Here the columns are checked vectorised (types by the Parquet schema, ranges
+Why columnar: a large snapshot as one JSON document was slow to parse and validate, most of
+it spent in per-row-group statistics that planning without a filter never looks at. Here the columns are checked vectorised (types by the Parquet schema, ranges
 and paths with ``pyarrow.compute``/numpy, row group contiguity with numpy), descriptors are
 plain slotted objects, and statistics stay raw until first used (``descriptors``). GC reads a
 column projection (``read_checkpoint_summary``) and never materialises segments.
@@ -153,8 +154,9 @@ class _Header(_Model):
 
 # -- writing -----------------------------------------------------------------------------
 def checkpoint_bytes(s: Snapshot) -> bytes:
-    """The checkpoint of ``s`` (format 2). Statistics a snapshot still holds raw are copied
-    as they are, so writing never parses them."""
+    """The checkpoint of ``s`` (format 2).
+
+    Statistics a snapshot still holds raw are copied as they are, so writing never parses them."""
     segs = list(s.segments.values())
     offsets = [0]
     rg_cols: tuple[list[Any], ...] = ([], [], [], [])
@@ -222,8 +224,7 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
 
 
 def seal_file_crc(parquet: bytes) -> bytes:
-    """``parquet`` (a checkpoint written with the placeholder under ``FILE_CRC_KEY``) with
-    its file checksum filled in."""
+    """``parquet`` (a checkpoint written with the placeholder under ``FILE_CRC_KEY``) with its file checksum filled in."""
     data = bytearray(parquet)
     at = _file_crc_at(data)
     if at is None:  # pyarrow wrote the footer in a way this module does not know
@@ -263,10 +264,11 @@ def _check_file_crc(data: bytes, source: str) -> bool:
 
 # -- reading -----------------------------------------------------------------------------
 def parse_checkpoint(data: bytes, *, source: str, expected_version: int | None = None) -> Snapshot:
-    """The snapshot a checkpoint holds. Every column is validated before it is used, except
-    row group statistics (validated when first read, see ``descriptors``); every failure is a
-    ``CorruptMetadataError`` (or ``UnsafePathError``/``UnsupportedFormatError``) naming
-    ``source``."""
+    """The snapshot a checkpoint holds.
+
+    Every column is validated before it is used, except row group statistics (validated when first
+    read, see ``descriptors``); every failure is a ``CorruptMetadataError`` (or
+    ``UnsafePathError``/``UnsupportedFormatError``) naming ``source``."""
     _check_magic(data, source)
     checked = _check_file_crc(data, source)
     with paused_gc():
@@ -308,12 +310,16 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, ch
 def read_checkpoint_summary(
     data: bytes, *, source: str, expected_version: int | None = None, full_check: bool = False
 ) -> TableSummary:
-    """The version, properties, history and deletion-vector files of a checkpoint, reading
-    only the ``id`` and ``dv_*`` columns (memory stays small at 100,000 segments).
+    """The version, properties, history and deletion-vector files of a checkpoint, reading few columns.
+
+    Only the ``id`` and ``dv_*`` columns are read, so memory stays small on tables of many segments.
 
     With ``full_check`` every column is read and validated as ``parse_checkpoint`` would,
     one Parquet row group at a time, so a caller can learn whether the file is readable
-    (GC does before cutting the log at it) without materialising its segments."""
+    (GC does before cutting the log at it) without materialising its segments.
+
+    Raises:
+        CorruptMetadataError: The checkpoint is unreadable Parquet or its segment ids are not unique."""
     _check_magic(data, source)
     checked = _check_file_crc(data, source)
     pf = _open(data, source)
@@ -454,8 +460,9 @@ def _check_range(arr: pa.Array, source: str, what: str, *, limit: int = _INT_MAX
 
 
 def _check_contiguous(groups: pa.ListArray, nr: pa.Array, fr: pa.Array, seg_rows: pa.Array, ids: pa.Array, source: str) -> None:
-    """``SegmentFile``'s rule: each segment's row groups start at row 0, follow each other
-    without gaps, and (when there are any) add up to the segment's rows."""
+    """``SegmentFile``'s rule: each segment's row groups start at row 0 and follow each other without gaps.
+
+    When there are any, they add up to the segment's rows."""
     if not len(nr):
         return
     off = np.asarray(groups.offsets, dtype=np.int64)
@@ -516,8 +523,10 @@ def _check_lineage(lineage: dict[str, LineageEntry], segments: Any, source: str)
 
 
 def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dvs: dict[str, DeletionVectorRef]) -> None:
-    """Descriptors for one validated batch: one list per column, then plain objects built
-    with ``map`` (no Python loop body per segment); statistics stay raw."""
+    """Descriptors for one validated batch.
+
+    One list per column, then plain objects built with ``map`` (no Python loop body per segment);
+    statistics stay raw."""
     ids = b.column("id").to_pylist()
     groups = b.column("row_groups")
     flat = groups.flatten()

@@ -1,10 +1,12 @@
-"""A table as visibility GC sees it: version, properties, history and the deletion-vector
-file each segment points at — no segment descriptors, no statistics.
+"""A table as visibility GC sees it.
+
+Version, properties, history and the deletion-vector file each segment points at — no segment
+descriptors, no statistics.
 
 GC reads every commit file it may delete and the snapshots at both ends of the retention
-window. Parsing those into full ``Snapshot``s costs ~23 KiB per segment (descriptors and
-per-row-group statistics), so a 100,000-segment table needs gigabytes for what is, to GC, a
-map from segment id to DV path. This module replays *summaries* instead. Pure: bytes in,
+window. Parsing those into full ``Snapshot``s builds descriptors and per-row-group statistics
+for every segment, so a large table needs a lot of memory for what is, to GC, a map from
+segment id to DV path. This module replays *summaries* instead. Pure: bytes in,
 summaries out; ``mvtable.connector.gc`` does the reading.
 
 A commit summary is validated only as far as GC relies on it (the envelope, versions,
@@ -87,9 +89,12 @@ def summarize(snapshot: Snapshot) -> TableSummary:
 
 
 def apply_summary(state: TableSummary, commit: CommitSummary) -> None:
-    """``state`` advanced by one commit, as ``snapshot.apply_commit`` would move the parts
-    a summary keeps (a removed segment's DV stops applying; a metadata action replaces the
-    properties)."""
+    """``state`` advanced by one commit, as ``snapshot.apply_commit`` would move the parts a summary keeps.
+
+    A removed segment's DV stops applying; a metadata action replaces the properties.
+
+    Raises:
+        CorruptMetadataError: ``commit`` does not follow ``state``'s version."""
     if commit.version != state.version + 1:
         raise CorruptMetadataError(f"log version {commit.version}", f"does not follow version {state.version}")
     if commit.properties is not None:
@@ -104,8 +109,10 @@ def apply_summary(state: TableSummary, commit: CommitSummary) -> None:
 
 
 def parse_commit_summary(data: bytes, *, source: str, expected_version: int | None = None) -> CommitSummary:
-    """The parts of a commit file GC uses. Failures name the file, with the same error
-    types as ``actions.parse_commit``, whose checksum, envelope and version checks it shares."""
+    """The parts of a commit file GC uses.
+
+    Failures name the file, with the same error types as ``actions.parse_commit``, whose checksum,
+    envelope and version checks it shares."""
     data, checked = unseal(data, source=source)
     doc = check_envelope(data, source=source, what="commit", checked=checked)
     version = _int(doc, "version", source)
@@ -135,8 +142,9 @@ def _operation_and_actions(doc: dict[str, Any], source: str) -> tuple[Operation,
 
 @dataclass
 class _ActionParts:
-    """What a summary keeps of a commit's actions, read one action at a time: each kind GC
-    relies on has its reader (``_READERS``), every other kind is skipped unread."""
+    """What a summary keeps of a commit's actions, read one action at a time.
+
+    Each kind GC relies on has its reader (``_READERS``), every other kind is skipped unread."""
 
     source: str
     properties: dict[str, str] | None = None

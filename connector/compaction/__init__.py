@@ -1,5 +1,6 @@
-"""Compaction: merge small segments and rewrite segments worn by deletes, beside ingestion
-and deletes, without ever failing either of them.
+"""Compaction: merge small segments and rewrite segments worn by deletes.
+
+It runs beside ingestion and deletes, without ever failing either of them.
 
 * ``plan`` — which segments, in which bins (pure);
 * ``rewrite`` — executor work: one bin → one new segment and its row map;
@@ -54,7 +55,10 @@ def compaction_options(
     delete_ratio: float | None = None,
     max_bytes_per_commit: int | str | None = None,
 ) -> CompactionOptions:
-    """The table's compaction properties with the caller's overrides, checked."""
+    """The table's compaction properties with the caller's overrides, checked.
+
+    Raises:
+        InvalidOptionError: ``delete_ratio`` is not a fraction in (0, 1]."""
     # a bad size is a SettingsError, an InvalidOptionError that names the option
     target = (
         parse_size(target_file_size, name="target_file_size") if target_file_size is not None else props.compactTargetFileSize
@@ -98,9 +102,10 @@ def compact(
     only: set[str] | None = None,
     max_batches: int | None = None,
 ) -> CompactionReport:
-    """Compact the table ``clog`` reads (see ``driver`` for how it stays out of everyone's
-    way). Options default to the table properties ``compactTargetFileSize``,
-    ``compactMinInputFiles``, ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
+    """Compact the table ``clog`` reads (see ``driver`` for how it stays out of everyone's way).
+
+    Options default to the table properties ``compactTargetFileSize``, ``compactMinInputFiles``,
+    ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
     dry_run = checks.flag(dry_run, name="dry_run")
     snapshot = snapshot if snapshot is not None else clog.snapshot()
     props = TableProperties.of(snapshot.properties)

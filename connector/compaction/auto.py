@@ -1,5 +1,6 @@
-"""Auto compaction (table property ``autoCompact``, off by default): after a data write
-commits, compact what it just made worse, as Delta's auto compaction does.
+"""Auto compaction (table property ``autoCompact``, off by default).
+
+After a data write commits, compact what it just made worse, as Delta's auto compaction does.
 
 Bounded: only bins that hold a segment the write added or a delete touched, and at most
 one commit batch (``compactMaxBytesPerCommit``). When it runs, and that a failure never
@@ -18,15 +19,13 @@ from . import CompactionReport, compact
 
 
 def touched_segments(commit: Commit) -> set[str]:
-    """The segments ``commit`` added or deleted rows from: where it can have made the
-    table's layout worse."""
+    """The segments ``commit`` added or deleted rows from: where it can have made the table's layout worse."""
     added = {a.segment.id for a in commit.actions if isinstance(a, AddSegment)}
     return added | {a.segment_id for a in commit.actions if isinstance(a, SetDeletionVector)}
 
 
 def compact_touched(clog: CommitLog, snapshot: Snapshot, touched: Collection[str]) -> CompactionReport | None:
-    """The bounded compaction of the bins holding ``touched`` segments of ``snapshot``;
-    None when there is nothing to look at."""
+    """The bounded compaction of the bins holding ``touched`` segments of ``snapshot``; None when there is nothing to look at."""
     if not touched:
         return None
     return compact(clog.io, clog, snapshot=snapshot, only=set(touched), max_batches=1)

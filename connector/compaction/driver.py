@@ -1,5 +1,6 @@
-"""The compaction driver: plan bins, rewrite them (threads here, Spark tasks there), and
-commit them in bounded batches, each one ``compact`` commit.
+"""The compaction driver: plan bins, rewrite them, and commit them in bounded batches.
+
+Bins are rewritten by threads here, by Spark tasks there; each batch is one ``compact`` commit.
 
 Each batch starts from the newest snapshot (its *read version*, pinned while it works):
 bins whose inputs are no longer all eligible there are dropped (a push or overwrite that
@@ -47,8 +48,9 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass
 class CompactionReport:
-    """What a compaction did (``dry_run``: would do). ``complete`` is False when bins were
-    dropped; running it again picks up what is left."""
+    """What a compaction did (``dry_run``: would do).
+
+    ``complete`` is False when bins were dropped; running it again picks up what is left."""
 
     dry_run: bool
     bins: int = 0  # planned
@@ -108,6 +110,7 @@ def run(
     max_batches: int | None = None,
 ) -> CompactionReport:
     """Plan at ``snapshot``, then rewrite and commit batch by batch (see the module doc).
+
     ``only`` and ``max_batches`` bound auto compaction to what a write just made worse."""
     bins = plan_bins(snapshot, options, only=only)
     report = CompactionReport(dry_run=dry_run, bins=len(bins), reasons=[] if bins else why_no_bins(snapshot, options))
@@ -204,8 +207,9 @@ def _commit_batch(
 
 
 def _carry(io: FileIO, current: Snapshot, rb: RewrittenBin) -> tuple[BitMap64 | None, str | None]:
-    """Deletes committed on ``rb``'s inputs since its read version, as rows of its output;
-    or a reason to drop the bin (a restore brought back rows the output no longer has)."""
+    """Deletes committed on ``rb``'s inputs since its read version as rows of its output, or why to drop the bin.
+
+    The bin is dropped when a restore brought back rows the output no longer has."""
     extra = BitMap64()
     for inp in rb.inputs:
         now = current.dvs.get(inp.segment_id)
@@ -230,8 +234,9 @@ def _dv_refs(
     paths: dict[str, str],
     names: Callable[[], str] | None = None,
 ) -> dict[str, DeletionVectorRef]:
-    """DV descriptors for the outputs' carried deletes; a retry reuses what an earlier
-    attempt wrote when the rows are the same."""
+    """DV descriptors for the outputs' carried deletes.
+
+    A retry reuses what an earlier attempt wrote when the rows are the same."""
     out: dict[str, DeletionVectorRef] = {}
     todo: dict[str, BitMap64] = {}
     for sid, bm in carried.items():
@@ -252,8 +257,9 @@ def _dv_refs(
 
 @dataclass
 class _Attempt:
-    """What the newest attempt of a batch's commit builder decided (for metrics and the
-    report: the last attempt is the one that lands)."""
+    """What the newest attempt of a batch's commit builder decided.
+
+    For metrics and the report: the last attempt is the one that lands."""
 
     keep: list[RewrittenBin] = field(default_factory=list)
     dropped: list[DroppedBin] = field(default_factory=list)

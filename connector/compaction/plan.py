@@ -1,5 +1,7 @@
-"""Which segments a compaction rewrites, and in which groups (bins). Pure: a snapshot in,
-bins out; no I/O (deleted fractions come from the DV descriptors' cardinalities).
+"""Which segments a compaction rewrites, and in which groups (bins).
+
+Pure: a snapshot in, bins out; no I/O (deleted fractions come from the DV descriptors'
+cardinalities).
 
 Inputs are the visible segments that are either *small* (below 3/4 of the target file
 size, as Iceberg's default ``min-file-size-bytes``: a segment nearly at the target is not
@@ -74,8 +76,9 @@ class Bin:
 
 def plan_bins(snapshot: Snapshot, options: CompactionOptions, *, only: set[str] | None = None) -> list[Bin]:
     """The bins worth rewriting at ``snapshot``, in the order their segments were added.
-    ``only`` restricts planning to bins holding at least one of these segments (auto
-    compaction after a write looks only at what that write made worse)."""
+
+    ``only`` restricts planning to bins holding at least one of these segments (auto compaction
+    after a write looks only at what that write made worse)."""
     small = options.target_file_size * 3 // 4
     by_origin: dict[str | None, list[BinInput]] = {}
     for sid, origin in compaction_candidates(snapshot).items():
@@ -94,9 +97,10 @@ def plan_bins(snapshot: Snapshot, options: CompactionOptions, *, only: set[str] 
 
 
 def why_no_bins(snapshot: Snapshot, options: CompactionOptions) -> list[str]:
-    """Why ``plan_bins`` found nothing to rewrite at ``snapshot``, in the words of the table
-    properties that decide it (and the CLI flag that overrides each), so a "nothing to
-    compact" is never a riddle."""
+    """Why ``plan_bins`` found nothing to rewrite at ``snapshot``, so a "nothing to compact" is never a riddle.
+
+    It is said in the words of the table properties that decide it (and the CLI flag that overrides
+    each)."""
     visible = snapshot.visible_segment_ids()
     if not visible:
         return ["the table has no visible segments"]

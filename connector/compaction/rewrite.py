@@ -1,6 +1,7 @@
-"""Executor work: rewrite one bin into one new segment and return its descriptor and row
-map. Nothing is committed here; the driver names the output in one ``compact`` commit (or
-leaves it an orphan for vacuum when the bin is dropped).
+"""Executor work: rewrite one bin into one new segment and return its descriptor and row map.
+
+Nothing is committed here; the driver names the output in one ``compact`` commit (or leaves it an
+orphan for vacuum when the bin is dropped).
 
 The live rows of each input are read with the deletion vector the bin carries (the one of
 its read version) and written in input order, at most ``DEFAULT_READ_ROWS`` rows per read
@@ -26,8 +27,9 @@ __all__ = ["OutputSpec", "RewrittenBin", "rewrite_bin"]
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """How outputs are written: the table's schema, rows per row group, and its primary key
-    (a keyed table's segments carry a key index, written by the same ``SegmentWriter``)."""
+    """How outputs are written: the table's schema, rows per row group, and its primary key.
+
+    A keyed table's segments carry a key index, written by the same ``SegmentWriter``."""
 
     schema: pa.Schema
     row_group_rows: int
@@ -47,8 +49,13 @@ class RewrittenBin:
 
 
 def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec, *, use_threads: bool = False) -> RewrittenBin:
-    """``use_threads`` decodes each read on every core: for a bin that has the machine to
-    itself (a Spark task has one core and leaves it off)."""
+    """Rewrite the segments of ``bin`` into new segments as ``spec`` says, live rows in order.
+
+    ``use_threads`` decodes each read on every core: for a bin that has the machine to itself (a
+    Spark task has one core and leaves it off).
+
+    Raises:
+        CorruptSegmentError: An input yields another number of live rows than the log says."""
     out = SegmentWriter(io, spec.schema, row_group_rows=spec.row_group_rows, primary_key=spec.primary_key, intent=spec.intent)
     inputs: list[CompactedInput] = []
     written = 0

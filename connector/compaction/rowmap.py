@@ -5,8 +5,8 @@ records per input (``CompactedInput``) the deletion vector it had at the compact
 version (``dv``) and its first row in the output (``first_row``). Row ``p`` of the input,
 unless ``dv`` deletes it, is row ``first_row + p - rank(dv, p)`` of the output, where
 ``rank(dv, p)`` counts the deleted positions ``<= p`` (pyroaring's ``BitMap64.rank``); a
-deleted ``p`` has no image. Nothing per row is stored: the DVs are the map (Lance keeps
-500M rows' map in ~78 MB this way; a hash map would take gigabytes).
+deleted ``p`` has no image. Nothing per row is stored: the DVs are the map (Lance keeps its
+row map this way; a hash map per row would be far larger).
 
 ``rank`` of many positions at once is a ``searchsorted`` over the DV's sorted positions
 (what ``load_dv_positions`` caches), which equals ``BitMap64.rank`` element for element.
@@ -37,8 +37,9 @@ _EMPTY = np.empty(0, dtype=np.uint64)
 
 
 def map_positions(positions: np.ndarray, deleted: np.ndarray, first_row: int) -> np.ndarray:
-    """The output rows (sorted ``uint64``) of the sorted input ``positions``; those that
-    ``deleted`` (the input's sorted DV positions at the compaction's read) covers have no
+    """The output rows (sorted ``uint64``) of the sorted input ``positions``.
+
+    Those that ``deleted`` (the input's sorted DV positions at the compaction's read) covers have no
     image and are left out."""
     p = np.asarray(positions, dtype=np.uint64)
     d = np.asarray(deleted, dtype=np.uint64)
@@ -62,8 +63,9 @@ class Move:
 
 
 class CompactionMoves:
-    """The inputs of the compactions committed after ``since`` (a reader's read version),
-    read from the log on demand and kept: a retrying commit reads each version once."""
+    """The inputs of the compactions committed after ``since`` (a reader's read version), read from the log on demand and kept.
+
+    A retrying commit reads each version once."""
 
     def __init__(self, log: CommitLog, since: int) -> None:
         self._log = log
@@ -86,10 +88,11 @@ class CompactionMoves:
 def follow(
     io: FileIO, moves: CompactionMoves, segment_id: str, rows: BitMap64, *, visible: set[str]
 ) -> tuple[str | None, BitMap64] | None:
-    """Move ``rows`` of ``segment_id`` through every compaction since the reader's version
-    until they sit in a visible segment: ``(segment, rows)``; ``(None, empty)`` when a
-    compaction found every row of it deleted already. ``None`` when the segment left the
-    table another way (a push or overwrite replaced it: the caller's conflict)."""
+    """Move ``rows`` of ``segment_id`` through every compaction since the reader's version until they sit in a visible segment.
+
+    ``(segment, rows)``; ``(None, empty)`` when a compaction found every row of it deleted already.
+    ``None`` when the segment left the table another way (a push or overwrite replaced it: the
+    caller's conflict)."""
     sid, bm = segment_id, rows
     while sid not in visible:
         move = moves.get(sid)
@@ -106,8 +109,9 @@ def follow(
 def relocate(
     io: FileIO, moves: CompactionMoves, current: Snapshot, rows: Mapping[str, BitMap64]
 ) -> tuple[dict[str, BitMap64], int]:
-    """``rows`` (segment → positions, as a delete read them) moved onto the segments that
-    hold them at ``current``, and how many rows moved. A segment that left the table other
+    """``rows`` moved onto the segments that hold them at ``current``, and how many rows moved.
+
+    ``rows`` maps segment → positions, as a delete read them. A segment that left the table other
     than by compaction is kept as it is, for the caller's visibility check to refuse."""
     visible = set(current.visible_segment_ids())
     if visible.issuperset(rows):

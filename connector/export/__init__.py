@@ -44,9 +44,13 @@ FORMATS = ("iceberg", "delta")
 
 
 def export(io: FileIO, log_: CommitLog, *, format: str, all_versions: bool = False) -> ExportResult:
-    """Export the newest version (``all_versions``: every version the log can still
-    rebuild) of the table at ``io`` as ``format`` (``"iceberg"`` or ``"delta"``).
-    ``all_versions`` must be a real bool: the string ``"false"`` would mean every version."""
+    """Export the table at ``io`` as ``format`` (``"iceberg"`` or ``"delta"``).
+
+    The newest version is exported, or with ``all_versions`` every version the log can still
+    rebuild. ``all_versions`` must be a real bool: the string ``"false"`` would mean every version.
+
+    Raises:
+        InvalidOptionError: ``format`` is not a known export format."""
     all_versions = checks.flag(all_versions, name="all_versions")
     if format not in FORMATS:
         raise InvalidOptionError(f"unknown export format {format!r}; choose one of {list(FORMATS)}")

@@ -1,6 +1,7 @@
-"""What both exporters share: the live files of a snapshot, absolute locations, the
-versions a log can still rebuild, and a writer that counts bytes and cleans up after a
-failed export.
+"""What both exporters share.
+
+The live files of a snapshot, absolute locations, the versions a log can still rebuild, and a writer
+that counts bytes and cleans up after a failed export.
 
 Exports write metadata only, beside ``_mvtable/``: Iceberg under ``metadata/``, Delta under
 ``_delta_log/``. They never touch ``data/`` or ``_mvtable/``, so a failed export leaves the
@@ -61,9 +62,11 @@ class LiveFile:
 
 @dataclass(frozen=True)
 class ExportResult:
-    """What one export wrote. ``metadata`` is what a reader opens: the Iceberg
-    ``vN.metadata.json`` or the Delta table root. ``copied_dv_bytes`` counts deletion-vector
-    bytes written again (see the README: inline DVs, and DV files that predate exports)."""
+    """What one export wrote.
+
+    ``metadata`` is what a reader opens: the Iceberg ``vN.metadata.json`` or the Delta table root.
+    ``copied_dv_bytes`` counts deletion-vector bytes written again (see the README: inline DVs, and
+    DV files that predate exports)."""
 
     format: str
     metadata: str
@@ -104,15 +107,17 @@ def not_ours(location: str, path: str, folder: str, exc: BaseException | str) ->
 
 
 def table_uuid(table_id: str) -> str:
-    """The id an export gives the table (Iceberg ``table-uuid``, Delta ``metaData.id``):
-    derived from the mvtable table id, so an export tells which table it belongs to."""
+    """The id an export gives the table (Iceberg ``table-uuid``, Delta ``metaData.id``).
+
+    Derived from the mvtable table id, so an export tells which table it belongs to."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"mvtable:{table_id}"))
 
 
 class FileSizes:
-    """Actual sizes of the table's files, one listing per folder per export. Both formats
-    need the exact byte size (readers seek to the Parquet footer from it), and the log's
-    ``size_bytes`` of older tables is an estimate."""
+    """Actual sizes of the table's files, one listing per folder per export.
+
+    Both formats need the exact byte size (readers seek to the Parquet footer from it), and the
+    log's ``size_bytes`` of older tables is an estimate."""
 
     def __init__(self, io: FileIO) -> None:
         self.io = io
@@ -126,9 +131,14 @@ class FileSizes:
 
 
 def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[LiveFile]:
-    """The visible segments of ``snapshot``, in the order they were added, with their
-    actual sizes. Two visible segments naming one file cannot be expressed in either
-    format, so that is refused; so is a version whose files are gone."""
+    """The visible segments of ``snapshot``, in the order they were added, with their actual sizes.
+
+    Two visible segments naming one file cannot be expressed in either format, so that is refused;
+    so is a version whose files are gone.
+
+    Raises:
+        ExportError: A file is visible twice in the snapshot.
+        FilesMissingError: A file of the version is gone."""
     out = []
     seen: set[str] = set()
     for seg in snapshot.visible_segments():
@@ -166,14 +176,18 @@ def newer_versions(
     owner: str | None = None,
     folder: str = "",
 ) -> Iterator[tuple[Snapshot, list[LiveFile]]]:
-    """(snapshot, live files) of each snapshot newer than ``after``, the last version an
-    export already holds (exports only append, so the newest version stays current);
-    versions whose files are gone are appended to ``skipped`` instead.
+    """(snapshot, live files) of each snapshot newer than ``after``, the last version an export already holds.
+
+    Exports only append, so the newest version stays current; versions whose files are gone are
+    appended to ``skipped`` instead.
 
     ``owner`` is the ``table_uuid`` the existing export in ``folder`` was written for: every
     snapshot is checked against it before its version is compared with ``after``, because a
     table deleted and created again at the same location starts its versions afresh, and
-    resuming from the old export's version would mix two tables (or export nothing)."""
+    resuming from the old export's version would mix two tables (or export nothing).
+
+    Raises:
+        ExportOfAnotherTableError: The location holds the export of another table."""
     for snap in snapshots:
         if owner is not None and table_uuid(snap.table_id) != owner:
             raise ExportOfAnotherTableError(
@@ -192,8 +206,9 @@ def newer_versions(
 
 
 def retained_snapshots(log: CommitLog, *, since: int = 0) -> Iterator[Snapshot]:
-    """Every version from ``since`` (or the oldest the log can still rebuild) to the newest,
-    each rebuilt once by replaying one commit onto the previous snapshot."""
+    """Every version from ``since`` to the newest, each rebuilt once by replaying one commit onto the previous snapshot.
+
+    Without ``since`` the first is the oldest the log can still rebuild."""
     listing = log.listing()
     latest = listing.latest
     start = max(since, oldest_rebuildable(listing.commits, listing.checkpoints, latest))
@@ -205,9 +220,10 @@ def retained_snapshots(log: CommitLog, *, since: int = 0) -> Iterator[Snapshot]:
 
 
 def oldest_rebuildable(commits: list[int], checkpoints: list[int], latest: int) -> int:
-    """The oldest version from which every version up to ``latest`` can be rebuilt: a
-    version is rebuildable from its own checkpoint, or from its commit on top of the
-    previous rebuildable version (version 0 needs only its commit)."""
+    """The oldest version from which every version up to ``latest`` can be rebuilt.
+
+    A version is rebuildable from its own checkpoint, or from its commit on top of the previous
+    rebuildable version (version 0 needs only its commit)."""
     have_commit, have_checkpoint = set(commits), set(checkpoints)
     oldest = 0
     ok = False
@@ -219,8 +235,9 @@ def oldest_rebuildable(commits: list[int], checkpoints: list[int], latest: int) 
 
 
 class MetadataWriter:
-    """Writes the export's files through the table's ``FileIO``, counting bytes; on failure
-    ``rollback`` removes what this export wrote, and an unwritable location becomes
+    """Writes the export's files through the table's ``FileIO``, counting bytes.
+
+    On failure ``rollback`` removes what this export wrote, and an unwritable location becomes
     ``ExportPathNotWritableError``."""
 
     def __init__(self, io: FileIO, location: str) -> None:
@@ -230,6 +247,10 @@ class MetadataWriter:
         self.bytes = 0
 
     def write(self, path: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write ``data`` at ``path``, counting its bytes; ``exclusive``: False if a file is there already.
+
+        Raises:
+            ExportPathNotWritableError: The location cannot be written."""
         try:
             if exclusive:
                 if not self.io.put_if_absent(path, data):
@@ -250,14 +271,19 @@ class MetadataWriter:
         return True
 
     def _check_a_file_is_in_the_way(self, path: str) -> None:
-        """After a lost ``put_if_absent``: a regular file there is another export's (a race
-        worth retrying); anything else (a directory) is not, and retrying cannot help."""
+        """Whether a lost ``put_if_absent`` is worth retrying.
+
+        A regular file there is another export's (a race worth retrying); anything else (a
+        directory) is not, and retrying cannot help."""
         folder, _, name = path.rpartition("/")
         if name not in self.io.list_names(folder):
             raise not_ours(self.location, path, folder or path, "it is not a regular file (a directory?)")
 
     def names(self, folder: str) -> list[str]:
-        """The file names in ``folder`` (none if it does not exist yet)."""
+        """The file names in ``folder`` (none if it does not exist yet).
+
+        Raises:
+            ExportPathNotWritableError: ``folder`` cannot be listed (not a directory, no permission)."""
         try:
             return self.io.list_names(folder)
         except (NotADirectoryError, PermissionError) as exc:

@@ -31,9 +31,11 @@ _ADDED = 1  # manifest entry status: a delete file of the snapshot being written
 
 
 class DVPlacer:
-    """Where each deletion vector is, as an Iceberg delete-file entry: in place in mvtable's
-    DV file when its Puffin footer names the data file's location, otherwise a copy in a
-    Puffin file of this export, reused by later versions of the same export run.
+    """Where each deletion vector is, as an Iceberg delete-file entry.
+
+    It stays in place in mvtable's DV file when its Puffin footer names the data file's location,
+    otherwise a copy in a Puffin file of this export, reused by later versions of the same export
+    run.
 
     pyiceberg reads every Puffin file a snapshot references and applies *each* blob in it
     to the data file the blob names, whichever manifest entry led it there; a data file then
@@ -137,8 +139,9 @@ def _dv_entry(f: LiveFile, dv_location: str, file_size: int, offset: int, size: 
 
 
 def _puffin_footer(io: FileIO, path: str, size: int | None) -> tuple[int, dict[tuple[int, int], str]]:
-    """(file size, {(offset, length): referenced-data-file}) of a DV file's Puffin footer;
-    an empty map for a file without a readable footer (its blobs are then copied)."""
+    """(file size, {(offset, length): referenced-data-file}) of a DV file's Puffin footer.
+
+    An empty map for a file without a readable footer (its blobs are then copied)."""
     if size is None or size < 16:
         return size or 0, {}
     tail = io.read_range(path, size - 12, 12)

@@ -48,8 +48,9 @@ _Z85 = np.frombuffer(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU
 
 
 def z85(data: bytes) -> str:
-    """ZeroMQ Z85 text of ``data`` zero-padded to a multiple of 4 bytes (Delta's inline DV
-    encoding; ``sizeInBytes`` tells readers where the real bytes end)."""
+    """ZeroMQ Z85 text of ``data`` zero-padded to a multiple of 4 bytes.
+
+    This is Delta's inline DV encoding; ``sizeInBytes`` tells readers where the real bytes end."""
     padded = data + bytes(-len(data) % 4)
     words = np.frombuffer(padded, dtype=">u4").astype(np.uint64)
     digits = np.empty((len(words), 5), dtype=np.uint8)
@@ -60,8 +61,12 @@ def z85(data: bytes) -> str:
 
 
 def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
-    """Append one Delta commit per given mvtable snapshot (oldest first) that is newer than
-    the last one exported. Metadata only; commits land one by one, each complete."""
+    """Append one Delta commit per given mvtable snapshot (oldest first) that is newer than the last one exported.
+
+    Metadata only; commits land one by one, each complete.
+
+    Raises:
+        ExportConflictError: Another export wrote the same commit at the same time; run it again."""
     location = table_location(io)
     writer = MetadataWriter(io, location)
     state, next_version, last_exported, owner = _replay(writer)
@@ -86,18 +91,21 @@ def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
 
 
 def _date(io: FileIO, path: str, timestamp_ms: int) -> None:
-    """Give a commit file the mvtable commit's time as its modification time: delta-rs (and
-    so polars) time travel by timestamp uses the file's mtime, not ``commitInfo.timestamp``.
-    Only local disk can set it; on object storage the export time stays (see the README)."""
+    """Give a commit file the mvtable commit's time as its modification time.
+
+    Delta-rs (and so polars) time travel by timestamp uses the file's mtime, not
+    ``commitInfo.timestamp``. Only local disk can set it; on object storage the export time stays
+    (see the README)."""
     if isinstance(io, LocalFileIO):
         io.set_mtime(path, timestamp_ms / 1000)
 
 
 def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int, str | None]:
-    """(live ``add`` actions by path, next Delta version, last exported mvtable version,
-    the ``metaData.id`` naming the table the log was written for) from the JSON commits
-    this exporter wrote. Anything else in ``_delta_log/`` (another writer's commits, a gap,
-    a damaged file) is refused before anything is written."""
+    """The state of the Delta log this exporter wrote, read from its JSON commits.
+
+    Returned as (live ``add`` actions by path, next Delta version, last exported mvtable version,
+    the ``metaData.id`` naming the table the log was written for). Anything else in ``_delta_log/``
+    (another writer's commits, a gap, a damaged file) is refused before anything is written."""
     names = _commit_names(writer)
     adds: dict[str, dict[str, Any]] = {}
     last = -1
@@ -120,8 +128,9 @@ def _replay(writer: MetadataWriter) -> tuple[dict[str, dict[str, Any]], int, int
 
 
 def newest_exported_version(writer: MetadataWriter) -> int | None:
-    """The mvtable version the newest Delta commit shows (``None``: never exported). Reads
-    that one commit only: for a status, not for appending to the log."""
+    """The mvtable version the newest Delta commit shows (``None``: never exported).
+
+    Reads that one commit only: for a status, not for appending to the log."""
     names = _commit_names(writer)
     if not names:
         return None
@@ -137,8 +146,9 @@ def _commit_names(writer: MetadataWriter) -> list[str]:
 
 
 def _read_commit(data: bytes) -> tuple[int, dict[str, dict[str, Any]], list[str], str | None]:
-    """(mvtable version, ``add`` actions by path, removed paths, ``metaData.id``) of one
-    commit this exporter wrote; a KeyError, TypeError or ValueError for anything else."""
+    """(mvtable version, ``add`` actions by path, removed paths, ``metaData.id``) of one commit this exporter wrote.
+
+    A KeyError, TypeError or ValueError for anything else."""
     version: int | None = None
     added: dict[str, dict[str, Any]] = {}
     removed: list[str] = []

@@ -100,9 +100,13 @@ def snapshot_id(version: int) -> int:
 
 
 def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
-    """Add one Iceberg snapshot per given mvtable snapshot (oldest first) to the table's
-    Iceberg metadata. Versions at or before the newest one exported already are skipped,
-    so the current snapshot always stays the newest version. Metadata only."""
+    """Add one Iceberg snapshot per given mvtable snapshot (oldest first) to the table's Iceberg metadata.
+
+    Versions at or before the newest one exported already are skipped, so the current snapshot
+    always stays the newest version. Metadata only.
+
+    Raises:
+        ExportConflictError: Another export wrote the same metadata at the same time; run it again."""
     location = table_location(io)
     writer = MetadataWriter(io, location)
     sizes = FileSizes(io)
@@ -148,11 +152,13 @@ def newest_exported_version(writer: MetadataWriter) -> int | None:
 
 
 def _read_current(writer: MetadataWriter) -> tuple[int, dict[str, Any] | None, int, str | None]:
-    """(number, content, last exported mvtable version, ``table_uuid`` of the table it was
-    written for) of the newest ``vN.metadata.json`` (0, None, -1, None when there is none).
-    Found by listing rather than from ``version-hint.text``, which is written last and so
-    may lag behind after a crash. Anything an export would trip on later is checked here,
-    so foreign or damaged metadata is refused before anything is written."""
+    """What the newest ``vN.metadata.json`` says, as a tuple.
+
+    (number, content, last exported mvtable version, ``table_uuid`` of the table it was written
+    for); (0, None, -1, None) when there is none. Found by listing rather than from
+    ``version-hint.text``, which is written last and so may lag behind after a crash. Anything an
+    export would trip on later is checked here, so foreign or damaged metadata is refused before
+    anything is written."""
     numbers = [int(m.group(1)) for m in map(_METADATA_NAME.fullmatch, writer.names(METADATA_DIR)) if m]
     if not numbers:
         return 0, None, -1, None
@@ -167,8 +173,9 @@ def _read_current(writer: MetadataWriter) -> tuple[int, dict[str, Any] | None, i
 
 
 def _check_metadata(meta: Any) -> tuple[int, str]:
-    """(last exported mvtable version, export owner) of a metadata document this exporter
-    wrote; a KeyError, TypeError or ValueError for anything else."""
+    """(last exported mvtable version, export owner) of a metadata document this exporter wrote.
+
+    A KeyError, TypeError or ValueError for anything else."""
     if not isinstance(meta, dict):
         raise TypeError("not an Iceberg table metadata document (a JSON object)")
     snapshots = meta["snapshots"]
@@ -187,11 +194,11 @@ def _check_metadata(meta: Any) -> tuple[int, str]:
 
 
 class _OverwriteProducer:
-    """Produces the Iceberg snapshot of one mvtable version (pyiceberg's model: one
-    producer per snapshot operation). Every exported version is an ``overwrite`` that names
-    the whole table, so this is the exporter's only operation: the manifests, their
-    manifest list, the snapshot entry, and the table metadata that adds it, in that order
-    (each file is written before anything that names it)."""
+    """Produces the Iceberg snapshot of one mvtable version (pyiceberg's model: one producer per snapshot operation).
+
+    Every exported version is an ``overwrite`` that names the whole table, so this is the exporter's
+    only operation: the manifests, their manifest list, the snapshot entry, and the table metadata
+    that adds it, in that order (each file is written before anything that names it)."""
 
     def __init__(
         self,
@@ -211,8 +218,9 @@ class _OverwriteProducer:
         self.data_rows = sum(f.num_rows for f in files)
 
     def commit(self) -> dict[str, Any]:
-        """Write the snapshot's files; the table metadata with the snapshot added (the
-        caller writes it, once for all the versions of one export)."""
+        """Write the snapshot's files and return the table metadata with the snapshot added.
+
+        The caller writes the metadata, once for all the versions of one export."""
         data = self._data_manifest()
         dv_entries = self.placer.entries(self.files, self.tag)
         deletes = self._delete_manifest(dv_entries)
@@ -281,8 +289,9 @@ class _OverwriteProducer:
         return snapshot
 
     def _table_metadata(self, snapshot: dict[str, Any]) -> dict[str, Any]:
-        """The metadata so far (or a new table's) with ``snapshot`` current, and the
-        schema, name mapping and table id of this version."""
+        """The metadata so far (or a new table's) with ``snapshot`` current.
+
+        The schema, name mapping and table id are this version's."""
         base = self.meta or {
             "format-version": 3,
             "table-uuid": table_uuid(self.snap.table_id),

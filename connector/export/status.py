@@ -28,10 +28,11 @@ _READERS = (("iceberg", METADATA_DIR, _iceberg_version), ("delta", DELTA_LOG_DIR
 
 @dataclass(frozen=True)
 class ExportStatus:
-    """One format's export: the mvtable ``version`` it shows (``None`` when its metadata
-    cannot be read: ``problem`` says why), how many versions the table has committed since,
-    and whether that version has left the log's retention (``expired``: its files may be
-    gone, so its readers can fail)."""
+    """One format's export: the mvtable ``version`` it shows, and how far behind and how old that is.
+
+    ``version`` is ``None`` when its metadata cannot be read (``problem`` says why). It also tells
+    how many versions the table has committed since, and whether that version has left the log's
+    retention (``expired``: its files may be gone, so its readers can fail)."""
 
     format: str
     folder: str
@@ -69,8 +70,9 @@ class ExportStatus:
 
 
 def export_status(io: FileIO, listing: Listing) -> list[ExportStatus]:
-    """The status of every export the table at ``io`` has (none: an empty list), against the
-    newest version in ``listing``. Never raises for a damaged export: it is reported."""
+    """The status of every export the table at ``io`` has (none: an empty list), against the newest version in ``listing``.
+
+    Never raises for a damaged export: it is reported."""
     writer = MetadataWriter(io, table_location(io))
     oldest = oldest_rebuildable(listing.commits, listing.checkpoints, listing.latest)
     out = []

@@ -65,7 +65,10 @@ def _decimal(t: str, *, column: str, target: str) -> tuple[int, int] | None:
 
 
 def iceberg_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
-    """``(schema JSON with field ids, name mapping, highest field id)`` for Iceberg."""
+    """``(schema JSON with field ids, name mapping, highest field id)`` for Iceberg.
+
+    Raises:
+        UnsupportedExportTypeError: A column's type has no Iceberg equivalent."""
     ids = count(1)
     mapping: list[dict[str, Any]] = []
 
@@ -136,8 +139,13 @@ def _drop_empty(mapping: list[dict[str, Any]]) -> None:
 
 
 def delta_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The Delta ``schemaString`` document (Spark's StructType JSON, checked for Delta) and
-    the table features it needs (``deletionVectors``, plus ``timestampNtz`` if used)."""
+    """The Delta ``schemaString`` document and the table features it needs.
+
+    The document is Spark's StructType JSON, checked for Delta; the features are
+    ``deletionVectors``, plus ``timestampNtz`` if used.
+
+    Raises:
+        UnsupportedExportTypeError: A column's type or name has no Delta equivalent (without column mapping)."""
     features = ["deletionVectors"]
 
     def check(t: Any, column: str) -> None:

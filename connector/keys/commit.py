@@ -55,9 +55,10 @@ MAX_KEY_RECHECKS = 20
 
 @dataclass
 class KeyedRows:
-    """The keys a write carries: their hashes, and their values (cast to the table's key
-    types), which a Spark driver that only got hashes from its tasks loads on demand from
-    the segments the tasks wrote."""
+    """The keys a write carries: their hashes, and their values cast to the table's key types.
+
+    A Spark driver that only got hashes from its tasks loads the values on demand from the segments
+    the tasks wrote."""
 
     columns: tuple[str, ...]
     hashes: np.ndarray
@@ -73,8 +74,10 @@ class KeyedRows:
 
 
 def keyed_rows(schema: pa.Schema, columns: Sequence[str], data: pa.Table, *, unique: bool = True) -> KeyedRows:
-    """Validate and hash the keys of ``data`` (typed errors for missing, mistyped or null
-    key columns; ``DuplicateKeyError`` for a key repeated inside ``data`` when ``unique``)."""
+    """Validate and hash the keys of ``data``.
+
+    Missing, mistyped or null key columns get typed errors; a key repeated inside ``data`` is a
+    ``DuplicateKeyError`` when ``unique``."""
     keys = key_table(data, schema, columns)
     hashes = hash_keys(keys, columns)
     if unique:
@@ -85,9 +88,11 @@ def keyed_rows(schema: pa.Schema, columns: Sequence[str], data: pa.Table, *, uni
 def segment_keys(
     io: FileIO, segments: Sequence[SegmentFile | SegmentDescriptor], columns: Sequence[str], *, hashes: np.ndarray | None = None
 ) -> KeyedRows:
-    """The keys of segments a write has just written. With ``hashes`` (from the tasks that
-    wrote them) the values are read only if needed: when two hashes collide (then the values
-    decide whether a key repeats) or when a concurrent commit makes the keys worth a look."""
+    """The keys of segments a write has just written.
+
+    With ``hashes`` (from the tasks that wrote them) the values are read only if needed: when two
+    hashes collide (then the values decide whether a key repeats) or when a concurrent commit makes
+    the keys worth a look."""
     columns = tuple(columns)
 
     def load() -> pa.Table:
@@ -106,8 +111,9 @@ def segment_keys(
 
 
 def live_segment_keys(io: FileIO, snapshot: Snapshot, segment_ids: Sequence[str], columns: Sequence[str]) -> KeyedRows:
-    """The keys of the live rows (deletion vectors of ``snapshot`` applied) of segments that
-    a commit would make visible again, e.g. a rolled-back push's replaced segments."""
+    """The keys of the live rows of segments that a commit would make visible again.
+
+    Deletion vectors of ``snapshot`` applied; e.g. a rolled-back push's replaced segments."""
     columns = tuple(columns)
     parts = []
     for sid in segment_ids:
@@ -131,8 +137,7 @@ def lookup(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequ
 
 
 def present_keys(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> pa.Table | None:
-    """The keys of ``rows`` that live rows of ``snapshot`` (or of its ``segment_ids``)
-    hold, or ``None`` when there are none."""
+    """The keys of ``rows`` that live rows of ``snapshot`` (or of its ``segment_ids``) hold, or ``None`` when there are none."""
     if not snapshot.exists or not len(rows.hashes):
         return None
     found = lookup(io, snapshot, rows, segment_ids=segment_ids)
@@ -140,7 +145,10 @@ def present_keys(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids
 
 
 def check_absent(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, segment_ids: Sequence[str] | None = None) -> None:
-    """``DuplicateKeyError`` naming up to ten keys of ``rows`` that ``snapshot`` holds."""
+    """``DuplicateKeyError`` naming up to ten keys of ``rows`` that ``snapshot`` holds.
+
+    Raises:
+        DuplicateKeyError: A key is in the table already; use upsert to replace those rows."""
     dup = present_keys(io, snapshot, rows, segment_ids=segment_ids)
     if dup is not None:
         raise DuplicateKeyError(
@@ -160,10 +168,11 @@ def write_keyed(
     replace: bool,
     write: Callable[[], list[SegmentFile]],
 ) -> tuple[KeyedRows, list[SegmentFile]]:
-    """The checks of a keyed append (``replace=False``: no key may repeat in ``data`` or be
-    in ``read`` already) or overwrite / consistent push (``replace=True``: ``data`` replaces
-    what was read, so its keys need only be unique among themselves), and ``write()`` of
-    the segments.
+    """The checks of a keyed append or overwrite, and ``write()`` of the segments.
+
+    An append (``replace=False``) lets no key repeat in ``data`` or be in ``read`` already. An
+    overwrite or consistent push (``replace=True``) replaces what was read with ``data``, so its
+    keys need only be unique among themselves.
 
     The key errors of ``data`` itself (nulls, types, repeats) are raised before anything is
     written. The lookup in ``read`` then runs while the segments are written (the files do
@@ -187,8 +196,9 @@ def write_keyed(
 
 
 def changed_segments(before: Snapshot, after: Snapshot) -> list[str]:
-    """Segments visible in ``after`` that may show rows ``before`` did not: newly visible
-    ones, and those whose deletion vector changed (a restore can bring rows back)."""
+    """Segments visible in ``after`` that may show rows ``before`` did not.
+
+    Newly visible ones, and those whose deletion vector changed (a restore can bring rows back)."""
     seen = set(before.visible_segment_ids()) if before.exists else set()
     return [sid for sid in after.visible_segment_ids() if sid not in seen or after.dvs.get(sid) != before.dvs.get(sid)]
 
@@ -207,8 +217,9 @@ def commit_keyed(
     metrics: Mapping[str, float | int] | Callable[[], Mapping[str, float | int]] | None = None,
     since: Snapshot | None = None,
 ) -> CommitResult:
-    """Commit ``build``'s actions (plus, when ``record``, the filter of ``rows``' keys) once
-    no commit since the last look may have made one of ``rows``' keys visible.
+    """Commit ``build``'s actions once no commit since the last look may have made one of ``rows``' keys visible.
+
+    When ``record``, the filter of ``rows``' keys is committed too.
 
     ``on_new_rows(snapshot, segment_ids)`` is called when some did: it looks at those
     segments of the newer snapshot and raises (an append's ``DuplicateKeyError``) or takes
@@ -240,8 +251,10 @@ def commit_keyed(
 
 @dataclass
 class _KeyCheck:
-    """The keys of one keyed commit and the snapshot they were last looked at in, checked
-    again on each attempt against every commit since (their key filters, read once)."""
+    """The keys of one keyed commit and the snapshot they were last looked at in.
+
+    They are checked again on each attempt against every commit since (their key filters, read
+    once)."""
 
     clog: CommitLog
     rows: KeyedRows
@@ -252,9 +265,10 @@ class _KeyCheck:
     looks: int = 0
 
     def look_again(self, cur: Snapshot) -> None:
-        """Nothing when no commit up to ``cur`` may have made one of the keys visible;
-        else ``on_new_rows`` looks at what those commits made visible and ``cur`` becomes
-        the last look."""
+        """Look at the commits up to ``cur`` that may have made one of the keys visible.
+
+        Nothing happens when there are none; else ``on_new_rows`` looks at what those commits made
+        visible and ``cur`` becomes the last look."""
         if not possible_conflicts(self.rows.hashes, self._effects(cur)):
             return
         self.looks += 1
@@ -276,10 +290,11 @@ class _KeyCheck:
 
 @dataclass
 class KeyedDeletes:
-    """The rows an upsert or a delete by key removes, per segment, kept current across
-    retries: rows found in segments that became visible are added, rows of segments that
-    were since removed (their rows are gone, or were rewritten into segments that are then
-    looked at) are dropped when the actions are built."""
+    """The rows an upsert or a delete by key removes, per segment, kept current across retries.
+
+    Rows found in segments that became visible are added, rows of segments that were since removed
+    (their rows are gone, or were rewritten into segments that are then looked at) are dropped when
+    the actions are built."""
 
     positions: dict[str, BitMap64] = field(default_factory=dict)
     attempt: DeleteAttempt = field(default_factory=DeleteAttempt)  # a retry rewrites only the DVs that changed

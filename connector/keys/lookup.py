@@ -33,9 +33,11 @@ _POS = "__mv_key_pos"
 
 @dataclass
 class KeyMatches:
-    """Where the looked-up keys live: ``positions`` maps segment id → sorted file positions
-    of live rows holding one of the keys; ``matched[i]`` says whether key ``i`` was found.
-    ``row_groups_read`` counts the row groups whose key columns were decoded."""
+    """Where the looked-up keys live.
+
+    ``positions`` maps segment id → sorted file positions of live rows holding one of the keys;
+    ``matched[i]`` says whether key ``i`` was found. ``row_groups_read`` counts the row groups whose
+    key columns were decoded."""
 
     positions: dict[str, np.ndarray] = field(default_factory=dict)
     matched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
@@ -55,8 +57,9 @@ def find_keys(
     segment_ids: Sequence[str] | None = None,
     masks_for: Any,
 ) -> KeyMatches:
-    """The live rows of ``snapshot`` (or of its ``segment_ids`` only) whose key is one of
-    ``keys`` (key columns cast to the table's types; ``hashes`` from ``hash_keys``).
+    """The live rows of ``snapshot`` (or of its ``segment_ids`` only) whose key is one of ``keys``.
+
+    Key columns are cast to the table's types; ``hashes`` come from ``hash_keys``.
     ``masks_for(segment_id)`` gives the segment's deletion mask source (or ``None``).
 
     In two passes: the in-memory one (segment ranges, then key filters) over every segment
@@ -121,8 +124,7 @@ _KEYS_PER_ROW_GROUP = 8
 
 
 def _probe(bloom: KeyBloom, hashes: np.ndarray, candidates: np.ndarray, *, row_groups: int) -> np.ndarray:
-    """The ``candidates`` (key indices) that ``bloom`` may hold (and, when they are many, a
-    few it does not)."""
+    """The ``candidates`` (key indices) that ``bloom`` may hold (and, when they are many, a few it does not)."""
     return candidates[bloom.may_contain(hashes[candidates], enough=_KEYS_PER_ROW_GROUP * max(1, row_groups))]
 
 
@@ -131,8 +133,9 @@ def _workers(items: int) -> int:
 
 
 def _split(work: list[tuple[SegmentState, list[int], pa.Table]]) -> list[tuple[SegmentState, list[int], pa.Table]]:
-    """Split the row groups of the work into about one piece per core (no piece smaller
-    than one row group): a lookup whose candidates are all in one segment reads in parallel too."""
+    """Split the row groups of the work into about one piece per core (no piece smaller than one row group).
+
+    A lookup whose candidates are all in one segment reads in parallel too."""
     workers = default_workers()
     total = sum(len(rgs) for _, rgs, _ in work)
     if len(work) >= workers or total <= len(work):
@@ -144,8 +147,9 @@ def _split(work: list[tuple[SegmentState, list[int], pa.Table]]) -> list[tuple[S
 def _read_matches(
     io: FileIO, seg: SegmentState, to_read: list[int], wanted: pa.Table, masks_for: Any
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(positions of live rows in the row groups ``to_read`` holding one of the ``wanted``
-    keys, the key indices (``_IDX``) they hold, row groups read)."""
+    """The live rows of the row groups ``to_read`` that hold one of the ``wanted`` keys.
+
+    Returned as (their positions, the key indices (``_IDX``) they hold, row groups read)."""
     columns = [n for n in wanted.column_names if n != _IDX]
     pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns, footer_crc32=seg.file.footer_crc32)
     found_pos: list[np.ndarray] = []
@@ -196,8 +200,10 @@ def _span(bounds: Sequence[Bounds]) -> Bounds:
 
 
 class _Columns:
-    """The key columns, compared against ranges: integer columns as numpy arrays (one
-    comparison costs microseconds), the other key types through Arrow compute."""
+    """The key columns, compared against ranges.
+
+    Integer columns as numpy arrays (one comparison costs microseconds), the other key types through
+    Arrow compute."""
 
     def __init__(self, keys: pa.Table) -> None:
         self.rows = keys.num_rows

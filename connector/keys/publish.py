@@ -37,9 +37,13 @@ def commit_publish(
     build: Builder,
     parameters: dict[str, Any],
 ) -> CommitResult:
-    """Commit ``build`` (which completes the staged entry ``entry_id`` of ``read``, the
-    newest snapshot) after checking the push's keys against every commit since it was
-    staged. A table without a key, or a push without rows, commits as is."""
+    """Commit ``build`` after checking the push's keys against every commit since it was staged.
+
+    ``build`` completes the staged entry ``entry_id`` of ``read``, the newest snapshot. A table
+    without a key, or a push without rows, commits as is.
+
+    Raises:
+        DuplicateKeyError: Keys of the push were committed after it was staged; it stays staged."""
     entry = read.lineage[entry_id]
     if not read.primary_key or not entry.segments_to:
         return clog.commit(read=read, operation=Operation.PUBLISH, parameters=parameters, build=build)

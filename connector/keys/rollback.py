@@ -35,9 +35,13 @@ def commit_rollback(
     build: Builder,
     parameters: dict[str, Any],
 ) -> CommitResult:
-    """Commit ``build`` (which reverts ``entry_id`` of ``read``, the newest snapshot) once
-    no key of the rows it brings back is held by a segment that stays visible. A table
-    without a key, or a rollback that brings nothing back, commits as is."""
+    """Commit ``build`` once no key of the rows it brings back is held by a segment that stays visible.
+
+    ``build`` reverts ``entry_id`` of ``read``, the newest snapshot. A table without a key, or a
+    rollback that brings nothing back, commits as is.
+
+    Raises:
+        DuplicateKeyError: Keys of the rows it brings back were committed since; nothing is committed."""
     returning, staying = ops.revert_effect(read, entry_id) if read.primary_key else ([], [])
     rows = live_segment_keys(io, read, returning, read.primary_key) if returning else None
     if rows is None or not len(rows.hashes):

@@ -40,14 +40,17 @@ MAX_NAMED = 10
 
 
 def key_type_ok(t: pa.DataType) -> bool:
-    """Types whose equality is exact and whose row groups carry min/max statistics (the
-    lookup prunes by them). Floats (NaN, -0.0), booleans, binary and nested types cannot be
-    keys."""
+    """Types whose equality is exact and whose row groups carry min/max statistics (the lookup prunes by them).
+
+    Floats (NaN, -0.0), booleans, binary and nested types cannot be keys."""
     return statable(t) and not pa.types.is_floating(t) and not pa.types.is_boolean(t)
 
 
 def parse_primary_key(value: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``"a, b"`` or ``["a", "b"]`` → ``("a", "b")``; ``None`` → no key."""
+    """``"a, b"`` or ``["a", "b"]`` → ``("a", "b")``; ``None`` → no key.
+
+    Raises:
+        InvalidOptionError: The value is not one or more column names, or names a column twice."""
     if value is None:
         return ()
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(value)
@@ -59,12 +62,17 @@ def parse_primary_key(value: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def key_data(keys: object, key: Sequence[str]) -> pa.Table:
-    """The keys of a delete by key as a table: a ``pyarrow`` table or batch, a dict of
-    column → values, or (one-column keys) a list of values.
+    """The keys of a delete by key as a table.
+
+    A ``pyarrow`` table or batch, a dict of column → values, or (one-column keys) a list of values.
 
     A delete matches on the key only, so a column that is not part of it is refused
     (``NonKeyColumnError``) rather than ignored: ``{"id": [2], "s": ["x"]}`` must not
-    delete id 2 whatever its ``s``. Missing key columns are found later, by ``key_table``."""
+    delete id 2 whatever its ``s``. Missing key columns are found later, by ``key_table``.
+
+    Raises:
+        NonKeyColumnError: ``keys`` holds columns outside the primary key.
+        InvalidOptionError: ``keys`` has a shape a delete by key cannot take."""
     if isinstance(keys, pa.RecordBatch):
         data = pa.Table.from_batches([keys])
     elif isinstance(keys, pa.Table):
@@ -90,9 +98,10 @@ def key_data(keys: object, key: Sequence[str]) -> pa.Table:
 
 
 def _dict_table(columns: Mapping[object, object]) -> pa.Table:
-    """``columns`` (column name → values) as a table, with typed errors for what
-    ``pa.table`` would refuse with a raw one (columns of different lengths, values that
-    are no Arrow array)."""
+    """``columns`` (column name → values) as a table, with typed errors for what ``pa.table`` would refuse.
+
+    ``pa.table`` would raise a raw error for columns of different lengths and values that are no
+    Arrow array."""
     lengths: dict[str, int] = {}
     for name, values in columns.items():
         if not isinstance(name, str):
@@ -112,9 +121,14 @@ def _dict_table(columns: Mapping[object, object]) -> pa.Table:
 
 
 def check_key_columns(schema: pa.Schema, key: Sequence[str]) -> tuple[str, ...]:
-    """The key of a new table, spelled as ``schema`` spells its columns (names match
-    case-insensitively, as everywhere; the table stores the schema's spelling, which its
-    segments and key indexes use): its columns exist and have a type a key can have."""
+    """The key of a new table, spelled as ``schema`` spells its columns, after checking it.
+
+    Names match case-insensitively, as everywhere; the table stores the schema's spelling, which its
+    segments and key indexes use. Its columns must exist and have a type a key can have.
+
+    Raises:
+        KeyColumnMissingError: A key column is not in ``schema``.
+        UnsupportedKeyTypeError: A key column's type cannot be part of a key."""
     resolved = []
     for name in key:
         column = find_column(schema.names, name)
@@ -133,9 +147,12 @@ def same_key(a: Sequence[str], b: Sequence[str]) -> bool:
 
 
 def find_column(names: Sequence[str], name: str) -> str | None:
-    """The one of ``names`` that is ``name`` case-insensitively (as Spark resolves columns),
-    or ``None``. ``SchemaMismatchError`` when several are: which one is the key would be a
-    guess."""
+    """The one of ``names`` that is ``name`` case-insensitively (as Spark resolves columns), or ``None``.
+
+    ``SchemaMismatchError`` when several are: which one is the key would be a guess.
+
+    Raises:
+        SchemaMismatchError: Columns differ only in case, so the key column is ambiguous."""
     found = [n for n in names if n.lower() == name.lower()]
     if len(found) > 1:
         raise SchemaMismatchError(
@@ -145,8 +162,13 @@ def find_column(names: Sequence[str], name: str) -> str | None:
 
 
 def check_key_schema(table: pa.Schema, key: Sequence[str], incoming: pa.Schema) -> None:
-    """Before a keyed write: the data has every key column, with the table's type. (The
-    rest of the schema is checked by the write itself.)"""
+    """Before a keyed write: the data has every key column, with the table's type.
+
+    (The rest of the schema is checked by the write itself.)
+
+    Raises:
+        KeyColumnMissingError: The data lacks a key column.
+        KeyTypeMismatchError: A key column's type differs from the table's."""
     for name in key:
         column = find_column(incoming.names, name)
         if column is None:
@@ -157,9 +179,15 @@ def check_key_schema(table: pa.Schema, key: Sequence[str], incoming: pa.Schema) 
 
 
 def key_table(data: pa.Table, schema: pa.Schema, key: Sequence[str]) -> pa.Table:
-    """The key columns of ``data`` cast to the table's key types, after checking that they
-    are there (named in any case, as every column), castable without loss, and never
-    null. The result's columns are named as the table names them."""
+    """The key columns of ``data`` cast to the table's key types, after checking them.
+
+    They must be there (named in any case, as every column), castable without loss, and never null.
+    The result's columns are named as the table names them.
+
+    Raises:
+        KeyColumnMissingError: A key column is missing.
+        NullKeyError: A key column holds nulls.
+        KeyTypeMismatchError: A key column cannot be cast to the table's key type without loss."""
     columns = []
     for name in key:
         column = find_column(data.column_names, name)
@@ -196,8 +224,10 @@ def _same_kind(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def check_unique(keys: pa.Table, hashes: np.ndarray) -> None:
-    """``DuplicateKeyError`` when a key repeats inside ``keys`` (hashes narrow it down,
-    the values decide)."""
+    """``DuplicateKeyError`` when a key repeats inside ``keys`` (hashes narrow it down, the values decide).
+
+    Raises:
+        DuplicateKeyError: A key appears more than once in the data."""
     sorted_h = np.sort(hashes)  # no order needed unless two hashes repeat (a plain sort is several times faster)
     if not (sorted_h[1:] == sorted_h[:-1]).any():
         return

@@ -57,6 +57,10 @@ _RECORD_SEARCH = 64  # streaming commits read to name the version of a skipped b
 
 
 def check_app_id(app_id: str) -> str:
+    """``app_id`` once it is a valid application id, as the log's ``SetTransaction`` stores it.
+
+    Raises:
+        InvalidOptionError: ``app_id`` is not 1 to 200 letters, digits, '.', '_' or '-'."""
     if not is_id(app_id):  # the log's id pattern: an app id is stored in SetTransaction
         raise InvalidOptionError(
             f"txnAppId {app_id!r} is not a valid application id: use 1 to 200 letters, digits, '.', '_' or '-'"
@@ -127,8 +131,9 @@ class BatchResult:
 
 def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app_id: str, batch_id: int) -> BatchResult:
     """Commit one micro-batch with its ``SetTransaction``, or recognise it as committed.
-    The write intents the tasks took for their files are renewed while it commits (a
-    lapsed one: ``WriteIntentExpiredError``) and removed after."""
+
+    The write intents the tasks took for their files are renewed while it commits (a lapsed one:
+    ``WriteIntentExpiredError``) and removed after."""
     clog = plan.commit_log()
     rows = sum(s.num_rows for s in segments)
     intents = write_intents.intents_naming(s.id for s in segments)
@@ -285,8 +290,10 @@ def query_segment_prefix(app_id: str) -> str:
 
 
 def is_marked(name: str, prefix: str) -> bool:
-    """Whether a file of ``data/`` carries the query marker ``prefix``: right after its write
-    intent's id (``segments.new_segment_id``), or first when it was written under none."""
+    """Whether a file of ``data/`` carries the query marker ``prefix``.
+
+    The marker comes right after its write intent's id (``segments.new_segment_id``), or first when
+    it was written under none."""
     return name.startswith(prefix) or name.partition("-")[2].startswith(prefix)
 
 
