@@ -151,20 +151,16 @@ def begin_write(
         target = _existing_table(snapshot, incoming, properties=properties, primary_key=primary_key)
     else:
         target = _new_table(snapshot, incoming, properties=properties, primary_key=primary_key)
-    plan = WritePlan(
+    plan = _pinned_plan(
+        io,
+        snapshot,
+        target,
         uri=uri,
-        storage_options=dict(storage_options or {}),
+        storage_options=storage_options,
         mode=mode,
         consistent_push=consistent_push,
         publish=publish,
-        read_version=snapshot.version,
-        table_schema=target.table_schema,
-        row_group_rows=target.props.rowGroupRows,
-        primary_key=target.key,
-        dv_inline_max_bytes=target.props.dvInlineMaxBytes,
-        create=target.create.model_dump() if target.create else None,
-        pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
-        read_snapshot=snapshot,
+        pin=pin,
     )
     if pin if take_intent is None else take_intent:
         plan = _with_intent(io, plan, owner=owner)
@@ -259,6 +255,39 @@ def _new_table(
         primary_key=key or None,
     )
     return _Target(table_schema=table_schema, props=props, key=key, create=create)
+
+
+def _pinned_plan(
+    io: FileIO,
+    snapshot: Snapshot,
+    target: _Target,
+    *,
+    uri: str,
+    storage_options: Mapping[str, Any] | None,
+    mode: str,
+    consistent_push: bool,
+    publish: bool,
+    pin: bool,
+) -> WritePlan:
+    """The plan of a write to ``target`` read at ``snapshot``, its read version pinned when asked.
+
+    The pin keeps that version readable until the write ends; a new table has none to pin.
+    """
+    return WritePlan(
+        uri=uri,
+        storage_options=dict(storage_options or {}),
+        mode=mode,
+        consistent_push=consistent_push,
+        publish=publish,
+        read_version=snapshot.version,
+        table_schema=target.table_schema,
+        row_group_rows=target.props.rowGroupRows,
+        primary_key=target.key,
+        dv_inline_max_bytes=target.props.dvInlineMaxBytes,
+        create=target.create.model_dump() if target.create else None,
+        pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
+        read_snapshot=snapshot,
+    )
 
 
 def _with_intent(io: FileIO, plan: WritePlan, *, owner: PushOwner | None) -> WritePlan:
