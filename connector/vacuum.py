@@ -1,5 +1,6 @@
-"""Vacuum: lineage retention, then removal of data files no retained version needs, then
-visibility GC (DV files, old log files, expired pins).
+"""Vacuum: lineage retention, removal of unneeded data files, then visibility GC.
+
+The GC pass takes DV files, old log files and expired pins.
 
 Order matters for crash safety. Retention only *logically* removes segments (a commit);
 their files go in a later pass, once no version in the retention window or held by a pin
@@ -84,6 +85,100 @@ def vacuum(
     batch_bytes: int | None = None,
     now_ms: int | None = None,
 ) -> VacuumReport:
+    """Remove what no version in the retention window or held by a pin needs.
+
+    The phases run in the order crash safety needs (see the module docstring): plan all of
+    it, free what needs no commit, commit the retention, delete data files, then the GC pass.
+    Every phase may stop at the time budget; the report says so and a later run resumes.
+
+    Raises:
+        RetentionTooShortError: ``retention`` is below the table's window and ``force`` is not set.
+        InvalidOptionError: a bad ``retention``, grace period, budget or flag.
+        StorageFullError: the retention commit does not fit even after freeing what needs no commit.
+    """
+    run = _start(
+        commit_log,
+        retention=retention,
+        dry_run=dry_run,
+        force=force,
+        progress=progress,
+        time_budget_s=time_budget_s,
+        batch_bytes=batch_bytes,
+        now_ms=now_ms,
+    )
+    report = VacuumReport(dry_run=run.dry_run, retention_s=run.retention_s, safe_version=run.snapshot.version)
+    plan = _plan(run, report)
+    freed = _free_first(run, plan.data, report) if plan.commits else set()  # 1. space first
+    if not _commit_retention(run, plan, report):
+        return report
+    if freed:
+        plan.data.doomed = [p for p in plan.data.doomed if p not in freed]
+    if not _delete_data(run, plan.data, report):  # 2. data files and old orphans
+        return report
+    _collect_garbage(run, plan.gc_plan, report)  # 3. deletion vectors, log files, pins
+    return report
+
+
+@dataclass
+class _Run:
+    """One vacuum's settled options and the snapshot it started from.
+
+    Settled once, so that every phase sees the same clock, budget and table properties.
+    """
+
+    commit_log: CommitLog
+    snapshot: Snapshot
+    props: TableProperties
+    retention_s: float
+    dry_run: bool
+    force: bool
+    now: int
+    deadline: float
+    max_bytes: int
+    progress: Progress | None
+
+    def out_of_time(self) -> bool:
+        """Whether the time budget is spent.
+
+        Checked between batches, so that a run stops where a later one can resume.
+        """
+        return time.monotonic() >= self.deadline
+
+
+@dataclass
+class _Plan:
+    """What a run will do, planned before it deletes or commits anything.
+
+    A dry run and a real run plan the same way, so the dry run lists what the real run deletes.
+    """
+
+    plan_cleanup: Callable[[Snapshot], list[EntryCleanup]]
+    chunks: list[list[EntryCleanup]]  # lineage retention, at most ENTRIES_PER_COMMIT entries each
+    commits: list[list[EntryCleanup]]  # the retention commits to make (none in a dry run)
+    data: _DataPlan
+    prune: PruneState | None
+    gc_plan: GCPlan | None  # for the GC pass, unless the log moves meanwhile
+
+
+def _start(
+    commit_log: CommitLog,
+    *,
+    retention: str | float | None,
+    dry_run: bool,
+    force: bool,
+    progress: Progress | None,
+    time_budget_s: float | None,
+    batch_bytes: int | None,
+    now_ms: int | None,
+) -> _Run:
+    """Check the options against the table and settle them.
+
+    A bad option must fail before anything is read beyond the newest snapshot.
+
+    Raises:
+        RetentionTooShortError: ``retention`` is below the table's window and ``force`` is not set.
+        InvalidOptionError: a bad ``retention``, grace period, budget or flag.
+    """
     dry_run = checks.flag(dry_run, name="dry_run")
     force = checks.flag(force, name="force")
     budget, max_bytes = budget_and_batch(time_budget_s, batch_bytes)
@@ -91,8 +186,32 @@ def vacuum(
     deadline = time.monotonic() + max(0.0, budget)
     snapshot = commit_log.snapshot()
     props = TableProperties.of(snapshot.properties)
+    retention_s = _retention_s(retention, props, force=force)
+    write_intents.check_grace(props.orphan_grace_s, period=props.orphanGracePeriod, force=force)
+    return _Run(
+        commit_log=commit_log,
+        snapshot=snapshot,
+        props=props,
+        retention_s=retention_s,
+        dry_run=dry_run,
+        force=force,
+        now=now,
+        deadline=deadline,
+        max_bytes=max_bytes,
+        progress=progress,
+    )
+
+
+def _retention_s(retention: str | float | None, props: TableProperties, *, force: bool) -> float:
+    """The retention period in seconds: the table's unless given.
+
+    A shorter one than the table's breaks time travel and long readers, so it needs ``force``.
+
+    Raises:
+        RetentionTooShortError: shorter than ``versionRetentionPeriod`` without ``force``.
+        InvalidOptionError: not a period (a ``SettingsError`` that names the option).
+    """
     table_retention = props.version_retention_s
-    # a bad period is a SettingsError, an InvalidOptionError that names the option
     retention_s = table_retention if retention is None else parse_period(retention, name="retention")
     if retention_s < table_retention and not force:
         raise RetentionTooShortError(
@@ -100,22 +219,18 @@ def vacuum(
             f"({props.versionRetentionPeriod}): time travel and long readers inside that window would break. "
             "Pass force=True if you mean it."
         )
-    write_intents.check_grace(props.orphan_grace_s, period=props.orphanGracePeriod, force=force)
-    report = VacuumReport(dry_run=dry_run, retention_s=retention_s, safe_version=snapshot.version)
+    return retention_s
 
-    # Plan everything first, the same way for a dry run and a real run, so that the dry run
-    # lists exactly what the real run deletes: lineage retention (commits, at most
-    # ENTRIES_PER_COMMIT entries each) is applied to copies of the snapshot, the data files
-    # are planned on the result, the GC plan on the log as it is now (the retention commits
-    # only remove state, so that plan stays safe after them).
-    verdicts = recovery.entry_verdicts(commit_log.io, snapshot, default_lease_ms=props.push_lease_ms, at_ms=now)
-    plan_cleanup = partial(
-        plan_entry_cleanup,
-        now_ms=now,
-        replaced_retention_s=props.replaced_segments_retention_s,
-        entry_retention_s=props.lineage_entry_retention_s,
-        verdicts=verdicts,
-    )
+
+def _plan(run: _Run, report: VacuumReport) -> _Plan:
+    """Plan the whole run and fill in what the report knows before anything is deleted.
+
+    Lineage retention is applied to a copy of the snapshot and the data files are planned on
+    the result; the GC plan is made on the log as it is now (the retention commits only
+    remove state, so that plan stays safe after them).
+    """
+    commit_log, snapshot, now, grace_s = run.commit_log, run.snapshot, run.now, run.props.orphan_grace_s
+    plan_cleanup = _entry_cleanup_planner(run)
     cleanups = plan_cleanup(snapshot)
     report.entries_purged = len(cleanups)
     report.segments_expired = sum(c.removed_segments for c in cleanups)
@@ -123,51 +238,85 @@ def vacuum(
     simulated = snapshot.copy()
     for chunk in chunks:
         _simulate(simulated, [a for c in chunk for a in c.actions], now_ms=now)
-    gc_plan = plan_garbage(commit_log, now_ms=now, retention_s=retention_s)
-    data = _plan_files(commit_log, simulated, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
+    gc_plan = plan_garbage(commit_log, now_ms=now, retention_s=run.retention_s)
+    data = _plan_files(commit_log, simulated, now_ms=now, retention_s=run.retention_s, grace_s=grace_s)
     prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan, cleanups=bool(cleanups))
-    reuse_plan: GCPlan | None = gc_plan  # for the GC pass below, unless the log moves meanwhile
     report.safe_version = data.safe
     report.orphans = data.orphans
-    report.held_back = _holds(commit_log, snapshot, data, now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s)
+    report.held_back = _holds(commit_log, snapshot, data, now_ms=now, retention_s=run.retention_s, grace_s=grace_s)
     report.segments_pruned = len(prune.segment_ids) if prune else 0
-    commits = ([*chunks] if chunks else ([[]] if prune else [])) if not dry_run else []
-    freed: set[str] = set()
-    if commits:  # 1. space first: what needs no commit goes before vacuum writes anything
-        freed = _free_first(commit_log, snapshot, data, report, now_ms=now, retention_s=retention_s, max_bytes=max_bytes)
-    if progress:
-        progress(0, len(chunks), "retention")
-    if commits:
-        try:
-            for i, chunk in enumerate(commits):
-                version = _commit_cleanup(commit_log, chunk, plan_cleanup, prune=prune if i == len(commits) - 1 else None)
-                if version is not None:
-                    report.retention_commits.append(version)
-                faults.point("vacuum.after_retention_commit")
-                if progress:
-                    progress(i + 1, len(commits), "retention")
-                if time.monotonic() >= deadline:
-                    report.complete = False
-                    return report
-        except StorageFullError as exc:
-            raise _full_after_freeing(commit_log, exc, report, now_ms=now, retention_s=retention_s, plan=reuse_plan) from exc
-        if report.retention_commits != list(range(snapshot.version + 1, snapshot.version + 1 + len(commits))):
-            # someone committed in between: plan the files again on what the log now says
-            data = _plan_files(
-                commit_log, commit_log.snapshot(), now_ms=now, retention_s=retention_s, grace_s=props.orphan_grace_s
-            )
-            reuse_plan = None
-    if freed:
-        data.doomed = [p for p in data.doomed if p not in freed]
+    commits = ([*chunks] if chunks else ([[]] if prune else [])) if not run.dry_run else []
+    return _Plan(plan_cleanup=plan_cleanup, chunks=chunks, commits=commits, data=data, prune=prune, gc_plan=gc_plan)
 
-    # 2. data files no retained or pinned version needs, and old orphans
+
+def _entry_cleanup_planner(run: _Run) -> Callable[[Snapshot], list[EntryCleanup]]:
+    """The lineage retention planner, bound to this run's clock, periods and push verdicts.
+
+    Each retention commit plans again with it on the newest snapshot (``_commit_cleanup``).
+    """
+    props = run.props
+    verdicts = recovery.entry_verdicts(run.commit_log.io, run.snapshot, default_lease_ms=props.push_lease_ms, at_ms=run.now)
+    return partial(
+        plan_entry_cleanup,
+        now_ms=run.now,
+        replaced_retention_s=props.replaced_segments_retention_s,
+        entry_retention_s=props.lineage_entry_retention_s,
+        verdicts=verdicts,
+    )
+
+
+def _commit_retention(run: _Run, plan: _Plan, report: VacuumReport) -> bool:
+    """Make the retention commits; ``False`` when the time budget ran out.
+
+    If someone committed in between, the data files are planned again on what the log now
+    says, and the GC pass plans afresh too.
+
+    Raises:
+        StorageFullError: a commit does not fit even after the GC pass freed what it could.
+    """
+    commit_log, commits, progress = run.commit_log, plan.commits, run.progress
+    if progress:
+        progress(0, len(plan.chunks), "retention")
+    if not commits:
+        return True
+    try:
+        for i, chunk in enumerate(commits):
+            prune = plan.prune if i == len(commits) - 1 else None
+            version = _commit_cleanup(commit_log, chunk, plan.plan_cleanup, prune=prune)
+            if version is not None:
+                report.retention_commits.append(version)
+            faults.point("vacuum.after_retention_commit")
+            if progress:
+                progress(i + 1, len(commits), "retention")
+            if run.out_of_time():
+                report.complete = False
+                return False
+    except StorageFullError as exc:
+        raise _full_after_freeing(
+            commit_log, exc, report, now_ms=run.now, retention_s=run.retention_s, plan=plan.gc_plan
+        ) from exc
+    first = run.snapshot.version + 1
+    if report.retention_commits != list(range(first, first + len(commits))):
+        plan.data = _plan_files(
+            commit_log, commit_log.snapshot(), now_ms=run.now, retention_s=run.retention_s, grace_s=run.props.orphan_grace_s
+        )
+        plan.gc_plan = None
+    return True
+
+
+def _delete_data(run: _Run, data: _DataPlan, report: VacuumReport) -> bool:
+    """Delete the planned data files in batches; ``False`` when the time budget ran out.
+
+    Each batch spares files a write intent taken since the plan covers.
+    """
+    progress, dry_run = run.progress, run.dry_run
     if progress:
         progress(0, len(data.doomed), "data")
     done = 0
-    for batch in batches(data.doomed, max_bytes=max_bytes):
+    for batch in batches(data.doomed, max_bytes=run.max_bytes):
         if not dry_run:
-            batch = _spare_writes_in_flight(commit_log.io, batch, now_ms=now)
-            commit_log.io.delete(batch)
+            batch = _spare_writes_in_flight(run.commit_log.io, batch, now_ms=run.now)
+            run.commit_log.io.delete(batch)
             faults.point("vacuum.after_data_batch")
         report.batches += 1
         report.files.extend(batch)
@@ -175,29 +324,33 @@ def vacuum(
         done += len(batch)
         if progress:
             progress(done, len(data.doomed), "data")
-        if not dry_run and done < len(data.doomed) and time.monotonic() >= deadline:
+        if not dry_run and done < len(data.doomed) and run.out_of_time():
             report.complete = False
-            return report
+            return False
+    return True
 
-    # 3. deletion vectors, log files, pins
-    remaining = max(0.0, deadline - time.monotonic())
+
+def _collect_garbage(run: _Run, gc_plan: GCPlan | None, report: VacuumReport) -> None:
+    """The GC pass: deletion vectors, old log files and expired pins, in what budget is left.
+
+    Its results join the report, whose safe version becomes the lower of the two.
+    """
     gc = collect_garbage(
-        commit_log,
-        dry_run=dry_run,
-        time_budget_s=remaining,
-        batch_bytes=max_bytes,
-        now_ms=now,
-        progress=progress,
-        retention_s=retention_s,
-        plan=reuse_plan,
-        force=force,
+        run.commit_log,
+        dry_run=run.dry_run,
+        time_budget_s=max(0.0, run.deadline - time.monotonic()),
+        batch_bytes=run.max_bytes,
+        now_ms=run.now,
+        progress=run.progress,
+        retention_s=run.retention_s,
+        plan=gc_plan,
+        force=run.force,
     )
     report.files.extend(gc.deleted)
     report.bytes += gc.bytes_freed
     report.batches += gc.batches
     report.complete = report.complete and gc.complete
     report.safe_version = min(report.safe_version, gc.safe_version)
-    return report
 
 
 def _simulate(state: Snapshot, actions: list[Action], *, now_ms: int) -> None:
@@ -214,11 +367,13 @@ def _simulate(state: Snapshot, actions: list[Action], *, now_ms: int) -> None:
 
 
 def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan, cleanups: bool) -> PruneState | None:
-    """What a table that lives for years forgets (``PruneState``): segments removed at or
-    before the safe version that no lineage entry names (vacuum deletes their files in
+    """What a table that lives for years forgets (``PruneState``); ``None``: nothing to forget.
+
+    Segments removed at or before the safe version that no lineage entry names (vacuum deletes their files in
     this same run; no version it keeps readable shows them), and the history of the
     versions whose log files this run's GC removes — with other work, or once it is
-    ``HISTORY_TRIM_ALONE`` items (a table that only appends). ``None``: nothing to forget."""
+    ``HISTORY_TRIM_ALONE`` items (a table that only appends).
+    """
     named = {sid for e in state.lineage.values() for sid in (*e.segments_from, *e.segments_to)}
     gone = tuple(
         sid
@@ -292,8 +447,10 @@ def _holds(
 
 
 def _plan_data(commit_log: CommitLog, latest: Snapshot, *, now_ms: int, retention_s: float, grace_s: float) -> _DataPlan:
-    """Data files to delete (with their sizes; how many are orphans) once the log is at
-    ``latest`` (a snapshot the planned retention commits are applied to), and the safe version."""
+    """Data files to delete (with sizes and the orphan count) and the safe version.
+
+    Planned for the log at ``latest``, a snapshot the planned retention commits are applied to.
+    """
     listing_data = commit_log.io.list(DATA_DIR)  # listed before the log is read again (see gc._plan)
     intents = write_intents.scan_intents(commit_log.io, now_ms=now_ms)  # after the listing: see write_intents
     in_log = commit_log.latest_version()
@@ -353,10 +510,12 @@ _TEMP_FOLDERS = (recovery.LEASE_DIR, METADATA_DIR, DELTA_LOG_DIR)
 
 
 def _plan_leftovers(commit_log: CommitLog, *, now_ms: int, grace_s: float) -> dict[str, int]:
-    """What writes that died left (path -> size), once older than the grace period: temp
-    files of ``FileIO`` writes, and lease files and gave-up markers of pushes that are no
+    """What writes that died left (path -> size), once older than the grace period.
+
+    Temp files of ``FileIO`` writes, and lease files and gave-up markers of pushes that are no
     longer IN_PROGRESS. The lease folder is listed before the log is read, so a push that
-    starts meanwhile (its start commit lands before its lease file) is seen running."""
+    starts meanwhile (its start commit lands before its lease file) is seen running.
+    """
     io = commit_log.io
     old = lambda mtime: mtime is not None and (now_ms / 1000 - mtime) >= grace_s
     out: dict[str, int] = {}
@@ -375,24 +534,18 @@ def _plan_leftovers(commit_log: CommitLog, *, now_ms: int, grace_s: float) -> di
     return out
 
 
-def _free_first(
-    commit_log: CommitLog,
-    snapshot: Snapshot,
-    data: _DataPlan,
-    report: VacuumReport,
-    *,
-    now_ms: int,
-    retention_s: float,
-    max_bytes: int,
-) -> set[str]:
-    """Delete the planned files that commits already in the log made unreachable (and old
-    leftovers), before vacuum commits anything: on a full disk the retention commit fits
+def _free_first(run: _Run, data: _DataPlan, report: VacuumReport) -> set[str]:
+    """Delete the planned files that commits already in the log made unreachable, and old leftovers.
+
+    This runs before vacuum commits anything: on a full disk the retention commit fits
     only after them. Planned as ``_plan_data`` plans on the log as it is, and only files
-    the whole run's plan deletes too, so a dry run still lists exactly what a run deletes."""
+    the whole run's plan deletes too, so a dry run still lists exactly what a run deletes.
+    """
+    commit_log, snapshot = run.commit_log, run.snapshot
     grace_s = TableProperties.of(snapshot.properties).orphan_grace_s
-    now = set(_plan_files(commit_log, snapshot, now_ms=now_ms, retention_s=retention_s, grace_s=grace_s).doomed)
+    now = set(_plan_files(commit_log, snapshot, now_ms=run.now, retention_s=run.retention_s, grace_s=grace_s).doomed)
     early = [p for p in data.doomed if p in now]
-    for batch in batches(early, max_bytes=max_bytes):
+    for batch in batches(early, max_bytes=run.max_bytes):
         commit_log.io.delete(batch)
         report.batches += 1
         report.files.extend(batch)
@@ -403,8 +556,10 @@ def _free_first(
 def _full_after_freeing(
     commit_log: CommitLog, exc: StorageFullError, report: VacuumReport, *, now_ms: int, retention_s: float, plan: GCPlan | None
 ) -> StorageFullError:
-    """The retention commit does not fit even after ``_free_first``: run the GC pass,
-    which only deletes, and say what was freed and what to do."""
+    """The error for a retention commit that does not fit even after ``_free_first``.
+
+    The GC pass, which only deletes, runs first; the error says what was freed and what to do.
+    """
     gc = collect_garbage(commit_log, now_ms=now_ms, retention_s=retention_s, plan=plan)
     freed = report.bytes + gc.bytes_freed
     n = len(report.files) + len(gc.deleted)
@@ -418,9 +573,11 @@ def _full_after_freeing(
 
 
 def _spare_writes_in_flight(io: FileIO, batch: list[str], *, now_ms: int) -> list[str]:
-    """``batch`` without files a write intent taken since the plan covers: a restore names
-    files that existed before its intent (the plan already spares every file written under
-    an intent, which exists before its files do)."""
+    """``batch`` without files a write intent taken since the plan covers.
+
+    A restore names files that existed before its intent (the plan already spares every file written under
+    an intent, which exists before its files do).
+    """
     intents = write_intents.scan_intents(io, now_ms=now_ms)
     return [p for p in batch if not intents.protects(p)]
 

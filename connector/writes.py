@@ -34,7 +34,7 @@ from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, Segme
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.storage import open_file_io
+from mvtable.storage import FileIO, open_file_io
 
 from . import recovery, write_intents
 from .casting import cast_columns
@@ -118,7 +118,9 @@ def begin_write(
     owner: PushOwner | None = None,
     take_intent: bool | None = None,
 ) -> WritePlan:
-    """``pin=False`` plans without pinning the read version: for a streaming writer, which
+    """Plan a write on the driver: check it against the table, then pin, take an intent, start a push.
+
+    ``pin=False`` plans without pinning the read version: for a streaming writer, which
     plans again in every process Spark runs it in and commits against the newest snapshot.
     ``primary_key`` sets the key of a table this write creates; on an existing table it may
     only repeat the table's key. ``snapshot`` is the newest snapshot when the caller holds
@@ -126,88 +128,219 @@ def begin_write(
     (``recovery.start_push``): ``owner`` is who runs it, this process by default (a Spark
     planner passes the driver JVM). ``take_intent`` (default: ``pin``) takes the write
     intent the files are named after, owned by ``owner`` too (``write_intents``); a
-    streaming writer plans without one, a write of no files needs none."""
-    if mode not in (APPEND, OVERWRITE):
-        raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
+    streaming writer plans without one, a write of no files needs none.
+
+    Raises:
+        InvalidOptionError: an unknown mode, options that do not go together, properties or a
+            primary key on an existing table.
+        SchemaMismatchError: the data does not fit the table's schema, or a new table's columns are reserved.
+        KeyColumnMissingError: a key column is missing from the data.
+        KeyTypeMismatchError: a key column's type differs from the table's.
+        UnsupportedKeyTypeError: a new table's key column has a type keys cannot have.
+    """
+    _check_mode(mode)
     consistent_push = checks.flag(consistent_push, name="consistent_push")
     publish = checks.flag(publish, name="publish")
     properties = property_strings(properties)
-    if consistent_push and mode != OVERWRITE:
-        raise InvalidOptionError("consistentPush replaces the table's snapshot: use it with mode('overwrite')")
-    if not publish and not consistent_push:
-        raise InvalidOptionError("publish=false stages a consistent push: it needs consistentPush=true")
+    _check_push_options(consistent_push=consistent_push, publish=publish, mode=mode)
     io = open_file_io(uri, storage_options)
     clog = open_log(io)
     if snapshot is None:
         snapshot = load_snapshot(clog)
-    create: MetadataAction | None = None
     if snapshot.exists:
-        if properties:
-            raise InvalidOptionError(f"table properties {sorted(properties)} can only be set when the table is created")
-        if snapshot.primary_key:
-            check_key_schema(schema_from_json(snapshot.table_schema), snapshot.primary_key, incoming)
-        check_write_schema(snapshot.table_schema, incoming)
-        if primary_key and not same_key(primary_key, snapshot.primary_key):
-            have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
-            raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
-        table_schema = snapshot.table_schema
-        props = TableProperties.of(snapshot.properties)
-        key = snapshot.primary_key
+        target = _existing_table(snapshot, incoming, properties=properties, primary_key=primary_key)
     else:
-        check_new_table_columns(incoming)
-        table_schema = schema_to_json(incoming)
-        props = TableProperties.of(snapshot.properties, properties)
-        key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
-        create = MetadataAction(
-            table_id=uuid.uuid4().hex,
-            table_schema=table_schema,
-            properties=dict(properties or {}),
-            primary_key=key or None,
-        )
-    plan = WritePlan(
+        target = _new_table(snapshot, incoming, properties=properties, primary_key=primary_key)
+    plan = _pinned_plan(
+        io,
+        snapshot,
+        target,
+        uri=uri,
+        storage_options=storage_options,
+        mode=mode,
+        consistent_push=consistent_push,
+        publish=publish,
+        pin=pin,
+    )
+    if pin if take_intent is None else take_intent:
+        plan = _with_intent(io, plan, owner=owner)
+    if consistent_push:
+        plan = _start_push(io, clog, snapshot, plan, target, owner=owner)
+    return plan
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a write targets: the table's schema, properties and key, and the table to create if any.
+
+    An existing table fixes all of them; a new one takes them from the write.
+    """
+
+    table_schema: dict[str, Any]
+    props: TableProperties
+    key: tuple[str, ...]
+    create: MetadataAction | None = None
+
+
+def _check_mode(mode: str) -> None:
+    """Refuse a mode other than append and overwrite.
+
+    Checked first, so a typo in the mode is the error a caller sees.
+
+    Raises:
+        InvalidOptionError: an unknown mode.
+    """
+    if mode not in (APPEND, OVERWRITE):
+        raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
+
+
+def _check_push_options(*, consistent_push: bool, publish: bool, mode: str) -> None:
+    """Refuse push options that do not go together.
+
+    A consistent push replaces the snapshot, and only a consistent push can be staged unpublished.
+
+    Raises:
+        InvalidOptionError: ``consistent_push`` without overwrite, or ``publish=False`` without a push.
+    """
+    if consistent_push and mode != OVERWRITE:
+        raise InvalidOptionError("consistentPush replaces the table's snapshot: use it with mode('overwrite')")
+    if not publish and not consistent_push:
+        raise InvalidOptionError("publish=false stages a consistent push: it needs consistentPush=true")
+
+
+def _existing_table(
+    snapshot: Snapshot, incoming: pa.Schema, *, properties: dict[str, str], primary_key: Sequence[str] | None
+) -> _Target:
+    """Check a write to an existing table against its schema and key.
+
+    Properties and a primary key belong to the table's creation; a write may only repeat the key.
+
+    Raises:
+        InvalidOptionError: properties, or a primary key other than the table's.
+        SchemaMismatchError: the data does not fit the table's schema.
+        KeyColumnMissingError: a key column is missing from the data.
+        KeyTypeMismatchError: a key column's type differs from the table's.
+    """
+    if properties:
+        raise InvalidOptionError(f"table properties {sorted(properties)} can only be set when the table is created")
+    if snapshot.primary_key:
+        check_key_schema(schema_from_json(snapshot.table_schema), snapshot.primary_key, incoming)
+    check_write_schema(snapshot.table_schema, incoming)
+    if primary_key and not same_key(primary_key, snapshot.primary_key):
+        have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
+        raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
+    return _Target(table_schema=snapshot.table_schema, props=TableProperties.of(snapshot.properties), key=snapshot.primary_key)
+
+
+def _new_table(
+    snapshot: Snapshot, incoming: pa.Schema, *, properties: dict[str, str], primary_key: Sequence[str] | None
+) -> _Target:
+    """Plan the table a write creates: its schema from the data, its properties and key from the options.
+
+    The metadata is committed with the write's first commit (or the push's start).
+
+    Raises:
+        SchemaMismatchError: a column name mvtable reserves.
+        KeyColumnMissingError: a key column is not in the data.
+        UnsupportedKeyTypeError: a key column has a type keys cannot have.
+    """
+    check_new_table_columns(incoming)
+    table_schema = schema_to_json(incoming)
+    props = TableProperties.of(snapshot.properties, properties)
+    key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
+    create = MetadataAction(
+        table_id=uuid.uuid4().hex,
+        table_schema=table_schema,
+        properties=dict(properties or {}),
+        primary_key=key or None,
+    )
+    return _Target(table_schema=table_schema, props=props, key=key, create=create)
+
+
+def _pinned_plan(
+    io: FileIO,
+    snapshot: Snapshot,
+    target: _Target,
+    *,
+    uri: str,
+    storage_options: Mapping[str, Any] | None,
+    mode: str,
+    consistent_push: bool,
+    publish: bool,
+    pin: bool,
+) -> WritePlan:
+    """The plan of a write to ``target`` read at ``snapshot``, its read version pinned when asked.
+
+    The pin keeps that version readable until the write ends; a new table has none to pin.
+    """
+    return WritePlan(
         uri=uri,
         storage_options=dict(storage_options or {}),
         mode=mode,
         consistent_push=consistent_push,
         publish=publish,
         read_version=snapshot.version,
-        table_schema=table_schema,
-        row_group_rows=props.rowGroupRows,
-        primary_key=key,
-        dv_inline_max_bytes=props.dvInlineMaxBytes,
-        create=create.model_dump() if create else None,
+        table_schema=target.table_schema,
+        row_group_rows=target.props.rowGroupRows,
+        primary_key=target.key,
+        dv_inline_max_bytes=target.props.dvInlineMaxBytes,
+        create=target.create.model_dump() if target.create else None,
         pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
         read_snapshot=snapshot,
     )
-    if pin if take_intent is None else take_intent:
-        try:
-            intent = write_intents.take(io, operation=mode if not consistent_push else "consistent push", owner=owner)
-        except BaseException:
-            release_pin(plan)
-            raise
-        plan = dataclasses.replace(plan, intent=intent)
-    if consistent_push:
-        entry_id = new_entry_id()
-        lease_ms = props.push_lease_ms
-        try:
-            result = recovery.start_push(
-                clog, snapshot, entry_id=entry_id, owner=owner or recovery.process_owner(), lease_ms=lease_ms, metadata=create
-            )
-        except BaseException:
-            release_pin(plan)
-            write_intents.release(io, plan.intent)
-            raise
-        logger.info("consistent push %s started at version %s", entry_id, result.commit.version)
-        plan = WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None, "lease_ms": lease_ms})
-    return plan
+
+
+def _with_intent(io: FileIO, plan: WritePlan, *, owner: PushOwner | None) -> WritePlan:
+    """``plan`` with the write intent its files are named after; on failure the pin is released.
+
+    The intent keeps vacuum off the write's files until it commits or aborts.
+    """
+    try:
+        intent = write_intents.take(io, operation=plan.mode if not plan.consistent_push else "consistent push", owner=owner)
+    except BaseException:
+        release_pin(plan)
+        raise
+    return dataclasses.replace(plan, intent=intent)
+
+
+def _start_push(
+    io: FileIO, clog: CommitLog, snapshot: Snapshot, plan: WritePlan, target: _Target, *, owner: PushOwner | None
+) -> WritePlan:
+    """Open a consistent push's IN_PROGRESS lineage entry; on failure the pin and intent are released.
+
+    The push's start commit creates a new table, so the plan no longer does.
+    """
+    entry_id = new_entry_id()
+    lease_ms = target.props.push_lease_ms
+    try:
+        result = recovery.start_push(
+            clog,
+            snapshot,
+            entry_id=entry_id,
+            owner=owner or recovery.process_owner(),
+            lease_ms=lease_ms,
+            metadata=target.create,
+        )
+    except BaseException:
+        release_pin(plan)
+        write_intents.release(io, plan.intent)
+        raise
+    logger.info("consistent push %s started at version %s", entry_id, result.commit.version)
+    return WritePlan(**{**plan.__dict__, "entry_id": entry_id, "create": None, "lease_ms": lease_ms})
 
 
 def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[SegmentFile]:
-    """Executor side: one segment per call (per Spark task). The write intent (and a
+    """Executor side: write one segment per call (per Spark task).
+
+    The write intent (and a
     consistent push's lease) is renewed while the task writes: the planner that took them
     is long gone. A task that finds the intent lapsed stops (``WriteIntentExpiredError``).
     With ``plan.task_intents`` (a streaming batch, planned without side effects) the task
-    takes an intent of its own, which the commit renews and removes."""
+    takes an intent of its own, which the commit renews and removes.
+
+    Raises:
+        WriteIntentExpiredError: the intent lapsed while the task wrote.
+    """
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
     intent, own = plan.intent, None
@@ -239,8 +372,11 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
 
 
 def align(plan: WritePlan, data: pa.Table) -> pa.Table:
-    """``data`` with the table's column order and types (``SchemaMismatchError`` if it
-    cannot have them)."""
+    """``data`` with the table's column order and types.
+
+    Raises:
+        SchemaMismatchError: the data cannot have them.
+    """
     order = check_write_schema(plan.table_schema, data.schema)
     schema = plan.arrow_schema
     if not data.num_rows:
@@ -251,17 +387,26 @@ def align(plan: WritePlan, data: pa.Table) -> pa.Table:
 
 
 def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str], schema: pa.Schema) -> list[Any]:
-    """``data``'s columns in table order (``order`` names them as the data does), their
-    struct fields named as the table names them, ready for the cast to ``schema``."""
+    """``data``'s columns in table order, ready for the cast to ``schema``.
+
+    ``order`` names them as the data does; their struct fields get the table's names.
+    """
     return [with_table_names(data.column(n), f.type) for n, f in zip(order, schema)]
 
 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:
-    """The one commit of a write. On a keyed table ``keys`` are the keys the segments hold
+    """The one commit of a write.
+
+    On a keyed table ``keys`` are the keys the segments hold
     (read back from the segments when not given); the commit records their filter and
     fails with ``DuplicateKeyError`` if a concurrent commit made one of them visible. The
     write intent is renewed first (``WriteIntentExpiredError`` if it lapsed: its files may
-    be gone) and while the commit runs, and removed once it landed."""
+    be gone) and while the commit runs, and removed once it landed.
+
+    Raises:
+        DuplicateKeyError: a concurrent commit made one of the keys visible.
+        WriteIntentExpiredError: the intent lapsed, so the write's files may be gone.
+    """
     clog = plan.commit_log()
     with write_intents.keep(clog.io, plan.intent):
         try:
@@ -337,8 +482,11 @@ def table_exists_message(uri: str, version: int) -> str:
 
 
 def read_snapshot(clog: CommitLog, plan: WritePlan) -> Snapshot:
-    """The snapshot the write planned against: the one ``begin_write`` kept, when this is
-    the process that called it and it is the same table, else read back from the log."""
+    """The snapshot the write planned against.
+
+    The one ``begin_write`` kept, when this is the process that called it and it is the
+    same table, else read back from the log.
+    """
     kept = plan.read_snapshot
     if kept is not None and kept.version == plan.read_version:
         return kept
@@ -351,9 +499,11 @@ def release_pin(plan: WritePlan) -> None:
 
 
 def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> bool:
-    """Whether a commit after the plan's read version names any of ``segments``: Spark calls
-    ``abort()`` even after a ``commit()`` that failed late, and a landed commit must keep
-    its files."""
+    """Whether a commit after the plan's read version names any of ``segments``.
+
+    Spark calls ``abort()`` even after a ``commit()`` that failed late, and a landed commit
+    must keep its files.
+    """
     ids = {s.id for s in segments}
     if not ids:
         return False
@@ -412,8 +562,11 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
 
 
 def _give_up_push(clog: CommitLog, plan: WritePlan) -> None:
-    """Mark the plan's push given up: the writer stops here, and whether its end landed is
-    unknown; an entry that did complete ignores the marker."""
+    """Mark the plan's push given up.
+
+    The writer stops here, and whether its end landed is unknown; an entry that did
+    complete ignores the marker.
+    """
     if plan.entry_id is not None:
         recovery.give_up(clog.io, plan.entry_id)
 

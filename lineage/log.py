@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mvtable import faults
@@ -108,9 +108,11 @@ def writer_identity() -> str:
 
 
 def commit_fsync(snapshot: Snapshot) -> bool:
-    """Whether the table's commit files are flushed to disk before they count (table
-    property ``commitDurability``; a bad value, which the table refuses on create, falls
-    back to the safe default)."""
+    """Whether the table's commit files are flushed to disk before they count.
+
+    Table property ``commitDurability``; a bad value, which the table refuses on create,
+    falls back to the safe default.
+    """
     return TableProperties.tolerant(snapshot.properties)[0].commit_fsync
 
 
@@ -142,11 +144,14 @@ class CommitLog:
 
     # -- reading -------------------------------------------------------------------------
     def listing(self) -> Listing:
-        """The versions the log holds, settled: a listing whose missing versions GC cannot
+        """The versions the log holds, settled.
+
+        A listing whose missing versions GC cannot
         explain (``log_listing.unsettled_runs``: it raced a writer, or files are lost) is
         taken again, and what is still missing then is read forward directly from the
         first missing version. Versions still absent after that are ``Listing.gaps``.
-        A log GC alone has cut costs one listing, as before."""
+        A log GC alone has cut costs one listing, as before.
+        """
         listing = self.raw_listing()
         for _ in range(LISTING_LOOKS - 1):
             unsettled = unsettled_runs(listing)
@@ -160,9 +165,11 @@ class CommitLog:
         return self._read_forward(listing, unsettled) if unsettled else listing
 
     def _read_forward(self, listing: Listing, missing: Sequence[tuple[int, int]]) -> Listing:
-        """``listing`` with the commits of the ``missing`` runs that a direct read finds,
-        read forward from the first of each run (commits are created in order, so the
-        first absent one ends the run); what stays absent is ``Listing.gaps``."""
+        """``listing`` with the commits of the ``missing`` runs that a direct read finds.
+
+        Each run is read forward from its first version (commits are created in order, so
+        the first absent one ends the run); what stays absent is ``Listing.gaps``.
+        """
         found: list[int] = []
         gaps: list[tuple[int, int]] = []
         for first, last in missing:
@@ -177,10 +184,11 @@ class CommitLog:
         return Listing(sorted({*listing.commits, *found}), listing.checkpoints, tuple(gaps))
 
     def raw_listing(self) -> Listing:
-        """One listing of the log's names as the store returns it, unsettled (``listing``
-        settles it). Only names are needed, so a store that can list
-        names without per-file metadata (``list_names``; local disk skips a stat per file)
-        is asked for those: a 10,000-version log lists in milliseconds."""
+        """One listing of the log's names as the store returns it, unsettled (``listing`` settles it).
+
+        Only names are needed, so a store that can list names without per-file metadata
+        (``list_names``; local disk skips a stat per file) is asked for those.
+        """
         list_names = getattr(self.io, "list_names", None)
         names = list_names(LOG_DIR) if list_names is not None else [info.name for info in self.io.list(LOG_DIR)]
         # One regex pass over all names instead of a Python loop per file. ASCII digits
@@ -225,8 +233,11 @@ class CommitLog:
             raise _directory_in_log(self._where(path), f"commit {version}") from None
 
     def read_checkpoint(self, version: int) -> Snapshot:
-        """The snapshot the checkpoint of ``version`` holds, through the process-wide
-        cache of parsed checkpoints (it answers only for the same bytes)."""
+        """The snapshot the checkpoint of ``version`` holds.
+
+        Read through the process-wide cache of parsed checkpoints, which answers only for
+        the same bytes.
+        """
         path, data = self._read_checkpoint_file(version)
         return process_checkpoints().load(
             self.io.uri,
@@ -236,8 +247,10 @@ class CommitLog:
         )
 
     def read_checkpoint_summary(self, version: int, *, full_check: bool = False) -> TableSummary:
-        """GC's view of the checkpoint of ``version`` (no segments, no statistics); see
-        ``checkpoint.read_checkpoint_summary`` for ``full_check``."""
+        """GC's view of the checkpoint of ``version``: no segments, no statistics.
+
+        See ``checkpoint.read_checkpoint_summary`` for ``full_check``.
+        """
         path, data = self._read_checkpoint_file(version)
         return read_checkpoint_summary(data, source=self._where(path), expected_version=version, full_check=full_check)
 
@@ -250,8 +263,9 @@ class CommitLog:
             raise _directory_in_log(self._where(path), f"checkpoint {version}") from None
 
     def snapshot(self, version: int | None = None, *, listing: Listing | None = None) -> Snapshot:
-        """The snapshot at ``version`` (newest when ``None``): newest checkpoint at or before
-        it, plus the commits after the checkpoint.
+        """The snapshot at ``version`` (newest when ``None``).
+
+        Built from the newest checkpoint at or before it, plus the commits after the checkpoint.
 
         Raises:
             TableNotFoundError: the log holds no version.
@@ -271,9 +285,10 @@ class CommitLog:
         return replay((self.read_commit(v) for v in range(start, target + 1)), base=base, in_place=True)
 
     def newest_base(self, target: int, listing: Listing, read: Callable[[int], _Base]) -> _Base | None:
-        """What version ``target`` is rebuilt from: the newest checkpoint at or before it
-        that ``read`` can read (``None``: replay from version 0), once every commit after it
-        is known to be there. The one fallback rule for snapshots and GC's summaries.
+        """What version ``target`` is rebuilt from; ``None``: replay from version 0.
+
+        The newest checkpoint at or before it that ``read`` can read, once every commit after
+        it is known to be there. The one fallback rule for snapshots and GC's summaries.
 
         A commit missing from ``listing`` is never taken for collected on the listing's
         word: while a direct read finds it, the log is listed again; only a file that is
@@ -309,8 +324,10 @@ class CommitLog:
     def _readable_checkpoint(
         self, target: int, listing: Listing, read: Callable[[int], _Base]
     ) -> tuple[_Base | None, Exception | None]:
-        """(the newest checkpoint at or before ``target`` that ``read`` can read, the error
-        of the first newer one it could not)."""
+        """The newest checkpoint at or before ``target`` that ``read`` can read.
+
+        With it, the error of the first newer one it could not read, for the caller to report.
+        """
         skipped: Exception | None = None
         for cp in reversed([c for c in listing.checkpoints if c <= target]):
             try:
@@ -338,8 +355,11 @@ class CommitLog:
         return None
 
     def _gap_error(self, listing: Listing, missing: Sequence[int]) -> CorruptMetadataError:
-        """The error for commits missing in a way GC never leaves them: a stray file after
-        the end of the log when the first commit after the gap cannot be read, else the gap."""
+        """The error for commits missing in a way GC never leaves them.
+
+        A stray file after the end of the log when the first commit after the gap cannot be
+        read, else the gap.
+        """
         first, last = runs(missing)[0]
         after = next((c for c in listing.commits if c > last), None)
         readable = (
@@ -405,8 +425,9 @@ class CommitLog:
         checkpoint_interval: int | None = None,
         current: Snapshot | None = None,
     ) -> CommitResult:
-        """Create the next version with the actions ``build`` makes against the newest
-        snapshot. ``build`` raises a ``CommitConflictError`` when what was read no longer
+        """Create the next version with the actions ``build`` makes against the newest snapshot.
+
+        ``build`` raises a ``CommitConflictError`` when what was read no longer
         holds; validation failures that only appear on a newer snapshot are conflicts too.
         ``current`` (a newer snapshot than ``read``, if the caller has one) saves a lost race.
         ``metrics`` and ``parameters`` may be functions, called after ``build`` so they can
@@ -445,85 +466,127 @@ class CommitLog:
         checkpoint_interval: int | None = None,
         current: Snapshot | None = None,
     ) -> CommitResult:
-        """The attempts of ``commit``: build, put, catch up, settle an uncertain put."""
-        txn = uuid.uuid4().hex
+        """The attempts of ``commit``: build, check, put, catch up; settle an uncertain put.
+
+        Each step is a method of its own; what the attempts share is one ``_Attempts``.
+
+        Raises:
+            CommitConflictError: what ``build`` read no longer holds; nothing of ours landed.
+            CommitStateUnknownError: the store never said whether a put of ours landed.
+        """
+        state = _Attempts(txn=uuid.uuid4().hex)
         current = current if current is not None else read
-        uncertain = False  # a put of ours may have landed although the store said it failed
-        pending = False  # a put of ours is in flight, or landed and not yet returned
-        tried: list[int] = []  # versions a put of ours was sent for
-        synced: set[str] = set()  # files flushed by an earlier attempt
         try:
             for attempt in range(1, self.retry.max_attempts + 1):
-                actions = tuple(build(current))
-                candidate = Commit(
-                    version=current.version + 1,
-                    read_version=read.version,
-                    timestamp_ms=max(int(time.time() * 1000), current.timestamp_ms + 1),
-                    operation=operation,
-                    parameters={**((parameters() if callable(parameters) else parameters) or {}), "txn": txn},
-                    writer=writer_identity(),
-                    metrics=dict((metrics() if callable(metrics) else metrics) or {}),
-                    actions=actions,
+                candidate, trial = _candidate(
+                    read, current, txn=state.txn, operation=operation, build=build, parameters=parameters, metrics=metrics
                 )
-                trial = current.copy()
-                try:
-                    apply_commit(trial, candidate)
-                except InvalidLineageTransitionError as exc:
-                    if current.version != read.version:
-                        raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
-                    raise
                 self._require_files(candidate)
-                durable = commit_fsync(trial)
-                if durable:  # what the commit names reaches the disk before the commit does
-                    named = [p for p in files_named(candidate.actions) if p not in synced]
-                    if named:
-                        self.io.sync(named)
-                        synced.update(named)
+                durable = self._sync_named(candidate, trial, state)
                 faults.point(f"commit.{operation}.before_put")
-                tried.append(candidate.version)
-                pending = True
-                try:
-                    mine, unknown = self._put(candidate, txn, durable=durable)
-                except CommitStateUnknownError:
-                    raise
-                except Exception:
-                    pending = False  # the store refused the put (s3: 403, no bucket; disk: an OSError)
-                    raise
-                uncertain = uncertain or unknown
-                pending = mine is not None
-                if mine is not None and mine is candidate and self._landed_in_hole(candidate):
-                    pending = False  # withdrawn
+                mine = self._put_attempt(candidate, state, durable=durable)
+                if mine is candidate and self._landed_in_hole(candidate):
+                    state.pending = False  # withdrawn
                     current = self.snapshot()  # we were behind a log cut: start from the newest
                     continue
                 if mine is not None:
-                    if mine is not candidate:  # an earlier attempt of ours landed late, at this version
-                        trial = current.copy()
-                        apply_commit(trial, mine)
-                    faults.point(f"commit.{operation}.after_put")
-                    self._maybe_checkpoint(trial, checkpoint_interval)
-                    return CommitResult(mine, trial, attempt)
-                time.sleep(self.retry.delay(attempt))
-                before = current.version
-                current = self.catch_up(current)
-                if uncertain:
-                    for v in range(before + 1, current.version + 1):
-                        winner = self.read_commit(v)
-                        if winner.parameters.get("txn") == txn:
-                            return CommitResult(winner, self.snapshot(v), attempt)
+                    return self._won(
+                        mine, candidate, current, trial, attempt, operation=operation, checkpoint_interval=checkpoint_interval
+                    )
+                current, ours = self._catch_up_after_loss(current, state, attempt)
+                if ours is not None:
+                    return ours
             raise TooManyRetriesError(f"gave up after {self.retry.max_attempts} attempts to commit {operation}")
         except Exception as exc:
-            if not (uncertain or pending):
+            if not state.may_have_landed:
                 raise  # every put of ours was answered: none of them landed
-            settled = self._settle(txn, tried, exc)
+            settled = self._settle(state.txn, state.tried, exc)
             if settled is None:
                 raise
             return settled
 
+    def _sync_named(self, candidate: Commit, trial: Snapshot, state: _Attempts) -> bool:
+        """Flush the files ``candidate`` names, unless an earlier attempt did; whether the put is durable.
+
+        With ``commitFsync`` what the commit names reaches the disk before the commit does.
+        """
+        durable = commit_fsync(trial)
+        if durable:
+            named = [p for p in files_named(candidate.actions) if p not in state.synced]
+            if named:
+                self.io.sync(named)
+                state.synced.update(named)
+        return durable
+
+    def _put_attempt(self, candidate: Commit, state: _Attempts, *, durable: bool) -> Commit | None:
+        """Put ``candidate``; ours at its version if it landed, else ``None``.
+
+        ``state`` records the put as in flight before it is sent, so that an error from here
+        on is settled by reading the log; a put the store refused outright is not in flight.
+
+        Raises:
+            CommitStateUnknownError: the store left the outcome open and reading it back failed.
+        """
+        state.tried.append(candidate.version)
+        state.pending = True
+        try:
+            mine, unknown = self._put(candidate, state.txn, durable=durable)
+        except CommitStateUnknownError:
+            raise
+        except Exception:
+            state.pending = False  # the store refused the put (s3: 403, no bucket; disk: an OSError)
+            raise
+        state.uncertain = state.uncertain or unknown
+        state.pending = mine is not None
+        return mine
+
+    def _won(
+        self,
+        mine: Commit,
+        candidate: Commit,
+        current: Snapshot,
+        trial: Snapshot,
+        attempt: int,
+        *,
+        operation: Operation,
+        checkpoint_interval: int | None,
+    ) -> CommitResult:
+        """The result of a put of ours that landed, checkpointed when it is time.
+
+        ``mine`` is not ``candidate`` when an earlier attempt of ours landed late at this version.
+        """
+        if mine is not candidate:
+            trial = current.copy()
+            apply_commit(trial, mine)
+        faults.point(f"commit.{operation}.after_put")
+        self._maybe_checkpoint(trial, checkpoint_interval)
+        return CommitResult(mine, trial, attempt)
+
+    def _catch_up_after_loss(self, current: Snapshot, state: _Attempts, attempt: int) -> tuple[Snapshot, CommitResult | None]:
+        """Wait, then catch up to the log's newest snapshot; with it, ours if it landed after all.
+
+        Only an uncertain put of ours can be among the new commits, so only then are they read.
+        """
+        time.sleep(self.retry.delay(attempt))
+        before = current.version
+        current = self.catch_up(current)
+        if state.uncertain:
+            for v in range(before + 1, current.version + 1):
+                winner = self.read_commit(v)
+                if winner.parameters.get("txn") == state.txn:
+                    return current, CommitResult(winner, self.snapshot(v), attempt)
+        return current, None
+
     def _settle(self, txn: str, tried: list[int], exc: Exception) -> CommitResult | None:
-        """After ``exc`` ended a commit whose puts (at versions ``tried``) may have landed:
-        read the log for our ``txn``. Ours → the commit stands (returned); every version
-        we tried taken by someone else → nothing of ours can land (``None``: re-raise
-        ``exc``); otherwise ``CommitStateUnknownError`` naming the txn and the version."""
+        """Read the log for our ``txn`` after ``exc`` ended a commit whose puts may have landed.
+
+        ``tried`` are the versions the puts were sent for. Ours → the commit stands
+        (returned); every version we tried taken by someone else → nothing of ours can land
+        (``None``: re-raise ``exc``).
+
+        Raises:
+            CommitStateUnknownError: neither is known yet; it names the txn and the version.
+        """
         first, last = min(tried), max(tried)
         try:
             found = self.find_commit(txn, since=first)
@@ -547,8 +610,9 @@ class CommitLog:
         ) from exc
 
     def find_commit(self, txn: str, *, since: int = 0) -> Commit | None:
-        """The commit whose transaction id (``parameters["txn"]``) is ``txn``, at version
-        ``since`` or later; ``None`` if the log holds none. How the writer of a commit that
+        """The commit whose transaction id (``parameters["txn"]``) is ``txn``, at ``since`` or later.
+
+        ``None`` if the log holds none. How the writer of a commit that
         ended in ``CommitStateUnknownError`` learns whether it landed (the error carries
         both). ``None`` is final once the log has grown past every version the writer tried
         (conditional puts: a version someone else holds cannot become ours).
@@ -570,10 +634,15 @@ class CommitLog:
         return result
 
     def _require_files(self, commit: Commit) -> None:
-        """Refuse a commit naming a file that is gone (``CommitFilesMissingError``): its new
-        segments and DV files, looked up one by one (in parallel when there are many), at
+        """Refuse a commit naming a file that is gone.
+
+        The files are its new segments and DV files, looked up one by one (in parallel when there are many), at
         every attempt. What keeps them there from this check to the put is the writer's
-        write intent: vacuum never takes a file a live intent covers."""
+        write intent: vacuum never takes a file a live intent covers.
+
+        Raises:
+            CommitFilesMissingError: a file the commit names is gone.
+        """
         paths = files_named(commit.actions) if self.check_files else []
         if not paths:
             return
@@ -592,8 +661,10 @@ class CommitLog:
             )
 
     def _put(self, commit: Commit, txn: str, *, durable: bool) -> tuple[Commit | None, bool]:
-        """(our commit at ``commit.version`` if it landed else ``None``, whether the store
-        left the outcome open)."""
+        """Put ``commit``: ours at its version if it landed else ``None``, and whether the store left that open.
+
+        An uncertain answer is looked up before giving up: the file is ours, someone else's, or absent.
+        """
         path = commit_path(commit.version)
         try:
             return (commit if self.io.put_if_absent(path, commit.to_json_bytes(), durable=durable) else None), False
@@ -612,10 +683,12 @@ class CommitLog:
             return (existing if existing.parameters.get("txn") == txn else None), True
 
     def _landed_in_hole(self, commit: Commit) -> bool:
-        """Whether our put succeeded only because GC had removed an older commit file of the
-        same version (our snapshot was behind a log cut). GC deletes the log oldest-first, so
+        """Whether our put succeeded only because GC had removed an older commit file of the same version.
+
+        Our snapshot was behind a log cut. GC deletes the log oldest-first, so
         while our parent's file exists there is no hole; otherwise the checkpoint covering
-        our version tells whose commit that version really was. Ours is then withdrawn."""
+        our version tells whose commit that version really was. Ours is then withdrawn.
+        """
         v = commit.version
         if v == 0 or self.io.exists(commit_path(v - 1)):
             return False
@@ -658,9 +731,71 @@ class CommitLog:
         return f"{self.io.uri}/{path}"
 
 
+@dataclass
+class _Attempts:
+    """What the attempts of one commit have sent so far.
+
+    After an error it tells whether a put of ours may have landed, which only reading the
+    log for ``txn`` can settle.
+    """
+
+    txn: str
+    uncertain: bool = False  # a put of ours may have landed although the store said it failed
+    pending: bool = False  # a put of ours is in flight, or landed and not yet returned
+    tried: list[int] = field(default_factory=list)  # versions a put of ours was sent for
+    synced: set[str] = field(default_factory=set)  # files flushed by an earlier attempt
+
+    @property
+    def may_have_landed(self) -> bool:
+        """Whether a put of ours may be in the log although no answer said so."""
+        return self.uncertain or self.pending
+
+
+def _candidate(
+    read: Snapshot,
+    current: Snapshot,
+    *,
+    txn: str,
+    operation: Operation,
+    build: Builder,
+    parameters: dict[str, Any] | Callable[[], dict[str, Any]] | None,
+    metrics: Mapping[str, float | int] | Callable[[], Mapping[str, float | int]] | None,
+) -> tuple[Commit, Snapshot]:
+    """The commit ``build`` makes on ``current``, and the snapshot it leads to.
+
+    Applying it here checks the lineage transitions before anything is put; one that fails
+    only on a snapshot newer than ``read`` is a conflict with the commits in between.
+
+    Raises:
+        ConcurrentLineageError: the transition fails because of commits after ``read``.
+        InvalidLineageTransitionError: the transition fails on what was read.
+    """
+    actions = tuple(build(current))  # first: parameters and metrics may report what it did
+    candidate = Commit(
+        version=current.version + 1,
+        read_version=read.version,
+        timestamp_ms=max(int(time.time() * 1000), current.timestamp_ms + 1),
+        operation=operation,
+        parameters={**((parameters() if callable(parameters) else parameters) or {}), "txn": txn},
+        writer=writer_identity(),
+        metrics=dict((metrics() if callable(metrics) else metrics) or {}),
+        actions=actions,
+    )
+    trial = current.copy()
+    try:
+        apply_commit(trial, candidate)
+    except InvalidLineageTransitionError as exc:
+        if current.version != read.version:
+            raise ConcurrentLineageError(f"{exc} (after concurrent commits up to version {current.version})") from exc
+        raise
+    return candidate, trial
+
+
 def _undecodable(exc: CorruptMetadataError, version: int) -> CorruptMetadataError:
-    """A commit that does not decode, with what to do about it. Subclasses (unsafe paths,
-    unknown formats) keep their own type and message."""
+    """A commit that does not decode, with what to do about it.
+
+    Subclasses (unsafe paths, unknown formats) keep their own type and message.
+    """
     if type(exc) is not CorruptMetadataError:
         return exc
     return CorruptCommitError(
