@@ -33,10 +33,11 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def register(spark: Any, *, filter_pushdown: bool = False) -> None:
-    """Register the ``mvtable`` data source and the SQL procedures with ``spark``, and add
-    mvtable's jar to it, so batch reads through ``format("mvtable")`` and ``USING mvtable``
-    run on Spark's own Parquet scan (``spark.native_plan``; where the jar cannot be built or
-    added, the Python source serves them, and a log line says why).
+    """Register the ``mvtable`` data source and the SQL procedures, and add mvtable's jar.
+
+    With the jar, batch reads through ``format("mvtable")`` and ``USING mvtable`` run on
+    Spark's own Parquet scan (``spark.native_plan``); where the jar cannot be built or added,
+    the Python source serves them, and a log line says why.
 
     ``filter_pushdown=True`` also turns on Spark's filter pushdown for Python data sources
     (``PUSHDOWN_CONF``) for this session, and logs a warning that says why it is off by

@@ -30,21 +30,23 @@ def ensure_registered(spark: Any) -> None:
 
 
 def attach_native_scan(spark: Any) -> bool:
-    """Add mvtable's jar to ``spark`` (built on first use), so that batch reads through
-    ``format("mvtable")`` and ``USING mvtable`` run on Spark's own Parquet scan
-    (``native_plan``). The Python source must be registered first: with the jar loaded,
-    Spark's registration check finds ``mvtable.DefaultSource`` and refuses the name.
-    ``False`` (the reason logged once): reads go through the Python source."""
+    """Add mvtable's jar to ``spark`` (built on first use); ``False`` when it cannot be added.
+
+    With the jar, batch reads through ``format("mvtable")`` and ``USING mvtable`` run on
+    Spark's own Parquet scan (``native_plan``). The Python source must be registered first:
+    with the jar loaded, Spark's registration check finds ``mvtable.DefaultSource`` and
+    refuses the name. On ``False`` (the reason logged once) reads go through the Python source."""
     from .native_plan import attach_jar
 
     return attach_jar(spark)
 
 
 def _register_python_source(spark: Any, source: type[DataSource]) -> None:
-    """``spark.dataSource.register(source)``; where the jar came with the session
-    (``spark.jars``, ``--jars``), Spark's name check finds ``mvtable.DefaultSource`` and
-    raises DATA_SOURCE_ALREADY_EXISTS, so the source goes straight into the session's
-    DataSourceManager, as that call does after its check."""
+    """Register the Python source as ``spark.dataSource.register(source)`` does.
+
+    Where the jar came with the session (``spark.jars``, ``--jars``), Spark's name check finds
+    ``mvtable.DefaultSource`` and raises DATA_SOURCE_ALREADY_EXISTS, so the source goes
+    straight into the session's DataSourceManager, as that call does after its check."""
     try:
         spark.dataSource.register(source)
     except Exception as exc:

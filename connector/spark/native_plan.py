@@ -45,6 +45,7 @@ from mvtable.lineage.snapshot import Snapshot
 from ..options import ReadOptions, option_names
 from ..pinning import PinnedSnapshot, pin_ttl_s
 from ..scan import staged_segments
+from ..segments import check_footers
 from . import native_jvm
 
 if TYPE_CHECKING:
@@ -76,8 +77,9 @@ def _names(fields: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class PlannedFile:
-    """One segment file as Spark's Hadoop file systems name it, and its deletion vector's
-    line for ``MaskedParquetFileFormat`` (``None``: nothing deleted in it)."""
+    """One segment file as Spark's Hadoop file systems name it, with its deletion vector.
+
+    ``dv`` is the vector's line for ``MaskedParquetFileFormat`` (``None``: nothing deleted in it)."""
 
     path: str
     size: int
@@ -88,16 +90,18 @@ class PlannedFile:
 
 @dataclass(frozen=True)
 class JvmRequest:
-    """What the JVM asked the source for besides a schema: the scan plan, or the renewal
-    of the pin a plan holds (``renew``: ``"<version>:<pin id>"``)."""
+    """What the JVM asked the source for besides a schema.
+
+    That is the scan plan, or the renewal of the pin a plan holds (``renew``: ``"<version>:<pin id>"``)."""
 
     plan: bool = False
     renew: str | None = None
 
 
 def take_jvm_options(options: Mapping[str, Any]) -> tuple[Any, JvmRequest]:
-    """``options`` without the JVM's internal options, and what they asked: they are not
-    read options, and read options refuse unknown names."""
+    """``options`` without the JVM's internal options, and what those asked for.
+
+    They are not read options, and read options refuse unknown names."""
     internal = {PLAN_OPTION.lower(), RENEW_OPTION.lower()}
     found = {k.lower(): v for k, v in options.items() if k.lower() in internal}
     if not found:
@@ -111,8 +115,9 @@ def take_jvm_options(options: Mapping[str, Any]) -> tuple[Any, JvmRequest]:
 
 
 def renewed(opts: ReadOptions, token: str) -> StructType:
-    """Renew the pin of a native read (``token``: ``"<version>:<pin id>"``) for ``pinTtl``
-    more, pinning the version again if the pin expired while it is still whole (else the
+    """Renew the pin of a native read (``token``: ``"<version>:<pin id>"``) for ``pinTtl`` more.
+
+    It pins the version again if the pin expired while it is still whole (else the
     ``PinExpiredError`` / ``NotFoundError`` a Python read would raise); the schema carries
     the pin that now holds the version. The JVM asks while the DataFrame or view is queried,
     once half of ``pinTtl`` has passed, as the Python reader's tasks renew theirs."""
@@ -173,8 +178,9 @@ def decline_reason(opts: ReadOptions, *, uri: str) -> str | None:
 
 
 def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | None) -> StructType:
-    """``schema`` with the scan plan (or the reason there is none) in its first field's
-    metadata. ``pinned`` is the read's pinned snapshot (``None`` for a change feed)."""
+    """``schema`` with the scan plan (or the reason there is none) in its first field's metadata.
+
+    ``pinned`` is the read's pinned snapshot (``None`` for a change feed)."""
     uri = pinned.io.uri if pinned is not None else opts.path
     reason = "the table has no columns" if not schema.fields else decline_reason(opts, uri=uri)
     if reason is not None or pinned is None:
@@ -185,6 +191,7 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         segments = scan_segments(snapshot, opts.lineage_entry)
     except MvTableError as exc:  # a bad lineageEntry: the Python source raises it where it always has
         return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": f"the scan cannot be planned: {exc}"})
+    check_footers(pinned.io, [seg.file for seg in segments])  # Spark checks the pages (below), not the footers
     files = planned_files(snapshot, segments, root=root)
     plan = {
         "protocol": PROTOCOL,
@@ -210,7 +217,8 @@ def _attach(schema: StructType, plan: dict[str, Any]) -> StructType:
 
 
 def attach_jar(spark: Any) -> bool:
-    """Make ``format("mvtable")`` in ``spark`` use the native scan where it can: the jar is
-    added to the running session (built on first use). ``False`` (the reason logged once):
-    every read goes through the Python source."""
+    """Make ``format("mvtable")`` in ``spark`` use the native scan where it can.
+
+    The jar is added to the running session (built on first use). ``False`` (the reason
+    logged once): every read goes through the Python source."""
     return native_jvm.available(spark)

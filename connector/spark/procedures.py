@@ -359,8 +359,9 @@ class VacuumProcedure:
 
 
 class GCProcedure:
-    """``mvtable_gc(table [, dry_run, options, force])``: visibility GC (``force`` for a table
-    whose orphanGracePeriod is below the safe minimum)."""
+    """``mvtable_gc(table [, dry_run, options, force])``: visibility GC.
+
+    ``force`` is for a table whose orphanGracePeriod is below the safe minimum."""
 
     def eval(self, table: str, dry_run: bool = False, options: str | None = None, force: bool = False) -> Iterator[tuple]:
         name = "mvtable_gc"

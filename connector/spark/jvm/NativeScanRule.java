@@ -149,6 +149,8 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
       dataSchema = dataSchema.add(new StructField(a.name(), a.dataType(), a.nullable(), a.metadata()));
     }
     Map<String, String> options = new HashMap<>();
+    // every page is checked against its CRC, as read_native does (Spark trusts footers: Python checked them)
+    options.put("parquet.page.verify-checksum.enabled", "true");
     FileFormat format;
     AttributeReference mask = null;
     if (plan.anyDeletes() || plan.rowAddress) {
