@@ -156,7 +156,7 @@ def _story(spark: Any, path: str, console: Console) -> None:
     report = table.vacuum(retention="0s", force=True, now_ms=later)
     console.print(
         f"dry run listed {len(dry.files)} files, vacuum deleted {len(report.files)} (the same ones: "
-        f"{dry.files == report.files}): replaced and reverted segments, superseded log files; "
+        f"{sorted(dry.files) == sorted(report.files)}): replaced and reverted segments, superseded log files; "
         f"{report.entries_purged} lineage entries cleaned up; the table still reads {count()} rows"
     )
     snap = table.snapshot()
