@@ -123,14 +123,14 @@ def renewed(opts: ReadOptions, token: str) -> StructType:
     once half of ``pinTtl`` has passed, as the Python reader's tasks renew theirs."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from mvtable.lineage.log import CommitLog
     from mvtable.storage import open_file_io
 
     from ..pinning import SnapshotPin, renew
+    from ..post_commit import open_log
 
     version, _, pin_id = token.partition(":")
     io = open_file_io(opts.path, opts.storage_options)
-    pin = renew(io, SnapshotPin(int(version), pin_id), log=CommitLog(io), owner="Spark read")
+    pin = renew(io, SnapshotPin(int(version), pin_id), log=open_log(io), owner="Spark read")
     doc = {"protocol": PROTOCOL, "renewed": True, "version": pin.version, "pinId": pin.pin_id}
     return StructType([StructField("renewed", StringType(), True, {PLAN_KEY: json.dumps(doc)})])
 

@@ -16,6 +16,7 @@ from mvtable.connector import Table
 from mvtable.connector.spark import native_jvm, native_mask, read_native
 from mvtable.connector.spark.views import create_view, drop_view
 from mvtable.errors import CorruptSegmentError
+from tests.support.spark_session import PYTHON_ROUTE, spark_conf
 
 from .conftest import orders
 
@@ -64,7 +65,13 @@ def _fails_naming_a_file(run, names: list[str]) -> str:
 
 def test_the_data_source_refuses_a_damaged_page(spark, damaged):
     t, names, _ = damaged
+    # the native route: Spark's Parquet reader checks the page CRC (the footers were checked at load)
     text = _fails_naming_a_file(lambda: spark.read.format("mvtable").load(t.uri).collect(), names)
+    assert "checksum" in text.lower() or "crc" in text.lower(), text[:2000]
+    # the Python route: mvtable's reader checks it, a typed error
+    with spark_conf(spark, PYTHON_ROUTE):
+        df = spark.read.format("mvtable").load(t.uri)
+    text = _fails_naming_a_file(df.collect, names)
     assert "CorruptSegmentError" in text
 
 
