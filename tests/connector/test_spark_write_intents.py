@@ -24,19 +24,22 @@ def test_a_vacuum_while_tasks_write_takes_none_of_their_files(spark, tmp_path):
     seen = str(tmp_path / "vacuumed")
 
     def vacuum_midway(batches):
-        # Upstream of the mvtable writer: after the first batch went on, wait until a
-        # task's segment is being written, then vacuum (0 s grace, forced) as another job
-        # on the table would, and go on.
-        for i, batch in enumerate(batches):
-            if i == 1:
-                deadline = time.time() + 20
-                while time.time() < deadline and not (set(os.listdir(data)) - before):
-                    time.sleep(0.05)
+        # Upstream of the mvtable writer: hand the rows on in small slices and, once a
+        # task's segment shows up in data/, vacuum (0 s grace, forced) as another job on
+        # the table would. Never block waiting for the file: Spark buffers rows between
+        # this stage and the writer, so the file may need more rows before it appears.
+        vacuumed = False
+        for batch in batches:
+            for start in range(0, batch.num_rows, 500):
+                yield batch.slice(start, 500)
                 writing = sorted(set(os.listdir(data)) - before)
+                if vacuumed or not writing:
+                    time.sleep(0.02)
+                    continue
                 report = Table.open(path).vacuum(retention="0s", force=True)
+                vacuumed = True
                 with open(f"{seen}-{os.getpid()}-{time.time_ns()}", "w") as f:
                     f.write(f"{len(writing)} {len(set(writing) & {p.split('/')[-1] for p in report.files})}")
-            yield batch
 
     df = spark.range(0, 40_000, 1, 2).mapInArrow(vacuum_midway, "id long")
     df.write.format("mvtable").mode("append").save(path)
