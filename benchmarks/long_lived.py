@@ -62,15 +62,15 @@ def dv(rows: BitMap64) -> DeletionVectorRef:
 class Workload:
     def __init__(self, uri: str, *, push_every: int, seed: int = 7) -> None:
         self.table = Table.create(uri, schema=pa.schema([("id", pa.int64())]), properties=PROPS)
-        self.log = CommitLog(self.table.io, check_files=False)  # its segments are never written
-        self.current: Snapshot = self.log.snapshot()
+        self.commit_log = CommitLog(self.table.io, check_files=False)  # its segments are never written
+        self.current: Snapshot = self.commit_log.snapshot()
         self.rng = random.Random(seed)
         self.push_every = push_every
         self.deleted: dict[str, BitMap64] = {}
         self.steps = 0
 
     def _commit(self, operation: Operation, build) -> None:  # type: ignore[no-untyped-def]
-        self.current = self.log.commit(read=self.current, operation=operation, build=build).snapshot
+        self.current = self.commit_log.commit(read=self.current, operation=operation, build=build).snapshot
 
     def step(self) -> None:
         self.steps += 1
@@ -91,13 +91,13 @@ class Workload:
 
     def vacuum(self) -> None:
         self.table.vacuum(retention="0s", force=True)
-        self.current = self.log.snapshot()
+        self.current = self.commit_log.snapshot()
         self.deleted = {sid: rows for sid, rows in self.deleted.items() if sid in self.current.segments}
 
 
 def measure(uri: str) -> dict[str, float]:
     t = Table.open(uri)
-    listing = t.log.listing()
+    listing = t.commit_log.listing()
     times = []
     for _ in range(15):
         started = time.perf_counter()

@@ -378,7 +378,7 @@ class _Summaries:
     each is read once however many versions GC looks at."""
 
     def __init__(self, commit_log: CommitLog, listing: Listing) -> None:
-        self.log = commit_log
+        self.commit_log = commit_log
         self.listing = listing
         self._commits: dict[int, CommitSummary] = {}
         self._checkpoints: dict[int, TableSummary] = {}
@@ -387,7 +387,7 @@ class _Summaries:
     def commit(self, version: int) -> CommitSummary:
         found = self._commits.get(version)
         if found is None:
-            found = self._commits[version] = self.log.read_commit_summary(version)
+            found = self._commits[version] = self.commit_log.read_commit_summary(version)
         return found
 
     def checkpoint(self, version: int, *, full_check: bool = False) -> TableSummary:
@@ -396,14 +396,14 @@ class _Summaries:
         GC is about to cut the log at or below it."""
         found = self._checkpoints.get(version)
         if found is None or (full_check and version not in self._checked):
-            found = self._checkpoints[version] = self.log.read_checkpoint_summary(version, full_check=full_check)
+            found = self._checkpoints[version] = self.commit_log.read_checkpoint_summary(version, full_check=full_check)
             if full_check:
                 self._checked.add(version)
         return found
 
     def at(self, version: int) -> TableSummary:
         """The summary at ``version``, falling back from unreadable checkpoints as ``CommitLog.snapshot`` does."""
-        base = self.log.newest_base(version, self.listing, self.checkpoint)
+        base = self.commit_log.newest_base(version, self.listing, self.checkpoint)
         state = base.copy() if base is not None else TableSummary()
         for v in range(state.version + 1, version + 1):
             apply_summary(state, self.commit(v))

@@ -98,7 +98,7 @@ def pin_ttl_s(ttl_s: float | None = None) -> float:
     return connector_settings().pin_ttl_s if ttl_s is None else float(ttl_s)
 
 
-def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: Any = None) -> int | None:
+def resolve_version(commit_log: CommitLog, *, version: int | None = None, timestamp: Any = None) -> int | None:
     """The version a read asks for.
 
     ``version``, the newest at or before ``timestamp``, or ``None`` (the newest, resolved when the
@@ -109,7 +109,7 @@ def resolve_version(log: CommitLog, *, version: int | None = None, timestamp: An
     if version is not None and timestamp is not None:
         raise InvalidOptionError("give a version or a timestamp, not both")
     if timestamp is not None:
-        return log.version_at(parse_timestamp_ms(timestamp))
+        return commit_log.version_at(parse_timestamp_ms(timestamp))
     return None if version is None else checks.version(version)
 
 
@@ -119,9 +119,9 @@ class PinnedSnapshot:
     A context manager: the pin is released when the block ends (``release`` may also be called
     directly, twice is fine). Without ``release`` the pin expires after its ttl."""
 
-    def __init__(self, io: FileIO, log: CommitLog, snapshot: Snapshot, pin: SnapshotPin, *, owner: str) -> None:
+    def __init__(self, io: FileIO, commit_log: CommitLog, snapshot: Snapshot, pin: SnapshotPin, *, owner: str) -> None:
         self.io = io
-        self.log = log
+        self.commit_log = commit_log
         self.snapshot = snapshot
         self.pin: SnapshotPin = pin
         self.owner = owner
@@ -142,10 +142,10 @@ class PinnedSnapshot:
         Extend the pin, or pin again (checking the version is still readable) if it was released or
         expired."""
         if self.released:
-            self.pin = _repin(self.io, self.log, self.version, ttl_s=ttl_s, owner=self.owner)
+            self.pin = _repin(self.io, self.commit_log, self.version, ttl_s=ttl_s, owner=self.owner)
             self.released = False
         else:
-            self.pin = renew(self.io, self.pin, log=self.log, ttl_s=ttl_s, owner=self.owner)
+            self.pin = renew(self.io, self.pin, commit_log=self.commit_log, ttl_s=ttl_s, owner=self.owner)
 
     def __enter__(self) -> PinnedSnapshot:
         return self
@@ -160,7 +160,7 @@ class PinnedSnapshot:
 
 def pin_snapshot(
     io: FileIO,
-    log: CommitLog,
+    commit_log: CommitLog,
     *,
     version: int | None = None,
     timestamp: Any = None,
@@ -183,24 +183,24 @@ def pin_snapshot(
     if snapshot is not None:
         if version is not None or timestamp is not None:
             raise InvalidOptionError("pin a snapshot already read, or a version/timestamp, not both")
-        return PinnedSnapshot(io, log, snapshot, pin_version(io, snapshot.version, ttl_s=ttl, owner=owner), owner=owner)
-    wanted = resolve_version(log, version=version, timestamp=timestamp)
+        return PinnedSnapshot(io, commit_log, snapshot, pin_version(io, snapshot.version, ttl_s=ttl, owner=owner), owner=owner)
+    wanted = resolve_version(commit_log, version=version, timestamp=timestamp)
     if wanted is None:
-        read = log.snapshot()  # the newest: safe to pin after reading
+        read = commit_log.snapshot()  # the newest: safe to pin after reading
         pin_id = try_pin(io, read.version, ttl_s=ttl, owner=label)
-        return PinnedSnapshot(io, log, read, SnapshotPin(read.version, pin_id), owner=owner)
+        return PinnedSnapshot(io, commit_log, read, SnapshotPin(read.version, pin_id), owner=owner)
     if wanted < 0:
         raise VersionNotFoundError(f"version {wanted} does not exist; versions start at 0")
     pin_id = try_pin(io, wanted, ttl_s=ttl, owner=label)
     try:
-        listing = log.listing()  # after the pin: GC planning from now on sees it
-        read = log.snapshot(wanted, listing=listing)
+        listing = commit_log.listing()  # after the pin: GC planning from now on sees it
+        read = commit_log.snapshot(wanted, listing=listing)
         if wanted < listing.latest:
             check_files(io, read)
     except BaseException:
         _release_id(io, pin_id)
         raise
-    return PinnedSnapshot(io, log, read, SnapshotPin(wanted, pin_id), owner=owner)
+    return PinnedSnapshot(io, commit_log, read, SnapshotPin(wanted, pin_id), owner=owner)
 
 
 def pin_version(io: FileIO, version: int, *, ttl_s: float | None = None, owner: str = "reader") -> SnapshotPin:
@@ -238,7 +238,7 @@ def _release_id(io: FileIO, pin_id: str) -> None:
 
 
 def renew(
-    io: FileIO, pin: SnapshotPin, *, log: CommitLog | None = None, ttl_s: float | None = None, owner: str = "reader"
+    io: FileIO, pin: SnapshotPin, *, commit_log: CommitLog | None = None, ttl_s: float | None = None, owner: str = "reader"
 ) -> SnapshotPin:
     """Extend ``pin`` by ``ttl_s`` (default ``pinTtl``).
 
@@ -257,9 +257,9 @@ def renew(
         logger.warning("could not extend the pin of version %s of %s: %s", pin.version, io.uri, exc)
         return pin
     except (PinExpiredError, PinNotFoundError) as exc:
-        if log is None:
+        if commit_log is None:
             raise PinExpiredError(f"the pin of version {pin.version} is gone ({exc}); read the table again") from exc
-        return _repin(io, log, pin.version, ttl_s=ttl_s, owner=owner)
+        return _repin(io, commit_log, pin.version, ttl_s=ttl_s, owner=owner)
 
 
 # This process's renewals of pins planned elsewhere: pin id → (when, the pin now holding the
@@ -269,7 +269,7 @@ _RENEWED_MAX = 1024
 
 
 def renew_when_due(
-    io: FileIO, pin: SnapshotPin, *, renewed_at: float, log: CommitLog, now: float | None = None, owner: str = "reader"
+    io: FileIO, pin: SnapshotPin, *, renewed_at: float, commit_log: CommitLog, now: float | None = None, owner: str = "reader"
 ) -> SnapshotPin:
     """The pin to read ``pin``'s version under, renewed (``renew``) once half of ``pinTtl`` has passed.
 
@@ -283,17 +283,17 @@ def renew_when_due(
     last, current = _RENEWED.get(pin.pin_id, (renewed_at, pin))
     if now - max(last, renewed_at) < pin_ttl_s() / 2:
         return current
-    current = renew(io, current, log=log, owner=owner)
+    current = renew(io, current, commit_log=commit_log, owner=owner)
     _RENEWED[pin.pin_id] = (now, current)
     while len(_RENEWED) > _RENEWED_MAX:
         _RENEWED.pop(next(iter(_RENEWED)))
     return current
 
 
-def _repin(io: FileIO, log: CommitLog, version: int, *, ttl_s: float | None, owner: str) -> SnapshotPin:
+def _repin(io: FileIO, commit_log: CommitLog, version: int, *, ttl_s: float | None, owner: str) -> SnapshotPin:
     pin_id = try_pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})")
     try:
-        check_files(io, log.snapshot(version))
+        check_files(io, commit_log.snapshot(version))
     except BaseException:
         _release_id(io, pin_id)
         raise

@@ -71,12 +71,12 @@ class Step:
     run: Callable[[CommitLog, CommitResult], object]
 
 
-def _export_iceberg(log: CommitLog, result: CommitResult) -> None:
-    export_iceberg(log.io, [result.snapshot])
+def _export_iceberg(commit_log: CommitLog, result: CommitResult) -> None:
+    export_iceberg(commit_log.io, [result.snapshot])
 
 
-def _auto_compact(log: CommitLog, result: CommitResult) -> None:
-    compact_touched(log, result.snapshot, touched_segments(result.commit))
+def _auto_compact(commit_log: CommitLog, result: CommitResult) -> None:
+    compact_touched(commit_log, result.snapshot, touched_segments(result.commit))
 
 
 STEPS: tuple[Step, ...] = (
@@ -98,19 +98,19 @@ def steps_for(result: CommitResult) -> list[Step]:
     return [step for step in STEPS if step.applies(props, result)]
 
 
-def run(log: CommitLog, result: CommitResult) -> None:
+def run(commit_log: CommitLog, result: CommitResult) -> None:
     """Run the steps ``result``'s version asks for.
 
     A step that raises is logged and the next one runs: the commit stands whatever a step does."""
     for step in steps_for(result):
         try:
-            step.run(log, result)
+            step.run(commit_log, result)
         except Exception:
             logger.warning(
                 "post-commit step %s failed after version %s of %s; the commit stands",
                 step.name,
                 result.commit.version,
-                log.io.uri,
+                commit_log.io.uri,
                 exc_info=True,
             )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,8 @@ from .table_scan import TableScan
 from .upsert import delete_by_key, require_key, upsert
 
 if TYPE_CHECKING:
+    from mvtable.lineage.log import CommitLog
+
     from .gc import Progress
     from .lifecycle import ActionResult
 
@@ -95,8 +98,18 @@ class Table:
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.io: FileIO = open_file_io(uri, self.storage_options)
-        self.log = open_log(self.io)
+        self.commit_log = open_log(self.io)
         self._seen: Snapshot | None = None  # the newest snapshot this object has seen
+
+    @property
+    def log(self) -> CommitLog:
+        """Deprecated name of ``commit_log``: the table's one commit log."""
+        warnings.warn(
+            "Table.log is deprecated and goes away in the next release; use Table.commit_log",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.commit_log
 
     # -- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -106,7 +119,7 @@ class Table:
         Raises:
             TableNotFoundError: There is no mvtable table at ``uri``."""
         table = cls(uri, storage_options=storage_options)
-        if not table.log.exists():
+        if not table.commit_log.exists():
             raise TableNotFoundError(f"no mvtable table at {uri}; create one with Table.create(uri, schema=…) or a first write")
         return table
 
@@ -135,7 +148,7 @@ class Table:
             )
         exist_ok = checks.flag(exist_ok, name="exist_ok")
         table = cls(uri, storage_options=storage_options)
-        if table.log.exists():
+        if table.commit_log.exists():
             if exist_ok:
                 return table
             raise TableAlreadyExistsError(f"a table exists at {uri} already")
@@ -159,7 +172,7 @@ class Table:
 
         Raises:
             TableNotFoundError: There is no mvtable table at the URI (any more)."""
-        version = self.log.latest_version()
+        version = self.commit_log.latest_version()
         if version < 0:
             raise TableNotFoundError(f"no mvtable table at {self.uri}")
         return version
@@ -174,8 +187,8 @@ class Table:
             VersionNotFoundError: no such version, or none at or before ``timestamp``.
             TableNotFoundError: there is no table at the URI.
         """
-        version = resolve_version(self.log, version=version, timestamp=timestamp)
-        return read_only(self._latest() if version is None else self.log.snapshot(version))
+        version = resolve_version(self.commit_log, version=version, timestamp=timestamp)
+        return read_only(self._latest() if version is None else self.commit_log.snapshot(version))
 
     def pin(
         self, version: int | None = None, *, timestamp: Timestamp | None = None, ttl_s: float | None = None, owner: str = "reader"
@@ -197,8 +210,8 @@ class Table:
     ) -> PinnedSnapshot:
         """``pin`` for this object's own reads: the snapshot itself, never handed out."""
         if version is None and timestamp is None:  # the newest, caught up from the last one seen
-            return pin_snapshot(self.io, self.log, snapshot=self._latest(), ttl_s=ttl_s, owner=owner)
-        return pin_snapshot(self.io, self.log, version=version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
+            return pin_snapshot(self.io, self.commit_log, snapshot=self._latest(), ttl_s=ttl_s, owner=owner)
+        return pin_snapshot(self.io, self.commit_log, version=version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
 
     def _latest_or_empty(self) -> Snapshot:
         try:
@@ -212,7 +225,7 @@ class Table:
         The new commits instead of a checkpoint read per call: reading the checkpoint was a large
         share of a small append."""
         seen = self._seen
-        self._seen = self.log.snapshot() if seen is None else self.log.catch_up(seen)
+        self._seen = self.commit_log.snapshot() if seen is None else self.commit_log.catch_up(seen)
         return self._seen
 
     @property
@@ -281,7 +294,7 @@ class Table:
         out = []
         for item in self._latest().history:
             try:
-                c = self.log.read_commit(item.version)
+                c = self.commit_log.read_commit(item.version)
                 out.append(
                     HistoryEntry(c.version, _utc(c.timestamp_ms), c.operation, dict(c.parameters), dict(c.metrics), c.writer)
                 )
@@ -381,7 +394,7 @@ class Table:
                     )
 
                 if plan.primary_key:  # key errors (nulls …) before the schema cast complains
-                    read = writes.read_snapshot(self.log, plan)
+                    read = writes.read_snapshot(self.commit_log, plan)
                     rows, segments = write_keyed(
                         self.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode is WriteMode.OVERWRITE, write=write
                     )
@@ -450,7 +463,7 @@ class Table:
                     found[sid] = found[sid] | hits if sid in found else hits
             result = commit_deletes(
                 self.io,
-                self.log,
+                self.commit_log,
                 snapshot,
                 found,
                 inline_max_bytes=TableProperties.of(snapshot.properties).dvInlineMaxBytes,
@@ -463,7 +476,7 @@ class Table:
             snapshot = pinned.snapshot
             data = key_data(keys, require_key(snapshot, uri=self.uri, what="delete by key"))
             inline = TableProperties.of(snapshot.properties).dvInlineMaxBytes
-            return delete_by_key(self.io, self.log, snapshot, data, uri=self.uri, inline_max_bytes=inline)
+            return delete_by_key(self.io, self.commit_log, snapshot, data, uri=self.uri, inline_max_bytes=inline)
 
     def delete_rows(
         self,
@@ -478,10 +491,10 @@ class Table:
         unknown addresses, raise and commit nothing (see ``row_positions``)."""
         arrays = row_positions(positions)
         read = read or self._latest()
-        with pin_snapshot(self.io, self.log, snapshot=read, owner="Table.delete_rows"):  # its DVs are merged with ours
+        with pin_snapshot(self.io, self.commit_log, snapshot=read, owner="Table.delete_rows"):  # its DVs are merged with ours
             return commit_deletes(
                 self.io,
-                self.log,
+                self.commit_log,
                 read,
                 arrays,
                 inline_max_bytes=TableProperties.of(read.properties).dvInlineMaxBytes,
@@ -499,15 +512,15 @@ class Table:
         from . import lifecycle
 
         if entry is not None and version is None:
-            return lifecycle.rollback_entry(self.log, entry)
+            return lifecycle.rollback_entry(self.commit_log, entry)
         if version is not None and entry is None:
-            return lifecycle.restore_version(self.log, version)
+            return lifecycle.restore_version(self.commit_log, version)
         raise InvalidOptionError("rollback takes exactly one of entry=… (a lineage entry id) and version=…")
 
     def restore(self, *, version: int) -> ActionResult:
         from . import lifecycle
 
-        return lifecycle.restore_version(self.log, version)
+        return lifecycle.restore_version(self.commit_log, version)
 
     def publish(self, entry: str) -> ActionResult:
         """Complete a staged consistent push (written with ``publish=False``).
@@ -517,7 +530,7 @@ class Table:
                 the push stays staged."""
         from . import lifecycle
 
-        return lifecycle.publish_entry(self.log, entry)
+        return lifecycle.publish_entry(self.commit_log, entry)
 
     # -- maintenance ---------------------------------------------------------------------
     def collect_garbage(
@@ -541,7 +554,7 @@ class Table:
         from .gc import collect_garbage
 
         report = collect_garbage(
-            self.log,
+            self.commit_log,
             dry_run=dry_run,
             time_budget_s=time_budget_s,
             batch_bytes=batch_bytes,
@@ -571,7 +584,7 @@ class Table:
         from .vacuum import vacuum
 
         report = vacuum(
-            self.log,
+            self.commit_log,
             retention=retention,
             dry_run=dry_run,
             force=force,
@@ -587,13 +600,13 @@ class Table:
         """Write Iceberg v3 metadata (``metadata/``) naming this table's own files.
 
         For the newest version, or every version the log can still rebuild. Metadata only."""
-        return export(self.io, self.log, format="iceberg", all_versions=all_versions)
+        return export(self.io, self.commit_log, format="iceberg", all_versions=all_versions)
 
     def export_delta(self, *, all_versions: bool = False) -> ExportResult:
         """Append Delta commits (``_delta_log/``) naming this table's own files.
 
         For the newest version, or every version the log can still rebuild. Metadata only."""
-        return export(self.io, self.log, format="delta", all_versions=all_versions)
+        return export(self.io, self.commit_log, format="delta", all_versions=all_versions)
 
     # -- compaction ----------------------------------------------------------------------
     def compact(
@@ -616,7 +629,7 @@ class Table:
 
         report = compact(
             self.io,
-            self.log,
+            self.commit_log,
             target_file_size=target_file_size,
             min_input_files=min_input_files,
             delete_ratio=delete_ratio,

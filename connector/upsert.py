@@ -109,7 +109,7 @@ def upsert(
 
 def commit_upsert(
     io: FileIO,
-    clog: CommitLog,
+    commit_log: CommitLog,
     *,
     read: Snapshot,
     segments: Sequence[SegmentFile],
@@ -142,7 +142,7 @@ def commit_upsert(
     parameters = {"mode": "upsert", **(parameters or {})}
     result = _commit_deleting(
         io,
-        clog,
+        commit_log,
         read,
         rows,
         deletes,
@@ -156,7 +156,7 @@ def commit_upsert(
 
 
 def delete_by_key(
-    io: FileIO, clog: CommitLog, read: Snapshot, data: pa.Table, *, uri: str, inline_max_bytes: int
+    io: FileIO, commit_log: CommitLog, read: Snapshot, data: pa.Table, *, uri: str, inline_max_bytes: int
 ) -> DeleteResult:
     """Delete the rows whose key is one of ``data``'s (key columns only are needed; keys that are not in the table are ignored).
 
@@ -170,7 +170,7 @@ def delete_by_key(
 
     result = _commit_deleting(
         io,
-        clog,
+        commit_log,
         read,
         rows,
         deletes,
@@ -184,7 +184,7 @@ def delete_by_key(
 
 def _commit_deleting(
     io: FileIO,
-    clog: CommitLog,
+    commit_log: CommitLog,
     read: Snapshot,
     rows: KeyedRows,
     deletes: KeyedDeletes,
@@ -208,9 +208,9 @@ def _commit_deleting(
         deletes.names = scope.new_id
         try:
             result = commit_keyed(
-                clog,
+                commit_log,
                 read=read,
-                current=clog.catch_up(read),
+                current=commit_log.catch_up(read),
                 operation=operation,
                 build=build,
                 rows=rows,

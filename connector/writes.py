@@ -96,9 +96,9 @@ class WritePlan:
         return open_log(open_file_io(self.uri, self.storage_options))
 
 
-def load_snapshot(log: CommitLog) -> Snapshot:
+def load_snapshot(commit_log: CommitLog) -> Snapshot:
     try:
-        return log.snapshot()
+        return commit_log.snapshot()
     except TableNotFoundError:
         return Snapshot()
 
@@ -144,9 +144,9 @@ def begin_write(
     properties = property_strings(properties)
     _check_push_options(consistent_push=consistent_push, publish=publish, mode=mode)
     io = open_file_io(uri, storage_options)
-    clog = open_log(io)
+    commit_log = open_log(io)
     if snapshot is None:
-        snapshot = load_snapshot(clog)
+        snapshot = load_snapshot(commit_log)
     if snapshot.exists:
         target = _existing_table(snapshot, incoming, properties=properties, primary_key=primary_key)
     else:
@@ -165,7 +165,7 @@ def begin_write(
     if pin if take_intent is None else take_intent:
         plan = _with_intent(io, plan, owner=owner)
     if consistent_push:
-        plan = _start_push(io, clog, snapshot, plan, target, owner=owner)
+        plan = _start_push(io, commit_log, snapshot, plan, target, owner=owner)
     return plan
 
 
@@ -304,7 +304,7 @@ def _with_intent(io: FileIO, plan: WritePlan, *, owner: PushOwner | None) -> Wri
 
 
 def _start_push(
-    io: FileIO, clog: CommitLog, snapshot: Snapshot, plan: WritePlan, target: _Target, *, owner: PushOwner | None
+    io: FileIO, commit_log: CommitLog, snapshot: Snapshot, plan: WritePlan, target: _Target, *, owner: PushOwner | None
 ) -> WritePlan:
     """Open a consistent push's IN_PROGRESS lineage entry; on failure the pin and intent are released.
 
@@ -314,7 +314,7 @@ def _start_push(
     lease_ms = target.props.push_lease_ms
     try:
         result = recovery.start_push(
-            clog,
+            commit_log,
             snapshot,
             entry_id=entry_id,
             owner=owner or recovery.process_owner(),
@@ -407,17 +407,17 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
         DuplicateKeyError: a concurrent commit made one of the keys visible.
         WriteIntentExpiredError: the intent lapsed, so the write's files may be gone.
     """
-    clog = plan.commit_log()
-    with write_intents.keep(clog.io, plan.intent):
+    commit_log = plan.commit_log()
+    with write_intents.keep(commit_log.io, plan.intent):
         try:
-            result = _commit_write(clog, plan, segments, keys=keys)
+            result = _commit_write(commit_log, plan, segments, keys=keys)
         except CommitStateUnknownError as exc:
             plan.unsettled.append(exc.txn or "")  # abort_write keeps its files, and the intent lapses
             raise
     try:  # the commit stands: a failed clean-up must not report it as failed
-        write_intents.release(clog.io, plan.intent)
+        write_intents.release(commit_log.io, plan.intent)
         if plan.entry_id is not None:  # published or staged: nothing renews the lease any more
-            recovery.drop(clog.io, plan.entry_id)
+            recovery.drop(commit_log.io, plan.entry_id)
         release_pin(plan)
     except Exception as exc:
         logger.warning(
@@ -426,9 +426,11 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
     return result
 
 
-def _commit_write(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None) -> CommitResult:
-    read = read_snapshot(clog, plan)
-    current = clog.catch_up(read) if read.exists else load_snapshot(clog)
+def _commit_write(
+    commit_log: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None
+) -> CommitResult:
+    read = read_snapshot(commit_log, plan)
+    current = commit_log.catch_up(read) if read.exists else load_snapshot(commit_log)
     create = MetadataAction.model_validate(plan.create) if plan.create else None
     metrics = {
         "added_rows": sum(s.num_rows for s in segments),
@@ -447,10 +449,10 @@ def _commit_write(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFi
         build = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
     params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
     if plan.primary_key and segments:
-        rows = keys if keys is not None else segment_keys(clog.io, segments, plan.primary_key)
+        rows = keys if keys is not None else segment_keys(commit_log.io, segments, plan.primary_key)
         replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
         result = commit_keyed(
-            clog,
+            commit_log,
             read=read,
             current=current,
             operation=operation,
@@ -458,12 +460,16 @@ def _commit_write(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFi
             rows=rows,
             record=True,
             # an overwrite or push replaces what it read: those rows never count as duplicates
-            on_new_rows=lambda newer, ids: check_absent(clog.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]),
+            on_new_rows=lambda newer, ids: check_absent(
+                commit_log.io, newer, rows, segment_ids=[i for i in ids if i not in replaced]
+            ),
             parameters=params,
             metrics=metrics,
         )
     else:
-        result = clog.commit(read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics)
+        result = commit_log.commit(
+            read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics
+        )
     return result
 
 
@@ -481,7 +487,7 @@ def table_exists_message(uri: str, version: int) -> str:
     )
 
 
-def read_snapshot(clog: CommitLog, plan: WritePlan) -> Snapshot:
+def read_snapshot(commit_log: CommitLog, plan: WritePlan) -> Snapshot:
     """The snapshot the write planned against.
 
     The one ``begin_write`` kept, when this is the process that called it and it is the
@@ -490,7 +496,7 @@ def read_snapshot(clog: CommitLog, plan: WritePlan) -> Snapshot:
     kept = plan.read_snapshot
     if kept is not None and kept.version == plan.read_version:
         return kept
-    return clog.snapshot(plan.read_version) if plan.read_version >= 0 else Snapshot()
+    return commit_log.snapshot(plan.read_version) if plan.read_version >= 0 else Snapshot()
 
 
 def release_pin(plan: WritePlan) -> None:
@@ -498,7 +504,7 @@ def release_pin(plan: WritePlan) -> None:
         release(open_file_io(plan.uri, plan.storage_options), plan.pin)
 
 
-def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> bool:
+def commit_landed(commit_log: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> bool:
     """Whether a commit after the plan's read version names any of ``segments``.
 
     Spark calls ``abort()`` even after a ``commit()`` that failed late, and a landed commit
@@ -507,8 +513,8 @@ def commit_landed(clog: CommitLog, plan: WritePlan, segments: Sequence[SegmentFi
     ids = {s.id for s in segments}
     if not ids:
         return False
-    for version in range(plan.read_version + 1, clog.latest_version() + 1):
-        commit = clog.read_commit(version)
+    for version in range(plan.read_version + 1, commit_log.latest_version() + 1):
+        commit = commit_log.read_commit(version)
         if any(isinstance(a, AddSegment) and a.segment.id in ids for a in commit.actions):
             return True
     return False
@@ -526,57 +532,57 @@ def abort_write(plan: WritePlan, segments: Sequence[SegmentFile]) -> None:
     unknown, is marked given up (``recovery.give_up``): the next push reverts it at once if
     it is still IN_PROGRESS. Files left behind are orphans for vacuum; a pin left behind
     expires."""
-    clog = plan.commit_log()
+    commit_log = plan.commit_log()
     try:
-        landed = commit_landed(clog, plan, segments)
+        landed = commit_landed(commit_log, plan, segments)
     except Exception as exc:
         logger.warning("abort: cannot tell whether the commit landed (%s); keeping %d segment(s)", exc, len(segments))
-        _give_up_push(clog, plan)
+        _give_up_push(commit_log, plan)
         return
     if landed:
         logger.warning("abort after a landed commit: keeping %d segment(s)", len(segments))
-        write_intents.release(clog.io, plan.intent)
+        write_intents.release(commit_log.io, plan.intent)
         return
     if plan.unsettled:
         logger.warning("abort after a commit whose outcome is unknown: keeping %d segment(s) it may name", len(segments))
-        _give_up_push(clog, plan)
+        _give_up_push(commit_log, plan)
         return
     entry_id = plan.entry_id
     if entry_id is not None:
         try:
-            revert_push(clog, entry_id)
+            revert_push(commit_log, entry_id)
         except Exception as exc:
             logger.warning("could not write the abort of push %s (%s); marking it given up", entry_id, exc)
-            recovery.give_up(clog.io, entry_id)
+            recovery.give_up(commit_log.io, entry_id)
         else:
-            recovery.drop(clog.io, entry_id)
+            recovery.drop(commit_log.io, entry_id)
     try:
-        clog.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
-        write_intents.release(clog.io, plan.intent)
+        commit_log.io.delete([p for s in segments for p in (s.path, *([index_path(s.path)] if plan.primary_key else []))])
+        write_intents.release(commit_log.io, plan.intent)
         if plan.task_intents:
             for intent in write_intents.intents_naming(s.id for s in segments):
-                write_intents.release(clog.io, intent)
+                write_intents.release(commit_log.io, intent)
         release_pin(plan)
     except Exception as exc:
         logger.warning("abort of a write to %s left files or a pin behind (vacuum and pin expiry remove them): %s", plan.uri, exc)
 
 
-def _give_up_push(clog: CommitLog, plan: WritePlan) -> None:
+def _give_up_push(commit_log: CommitLog, plan: WritePlan) -> None:
     """Mark the plan's push given up.
 
     The writer stops here, and whether its end landed is unknown; an entry that did
     complete ignores the marker.
     """
     if plan.entry_id is not None:
-        recovery.give_up(clog.io, plan.entry_id)
+        recovery.give_up(commit_log.io, plan.entry_id)
 
 
-def revert_push(clog: CommitLog, entry_id: str) -> None:
+def revert_push(commit_log: CommitLog, entry_id: str) -> None:
     """Commit the revert of push ``entry_id`` if it is still IN_PROGRESS."""
-    current = load_snapshot(clog)
+    current = load_snapshot(commit_log)
     entry = current.lineage.get(entry_id)
     if entry is not None and entry.state == LineageState.IN_PROGRESS:
-        clog.commit(
+        commit_log.commit(
             read=current,
             operation=Operation.PUSH_ABORT,
             parameters={"entry": entry_id},

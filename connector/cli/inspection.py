@@ -17,7 +17,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .pins import print_pins
 
     table = open_table(args)
-    info = inspect_table(table.log, table.snapshot(args.version))
+    info = inspect_table(table.commit_log, table.snapshot(args.version))
     now = now_ms()
     info["pins"] = [pin_record(p, now_ms=now) for p in live_pins(table.io, now_ms=now)]
     if args.json:

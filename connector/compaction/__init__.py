@@ -89,7 +89,7 @@ def local_rewriter(io: FileIO) -> Rewriter:
 
 def compact(
     io: FileIO,
-    clog: CommitLog,
+    commit_log: CommitLog,
     *,
     snapshot: Snapshot | None = None,
     target_file_size: int | str | None = None,
@@ -102,12 +102,12 @@ def compact(
     only: set[str] | None = None,
     max_batches: int | None = None,
 ) -> CompactionReport:
-    """Compact the table ``clog`` reads (see ``driver`` for how it stays out of everyone's way).
+    """Compact the table ``commit_log`` reads (see ``driver`` for how it stays out of everyone's way).
 
     Options default to the table properties ``compactTargetFileSize``, ``compactMinInputFiles``,
     ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
     dry_run = checks.flag(dry_run, name="dry_run")
-    snapshot = snapshot if snapshot is not None else clog.snapshot()
+    snapshot = snapshot if snapshot is not None else commit_log.snapshot()
     props = TableProperties.of(snapshot.properties)
     options = compaction_options(
         props,
@@ -124,7 +124,7 @@ def compact(
 
     return run(
         io,
-        clog,
+        commit_log,
         snapshot,
         options,
         rewrite=rewrite_bins,

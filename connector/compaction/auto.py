@@ -24,8 +24,8 @@ def touched_segments(commit: Commit) -> set[str]:
     return added | {a.segment_id for a in commit.actions if isinstance(a, SetDeletionVector)}
 
 
-def compact_touched(clog: CommitLog, snapshot: Snapshot, touched: Collection[str]) -> CompactionReport | None:
+def compact_touched(commit_log: CommitLog, snapshot: Snapshot, touched: Collection[str]) -> CompactionReport | None:
     """The bounded compaction of the bins holding ``touched`` segments of ``snapshot``; None when there is nothing to look at."""
     if not touched:
         return None
-    return compact(clog.io, clog, snapshot=snapshot, only=set(touched), max_batches=1)
+    return compact(commit_log.io, commit_log, snapshot=snapshot, only=set(touched), max_batches=1)

@@ -98,7 +98,7 @@ def refresh(bins: Sequence[Bin], snapshot: Snapshot) -> tuple[list[Bin], list[Dr
 
 def run(
     io: FileIO,
-    clog: CommitLog,
+    commit_log: CommitLog,
     snapshot: Snapshot,
     options: CompactionOptions,
     *,
@@ -123,7 +123,7 @@ def run(
     if progress:
         progress(0, len(bins), "compact")
     for batch in batches:
-        read = snapshot = clog.catch_up(snapshot)
+        read = snapshot = commit_log.catch_up(snapshot)
         pin = pin_version(io, read.version, owner="compaction")
         try:
             live, dropped = refresh(batch, read)
@@ -133,7 +133,7 @@ def run(
                 with IntentScope(io, operation="compact") as scope:
                     rewritten = rewrite(live, scope.get())
                     faults.point("compact.after_outputs")
-                    _commit_batch(io, clog, read, rewritten, report, inline_max_bytes=inline_max_bytes, names=scope.new_id)
+                    _commit_batch(io, commit_log, read, rewritten, report, inline_max_bytes=inline_max_bytes, names=scope.new_id)
                 faults.point("compact.after_batch")
         finally:
             release(io, pin)
@@ -145,7 +145,7 @@ def run(
 
 def _commit_batch(
     io: FileIO,
-    clog: CommitLog,
+    commit_log: CommitLog,
     read: Snapshot,
     rewritten: list[RewrittenBin],
     report: CompactionReport,
@@ -182,9 +182,9 @@ def _commit_batch(
         return ops.compact(current, [(rb.inputs, rb.output) for rb in keep], dvs)
 
     try:
-        result = clog.commit(
+        result = commit_log.commit(
             read=read,
-            current=clog.catch_up(read),
+            current=commit_log.catch_up(read),
             operation=Operation.COMPACT,
             build=build,
             metrics=state.metrics,

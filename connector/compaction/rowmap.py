@@ -67,8 +67,8 @@ class CompactionMoves:
 
     A retrying commit reads each version once."""
 
-    def __init__(self, log: CommitLog, since: int) -> None:
-        self._log = log
+    def __init__(self, commit_log: CommitLog, since: int) -> None:
+        self._log = commit_log
         self._scanned = since
         self._moves: dict[str, Move] = {}
 

@@ -205,17 +205,17 @@ def newer_versions(
         yield snap, files
 
 
-def retained_snapshots(log: CommitLog, *, since: int = 0) -> Iterator[Snapshot]:
+def retained_snapshots(commit_log: CommitLog, *, since: int = 0) -> Iterator[Snapshot]:
     """Every version from ``since`` to the newest, each rebuilt once by replaying one commit onto the previous snapshot.
 
     Without ``since`` the first is the oldest the log can still rebuild."""
-    listing = log.listing()
+    listing = commit_log.listing()
     latest = listing.latest
     start = max(since, oldest_rebuildable(listing.commits, listing.checkpoints, latest))
-    snap = log.snapshot(start, listing=listing)
+    snap = commit_log.snapshot(start, listing=listing)
     yield snap
     for v in range(start + 1, latest + 1):
-        snap = replay([log.read_commit(v)], base=snap, in_place=True)
+        snap = replay([commit_log.read_commit(v)], base=snap, in_place=True)
         yield snap
 
 

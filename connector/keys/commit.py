@@ -204,7 +204,7 @@ def changed_segments(before: Snapshot, after: Snapshot) -> list[str]:
 
 
 def commit_keyed(
-    clog: CommitLog,
+    commit_log: CommitLog,
     *,
     read: Snapshot,
     current: Snapshot | None,
@@ -232,14 +232,14 @@ def commit_keyed(
     Raises:
         ConcurrentKeyError: concurrent commits touched the keys too many times in a row.
     """
-    keys = _KeyCheck(clog, rows, operation, on_new_rows, checked=since if since is not None else read)
+    keys = _KeyCheck(commit_log, rows, operation, on_new_rows, checked=since if since is not None else read)
     recorded: list[Action] = [inserted_keys(rows.columns, rows.hashes)] if record else []
 
     def checked_build(cur: Snapshot) -> Sequence[Action]:
         keys.look_again(cur)
         return [*build(cur), *recorded]
 
-    return clog.commit(
+    return commit_log.commit(
         read=read,
         current=current,
         operation=operation,
@@ -256,7 +256,7 @@ class _KeyCheck:
     They are checked again on each attempt against every commit since (their key filters, read
     once)."""
 
-    clog: CommitLog
+    commit_log: CommitLog
     rows: KeyedRows
     operation: Operation
     on_new_rows: Callable[[Snapshot, list[str]], None]
@@ -283,7 +283,7 @@ class _KeyCheck:
         versions = range(self.checked.version + 1, cur.version + 1)
         for v in versions:
             if v not in self.commits:
-                self.commits[v] = self.clog.read_commit(v)
+                self.commits[v] = self.commit_log.read_commit(v)
         cardinality = {sid: ref.cardinality for sid, ref in self.checked.dvs.items()}
         return key_effects([self.commits[v] for v in versions], cardinality)
 

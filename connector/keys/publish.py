@@ -30,7 +30,7 @@ __all__ = ["commit_publish"]
 
 def commit_publish(
     io: FileIO,
-    clog: CommitLog,
+    commit_log: CommitLog,
     read: Snapshot,
     entry_id: str,
     *,
@@ -46,7 +46,7 @@ def commit_publish(
         DuplicateKeyError: Keys of the push were committed after it was staged; it stays staged."""
     entry = read.lineage[entry_id]
     if not read.primary_key or not entry.segments_to:
-        return clog.commit(read=read, operation=Operation.PUBLISH, parameters=parameters, build=build)
+        return commit_log.commit(read=read, operation=Operation.PUBLISH, parameters=parameters, build=build)
     pushed = [read.segments[sid].file for sid in entry.segments_to]
     staged_at = max(read.segments[sid].added_version for sid in entry.segments_to)
     # the staging commit checked the keys up to its own version; what it replaces leaves with
@@ -68,13 +68,13 @@ def commit_publish(
     since = read
     if staged_at < read.version:
         try:
-            since = clog.snapshot(staged_at)
+            since = commit_log.snapshot(staged_at)
         except VersionNotFoundError:
             # the log of the commits since the push was staged was garbage-collected: look at
             # every segment that stays visible instead, then check only what comes after
             on_new_rows(read, [sid for sid in read.visible_segment_ids() if sid not in leaving])
     return commit_keyed(
-        clog,
+        commit_log,
         read=read,
         current=read,
         since=since,

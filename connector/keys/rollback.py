@@ -28,7 +28,7 @@ __all__ = ["commit_rollback"]
 
 def commit_rollback(
     io: FileIO,
-    clog: CommitLog,
+    commit_log: CommitLog,
     read: Snapshot,
     entry_id: str,
     *,
@@ -45,7 +45,7 @@ def commit_rollback(
     returning, staying = ops.revert_effect(read, entry_id) if read.primary_key else ([], [])
     rows = live_segment_keys(io, read, returning, read.primary_key) if returning else None
     if rows is None or not len(rows.hashes):
-        return clog.commit(read=read, operation=Operation.ROLLBACK, parameters=parameters, build=build)
+        return commit_log.commit(read=read, operation=Operation.ROLLBACK, parameters=parameters, build=build)
     hidden = set(read.lineage[entry_id].segments_to) | set(returning)
 
     def refuse_duplicates(snapshot: Snapshot, segment_ids: list[str]) -> None:
@@ -60,7 +60,7 @@ def commit_rollback(
 
     refuse_duplicates(read, staying)
     return commit_keyed(
-        clog,
+        commit_log,
         read=read,
         current=read,
         operation=Operation.ROLLBACK,

@@ -89,7 +89,7 @@ def entry_verdicts(io: FileIO, snapshot: Snapshot, *, default_lease_ms: int, at_
 
 
 def start_push(
-    clog: CommitLog,
+    commit_log: CommitLog,
     snapshot: Snapshot,
     *,
     entry_id: str,
@@ -104,7 +104,7 @@ def start_push(
     Raises:
         PushInProgressError: A live push holds the same segments.
         StagedPushError: A staged push holds the same segments."""
-    claim = push_claim(clog.io, snapshot, owner=owner, lease_ms=lease_ms)
+    claim = push_claim(commit_log.io, snapshot, owner=owner, lease_ms=lease_ms)
     recovered: list[dict[str, str | None]] = []
 
     def build(current: Snapshot) -> list[Action]:
@@ -115,10 +115,10 @@ def start_push(
     def parameters() -> dict[str, Any]:
         return {"entry": entry_id, **({"recovered": list(recovered)} if recovered else {})}
 
-    result = clog.commit(read=snapshot, operation=Operation.PUSH_START, parameters=parameters, build=build)
+    result = commit_log.commit(read=snapshot, operation=Operation.PUSH_START, parameters=parameters, build=build)
     for item in recovered:
         logger.warning("consistent push %s reverted push %s: %s", entry_id, item["entry"], item["reason"])
-        drop(clog.io, str(item["entry"]))
+        drop(commit_log.io, str(item["entry"]))
     return result
 
 

@@ -46,9 +46,9 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
     ensure_registered(spark)
     storage = {f"storage.{k}": v for k, v in (storage_options or {}).items()}
     io = open_file_io(path, storage_options)
-    log = open_log(io)
+    commit_log = open_log(io)
     # Pinned from finding the rows until their commit: the version the rows are read at.
-    with pin_snapshot(io, log, owner="Spark delete") as pinned:
+    with pin_snapshot(io, commit_log, owner="Spark delete") as pinned:
         version = pinned.version
         tag = uuid.uuid4().hex
         schema = StructType.fromJson(schema_to_json(schema_from_json(pinned.snapshot.table_schema)))
@@ -67,8 +67,8 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
             .mode("append")
             .save(path)
         )
-    for v in range(log.latest_version(), version, -1):
-        commit = log.read_commit(v)
+    for v in range(commit_log.latest_version(), version, -1):
+        commit = commit_log.read_commit(v)
         if commit.parameters.get("tag") == tag:
             return int(commit.metrics.get("deleted_rows", 0))
     return 0  # every matching row was deleted already: nothing committed

@@ -61,12 +61,12 @@ class DeleteWriter(DataSourceArrowWriter):
                 for sid, data in m.bitmaps.items():
                     merged.setdefault(sid, BitMap64()).update(BitMap64.deserialize(data))
         io = open_file_io(self.opts.path, self.opts.storage_options)
-        log = open_log(io)
+        commit_log = open_log(io)
         # pinned while the addresses are checked and merged with the read version's DVs
-        with pin_snapshot(io, log, version=self.read_version, owner="Spark delete commit") as pinned:
+        with pin_snapshot(io, commit_log, version=self.read_version, owner="Spark delete commit") as pinned:
             commit_deletes(
                 io,
-                log,
+                commit_log,
                 pinned.snapshot,
                 merged,
                 inline_max_bytes=TableProperties.of(pinned.snapshot.properties).dvInlineMaxBytes,

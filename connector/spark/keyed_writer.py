@@ -90,11 +90,11 @@ class KeyedWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         plan = self.plan
-        clog = plan.commit_log()
+        commit_log = plan.commit_log()
         got = [m for m in messages if isinstance(m, KeyedSegmentsWritten)]
         segments = [s for m in got for s in m.segments]
         hashes = np.concatenate([np.frombuffer(m.hashes, dtype=np.uint64) for m in got]) if got else np.zeros(0, np.uint64)
-        rows = segment_keys(clog.io, segments, plan.primary_key, hashes=hashes)  # keys repeated across tasks
+        rows = segment_keys(commit_log.io, segments, plan.primary_key, hashes=hashes)  # keys repeated across tasks
         if not self.upsert:
             writes.finish_write(plan, segments, keys=rows)
             return
@@ -105,9 +105,9 @@ class KeyedWriter(DataSourceArrowWriter):
                 deletes.positions[sid] = deletes.positions[sid] | bm if sid in deletes.positions else bm
         try:
             commit_upsert(
-                clog.io,
-                clog,
-                read=writes.read_snapshot(clog, plan),
+                commit_log.io,
+                commit_log,
+                read=writes.read_snapshot(commit_log, plan),
                 segments=segments,
                 rows=rows,
                 deletes=deletes,
@@ -117,16 +117,16 @@ class KeyedWriter(DataSourceArrowWriter):
             )
         finally:
             writes.release_pin(plan)
-            write_intents.release(clog.io, plan.intent)
+            write_intents.release(commit_log.io, plan.intent)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         segments = [s for m in messages if isinstance(m, KeyedSegmentsWritten) for s in m.segments]
         if self.upsert:
-            clog = self.plan.commit_log()
-            if not writes.commit_landed(clog, self.plan, segments):
-                clog.io.delete([p for s in segments for p in (s.path, index_path(s.path))])
+            commit_log = self.plan.commit_log()
+            if not writes.commit_landed(commit_log, self.plan, segments):
+                commit_log.io.delete([p for s in segments for p in (s.path, index_path(s.path))])
             writes.release_pin(self.plan)
-            write_intents.release(clog.io, self.plan.intent)
+            write_intents.release(commit_log.io, self.plan.intent)
             return
         writes.abort_write(self.plan, segments)
 

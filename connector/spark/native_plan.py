@@ -130,7 +130,7 @@ def renewed(opts: ReadOptions, token: str) -> StructType:
 
     version, _, pin_id = token.partition(":")
     io = open_file_io(opts.path, opts.storage_options)
-    pin = renew(io, SnapshotPin(int(version), pin_id), log=open_log(io), owner="Spark read")
+    pin = renew(io, SnapshotPin(int(version), pin_id), commit_log=open_log(io), owner="Spark read")
     doc = {"protocol": PROTOCOL, "renewed": True, "version": pin.version, "pinId": pin.pin_id}
     return StructType([StructField("renewed", StringType(), True, {PLAN_KEY: json.dumps(doc)})])
 

@@ -120,7 +120,7 @@ class MvTableReader(DataSourceReader):
         io = open_file_io(self.opts.path, self.opts.storage_options)
         # pinTtl more for this execution; a pin that expired since the DataFrame was
         # created is made again if the version is still whole (else a NotFoundError)
-        pin = renew(io, self.pin, log=open_log(io), owner="Spark read")
+        pin = renew(io, self.pin, commit_log=open_log(io), owner="Spark read")
         snapshot = self.snapshot()
         # a schema the user gave (spark.read.schema) reached no check before this
         table_schema = StructType.fromJson(schema_to_json(schema_from_json(snapshot.table_schema)))
@@ -146,7 +146,7 @@ class MvTableReader(DataSourceReader):
         io = open_file_io(self.opts.path, self.opts.storage_options)
         # Spark runs these partitions again on every action of the DataFrame without
         # planning anew: the task keeps the version pinned itself
-        pin = renew_when_due(io, partition.pin, renewed_at=partition.renewed_at, log=open_log(io), owner="Spark task")
+        pin = renew_when_due(io, partition.pin, renewed_at=partition.renewed_at, commit_log=open_log(io), owner="Spark task")
         try:
             for task in partition.tasks:
                 for table in read_task(

@@ -118,7 +118,7 @@ def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartit
                 yield conform_batch(batch, target)
 
 
-def feed_start(log: CommitLog, opts: ReadOptions) -> int:
+def feed_start(commit_log: CommitLog, opts: ReadOptions) -> int:
     """The first version a batch change feed reads.
 
     That is ``startingVersion`` (checked by ``plan_changes``), or the first version
@@ -135,8 +135,8 @@ def feed_start(log: CommitLog, opts: ReadOptions) -> int:
         return opts.starting_version_number
     given = opts.starting_timestamp
     since_ms = parse_timestamp_ms(given, option="startingTimestamp")
-    listing = log.listing()
-    latest = log.snapshot(listing=listing)
+    listing = commit_log.listing()
+    latest = commit_log.snapshot(listing=listing)
     start = first_version_since(listing, latest, since_ms)
     if start > latest.version and since_ms <= latest.timestamp_ms:
         raise VersionNotFoundError(

@@ -206,8 +206,8 @@ def plan_changes(
     start_name, end_name = names
     start_version = checks.version(start_version, name=start_name)
     end_version = None if end_version is None else checks.version(end_version, name=end_name)
-    clog = open_log(io)
-    listing = clog.listing()
+    commit_log = open_log(io)
+    listing = commit_log.listing()
     latest = listing.latest
     end = latest if end_version is None else end_version
     if end > latest:
@@ -215,8 +215,8 @@ def plan_changes(
     check_readable(start_version, listing, option=start_name)
     if start_version > end:
         raise InvalidOptionError(f"{start_name} {start_version} is after {end_name} {end}")
-    schema = schema_from_json(clog.snapshot(end, listing=listing).table_schema)
-    walker = VersionWalker(clog)
+    schema = schema_from_json(commit_log.snapshot(end, listing=listing).table_schema)
+    walker = VersionWalker(commit_log)
     return schema, [unit for version in range(start_version, end + 1) for unit in units_of(walker.delta(version))]
 
 

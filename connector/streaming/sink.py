@@ -134,27 +134,27 @@ def commit_batch(plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app
 
     The write intents the tasks took for their files are renewed while it commits (a lapsed one:
     ``WriteIntentExpiredError``) and removed after."""
-    clog = plan.commit_log()
+    commit_log = plan.commit_log()
     rows = sum(s.num_rows for s in segments)
     intents = write_intents.intents_naming(s.id for s in segments)
     try:
-        with write_intents.IntentKeeper(clog.io, intents):
-            result = _commit_batch(clog, plan, segments, app_id=app_id, batch_id=batch_id)
+        with write_intents.IntentKeeper(commit_log.io, intents):
+            result = _commit_batch(commit_log, plan, segments, app_id=app_id, batch_id=batch_id)
     except NothingToCommit:
-        warn_skipped(clog, app_id=app_id, batch_id=batch_id)
-        discard_unreferenced(clog, segments)
+        warn_skipped(commit_log, app_id=app_id, batch_id=batch_id)
+        discard_unreferenced(commit_log, segments)
         return BatchResult(batch_id, None, True, 0)
     finally:
         for intent in intents:
-            write_intents.release(clog.io, intent)
+            write_intents.release(commit_log.io, intent)
     return BatchResult(batch_id, result.commit.version, False, rows)
 
 
 def _commit_batch(
-    clog: CommitLog, plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app_id: str, batch_id: int
+    commit_log: CommitLog, plan: writes.WritePlan, segments: Sequence[SegmentFile], *, app_id: str, batch_id: int
 ) -> CommitResult:
-    read = writes.read_snapshot(clog, plan)
-    current = clog.catch_up(read) if read.exists else writes.load_snapshot(clog)
+    read = writes.read_snapshot(commit_log, plan)
+    current = commit_log.catch_up(read) if read.exists else writes.load_snapshot(commit_log)
     create = MetadataAction.model_validate(plan.create) if plan.create else None
     complete = plan.mode == writes.OVERWRITE
     entry = new_entry_id() if complete else None
@@ -171,7 +171,7 @@ def _commit_batch(
 
     if plan.primary_key and segments:
         return _commit_keyed(
-            clog,
+            commit_log,
             plan,
             segments,
             app_id=app_id,
@@ -183,11 +183,11 @@ def _commit_batch(
             parameters=parameters,
             metrics=metrics,
         )
-    return clog.commit(read=read, current=current, operation=operation, build=build, parameters=parameters, metrics=metrics)
+    return commit_log.commit(read=read, current=current, operation=operation, build=build, parameters=parameters, metrics=metrics)
 
 
 def _commit_keyed(
-    clog: CommitLog,
+    commit_log: CommitLog,
     plan: writes.WritePlan,
     segments: Sequence[SegmentFile],
     *,
@@ -207,19 +207,19 @@ def _commit_keyed(
     (the batch replaces every visible row). The commit records the batch's key filter, so
     racing keyed writers check against it."""
     ops.check_new_batch(current, app_id=app_id, batch_id=batch_id)  # a replay's keys are in the table: its own
-    rows = segment_keys(clog.io, segments, plan.primary_key)  # DuplicateKeyError for a key repeated in the batch
+    rows = segment_keys(commit_log.io, segments, plan.primary_key)  # DuplicateKeyError for a key repeated in the batch
     complete = plan.mode == writes.OVERWRITE
     if not complete:
-        check_absent(clog.io, current, rows)
+        check_absent(commit_log.io, current, rows)
 
     def on_new_rows(newer: Snapshot, segment_ids: list[str]) -> None:
         # another attempt of this batch that landed meanwhile is a replay, not a duplicate
         ops.check_new_batch(newer, app_id=app_id, batch_id=batch_id)
         if not complete:  # complete mode removes whatever is visible when it commits
-            check_absent(clog.io, newer, rows, segment_ids=segment_ids)
+            check_absent(commit_log.io, newer, rows, segment_ids=segment_ids)
 
     return commit_keyed(
-        clog,
+        commit_log,
         read=read,
         current=current,
         since=current,
@@ -233,13 +233,13 @@ def _commit_keyed(
     )
 
 
-def warn_skipped(clog: CommitLog, *, app_id: str, batch_id: int) -> None:
+def warn_skipped(commit_log: CommitLog, *, app_id: str, batch_id: int) -> None:
     """Log a skipped batch as a WARNING naming the version that recorded it.
 
     A skip is right for a replay, but it is also what a *different* stream reusing the app
     id (a new checkpoint with the same ``txnAppId``) gets for every batch id the old one
     used: its data is silently dropped. The warning lets the user tell which case it is."""
-    version = recorded_at(clog, app_id=app_id, batch_id=batch_id)
+    version = recorded_at(commit_log, app_id=app_id, batch_id=batch_id)
     where = f"version {version}" if version is not None else "an earlier version"
     logger.warning(
         "streaming batch %s of application %s was committed already (in %s): skipped, nothing written. "
@@ -252,17 +252,17 @@ def warn_skipped(clog: CommitLog, *, app_id: str, batch_id: int) -> None:
     )
 
 
-def recorded_at(clog: CommitLog, *, app_id: str, batch_id: int, limit: int = _RECORD_SEARCH) -> int | None:
+def recorded_at(commit_log: CommitLog, *, app_id: str, batch_id: int, limit: int = _RECORD_SEARCH) -> int | None:
     """The version whose commit recorded ``batch_id`` of ``app_id``.
 
     The newest ``limit`` streaming commits are read, newest first (a replay is of a recent
     batch); None when it is older, its log file was collected, or the batch id was never
     used (ids may jump)."""
     stream_ops = (Operation.STREAM_APPEND, Operation.STREAM_COMPLETE)
-    items = [h for h in clog.snapshot().history if h.operation in stream_ops]
+    items = [h for h in commit_log.snapshot().history if h.operation in stream_ops]
     for item in reversed(items[-limit:]):
         try:
-            params = clog.read_commit(item.version).parameters
+            params = commit_log.read_commit(item.version).parameters
         except VersionNotFoundError:
             return None
         if params.get("appId") != app_id:
@@ -274,12 +274,12 @@ def recorded_at(clog: CommitLog, *, app_id: str, batch_id: int, limit: int = _RE
     return None
 
 
-def discard_unreferenced(clog: CommitLog, segments: Sequence[SegmentFile]) -> None:
+def discard_unreferenced(commit_log: CommitLog, segments: Sequence[SegmentFile]) -> None:
     """Remove the files of a replayed batch that no commit names.
 
     The batch's first attempt committed files of its own."""
-    known = clog.snapshot().segments
-    clog.io.delete([s.path for s in segments if s.id not in known])
+    known = commit_log.snapshot().segments
+    commit_log.io.delete([s.path for s in segments if s.id not in known])
 
 
 def query_segment_prefix(app_id: str) -> str:
@@ -308,8 +308,8 @@ def remove_unfinished_batches(io: FileIO, prefix: str) -> list[str]:
     files of other writers never carry its prefix. One listing of ``data/`` per batch."""
     if not prefix:
         return []
-    clog = open_log(io)
-    known = {s.file.path for s in clog.snapshot().segments.values()} if clog.exists() else set()
+    commit_log = open_log(io)
+    known = {s.file.path for s in commit_log.snapshot().segments.values()} if commit_log.exists() else set()
     stray = []
     for info in io.list(DATA_DIR):
         if is_marked(info.name, prefix):

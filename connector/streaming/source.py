@@ -108,9 +108,9 @@ class StreamSource:
     def __init__(self, io: FileIO, options: SourceOptions, *, pin_ttl: str | None = None) -> None:
         self.io = io
         self.options = options
-        self.log = open_log(io)
-        self.walker = VersionWalker(self.log)
-        self.table_id = self.log.snapshot().table_id
+        self.commit_log = open_log(io)
+        self.walker = VersionWalker(self.commit_log)
+        self.table_id = self.commit_log.snapshot().table_id
         self.pin_ttl = pin_ttl
         self._target: int | None = None  # availableNow: the newest version to read
         self._initial: dict[int, list[ChangeUnit]] = {}
@@ -118,7 +118,7 @@ class StreamSource:
 
     # -- offsets -------------------------------------------------------------------------
     def initial_position(self) -> Position:
-        listing = self.log.listing()
+        listing = self.commit_log.listing()
         latest = listing.latest
         opts = self.options
         if opts.starting_latest:
@@ -131,13 +131,13 @@ class StreamSource:
             check_readable(opts.starting_version, listing, option="startingVersion")
             return Position(opts.starting_version)
         if opts.starting_timestamp_ms is not None:
-            newest = self.log.snapshot(listing=listing)
+            newest = self.commit_log.snapshot(listing=listing)
             return Position(first_version_since(listing, newest, opts.starting_timestamp_ms))
         return Position(latest, phase=0)
 
     def prepare_available_now(self) -> None:
         """``trigger(availableNow=True)``: read up to the version that is newest now."""
-        self._target = self.log.latest_version()
+        self._target = self.commit_log.latest_version()
 
     def latest_position(self, start: Position, *, limited: bool) -> Position:
         """Where the next micro-batch ends: after as many units as the limits admit (all when not ``limited``).
@@ -145,7 +145,7 @@ class StreamSource:
         It never goes past a change commit that must stop the stream (the rows before it
         are emitted first)."""
         self.hold(start)
-        end = self._target if self._target is not None else self.log.latest_version()
+        end = self._target if self._target is not None else self.commit_log.latest_version()
         max_rows = self.options.max_rows if limited else None
         max_bytes = self.options.max_bytes if limited else None
         rows = size = admitted = 0
@@ -203,7 +203,7 @@ class StreamSource:
     def _initial_units(self, version: int) -> list[ChangeUnit]:
         units = self._initial.get(version)
         if units is None:
-            snapshot = self.log.snapshot(version)
+            snapshot = self.commit_log.snapshot(version)
             units = [
                 ChangeUnit(
                     version,

@@ -20,8 +20,8 @@ DEFAULT_CACHED_VERSIONS = 1024
 
 
 class VersionWalker:
-    def __init__(self, log: CommitLog, *, cached_versions: int = DEFAULT_CACHED_VERSIONS) -> None:
-        self.log = log
+    def __init__(self, commit_log: CommitLog, *, cached_versions: int = DEFAULT_CACHED_VERSIONS) -> None:
+        self.commit_log = commit_log
         self._state: Snapshot | None = None  # advanced in place; the walker's alone
         self._deltas: OrderedDict[int, VersionDelta] = OrderedDict()
         self._cached_versions = cached_versions
@@ -38,11 +38,11 @@ class VersionWalker:
         state = self._state
         if state is None or state.version >= version or state.version < version - 1 - self._cached_versions:
             # behind us, or too far ahead to walk: rebuild from the newest checkpoint
-            state = self.log.snapshot(version - 1) if version > 0 else Snapshot()
+            state = self.commit_log.snapshot(version - 1) if version > 0 else Snapshot()
             self._state = state
         try:
             while state.version < version:
-                self._remember(advance(state, self.log.read_commit(state.version + 1)))
+                self._remember(advance(state, self.commit_log.read_commit(state.version + 1)))
         except BaseException:
             self._state = None  # a commit may have been half applied: rebuild next time
             raise

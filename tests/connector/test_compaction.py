@@ -289,7 +289,7 @@ def test_keyed_tables_keep_their_key_index_through_compaction(table_uri):
     def upsert():  # lands while the compaction rewrites: its deletes are carried onto the output
         t.upsert(orders(5, 10).set_column(2, "price", pa.array([-1.0] * 10)))
 
-    report = compact(t.io, t.log, rewriter=during(t, upsert))
+    report = compact(t.io, t.commit_log, rewriter=during(t, upsert))
     assert report.committed_bins == 1 and report.deletes_remapped == 10
     (output,) = [s for s in t.snapshot().visible_segments() if s.file.num_rows == 40]
     assert t.io.exists(index_path(output.file.path))
@@ -332,7 +332,7 @@ def test_gc_keeps_the_row_map_a_pinned_delete_needs(table_uri):
         pending["where"] = addresses(t, [3])
         pending["pin"] = pins.pin(t.io, pending["read"].version, ttl_s=600, owner="a slow delete")
 
-    report = compact(t.io, t.log, rewriter=during(t, delete_then_read))
+    report = compact(t.io, t.commit_log, rewriter=during(t, delete_then_read))
     assert report.deletes_remapped == 1
     # first_dv is superseded in every snapshot from the pinned version on; only the row map
     # of the compaction (committed after the pin) still names it

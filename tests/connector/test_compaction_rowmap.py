@@ -48,7 +48,7 @@ def test_a_real_compaction_puts_every_row_where_its_row_map_says(tmp_path):
     assert t.delete_rows(addr).deleted_rows == 250
     before = t.snapshot()
     t.compact()
-    commit = t.log.read_commit(t.version)
+    commit = t.commit_log.read_commit(t.version)
     (row_map,) = [a for a in commit.actions if isinstance(a, CompactSegments)]
     after = t.scan(with_row_address=True).to_arrow()
     where = {(k, p): (s, r) for k, p, s, r in zip(*(after[c].to_pylist() for c in ("seg", "pos", "_mv_segment", "_mv_row")))}

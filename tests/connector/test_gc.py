@@ -81,7 +81,7 @@ def test_gc_removes_superseded_dvs_and_old_log_files(tmp_path):
     assert latest == 12
     assert len(files(t, DV_DIR)) == 10  # one DV file per delete
 
-    report = table_gc.collect_garbage(t.log)
+    report = table_gc.collect_garbage(t.commit_log)
 
     assert report.complete and not report.dry_run
     assert report.safe_version == latest and report.pinned_version is None
@@ -103,12 +103,12 @@ def test_gc_removes_superseded_dvs_and_old_log_files(tmp_path):
     assert [h.version for h in t.history()] == list(range(latest + 1))  # the checkpoint remembers
 
     # the table carries on, and GC again finds nothing new to do
-    again = table_gc.collect_garbage(t.log)
+    again = table_gc.collect_garbage(t.commit_log)
     assert (again.dv_files_deleted, again.log_files_deleted, again.complete) == (0, 0, True)
     delete_ids(t, [7, 40])
     expected_after = read(t)
     assert len(expected_after) == 2 * HALF - 12
-    report = table_gc.collect_garbage(t.log)
+    report = table_gc.collect_garbage(t.commit_log)
     assert report.complete and report.dv_files_deleted == 2
     assert files(t, DV_DIR) == needed_dvs(t, [t.version])
     assert read(t) == expected_after
@@ -122,12 +122,12 @@ def test_every_version_in_the_retention_window_reads_exactly(tmp_path):
     history = {h.version: h.timestamp_ms for h in t.snapshot().history}
 
     # right now every commit is inside the 1h window: nothing may go
-    report = table_gc.collect_garbage(t.log)
+    report = table_gc.collect_garbage(t.commit_log)
     assert report.safe_version == 0
     assert (report.dv_files_deleted, report.log_files_deleted) == (0, 0)
 
     # an hour after version 8 was committed, the window starts at version 8
-    report = table_gc.collect_garbage(t.log, now_ms=history[8] + 3_600_000)
+    report = table_gc.collect_garbage(t.commit_log, now_ms=history[8] + 3_600_000)
     assert report.complete and report.safe_version == report.retention_version == 8
     assert report.log_checkpoint == 6
     assert files(t, DV_DIR) == needed_dvs(t, range(8, latest + 1))
@@ -152,7 +152,7 @@ def test_a_pinned_long_reader_is_never_broken_by_gc(tmp_path):
     for round_ in range(4):
         delete_ids(t, spread(4 + 3 * round_ * 2, 6))
         latest_rows = read(t)
-        report = table_gc.collect_garbage(t.log)
+        report = table_gc.collect_garbage(t.commit_log)
         assert report.complete
         assert report.safe_version == report.pinned_version == pinned_version
         deleted_total += report.dv_files_deleted + report.log_files_deleted
@@ -169,7 +169,7 @@ def test_a_pinned_long_reader_is_never_broken_by_gc(tmp_path):
     # once released, the pinned version is collected like any other
     pinned.release()
     assert not files(t, PIN_DIR)
-    report = table_gc.collect_garbage(t.log)
+    report = table_gc.collect_garbage(t.commit_log)
     assert report.safe_version == t.version
     with pytest.raises(VersionNotFoundError):
         t.to_arrow(version=pinned_version)
@@ -182,7 +182,7 @@ def test_a_pinned_long_reader_is_never_broken_by_gc(tmp_path):
 def test_pinning_refuses_a_collected_version_and_leaves_no_pin(tmp_path):
     t = make_table(tmp_path)
     delete_ids(t, spread(0, 6))
-    table_gc.collect_garbage(t.log)
+    table_gc.collect_garbage(t.commit_log)
     with pytest.raises(VersionNotFoundError):
         t.pin(2)
     assert not files(t, PIN_DIR)
@@ -199,12 +199,12 @@ def test_expired_and_unreadable_pins(tmp_path):
     t.pin(3, ttl_s=60)
     # an unreadable pin file pins version 0 while it is young: GC deletes nothing
     (tmp_path / "t" / "_mvtable" / "pins" / "garbage.json").write_bytes(b"\x00not a pin")
-    report = table_gc.collect_garbage(t.log, now_ms=now)
+    report = table_gc.collect_garbage(t.commit_log, now_ms=now)
     assert report.safe_version == 0
     assert (report.dv_files_deleted, report.log_files_deleted, report.pins_expired) == (0, 0, 0)
     assert all(read(t, v) == rows_ for v, rows_ in expected.items())
     # two hours later (pinTtl is 1h) both pins are expired and go; GC proceeds
-    report = table_gc.collect_garbage(t.log, now_ms=now + 2 * 3_600_000)
+    report = table_gc.collect_garbage(t.commit_log, now_ms=now + 2 * 3_600_000)
     assert report.pins_expired == 2 and not files(t, PIN_DIR)
     assert report.safe_version == t.version
     assert report.dv_files_deleted > 0 and report.log_files_deleted > 0
@@ -216,29 +216,29 @@ def test_the_dv_of_a_delete_in_flight_survives_gc(tmp_path, monkeypatch):
     the log yet and only the orphan grace period protects it."""
     t = make_table(tmp_path)
     delete_ids(t, spread(0, 4))
-    real_put = t.log._put
+    real_put = t.commit_log._put
     reports = []
 
     def put_after_gc(commit, txn, **kwargs):
-        reports.append(table_gc.collect_garbage(t.log))
+        reports.append(table_gc.collect_garbage(t.commit_log))
         return real_put(commit, txn, **kwargs)
 
-    monkeypatch.setattr(t.log, "_put", put_after_gc)
+    monkeypatch.setattr(t.commit_log, "_put", put_after_gc)
     delete_ids(t, [20])
     monkeypatch.undo()
     assert reports and reports[0].dv_files_in_grace == 1
     assert 20 not in [i for i, _ in read(t)]
     assert files(t, DV_DIR) >= needed_dvs(t, [t.version])
 
-    table_gc.collect_garbage(t.log)  # the in-flight delete superseded a DV: collect it first
+    table_gc.collect_garbage(t.commit_log)  # the in-flight delete superseded a DV: collect it first
     assert files(t, DV_DIR) == needed_dvs(t, [t.version])
 
     # a true orphan (a delete that never committed) goes once it is older than the grace period
     orphan = write_dvs(t.io, {t.snapshot().visible_segment_ids()[0]: [1, 2, 3]}, inline_max_bytes=0)
     orphan_path = next(iter(orphan.values())).path
-    assert table_gc.collect_garbage(t.log).dv_files_deleted == 0
+    assert table_gc.collect_garbage(t.commit_log).dv_files_deleted == 0
     assert orphan_path in files(t, DV_DIR)
-    report = table_gc.collect_garbage(t.log, now_ms=int(time.time() * 1000) + 2 * 3_600_000)
+    report = table_gc.collect_garbage(t.commit_log, now_ms=int(time.time() * 1000) + 2 * 3_600_000)
     assert orphan_path in report.deleted and orphan_path not in files(t, DV_DIR)
     assert files(t, DV_DIR) == needed_dvs(t, [t.version])
 
@@ -248,12 +248,12 @@ def test_dry_run_deletes_nothing_and_reports_what_a_run_would_delete(tmp_path):
     delete_ids(t, spread(0, 8))
     before = files(t, DV_DIR) | files(t, LOG_DIR)
     seen = []
-    dry = table_gc.collect_garbage(t.log, dry_run=True, progress=lambda d, n, w: seen.append((d, n, w)))
+    dry = table_gc.collect_garbage(t.commit_log, dry_run=True, progress=lambda d, n, w: seen.append((d, n, w)))
     assert dry.dry_run and dry.complete
     assert files(t, DV_DIR) | files(t, LOG_DIR) == before
     assert dry.dv_files_deleted == 6 and dry.log_files_deleted > 0 and dry.bytes_freed > 0
     assert {w for _, _, w in seen} == {"dv", "log", "pins"}
-    real = table_gc.collect_garbage(t.log)
+    real = table_gc.collect_garbage(t.commit_log)
     assert sorted(real.deleted) == sorted(dry.deleted)
     assert (real.dv_files_deleted, real.log_files_deleted, real.bytes_freed) == (
         dry.dv_files_deleted,
@@ -266,14 +266,16 @@ def test_time_budget_stops_after_partial_progress_and_the_next_run_finishes(tmp_
     t = make_table(tmp_path)
     delete_ids(t, spread(0, 10))
     expected = read(t)
-    plan = table_gc.collect_garbage(t.log, dry_run=True)
+    plan = table_gc.collect_garbage(t.commit_log, dry_run=True)
     seen = []
-    first = table_gc.collect_garbage(t.log, time_budget_s=0, batch_bytes=1, progress=lambda d, n, w: seen.append((d, n, w)))
+    first = table_gc.collect_garbage(
+        t.commit_log, time_budget_s=0, batch_bytes=1, progress=lambda d, n, w: seen.append((d, n, w))
+    )
     assert not first.complete
     assert first.batches == 1 and first.dv_files_deleted == 1  # one batch: progress, then the budget check
     assert seen == [(0, plan.dv_files_deleted, "dv"), (1, plan.dv_files_deleted, "dv")]
     assert read(t) == expected
-    second = table_gc.collect_garbage(t.log, batch_bytes=1)
+    second = table_gc.collect_garbage(t.commit_log, batch_bytes=1)
     assert second.complete
     assert first.dv_files_deleted + second.dv_files_deleted == plan.dv_files_deleted
     assert second.log_files_deleted == plan.log_files_deleted
@@ -285,7 +287,7 @@ def test_batches_are_bounded_by_path_bytes(tmp_path, monkeypatch):
     t = make_table(tmp_path)
     delete_ids(t, spread(0, 8))
     limit = 2 * len(next(iter(files(t, DV_DIR)))) + 1  # two DV paths fit, three do not
-    plan = table_gc.collect_garbage(t.log, dry_run=True, batch_bytes=limit)
+    plan = table_gc.collect_garbage(t.commit_log, dry_run=True, batch_bytes=limit)
     sizes: list[int] = []
     real_delete = t.io.delete
 
@@ -295,7 +297,7 @@ def test_batches_are_bounded_by_path_bytes(tmp_path, monkeypatch):
         real_delete(paths)
 
     monkeypatch.setattr(t.io, "delete", recording_delete)
-    report = table_gc.collect_garbage(t.log, batch_bytes=limit)
+    report = table_gc.collect_garbage(t.commit_log, batch_bytes=limit)
     monkeypatch.undo()
     assert report.complete and report.batches == len(sizes) == plan.batches
     assert all(0 < n <= limit for n in sizes)
@@ -308,7 +310,7 @@ def test_a_corrupt_checkpoint_keeps_the_log_whole(tmp_path):
     delete_ids(t, spread(0, 7))  # latest 9, checkpoints 3, 6, 9
     expected = record(t)
     (tmp_path / "t" / checkpoint_path(9)).write_bytes(b"{broken")
-    report = table_gc.collect_garbage(t.log)
+    report = table_gc.collect_garbage(t.commit_log)
     assert report.log_files_deleted == 0
     assert report.dv_files_deleted > 0
     assert read(t) == expected[9]
@@ -328,7 +330,7 @@ def test_a_checkpoint_with_a_bad_row_keeps_the_log_whole(tmp_path):
     i = bad.schema.get_field_index("num_rows")
     bad = bad.set_column(i, bad.schema.field(i), pa.array([-1] * bad.num_rows, bad.schema.field(i).type))
     pq.write_table(bad.replace_schema_metadata(pf.metadata.metadata), path, compression="zstd", write_page_checksum=True)
-    report = table_gc.collect_garbage(t.log)
+    report = table_gc.collect_garbage(t.commit_log)
     assert report.log_files_deleted == 0
     assert read(t) == expected[9]  # falls back to checkpoint 6 + the commits after it
 
@@ -361,7 +363,7 @@ def test_gc_killed_midway_leaves_the_table_intact_and_the_next_run_completes(tmp
     delete_ids(t, spread(6, 10))
     expected = record(t)
     latest = t.version  # 18
-    plan = table_gc.collect_garbage(t.log, dry_run=True)
+    plan = table_gc.collect_garbage(t.commit_log, dry_run=True)
     n_dv = plan.dv_files_deleted
     assert plan.safe_version == pinned_version and n_dv >= 3 and plan.log_files_deleted >= 3
 
@@ -387,7 +389,7 @@ def test_gc_killed_midway_leaves_the_table_intact_and_the_next_run_completes(tmp
     # nothing it should have removed is left, nothing it should have kept is gone
     assert files(t, DV_DIR) == needed_dvs(t, range(pinned_version, latest + 1))
     assert not (files(t, DV_DIR) | files(t, LOG_DIR)) & set(plan.deleted)
-    assert table_gc.collect_garbage(t.log, dry_run=True).deleted == []
+    assert table_gc.collect_garbage(t.commit_log, dry_run=True).deleted == []
     for v in range(pinned_version, latest + 1):
         assert read(t, v) == expected[v]
     pinned.release()
@@ -404,7 +406,7 @@ def test_a_pin_that_lands_while_gc_runs_makes_it_plan_again(tmp_path):
         if what == "dv" and done == 1 and not pins:  # after the first delete batch
             pins.append(t.pin(8))
 
-    report = table_gc.collect_garbage(t.log, batch_bytes=1, progress=pin_during_gc)
+    report = table_gc.collect_garbage(t.commit_log, batch_bytes=1, progress=pin_during_gc)
     assert pins and report.complete and report.replans == 1
     assert report.safe_version == report.pinned_version == 8
     assert report.log_checkpoint == 6  # not 9: the log must still reach version 8

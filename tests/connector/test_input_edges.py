@@ -44,7 +44,7 @@ def test_extreme_date32_values_are_written_and_read(tmp_path) -> None:
     t.append(ordinary)
     got = t.to_arrow().sort_by("v")
     assert got.column("d").cast(pa.int32()).to_pylist() == [DATE32_MAX, DATE32_MIN, None, 19723, 20088]
-    stats = [t.log.read_commit(v).actions[0].segment.row_groups[0].stats["d"] for v in (1, 2)]
+    stats = [t.commit_log.read_commit(v).actions[0].segment.row_groups[0].stats["d"] for v in (1, 2)]
     assert (stats[0].min, stats[0].max, stats[0].null_count) == (None, None, 1)
     assert (stats[1].min, stats[1].max) == ("2024-01-01", "2024-12-31")
     # filters and predicates still select exactly; the extreme row group is read, not skipped

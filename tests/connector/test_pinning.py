@@ -85,7 +85,7 @@ def test_renew_extends_a_live_pin_and_pins_an_expired_one_again(small_table):
     time.sleep(0.01)
     with pytest.raises(PinExpiredError):  # without the log it cannot check the version
         renew(t.io, short.pin)
-    again = renew(t.io, short.pin, log=t.log)
+    again = renew(t.io, short.pin, commit_log=t.commit_log)
     assert again.version == short.version and again.pin_id != short.pin.pin_id
     assert live_versions(t) == [short.version]
     pins.release(t.io, again.pin_id)
@@ -103,13 +103,13 @@ def test_a_write_pins_its_read_version_until_it_commits_or_aborts(small_table):
 def test_delete_holds_a_pin_on_the_version_it_read_while_it_commits(small_table, monkeypatch):
     t = small_table
     seen: list[list[int]] = []
-    real = t.log.commit
+    real = t.commit_log.commit
 
     def commit(**kwargs):
         seen.append(live_versions(t))
         return real(**kwargs)
 
-    monkeypatch.setattr(t.log, "commit", commit)
+    monkeypatch.setattr(t.commit_log, "commit", commit)
     read = t.version
     assert t.delete(pc.field("id") < 5).deleted_rows == 5
     assert t.delete_rows({t.snapshot().visible_segments()[1].id: [0]}).deleted_rows == 1
@@ -136,17 +136,17 @@ def test_a_task_renews_the_planners_pin_once_half_its_ttl_has_passed(pushed, mon
     with pinning.pin_snapshot(pushed.io, pushed.log, owner="planner") as held:
         pin, now, ttl = held.pin, time.time(), pinning.pin_ttl_s()
         # planned a moment ago: nothing to do
-        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log) == pin
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log) == pin
         assert extended == []
         # planned more than half a ttl ago: renewed
         later = now + 0.6 * ttl
-        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log, now=later) == pin
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log, now=later) == pin
         assert extended == [pin.pin_id]
         # other tasks of the same process soon after: no second write
-        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log, now=later + 1) == pin
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log, now=later + 1) == pin
         assert extended == [pin.pin_id]
         # half a ttl after that renewal: again
-        pinning.renew_when_due(pushed.io, pin, renewed_at=now, log=pushed.log, now=later + 0.6 * ttl)
+        pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log, now=later + 0.6 * ttl)
         assert extended == [pin.pin_id, pin.pin_id]
 
 
@@ -155,11 +155,11 @@ def test_a_task_whose_pin_is_gone_pins_the_version_again_if_it_is_whole(pushed, 
     held = pinning.pin_snapshot(pushed.io, pushed.log, owner="planner")
     pin = held.pin
     held.release()  # as if it had expired
-    again = pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, log=pushed.log)
+    again = pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, commit_log=pushed.log)
     assert again.version == pin.version and again.pin_id != pin.pin_id
     assert pins.read_pin(pushed.io, again.pin_id).version == pin.version
     # the next task of this process reuses that pin instead of pinning once more
-    assert pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, log=pushed.log) == again
+    assert pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, commit_log=pushed.log) == again
     pinning.release(pushed.io, again)
 
 

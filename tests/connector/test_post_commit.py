@@ -177,6 +177,6 @@ def test_a_failing_compaction_never_fails_the_delete(table_uri, caplog):
 def test_which_commits_trigger_auto_compaction(table_uri, operation, compacts):
     t = Table.create(table_uri, schema=orders(0, 1).schema, properties=COMPACT)
     t.append(orders(0, 10))
-    landed = t.log.commit(read=t.snapshot(), operation=operation, build=lambda cur: [])
+    landed = t.commit_log.commit(read=t.snapshot(), operation=operation, build=lambda cur: [])
     names = [s.name for s in post_commit.steps_for(landed)]
     assert names == (["autoCompact"] if compacts else [])

@@ -344,8 +344,8 @@ def test_a_change_feed_of_a_log_cut_to_its_newest_version_says_nothing_since_is_
     t.append(orders(0, 5))
     t.append(orders(5, 5))  # 2
     t.collect_garbage()
-    listing = t.log.listing()
+    listing = t.commit_log.listing()
     assert (listing.commits, listing.checkpoints) == ([2], [2])  # what version 2 needs, no more
     opts = read_options({"path": table_uri, "readChangeFeed": "true", "startingTimestamp": "1970-01-01"})
     with pytest.raises(VersionNotFoundError, match="startingTimestamp '1970-01-01': the changes of every version since"):
-        feed_start(t.log, opts)
+        feed_start(t.commit_log, opts)

@@ -157,7 +157,7 @@ def test_compaction_and_table_reads_beside_a_racing_listing(tmp_path) -> None:
     for i in range(12):
         t.append(pa.table({"id": [i]}))
     racy = RacyLocalFileIO(t.io.uri, hide={name(12)}, times=1000)
-    t.io, t.log = racy, CommitLog(racy)
+    t.io, t.commit_log = racy, CommitLog(racy)
     assert t.snapshot().version == 12
     report = compact(racy, CommitLog(racy), min_input_files=2)
     assert report.commits
@@ -256,7 +256,7 @@ def test_a_directory_where_the_next_commit_belongs(tmp_path) -> None:
     for operation in (
         lambda: t.append(pa.table({"id": [2]})),
         lambda: Table.open(t.uri).append(pa.table({"id": [2]})),
-        lambda: t.log.read_commit(2),
+        lambda: t.commit_log.read_commit(2),
     ):
         with pytest.raises(StrayLogFileError, match="a directory where the file of commit 2 belongs") as err:
             operation()

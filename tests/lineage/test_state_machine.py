@@ -509,21 +509,21 @@ class LoggedLineageMachine(LineageMachine):
 
     def setup_store(self) -> None:
         self.tmp = tempfile.mkdtemp(prefix="mvtable-sm-")
-        self.log = CommitLog(LocalFileIO(self.tmp), check_files=False)
+        self.commit_log = CommitLog(LocalFileIO(self.tmp), check_files=False)
 
     def do_commit(self, actions, op: Operation) -> tuple[Snapshot, Commit]:
-        result = self.log.commit(read=self.snap, operation=op, build=lambda current: list(actions))
+        result = self.commit_log.commit(read=self.snap, operation=op, build=lambda current: list(actions))
         assert result.attempts == 1
         return result.snapshot, result.commit
 
     def after_refusal(self) -> None:
         # Nothing of a refused commit reaches the log.
-        assert self.log.latest_version() == self.snap.version
+        assert self.commit_log.latest_version() == self.snap.version
 
     @rule(data=st.data())
     def time_travel(self, data) -> None:
         v = data.draw(st.integers(0, self.snap.version), label="version")
-        old = self.log.snapshot(v)
+        old = self.commit_log.snapshot(v)
         assert old.version == v
         assert snapshot_view(old) == self.views[v]
         if v == self.snap.version:
@@ -531,8 +531,8 @@ class LoggedLineageMachine(LineageMachine):
 
     @invariant()
     def log_agrees(self) -> None:
-        assert self.log.latest_version() == self.snap.version
-        latest = self.log.snapshot()
+        assert self.commit_log.latest_version() == self.snap.version
+        latest = self.commit_log.snapshot()
         assert latest == self.snap
 
     def teardown(self) -> None:

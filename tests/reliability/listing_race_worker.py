@@ -68,7 +68,7 @@ def opener(uri: str, options: dict, deadline: float) -> dict:
                 failures.append({"error": "wrong rows", "trace": f"version {snap.version}: {rows} rows, {appends} appends"})
             seen.append(snap.version)
             if len(seen) % 2:
-                t.log.snapshot(max(0, snap.version - 1))
+                t.commit_log.snapshot(max(0, snap.version - 1))
         except Exception as exc:
             failures.append({"error": type(exc).__name__, "trace": traceback.format_exc()[-1500:]})
     return {"seen": seen, "failures": failures, "relists": relists.count}

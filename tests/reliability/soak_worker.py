@@ -37,7 +37,7 @@ def writer(t: Table, wid: int, rng: random.Random, deadline: float) -> list[dict
             if op in ("append", "push"):
                 ids = [wid * 10**9 + seq * 1000 + i for i in range(rng.randint(1, 30))]
                 result = t.append(rows(ids)) if op == "append" else t.overwrite(rows(ids), consistent_push=True)
-                added = [a.segment.id for a in t.log.read_commit(result.version).actions if isinstance(a, AddSegment)]
+                added = [a.segment.id for a in t.commit_log.read_commit(result.version).actions if isinstance(a, AddSegment)]
                 record.update(version=result.version, segments={sid: ids for sid in added}, attempts=result.attempts)
             elif op == "delete":
                 snap = t.snapshot()
@@ -77,7 +77,7 @@ def reader(t: Table, rng: random.Random, deadline: float, pin_id: str) -> dict:
     archived = -1
     reads = []
     while time.monotonic() < deadline:
-        latest = t.log.latest_version()
+        latest = t.commit_log.latest_version()
         for v in range(archived + 1, latest + 1):
             archive[v] = t.io.read(f"_mvtable/log/{v:020d}.json").decode()
         if latest > archived:

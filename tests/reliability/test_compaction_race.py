@@ -53,7 +53,7 @@ def run_race(tmp_path: Path, uri: str, options: dict, *, label: str) -> None:
     # mistake would show (every delete and compaction, the version before each, the newest)
     # and a sample of the rest: reading all of them costs versions x segments, and a quiet
     # machine lands ~1,500 versions in 8 s.
-    operations = {v: t.log.read_commit(v).operation for v in range(1, t.version + 1)}
+    operations = {v: t.commit_log.read_commit(v).operation for v in range(1, t.version + 1)}
     risky = {v for v, op in operations.items() if op != "APPEND"}
     to_read = risky | {v - 1 for v in risky if v > 1} | {t.version} | set(range(1, t.version + 1, 25))
     previous: Counter[int] = Counter()

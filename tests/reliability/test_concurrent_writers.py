@@ -70,7 +70,7 @@ class Model:
 def run_soak(tmp_path: Path, uri: str, options: dict, *, label: str) -> None:
     t = Table.create(uri, schema=pa.schema([("id", pa.int64())]), properties=PROPS, storage_options=options)
     t.append(pa.table({"id": pa.array(range(50), pa.int64())}))
-    seed_segments = {a.segment.id: list(range(50)) for a in t.log.read_commit(1).actions if hasattr(a, "segment")}
+    seed_segments = {a.segment.id: list(range(50)) for a in t.commit_log.read_commit(1).actions if hasattr(a, "segment")}
     archive_pin = pins.pin(t.io, 0, ttl_s=3600, owner="soak test")  # handed over to the reader
     procs = []
     roles = [("writer", i) for i in range(WRITERS)] + [("reader", 0), ("janitor", 0)]

@@ -45,13 +45,13 @@ def long_history(uri: str, options: dict, commits: int) -> None:
     table = Table.create(uri, schema=pa.schema([("id", pa.int64())]), properties=PROPS, storage_options=options)
     memory = open_file_io(f"memory://listing-race-{uuid.uuid4().hex}")
     memory.write(commit_path(0), table.io.read(commit_path(0)))
-    clog = CommitLog(memory)
-    snap = clog.snapshot()
+    commit_log = CommitLog(memory)
+    snap = commit_log.snapshot()
     for batch in range(commits):
         build = lambda s, b=batch: [SetTransaction(app_id="history", batch_id=b)]
         # a checkpoint every 100 versions, not 10: each holds the whole history, and writing
         # one every 10 versions would cost seconds here
-        snap = clog.commit(read=snap, operation=Operation.STREAM_APPEND, build=build, checkpoint_interval=100).snapshot
+        snap = commit_log.commit(read=snap, operation=Operation.STREAM_APPEND, build=build, checkpoint_interval=100).snapshot
     names = [n for n in memory.list_names(LOG_DIR) if n != commit_path(0).rsplit("/", 1)[1]]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda n: table.io.write(f"{LOG_DIR}/{n}", memory.read(f"{LOG_DIR}/{n}")), names))

@@ -112,7 +112,7 @@ def test_random_sigkills_never_block_the_next_push(tmp_path):
         started = time.perf_counter()
         result = t.overwrite(pa.table({"id": pa.array([-kills], pa.int64())}), consistent_push=True)
         recoveries.append(time.perf_counter() - started)
-        recovered_entries += sum(a.kind == "lineage_revert" for a in t.log.read_commit(result.version - 1).actions)
+        recovered_entries += sum(a.kind == "lineage_revert" for a in t.commit_log.read_commit(result.version - 1).actions)
         assert sorted(t.to_arrow().column("id").to_pylist()) == [-kills]
         t.append(pa.table({"id": pa.array([10**9 + kills], pa.int64())}))  # the table keeps moving
     assert max(recoveries) < 5, recoveries  # never a lease's wait (1 h)

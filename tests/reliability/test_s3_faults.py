@@ -93,7 +93,7 @@ def test_four_writers_through_s3_faults(tmp_path: Path, s3_fault_proxy: FaultPro
     final = t.to_arrow().column("id").to_pylist()
     counts = collections.Counter(final)
     assert not [i for i, n in counts.items() if n > 1], "duplicated rows"
-    log_txns = collections.Counter(t.log.read_commit(v).parameters.get("txn") for v in range(1, t.version + 1))
+    log_txns = collections.Counter(t.commit_log.read_commit(v).parameters.get("txn") for v in range(1, t.version + 1))
     assert not [x for x, n in log_txns.items() if n > 1], "a transaction landed twice"
 
     outcomes = collections.Counter(r["outcome"] for r in records)
@@ -103,11 +103,11 @@ def test_four_writers_through_s3_faults(tmp_path: Path, s3_fault_proxy: FaultPro
         present = [i for i in r["ids"] if i in counts]
         if r["outcome"] == "landed":
             assert present == r["ids"], f"a landed append is missing rows: {r}"
-            assert t.log.read_commit(r["version"]).parameters["txn"] == r["txn"], f"wrong version reported: {r}"
+            assert t.commit_log.read_commit(r["version"]).parameters["txn"] == r["txn"], f"wrong version reported: {r}"
             expected.update(r["ids"])
         elif r["outcome"] == "unknown":
             assert r["txn"] and r["version"] is not None, r
-            found = t.log.find_commit(r["txn"], since=r["version"])
+            found = t.commit_log.find_commit(r["txn"], since=r["version"])
             assert present == (r["ids"] if found is not None else []), f"unknown commit not resolved by the read: {r}"
             resolved["landed" if found is not None else "absent"] += 1
             expected.update(present)

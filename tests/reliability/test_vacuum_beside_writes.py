@@ -200,7 +200,7 @@ def test_a_commit_naming_a_file_removed_by_hand_is_refused(tmp_path):
     with faults.run_at("write.after_files", remove_segments), pytest.raises(CommitFilesMissingError) as err:
         t.append(rows(range(100, 110)))
     assert err.value.paths and all(p.startswith("data/") for p in err.value.paths)
-    assert t.log.latest_version() == version  # nothing committed
+    assert t.commit_log.latest_version() == version  # nothing committed
     assert content(t) == before
     assert intents_left(t) == []
 
@@ -211,7 +211,7 @@ def test_a_dv_file_removed_before_the_commit_is_refused(tmp_path):
 
     def remove_dvs() -> None:
         dv = os.path.join(t.uri, "_mvtable", "dv")
-        live = {ref.path for ref in t.log.snapshot().dvs.values() if ref.path}
+        live = {ref.path for ref in t.commit_log.snapshot().dvs.values() if ref.path}
         for n in os.listdir(dv):
             if f"_mvtable/dv/{n}" not in live:
                 os.remove(os.path.join(dv, n))
@@ -240,7 +240,7 @@ def test_a_write_whose_intent_was_taken_away_does_not_commit(tmp_path):
         pytest.raises((CommitFilesMissingError, WriteIntentExpiredError)),
     ):
         t.append(rows(range(100, 110)))
-    assert t.log.latest_version() >= version  # vacuum may commit; the append did not
+    assert t.commit_log.latest_version() >= version  # vacuum may commit; the append did not
     assert all(h.operation.value != "APPEND" for h in t.history()[version + 1 :])
     assert content(t) == before
 

@@ -70,7 +70,7 @@ def test_dv_files_from_before_location_footers_are_copied_once(tmp_path) -> None
     snap = t.snapshot()
     (sid,) = snap.visible_segment_ids()
     refs = write_dvs(t.io, {sid: list(range(0, 2000, 3))}, inline_max_bytes=0)  # no data_files: old footer
-    t.log.commit(read=snap, operation=Operation.DELETE, build=lambda _: [SetDeletionVector(segment_id=sid, dv=refs[sid])])
+    t.commit_log.commit(read=snap, operation=Operation.DELETE, build=lambda _: [SetDeletionVector(segment_id=sid, dv=refs[sid])])
     result = t.export_iceberg()
     assert result.copied_dv_bytes == refs[sid].size
     assert iceberg_rows(result.metadata, t.version) == sorted_rows(t.scan().to_arrow())
@@ -186,13 +186,15 @@ def test_a_dv_file_whose_other_blob_is_stale_is_not_referenced_in_place(tmp_path
     a, b = snap.visible_segment_ids()
     located = {sid: f"{table_location(t.io)}/{snap.segments[sid].file.path}" for sid in (a, b)}
     both = write_dvs(t.io, {a: list(range(0, 2000, 3)), b: list(range(0, 2000, 5))}, inline_max_bytes=0, data_files=located)
-    t.log.commit(
+    t.commit_log.commit(
         read=snap,
         operation=Operation.DELETE,
         build=lambda _: [SetDeletionVector(segment_id=sid, dv=both[sid]) for sid in (a, b)],
     )
     other = write_dvs(t.io, {a: list(range(1, 2000, 7))}, inline_max_bytes=0, data_files={a: located[a]})
-    t.log.commit(read=t.snapshot(), operation=Operation.DELETE, build=lambda _: [SetDeletionVector(segment_id=a, dv=other[a])])
+    t.commit_log.commit(
+        read=t.snapshot(), operation=Operation.DELETE, build=lambda _: [SetDeletionVector(segment_id=a, dv=other[a])]
+    )
     result = t.export_iceberg(all_versions=True)
     for v in range(t.version + 1):
         assert iceberg_rows(result.metadata, v) == sorted_rows(t.scan(version=v).to_arrow()), f"version {v}"

@@ -17,7 +17,7 @@ SCHEMA = rows(0, 1).schema
 
 
 def _status(t: Table) -> dict[str, dict]:
-    return {s.format: s.to_json() for s in export_status(t.io, t.log.listing())}
+    return {s.format: s.to_json() for s in export_status(t.io, t.commit_log.listing())}
 
 
 def test_a_table_never_exported_has_no_status(tmp_path) -> None:
@@ -59,7 +59,7 @@ def test_an_export_older_than_the_log_keeps_is_expired(tmp_path) -> None:
         t.append(rows(i * 10, 10))
     assert not _status(t)["delta"]["expired"]  # behind, but every version is still in the log
     t.collect_garbage()
-    assert min(t.log.listing().checkpoints) > exported  # GC cut the log: the exported version is gone
+    assert min(t.commit_log.listing().checkpoints) > exported  # GC cut the log: the exported version is gone
     delta = _status(t)["delta"]
     assert delta["version"] == exported and delta["expired"] and delta["behind"] == t.version - exported
 

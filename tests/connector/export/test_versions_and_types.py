@@ -38,7 +38,7 @@ def test_all_versions_start_where_the_log_does(tmp_path) -> None:
     for i in range(5):
         t.append(ints(i * 10, 10))
     t.collect_garbage()
-    oldest = min(t.log.listing().checkpoints)
+    oldest = min(t.commit_log.listing().checkpoints)
     assert oldest > 0
     result = t.export_iceberg(all_versions=True)
     assert result.versions == tuple(range(oldest, t.version + 1))

@@ -43,7 +43,7 @@ def planned_append(t: Table, data: pa.Table):
     plan = writes.begin_write(t.uri, storage_options=None, incoming=data.schema, mode=writes.APPEND)
     keys, segments = write_keyed(
         t.io,
-        writes.read_snapshot(t.log, plan),
+        writes.read_snapshot(t.commit_log, plan),
         plan.arrow_schema,
         plan.primary_key,
         data,
@@ -182,7 +182,7 @@ def history(uri: str) -> str:
     t = Table.open(uri)
     lines = []
     for v in range(t.version + 1):
-        c = t.log.read_commit(v)
+        c = t.commit_log.read_commit(v)
         lines.append(f"v{v} {c.operation} read {c.read_version} {c.metrics} {[type(a).__name__ for a in c.actions]}")
     for row in t.to_arrow().sort_by("id").to_pylist():
         lines.append(f"  {row}")

@@ -175,7 +175,7 @@ def test_publish_checks_everything_when_the_log_since_staging_is_gone(table_uri)
     t.collect_garbage()
     staged_at = max(t.snapshot().segments[s].added_version for s in t.snapshot().lineage[entry].segments_to)
     with pytest.raises(VersionNotFoundError):
-        t.log.snapshot(staged_at)
+        t.commit_log.snapshot(staged_at)
     before = state(t)
     with pytest.raises(DuplicateKeyError) as exc:
         t.publish(entry)

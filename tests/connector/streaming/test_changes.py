@@ -94,8 +94,8 @@ def test_commit_kinds(small_table):
     t.append(orders(3000, 5))  # 3
     t.delete(pc.field("id") == 1)  # 4
     compact(t)  # 5
-    state = t.log.snapshot(2)  # advanced in place below: a snapshot of our own, not the read-only view
-    kinds = [advance(state, t.log.read_commit(v)).kind for v in (3, 4, 5)]
+    state = t.commit_log.snapshot(2)  # advanced in place below: a snapshot of our own, not the read-only view
+    kinds = [advance(state, t.commit_log.read_commit(v)).kind for v in (3, 4, 5)]
     assert kinds == [CommitKind.APPEND, CommitKind.CHANGE, CommitKind.NEUTRAL]
     assert state.visible_segment_ids() == t.snapshot().visible_segment_ids()
 
@@ -136,11 +136,11 @@ def test_the_walker_goes_back_and_forth_and_recovers_from_a_missing_commit(small
     t = small_table
     t.delete(pc.field("id") < 5)  # 3
     t.append(orders(3000, 5))  # 4
-    walker = VersionWalker(t.log, cached_versions=1)
-    fresh = [VersionWalker(t.log).delta(v) for v in (4, 2, 3)]
+    walker = VersionWalker(t.commit_log, cached_versions=1)
+    fresh = [VersionWalker(t.commit_log).delta(v) for v in (4, 2, 3)]
     assert [walker.delta(v) for v in (4, 2, 3)] == fresh
     assert [d.kind for d in fresh] == [CommitKind.APPEND, CommitKind.APPEND, CommitKind.CHANGE]
-    walker = VersionWalker(t.log)
+    walker = VersionWalker(t.commit_log)
     walker.delta(2)
     moved = t.io.read(commit_path(3))
     t.io.delete([commit_path(3)])
@@ -161,7 +161,7 @@ def collected_table(uri: str) -> Table:
     t.collect_garbage()
     t.append(orders(50, 10))  # 6
     t.append(orders(60, 10))  # 7
-    listing = t.log.listing()
+    listing = t.commit_log.listing()
     assert (listing.commits, listing.checkpoints) == ([4, 5, 6, 7], [3, 6])
     assert [h.version for h in t.history()] == list(range(8))
     return t

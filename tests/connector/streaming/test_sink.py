@@ -182,12 +182,12 @@ def test_a_keyed_batch_whose_other_attempt_lands_during_its_commit_is_a_replay(k
     data = orders(1000, 20)
     plan = plan_batch(keyed_uri, storage_options=None, incoming=data.schema, complete=False)
     segments = writes.write_data(plan, data.to_batches())
-    clog = plan.commit_log()
-    stale = clog.snapshot()
+    commit_log = plan.commit_log()
+    stale = commit_log.snapshot()
     assert not write_batch(keyed_uri, data, batch_id=7).skipped  # the other attempt
     with pytest.raises(NothingToCommit):
         _commit_keyed(
-            clog,
+            commit_log,
             plan,
             segments,
             app_id="query-1",
