@@ -69,7 +69,9 @@ def scan_case(built: data.Built, *, repeat: int) -> dict[str, Any]:
             segment_checks.VERIFY = True
         return (table.num_rows, pc.sum(table.column(0)).as_py())
 
-    timings = measure({"checked": System(lambda: scan(True)), "unchecked": System(lambda: scan(False))}, repeat=repeat, commit_log=log)
+    timings = measure(
+        {"checked": System(lambda: scan(True)), "unchecked": System(lambda: scan(False))}, repeat=repeat, commit_log=log
+    )
     return _pair("table_scan", "Table.scan().to_arrow() of lineitem, 10% deleted", timings)
 
 

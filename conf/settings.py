@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
 
 from mvtable import checks
 from mvtable.errors import SettingsError
@@ -97,7 +98,8 @@ def property_strings(properties: object) -> dict[str, str]:
     for name, value in properties.items():
         if not isinstance(name, str):
             raise SettingsError(f"table property names are strings, not {name!r}")
-        out[name] = _property_string(name, value)
+        stored = on_disk_name(name)
+        out[stored] = _property_string(stored, value)
     return out
 
 
@@ -116,27 +118,33 @@ def _property_string(name: str, value: object) -> str:
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Settings read in Python by snake_case name; stored and written by their camelCase alias.
+
+    The log, ``defaults.toml``, Spark options (``property.rowGroupRows``) and every table
+    already written spell them in camelCase, so that stays the on-disk name; either
+    spelling is accepted on the way in (``on_disk_name``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
 
 
 class TableProperties(_Settings):
-    checkpointInterval: int = Field(ge=1)
-    replacedSegmentsRetentionPeriod: str
-    lineageEntryCleanupRetentionPeriod: str
-    versionRetentionPeriod: str
-    orphanGracePeriod: str
-    rowGroupRows: int = Field(ge=1)
-    dvInlineMaxBytes: int = Field(ge=0)
-    icebergCompat: bool
-    pushLeasePeriod: str
-    compactTargetFileSize: int = Field(ge=1)
-    compactMinInputFiles: int = Field(ge=1)
-    compactDeleteRatio: float = Field(gt=0, le=1)
-    compactMaxBytesPerCommit: int = Field(ge=1)
-    autoCompact: bool
-    commitDurability: Literal["fsync", "os"]
+    checkpoint_interval: int = Field(ge=1)
+    replaced_segments_retention_period: str
+    lineage_entry_cleanup_retention_period: str
+    version_retention_period: str
+    orphan_grace_period: str
+    row_group_rows: int = Field(ge=1)
+    dv_inline_max_bytes: int = Field(ge=0)
+    iceberg_compat: bool
+    push_lease_period: str
+    compact_target_file_size: int = Field(ge=1)
+    compact_min_input_files: int = Field(ge=1)
+    compact_delete_ratio: float = Field(gt=0, le=1)
+    compact_max_bytes_per_commit: int = Field(ge=1)
+    auto_compact: bool
+    commit_durability: Literal["fsync", "os"]
 
-    @field_validator("commitDurability", mode="before")
+    @field_validator("commit_durability", mode="before")
     @classmethod
     def _durability(cls, v: Any) -> Any:
         if v not in ("fsync", "os"):
@@ -150,45 +158,45 @@ class TableProperties(_Settings):
     @property
     def commit_fsync(self) -> bool:
         """Whether commit and checkpoint files are flushed to disk before they count."""
-        return self.commitDurability == "fsync"
+        return self.commit_durability == "fsync"
 
-    @field_validator("compactTargetFileSize", "compactMaxBytesPerCommit", mode="before")
+    @field_validator("compact_target_file_size", "compact_max_bytes_per_commit", mode="before")
     @classmethod
     def _size(cls, v: Any, info: Any) -> int:
-        return parse_size(v, name=info.field_name)
+        return parse_size(v, name=to_camel(info.field_name))
 
     @field_validator(
-        "replacedSegmentsRetentionPeriod",
-        "lineageEntryCleanupRetentionPeriod",
-        "versionRetentionPeriod",
-        "orphanGracePeriod",
-        "pushLeasePeriod",
+        "replaced_segments_retention_period",
+        "lineage_entry_cleanup_retention_period",
+        "version_retention_period",
+        "orphan_grace_period",
+        "push_lease_period",
     )
     @classmethod
     def _period(cls, v: str, info: Any) -> str:
-        parse_period(v, name=info.field_name)
+        parse_period(v, name=to_camel(info.field_name))
         return v
 
     # Periods are stored as the text the user wrote (``7d``); code reads them in seconds.
     @property
     def version_retention_s(self) -> float:
-        return parse_period(self.versionRetentionPeriod, name="versionRetentionPeriod")
+        return parse_period(self.version_retention_period, name="versionRetentionPeriod")
 
     @property
     def replaced_segments_retention_s(self) -> float:
-        return parse_period(self.replacedSegmentsRetentionPeriod, name="replacedSegmentsRetentionPeriod")
+        return parse_period(self.replaced_segments_retention_period, name="replacedSegmentsRetentionPeriod")
 
     @property
     def lineage_entry_retention_s(self) -> float:
-        return parse_period(self.lineageEntryCleanupRetentionPeriod, name="lineageEntryCleanupRetentionPeriod")
+        return parse_period(self.lineage_entry_cleanup_retention_period, name="lineageEntryCleanupRetentionPeriod")
 
     @property
     def orphan_grace_s(self) -> float:
-        return parse_period(self.orphanGracePeriod, name="orphanGracePeriod")
+        return parse_period(self.orphan_grace_period, name="orphanGracePeriod")
 
     @property
     def push_lease_ms(self) -> int:
-        return int(parse_period(self.pushLeasePeriod, name="pushLeasePeriod") * 1000)
+        return int(parse_period(self.push_lease_period, name="pushLeasePeriod") * 1000)
 
     @classmethod
     def from_strings(cls, stored: Mapping[str, str]) -> TableProperties:
@@ -227,10 +235,11 @@ def _strict(items: tuple[tuple[str, str], ...]) -> TableProperties:
 
     A write, its commit and its after-commit work each read the table's properties, and the
     model is frozen. Errors are raised, never cached."""
-    stored = dict(items)
-    unknown = sorted(set(stored) - set(TableProperties.model_fields))
+    stored = {on_disk_name(k): v for k, v in items}
+    known = _on_disk_names(TableProperties)
+    unknown = sorted(set(stored) - known)
     if unknown:
-        raise SettingsError(f"unknown table properties {unknown}; known: {sorted(TableProperties.model_fields)}")
+        raise SettingsError(f"unknown table properties {unknown}; known: {sorted(known)}")
     try:
         return TableProperties.model_validate({**defaults()["table"], **stored})
     except ValidationError as exc:
@@ -239,9 +248,10 @@ def _strict(items: tuple[tuple[str, str], ...]) -> TableProperties:
 
 @lru_cache(maxsize=256)
 def _tolerant(items: tuple[tuple[str, str], ...]) -> tuple[TableProperties, dict[str, str]]:
-    known = set(TableProperties.model_fields)
-    problems = {k: f"unknown table property {k!r} ignored" for k, _ in items if k not in known}
-    stored = {k: v for k, v in items if k in known}
+    known = _on_disk_names(TableProperties)
+    named = {on_disk_name(k): v for k, v in items}
+    problems = {k: f"unknown table property {k!r} ignored" for k in named if k not in known}
+    stored = {k: v for k, v in named.items() if k in known}
     while True:
         try:
             return TableProperties.model_validate({**defaults()["table"], **stored}), problems
@@ -255,30 +265,42 @@ def _tolerant(items: tuple[tuple[str, str], ...]) -> tuple[TableProperties, dict
 class ConnectorSettings(_Settings):
     """Settings of the connector process (shipped in ``defaults.toml`` [connector])."""
 
-    maxPartitionBytes: int = Field(ge=1)
-    dvCacheBytes: int = Field(ge=0)
-    pinTtl: str
-    gcBatchBytes: int = Field(ge=1)
-    gcTimeBudget: str
-    writeIntentTtl: str
+    max_partition_bytes: int = Field(ge=1)
+    dv_cache_bytes: int = Field(ge=0)
+    pin_ttl: str
+    gc_batch_bytes: int = Field(ge=1)
+    gc_time_budget: str
+    write_intent_ttl: str
 
-    @field_validator("pinTtl", "gcTimeBudget", "writeIntentTtl")
+    @field_validator("pin_ttl", "gc_time_budget", "write_intent_ttl")
     @classmethod
     def _period(cls, v: str, info: Any) -> str:
-        parse_period(v, name=info.field_name)
+        parse_period(v, name=to_camel(info.field_name))
         return v
 
     @property
     def pin_ttl_s(self) -> float:
-        return parse_period(self.pinTtl, name="pinTtl")
+        return parse_period(self.pin_ttl, name="pinTtl")
 
     @property
     def gc_time_budget_s(self) -> float:
-        return parse_period(self.gcTimeBudget, name="gcTimeBudget")
+        return parse_period(self.gc_time_budget, name="gcTimeBudget")
 
     @property
     def write_intent_ttl_s(self) -> float:
-        return parse_period(self.writeIntentTtl, name="writeIntentTtl")
+        return parse_period(self.write_intent_ttl, name="write_intent_ttl")
+
+
+def on_disk_name(name: str) -> str:
+    """The stored, camelCase name of a setting given in either spelling (``row_group_rows`` → ``rowGroupRows``).
+
+    Names no settings model knows pass through unchanged, for the caller to refuse."""
+    snake = set(TableProperties.model_fields) | set(ConnectorSettings.model_fields)
+    return to_camel(name) if name in snake else name
+
+
+def _on_disk_names(model: type[_Settings]) -> set[str]:
+    return {to_camel(name) for name in model.model_fields}
 
 
 @lru_cache(maxsize=1)

@@ -170,7 +170,7 @@ def budget_and_batch(time_budget_s: float | None, batch_bytes: int | None) -> tu
     or the connector's ``gcTimeBudget`` and ``gcBatchBytes``. Shared by GC and vacuum."""
     settings = connector_settings()
     budget = settings.gc_time_budget_s if time_budget_s is None else checks.seconds(time_budget_s, name="time_budget_s")
-    max_bytes = settings.gcBatchBytes if batch_bytes is None else checks.count(batch_bytes, name="batch_bytes")
+    max_bytes = settings.gc_batch_bytes if batch_bytes is None else checks.count(batch_bytes, name="batch_bytes")
     return budget, max_bytes
 
 
@@ -252,7 +252,7 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
     summaries = _Summaries(commit_log, listing)
     latest = summaries.at(listing.latest)
     props = TableProperties.of(latest.properties)
-    write_intents.check_grace(props.orphan_grace_s, period=props.orphanGracePeriod, force=force)
+    write_intents.check_grace(props.orphan_grace_s, period=props.orphan_grace_period, force=force)
     version_retention_s = props.version_retention_s if retention_s is None else retention_s
     retention = plan_log_retention(
         listing,
@@ -285,7 +285,7 @@ def _plan(commit_log: CommitLog, *, now_ms: int, retention_s: float | None = Non
             now_ms=now_ms,
         ),
         *grace_hold(dv.kept_in_grace, what="deletion-vector file(s)", grace_s=props.orphan_grace_s),
-        *checkpoint_hold(safe_version=safe, checkpoint=retention.checkpoint, interval=props.checkpointInterval),
+        *checkpoint_hold(safe_version=safe, checkpoint=retention.checkpoint, interval=props.checkpoint_interval),
     ]
     return GCPlan(safe, retention, dv, phases, _sizes(io, dv_listing), held_back)
 

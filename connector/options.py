@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mvtable.conf import TableProperties, connector_settings
+from mvtable.conf import TableProperties, connector_settings, on_disk_name
 from mvtable.errors import InvalidOptionError
 
 from .timeparse import parse_timestamp_ms
@@ -54,7 +54,7 @@ class ReadOptions(_Options):
     version_as_of: int | None = Field(default=None, ge=0)
     timestamp_as_of: str | None = None
     columns: tuple[str, ...] | None = None
-    max_partition_bytes: int = Field(default_factory=lambda: connector_settings().maxPartitionBytes, ge=1)
+    max_partition_bytes: int = Field(default_factory=lambda: connector_settings().max_partition_bytes, ge=1)
     min_partitions: int | None = Field(default=None, ge=1)
     with_row_address: bool = False
     lineage_entry: str | None = None
@@ -220,7 +220,10 @@ _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
 _STREAM_WRITE_KEYS = {k.lower(): v for k, v in _STREAM_WRITE_NAMES.items()}
 _WRITE_KEYS = {k.lower(): v for k, v in _WRITE_NAMES.items()}
 _DISPLAY = {v: k for k, v in {**_READ_NAMES, **_WRITE_NAMES, **_STREAM_WRITE_NAMES}.items()}
-_PROPERTY_NAMES = {name.lower(): name for name in TableProperties.model_fields}
+# Spark lower-cases option keys: either spelling of a property, lower-cased, to its stored name.
+_PROPERTY_NAMES = {
+    spelling.lower(): on_disk_name(name) for name in TableProperties.model_fields for spelling in (name, on_disk_name(name))
+}
 _BOOLS = {"with_row_address", "consistent_push", "publish", "read_change_feed", "skip_change_commits"}
 
 

@@ -80,10 +80,10 @@ def _auto_compact(commit_log: CommitLog, result: CommitResult) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    Step("icebergCompat export", lambda props, result: props.icebergCompat, _export_iceberg),
+    Step("icebergCompat export", lambda props, result: props.iceberg_compat, _export_iceberg),
     Step(
         "autoCompact",
-        lambda props, result: props.autoCompact and result.commit.operation in DATA_WRITES,
+        lambda props, result: props.auto_compact and result.commit.operation in DATA_WRITES,
         _auto_compact,
     ),
 )

@@ -466,7 +466,7 @@ class Table:
                 self.commit_log,
                 snapshot,
                 found,
-                inline_max_bytes=TableProperties.of(snapshot.properties).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(snapshot.properties).dv_inline_max_bytes,
                 parameters={"predicate": str(filter)},
             )
             return result
@@ -475,7 +475,7 @@ class Table:
         with self._pin(owner="Table.delete by key") as pinned:
             snapshot = pinned.snapshot
             data = key_data(keys, require_key(snapshot, uri=self.uri, what="delete by key"))
-            inline = TableProperties.of(snapshot.properties).dvInlineMaxBytes
+            inline = TableProperties.of(snapshot.properties).dv_inline_max_bytes
             return delete_by_key(self.io, self.commit_log, snapshot, data, uri=self.uri, inline_max_bytes=inline)
 
     def delete_rows(
@@ -497,7 +497,7 @@ class Table:
                 self.commit_log,
                 read,
                 arrays,
-                inline_max_bytes=TableProperties.of(read.properties).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(read.properties).dv_inline_max_bytes,
                 parameters=parameters,
             )
 

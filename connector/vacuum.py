@@ -187,7 +187,7 @@ def _start(
     snapshot = commit_log.snapshot()
     props = TableProperties.of(snapshot.properties)
     retention_s = _retention_s(retention, props, force=force)
-    write_intents.check_grace(props.orphan_grace_s, period=props.orphanGracePeriod, force=force)
+    write_intents.check_grace(props.orphan_grace_s, period=props.orphan_grace_period, force=force)
     return _Run(
         commit_log=commit_log,
         snapshot=snapshot,
@@ -216,7 +216,7 @@ def _retention_s(retention: str | float | None, props: TableProperties, *, force
     if retention_s < table_retention and not force:
         raise RetentionTooShortError(
             f"retention {retention!r} is shorter than the table's versionRetentionPeriod "
-            f"({props.versionRetentionPeriod}): time travel and long readers inside that window would break. "
+            f"({props.version_retention_period}): time travel and long readers inside that window would break. "
             "Pass force=True if you mean it."
         )
     return retention_s

@@ -715,7 +715,7 @@ class CommitLog:
             props, problems = TableProperties.tolerant(snapshot.properties)
             if "checkpointInterval" in problems:
                 logger.warning("%s", problems["checkpointInterval"])
-            every = props.checkpointInterval
+            every = props.checkpoint_interval
         if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
             faults.point("checkpoint.before_write")
             self.write_checkpoint(snapshot)

@@ -193,7 +193,7 @@ def process_cache() -> DVCache:
     global _process_cache
     with _process_lock:
         if _process_cache is None:
-            _process_cache = DVCache(max_bytes=connector_settings().dvCacheBytes)
+            _process_cache = DVCache(max_bytes=connector_settings().dv_cache_bytes)
         return _process_cache
 
 

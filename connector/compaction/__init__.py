@@ -61,15 +61,15 @@ def compaction_options(
         InvalidOptionError: ``delete_ratio`` is not a fraction in (0, 1]."""
     # a bad size is a SettingsError, an InvalidOptionError that names the option
     target = (
-        parse_size(target_file_size, name="target_file_size") if target_file_size is not None else props.compactTargetFileSize
+        parse_size(target_file_size, name="target_file_size") if target_file_size is not None else props.compact_target_file_size
     )
     per_commit = (
         parse_size(max_bytes_per_commit, name="max_bytes_per_commit")
         if max_bytes_per_commit is not None
-        else props.compactMaxBytesPerCommit
+        else props.compact_max_bytes_per_commit
     )
-    files = props.compactMinInputFiles if min_input_files is None else checks.count(min_input_files, name="min_input_files")
-    ratio = props.compactDeleteRatio if delete_ratio is None else delete_ratio
+    files = props.compact_min_input_files if min_input_files is None else checks.count(min_input_files, name="min_input_files")
+    ratio = props.compact_delete_ratio if delete_ratio is None else delete_ratio
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:
         raise InvalidOptionError(f"delete_ratio must be a fraction in (0, 1], not {delete_ratio!r}")
     return CompactionOptions(target, files, float(ratio), per_commit)
@@ -117,7 +117,7 @@ def compact(
         max_bytes_per_commit=max_bytes_per_commit,
     )
     rewrite = rewriter or local_rewriter(io)
-    spec = OutputSpec(schema_from_json(snapshot.table_schema), props.rowGroupRows, tuple(snapshot.primary_key or ()))
+    spec = OutputSpec(schema_from_json(snapshot.table_schema), props.row_group_rows, tuple(snapshot.primary_key or ()))
 
     def rewrite_bins(bins: Sequence[Bin], intent: WriteIntent) -> list[RewrittenBin]:
         return rewrite(bins, dataclasses.replace(spec, intent=intent))
@@ -128,7 +128,7 @@ def compact(
         snapshot,
         options,
         rewrite=rewrite_bins,
-        inline_max_bytes=props.dvInlineMaxBytes,
+        inline_max_bytes=props.dv_inline_max_bytes,
         dry_run=dry_run,
         progress=progress,
         only=only,

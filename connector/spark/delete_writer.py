@@ -69,7 +69,7 @@ class DeleteWriter(DataSourceArrowWriter):
                 commit_log,
                 pinned.snapshot,
                 merged,
-                inline_max_bytes=TableProperties.of(pinned.snapshot.properties).dvInlineMaxBytes,
+                inline_max_bytes=TableProperties.of(pinned.snapshot.properties).dv_inline_max_bytes,
                 parameters={"source": "spark", **({"tag": self.opts.tag} if self.opts.tag else {})},
             )
 

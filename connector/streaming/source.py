@@ -254,7 +254,7 @@ class StreamSource:
             logger.warning("stream pin %s could not be released (%s); it expires by itself (pinTtl)", held[0], exc)
 
     def _ttl_s(self) -> float:
-        return parse_period(self.pin_ttl or connector_settings().pinTtl, name="pinTtl")
+        return parse_period(self.pin_ttl or connector_settings().pin_ttl, name="pinTtl")
 
 
 _EXTEND_EVERY_S = 10.0

@@ -15,25 +15,25 @@ from mvtable.lineage.log import CommitLog
 
 def test_defaults_are_typed() -> None:
     p = TableProperties.from_strings({})
-    assert p.checkpointInterval == 10 and isinstance(p.checkpointInterval, int)
+    assert p.checkpoint_interval == 10 and isinstance(p.checkpoint_interval, int)
     assert p.version_retention_s == 7 * 86400
     assert p.replaced_segments_retention_s == p.lineage_entry_retention_s == 86400
     assert p.orphan_grace_s == 3600
     assert p.push_lease_ms == 5 * 60 * 1000
     c = connector_settings()
-    assert c.pin_ttl_s == 3600 and c.gc_time_budget_s == 300 and c.dvCacheBytes == 64 << 20
+    assert c.pin_ttl_s == 3600 and c.gc_time_budget_s == 300 and c.dv_cache_bytes == 64 << 20
 
 
 def test_stored_strings_override_defaults() -> None:
     p = TableProperties.from_strings({"versionRetentionPeriod": "12h", "checkpointInterval": "3", "autoCompact": "true"})
-    assert (p.version_retention_s, p.checkpointInterval, p.autoCompact) == (43200, 3, True)
+    assert (p.version_retention_s, p.checkpoint_interval, p.auto_compact) == (43200, 3, True)
 
 
 def test_a_writers_overrides_win_over_the_stored_properties() -> None:
     stored = {"rowGroupRows": "100", "autoCompact": "true"}
     p = TableProperties.of(stored, {"rowGroupRows": "7"})
-    assert (p.rowGroupRows, p.autoCompact) == (7, True)
-    assert TableProperties.of(stored).rowGroupRows == 100 and stored == {"rowGroupRows": "100", "autoCompact": "true"}
+    assert (p.row_group_rows, p.auto_compact) == (7, True)
+    assert TableProperties.of(stored).row_group_rows == 100 and stored == {"rowGroupRows": "100", "autoCompact": "true"}
     with pytest.raises(SettingsError, match="rowGroupRows"):
         TableProperties.of(stored, {"rowGroupRows": "0"})
 
@@ -65,7 +65,7 @@ def test_unknown_property_is_named_with_the_known_ones() -> None:
 
 def test_tolerant_reading_falls_back_per_property() -> None:
     p, problems = TableProperties.tolerant({"checkpointInterval": "often", "rowGroupRows": "7", "fromTheFuture": "1"})
-    assert p.checkpointInterval == 10 and p.rowGroupRows == 7  # only the bad one falls back
+    assert p.checkpoint_interval == 10 and p.row_group_rows == 7  # only the bad one falls back
     assert set(problems) == {"checkpointInterval", "fromTheFuture"}
     assert "often" in problems["checkpointInterval"]
 
@@ -143,7 +143,7 @@ def test_python_property_values_become_their_string_form() -> None:
         "versionRetentionPeriod": "3600s",
     }
     p = TableProperties.from_strings(strings)
-    assert (p.rowGroupRows, p.autoCompact, p.compactDeleteRatio, p.version_retention_s) == (100, True, 0.25, 3600)
+    assert (p.row_group_rows, p.auto_compact, p.compact_delete_ratio, p.version_retention_s) == (100, True, 0.25, 3600)
 
 
 @pytest.mark.parametrize(
@@ -158,3 +158,19 @@ def test_python_property_values_become_their_string_form() -> None:
 def test_property_values_of_other_kinds_are_named(properties: object, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         settings_module.property_strings(properties)
+
+
+def test_settings_read_in_snake_case_and_stored_in_camel_case(tmp_path) -> None:
+    import pyarrow as pa
+
+    from mvtable import Table
+
+    # either spelling in; the log keeps the camelCase name every older table already uses
+    assert TableProperties.of({"row_group_rows": "5", "versionRetentionPeriod": "1h"}).row_group_rows == 5
+    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64())]), properties={"row_group_rows": 9})
+    assert t.snapshot().properties == {"rowGroupRows": "9"}
+    assert TableProperties.of(t.snapshot().properties).row_group_rows == 9
+    with pytest.raises(SettingsError, match="rowGroupRows"):  # errors name the stored spelling
+        TableProperties.of({"row_group_rows": "0"})
+    with pytest.raises(SettingsError, match="unknown table properties"):
+        TableProperties.of({"rowgrouprows": "5"})

@@ -47,6 +47,9 @@ def test_bad_read_options(opts, message):
 def test_write_options():
     o = write_options({"path": "/t", "consistentPush": "true", "publish": "false", "property.rowGroupRows": "7"})
     assert o.consistent_push and not o.publish and o.properties == {"rowGroupRows": "7"}
+    # Spark lower-cases option keys; both spellings reach the stored camelCase name
+    assert write_options({"path": "/t", "property.row_group_rows": "7"}).properties == {"rowGroupRows": "7"}
+    assert write_options({"path": "/t", "property.rowgrouprows": "7"}).properties == {"rowGroupRows": "7"}
     with pytest.raises(InvalidOptionError, match="unknown operation"):
         write_options({"path": "/t", "operation": "merge"})
     with pytest.raises(InvalidOptionError, match="readVersion"):

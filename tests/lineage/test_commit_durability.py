@@ -43,7 +43,7 @@ def _data(n: int = 10) -> pa.Table:
 
 
 def test_default_is_fsync_and_bad_values_are_refused(tmp_path: Path) -> None:
-    assert TableProperties.from_strings({}).commitDurability == "fsync"
+    assert TableProperties.from_strings({}).commit_durability == "fsync"
     assert TableProperties.from_strings({"commitDurability": "os"}).commit_fsync is False
     with pytest.raises(SettingsError, match="commitDurability: 'never' is not a durability; use 'fsync'"):
         TableProperties.from_strings({"commitDurability": "never"})

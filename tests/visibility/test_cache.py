@@ -217,9 +217,9 @@ def test_many_threads_keep_the_bound() -> None:
 
 def test_process_cache_is_a_singleton_sized_by_the_dv_cache_bytes_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache_module, "_process_cache", None)
-    assert process_cache().max_bytes == connector_settings().dvCacheBytes == 64 * 1024 * 1024  # defaults.toml
+    assert process_cache().max_bytes == connector_settings().dv_cache_bytes == 64 * 1024 * 1024  # defaults.toml
 
-    small = connector_settings().model_copy(update={"dvCacheBytes": 12345})
+    small = connector_settings().model_copy(update={"dv_cache_bytes": 12345})
     monkeypatch.setattr(cache_module, "connector_settings", lambda: small)
     monkeypatch.setattr(cache_module, "_process_cache", None)
     first = process_cache()
