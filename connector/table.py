@@ -148,8 +148,8 @@ class Table:
         refuse duplicates; ``upsert`` and ``delete(keys=…)`` work); fixed for the table's life.
 
         Raises:
-            InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``, or a property is unknown or
-                malformed (``SettingsError``).
+            InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``, ``primary_key`` is not one or
+                more distinct column names, or a property is unknown or malformed (``SettingsError``).
             SchemaMismatchError: A column name is one mvtable reserves.
             PrimaryKeyError: A key column is not in ``schema`` or has a type keys cannot have.
             TableAlreadyExistsError: A table exists at ``uri`` already (``exist_ok`` not set), or
@@ -284,8 +284,8 @@ class Table:
         calling thread only, one row group at a time (see ``TableScan``).
 
         Raises:
-            InvalidOptionError: Malformed ``columns``, both ``version`` and ``timestamp``, or a
-                ``lineage_entry`` the table does not have (or has reverted).
+            InvalidOptionError: Malformed or unknown ``columns``, both ``version`` and ``timestamp``,
+                or a ``lineage_entry`` the table does not have (or has reverted).
             InvalidFilterError: ``filter`` or ``predicates`` do not fit the table's schema.
             VersionNotFoundError: No such version (or no longer), or none at or before ``timestamp``.
             TableNotFoundError: There is no mvtable table at the URI.
@@ -320,8 +320,8 @@ class Table:
         """``scan(...).to_arrow()``: the same options, read into one Arrow table.
 
         Raises:
-            InvalidOptionError: Malformed ``columns``, both ``version`` and ``timestamp``, or a
-                ``lineage_entry`` the table does not have (or has reverted).
+            InvalidOptionError: Malformed or unknown ``columns``, both ``version`` and ``timestamp``,
+                or a ``lineage_entry`` the table does not have (or has reverted).
             InvalidFilterError: ``filter`` or ``predicates`` do not fit the table's schema.
             VersionNotFoundError: No such version (or no longer), or none at or before ``timestamp``.
             FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).

@@ -13,6 +13,7 @@ import pytest
 
 import mvtable
 from mvtable import errors
+from mvtable.connector.pinning import PinnedSnapshot
 from mvtable.connector.table import Table, TableScan
 
 # one entry: ``Name: text`` one indent in; deeper lines continue it
@@ -70,7 +71,13 @@ RAISES_NOTHING = {"mvtable.register": "raises no mvtable error", "mvtable.errors
 
 DOCUMENTED = [
     (name, obj)
-    for name, obj in [("Table", Table), *_public_methods(Table), *_public_methods(TableScan), *_front_door_functions()]
+    for name, obj in [
+        ("Table", Table),
+        *_public_methods(Table),
+        *_public_methods(TableScan),
+        *_public_methods(PinnedSnapshot),
+        *_front_door_functions(),
+    ]
     if name not in RAISES_NOTHING
 ]
 
