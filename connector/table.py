@@ -371,7 +371,7 @@ class Table:
         Raises:
             VersionNotFoundError: A version of the range does not exist, or its commit is no longer
                 in the log (retention removed it).
-            InvalidOptionError: ``start_version`` is after ``end_version``, or malformed ``columns``.
+            InvalidOptionError: ``start_version`` is after ``end_version``, or malformed or unknown ``columns``.
             SchemaMismatchError: The table has a column named like a change-feed column.
             FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
             CorruptionError: A data file or deletion vector is not what the log recorded.
