@@ -13,7 +13,7 @@ import re
 import pytest
 
 import mvtable
-from mvtable import errors
+from mvtable import errors, storage
 from mvtable.connector.cli.output import open_table
 from mvtable.connector.pinning import PinnedSnapshot
 from mvtable.connector.table import Table, TableScan
@@ -84,6 +84,8 @@ DOCUMENTED = [
         *_public_methods(PinnedSnapshot),
         *_front_door_functions(),
         ("mvtable.connector.cli.output.open_table", open_table),
+        ("mvtable.storage.open_file_io", storage.open_file_io),
+        ("mvtable.storage.make_root", storage.make_root),
     ]
     if name not in RAISES_NOTHING
 ]
