@@ -23,7 +23,24 @@ __all__ = ["HistoryEntry", "LineageView", "Table", "TableScan", "delete", "regis
 
 
 def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[str, str] | None = None) -> int:
-    """Distributed delete through Spark; returns the number of rows deleted (see ``mvtable.connector.spark.delete_where``)."""
+    """Distributed delete through Spark; returns the number of rows deleted (see ``mvtable.connector.spark.delete_where``).
+
+    A ``condition`` Spark cannot analyse fails with Spark's own ``AnalysisException`` before any
+    scan. The commit runs in Spark's write of the found rows, so its errors reach the caller
+    wrapped in a Spark exception: ``mvtable.errors.from_spark`` unwraps them.
+
+    Raises:
+        TableNotFoundError: There is no mvtable table at ``path``.
+        StorageLocationError: ``path`` cannot hold a table (an empty path, a file, an unknown protocol).
+        ConcurrentReplaceError: A concurrent commit replaced a segment with matching rows; nothing
+            was deleted, run it again (wrapped by Spark).
+        CommitConflictError: Another concurrent commit made this one invalid; nothing was
+            deleted, run it again (wrapped by Spark).
+        CommitStateUnknownError: The store never said whether the delete landed; look for it in
+            the table's history before running it again (wrapped by Spark).
+        CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+        StorageError: The store refused or failed a read or write (full, read-only, no permission).
+    """
     from .spark.delete_where import delete as _delete
 
     return _delete(spark, path, condition, storage_options=storage_options)
@@ -46,6 +63,9 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
     (``PythonScanBuilder`` keeps the pushdown result on the data source, and skips the
     Python call when no filter is pushable), so ``df.where(f).count()`` followed by
     ``df.count()`` returns the filtered count. With pushdown off every query plans afresh.
+
+    It raises no mvtable error: what the session refuses (an unusable Spark) is Spark's own
+    exception, and a jar that cannot be built or added is logged, not raised.
     """
     import logging
 

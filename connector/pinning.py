@@ -132,6 +132,12 @@ class PinnedSnapshot:
         return self.pin.version
 
     def release(self) -> None:
+        """Remove the pin now; releasing it twice is fine.
+
+        Raises:
+            StorageError: The store refused or failed to delete the pin file; the pin still
+                expires by itself.
+        """
         if not self.released:
             release(self.io, self.pin)
             self.released = True
@@ -140,7 +146,15 @@ class PinnedSnapshot:
         """Keep the version readable for ``ttl_s`` more seconds.
 
         Extend the pin, or pin again (checking the version is still readable) if it was released or
-        expired."""
+        expired.
+
+        Raises:
+            VersionNotFoundError: The pin lapsed and the version is no longer in the log.
+            DeletionVectorNotFoundError: The pin lapsed and the version's deletion vectors were
+                collected meanwhile; read a newer version.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read or write (permissions, network).
+        """
         if self.released:
             self.pin = _repin(self.io, self.commit_log, self.version, ttl_s=ttl_s, owner=self.owner)
             self.released = False

@@ -92,7 +92,12 @@ def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
 
 
 class Table:
-    """One table at ``uri`` (a local path or an fsspec URL such as ``s3://bucket/t``)."""
+    """One table at ``uri`` (a local path or an fsspec URL such as ``s3://bucket/t``).
+
+    Raises:
+        StorageLocationError: ``uri`` cannot hold a table: empty, a file where the table's folder
+            belongs, or a protocol no installed filesystem handles (``UnknownProtocolError``).
+    """
 
     def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
         self.uri = uri
@@ -117,7 +122,10 @@ class Table:
         """The existing table at ``uri``.
 
         Raises:
-            TableNotFoundError: There is no mvtable table at ``uri``."""
+            TableNotFoundError: There is no mvtable table at ``uri``.
+            StorageLocationError: ``uri`` cannot hold a table (an empty path, a file, an unknown protocol).
+            StorageError: The store refused or failed the listing of the log (permissions, network).
+        """
         table = cls(uri, storage_options=storage_options)
         if not table.commit_log.exists():
             raise TableNotFoundError(f"no mvtable table at {uri}; create one with Table.create(uri, schema=…) or a first write")
@@ -140,8 +148,17 @@ class Table:
         refuse duplicates; ``upsert`` and ``delete(keys=…)`` work); fixed for the table's life.
 
         Raises:
-            InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``.
-            TableAlreadyExistsError: A table exists at ``uri`` already."""
+            InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``, ``primary_key`` is not one or
+                more distinct column names, or a property is unknown or malformed (``SettingsError``).
+            SchemaMismatchError: A column name is one mvtable reserves.
+            PrimaryKeyError: A key column is not in ``schema`` or has a type keys cannot have.
+            TableAlreadyExistsError: A table exists at ``uri`` already (``exist_ok`` not set), or
+                another writer created one at the same time.
+            StorageLocationError: ``uri`` cannot hold a table (an empty path, a file, an unknown protocol).
+            StorageError: The store refused or failed the write (full, read-only, no permission).
+            CommitStateUnknownError: The store never said whether the first commit landed; open
+                the table to see.
+        """
         if not isinstance(schema, pa.Schema):
             raise InvalidOptionError(
                 f"schema must be a pyarrow.Schema, e.g. pa.schema([('id', pa.int64())]), not {type(schema).__name__}"
@@ -171,7 +188,9 @@ class Table:
         """The newest committed version.
 
         Raises:
-            TableNotFoundError: There is no mvtable table at the URI (any more)."""
+            TableNotFoundError: There is no mvtable table at the URI (any more).
+            StorageError: The store refused or failed the listing of the log.
+        """
         version = self.commit_log.latest_version()
         if version < 0:
             raise TableNotFoundError(f"no mvtable table at {self.uri}")
@@ -184,8 +203,11 @@ class Table:
         reads from, shared rather than copied (see ``snapshot_view``).
 
         Raises:
-            VersionNotFoundError: no such version, or none at or before ``timestamp``.
-            TableNotFoundError: there is no table at the URI.
+            VersionNotFoundError: No such version (or no longer), or none at or before ``timestamp``.
+            InvalidOptionError: Both ``version`` and ``timestamp``, or a malformed timestamp.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
         """
         version = resolve_version(self.commit_log, version=version, timestamp=timestamp)
         return read_only(self._latest() if version is None else self.commit_log.snapshot(version))
@@ -200,7 +222,15 @@ class Table:
         ``mvtable.connector.pinning``. ``snapshot`` is read-only, as ``snapshot()``'s.
 
         Raises:
-            VersionNotFoundError: ``version`` does not exist."""
+            VersionNotFoundError: ``version`` does not exist (or no longer), or no version is at or
+                before ``timestamp``.
+            InvalidOptionError: Both ``version`` and ``timestamp``, or a malformed option.
+            DeletionVectorNotFoundError: The version's deletion vectors were collected before
+                the pin was taken; pin a newer version.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         pinned = self._pin(version, timestamp=timestamp, ttl_s=ttl_s, owner=owner)
         pinned.snapshot = read_only(pinned.snapshot)
         return pinned
@@ -251,7 +281,17 @@ class Table:
         against the table's schema here, so a filter that does not fit it is an
         ``InvalidFilterError`` before anything is read. ``lineage_entry`` reads the staged snapshot
         of an unpublished consistent push (write-audit-publish). ``use_threads=False`` reads on the
-        calling thread only, one row group at a time (see ``TableScan``)."""
+        calling thread only, one row group at a time (see ``TableScan``).
+
+        Raises:
+            InvalidOptionError: Malformed or unknown ``columns``, both ``version`` and ``timestamp``,
+                or a ``lineage_entry`` the table does not have (or has reverted).
+            InvalidFilterError: ``filter`` or ``predicates`` do not fit the table's schema.
+            VersionNotFoundError: No such version (or no longer), or none at or before ``timestamp``.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         columns = checks.column_names(columns)
         pinned = self._pin(version, timestamp=timestamp, owner="Table.scan")
         try:
@@ -277,7 +317,19 @@ class Table:
         lineage_entry: str | None = None,
         use_threads: bool = True,
     ) -> pa.Table:
-        """``scan(...).to_arrow()``: the same options, read into one Arrow table."""
+        """``scan(...).to_arrow()``: the same options, read into one Arrow table.
+
+        Raises:
+            InvalidOptionError: Malformed or unknown ``columns``, both ``version`` and ``timestamp``,
+                or a ``lineage_entry`` the table does not have (or has reverted).
+            InvalidFilterError: ``filter`` or ``predicates`` do not fit the table's schema.
+            VersionNotFoundError: No such version (or no longer), or none at or before ``timestamp``.
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         return self.scan(
             columns=columns,
             filter=filter,
@@ -290,7 +342,13 @@ class Table:
         ).to_arrow()
 
     def history(self) -> list[HistoryEntry]:
-        """Every commit, oldest first (``t.history()[-1]`` is the newest)."""
+        """Every commit, oldest first (``t.history()[-1]`` is the newest).
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         out = []
         for item in self._latest().history:
             try:
@@ -308,7 +366,19 @@ class Table:
         ``end_version`` None means the newest. Rows carry ``_change_type`` (``insert``, ``delete``,
         ``update_preimage``/``update_postimage`` for upserts), ``_commit_version`` and
         ``_commit_timestamp``. Derived from segments and deletion vectors: nothing extra is written
-        at commit time (see ``mvtable.connector.streaming.changes``)."""
+        at commit time (see ``mvtable.connector.streaming.changes``).
+
+        Raises:
+            VersionNotFoundError: A version of the range does not exist, or its commit is no longer
+                in the log (retention removed it).
+            InvalidOptionError: ``start_version`` is after ``end_version``, or malformed or unknown ``columns``.
+            SchemaMismatchError: The table has a column named like a change-feed column.
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         from .streaming import read_changes
 
         return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns))
@@ -317,7 +387,13 @@ class Table:
         """Lineage entries, oldest first.
 
         IN_PROGRESS ones say who owns them, when their lease ends and whether the next push may
-        clean them up (``status``)."""
+        clean them up (``status``).
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         snapshot = self._latest()
         lease_ms = TableProperties.of(snapshot.properties).push_lease_ms
         verdicts = recovery.entry_verdicts(self.io, snapshot, default_lease_ms=lease_ms)
@@ -343,11 +419,48 @@ class Table:
 
     # -- writing -------------------------------------------------------------------------
     def append(self, data: pa.Table | pa.RecordBatch) -> WriteResult:
-        """Add ``data``'s rows in one commit (``write(data, mode="append")``)."""
+        """Add ``data``'s rows in one commit (``write(data, mode="append")``).
+
+        A table that does not exist yet is created with ``data``'s schema.
+
+        Raises:
+            InvalidOptionError: ``data`` is not a pyarrow ``Table`` or ``RecordBatch``.
+            SchemaMismatchError: ``data`` does not fit the table's schema; the message names the columns.
+            DuplicateKeyError: On a keyed table, a key repeats in ``data`` or is in the table already.
+            NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
+            WriteIntentExpiredError: The write's files went unprotected too long (vacuum may have
+                taken them); nothing was committed, write again.
+            CommitFilesMissingError: A file of the write vanished before the commit; write again.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         return self.write(data, mode=WriteMode.APPEND)
 
     def overwrite(self, data: pa.Table | pa.RecordBatch, *, consistent_push: bool = False, publish: bool = True) -> WriteResult:
-        """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``)."""
+        """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``).
+
+        Raises:
+            InvalidOptionError: ``publish=False`` without ``consistent_push``, or ``data`` is not a
+                pyarrow ``Table`` or ``RecordBatch``.
+            SchemaMismatchError: ``data`` does not fit the table's schema; the message names the columns.
+            DuplicateKeyError: On a keyed table, a key repeats in ``data`` or is in the table already.
+            NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
+            WriteIntentExpiredError: The write's files went unprotected too long (vacuum may have
+                taken them); nothing was committed, write again.
+            CommitFilesMissingError: A file of the write vanished before the commit; write again.
+            PushBlockedError: With ``consistent_push``, another push over the same rows is alive
+                (``PushInProgressError``) or staged (``StagedPushError``).
+            ConcurrentCompactionError: A concurrent compaction rewrote rows this overwrite
+                replaces; nothing landed, run it again.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         return self.write(data, mode=WriteMode.OVERWRITE, consistent_push=consistent_push, publish=publish)
 
     def write(
@@ -364,9 +477,23 @@ class Table:
         readers see all at once or not at all; ``publish=False`` stages it for ``publish``.
 
         Raises:
-            InvalidOptionError: an unknown mode, or options that do not fit it.
-            SchemaMismatchError: ``data`` does not fit the table's schema.
-            DuplicateKeyError: a keyed table already holds one of ``data``'s keys.
+            InvalidOptionError: An unknown mode, options that do not fit it, or ``data`` that is not
+                a pyarrow ``Table`` or ``RecordBatch``.
+            SchemaMismatchError: ``data`` does not fit the table's schema; the message names the columns.
+            DuplicateKeyError: On a keyed table, a key repeats in ``data`` or is in the table already.
+            NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
+            WriteIntentExpiredError: The write's files went unprotected too long (vacuum may have
+                taken them); nothing was committed, write again.
+            CommitFilesMissingError: A file of the write vanished before the commit; write again.
+            PushBlockedError: With ``consistent_push``, another push over the same rows is alive
+                (``PushInProgressError``) or staged (``StagedPushError``).
+            ConcurrentCompactionError: A concurrent compaction rewrote rows this overwrite
+                replaces; nothing landed, run it again.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            StorageError: The store refused or failed a write (full, read-only, no permission).
         """
         mode = WriteMode.parse(mode)
         data = _as_table(data)
@@ -416,12 +543,31 @@ class Table:
         were inserted and updated. Keys may not repeat inside ``data``.
 
         Raises:
-            NoPrimaryKeyError: The table has no primary key."""
+            TableNotFoundError: There is no mvtable table at the URI.
+            NoPrimaryKeyError: The table has no primary key.
+            DuplicateKeyError: A key repeats inside ``data``.
+            NullKeyError: A key column of ``data`` holds nulls.
+            SchemaMismatchError: ``data`` does not fit the table's schema, or lacks a key column.
+            InvalidOptionError: ``data`` is not a pyarrow ``Table`` or ``RecordBatch``.
+            WriteIntentExpiredError: The upsert's files went unprotected too long; nothing was
+                committed, run it again.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         return upsert(self.uri, _as_table(data), storage_options=self.storage_options, snapshot=self._latest_or_empty())
 
     @property
     def primary_key(self) -> tuple[str, ...]:
-        """The key columns (empty when the table has no primary key)."""
+        """The key columns (empty when the table has no primary key).
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         return self._latest().primary_key
 
     def delete(self, filter: pc.Expression | None = None, *, keys: Keys | None = None) -> DeleteResult:
@@ -436,8 +582,22 @@ class Table:
         before; the result still compares like it for one release, with a warning).
 
         Raises:
+            InvalidOptionError: Neither or both of ``filter`` and ``keys``, or ``filter`` is not a
+                boolean expression.
             InvalidFilterError: ``filter`` does not fit the schema; nothing is deleted.
             NoPrimaryKeyError: ``keys`` on a table without a primary key.
+            NonKeyColumnError: ``keys`` holds a column that is not part of the primary key.
+            SchemaMismatchError: ``keys`` lacks a key column or has a type that does not fit it.
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+            StorageError: The store refused or failed a write (full, read-only, no permission).
         """
         if (filter is None) == (keys is None):
             raise InvalidOptionError("delete takes exactly one of a filter expression and keys=…")
@@ -488,7 +648,23 @@ class Table:
         """Delete rows by physical address ``{segment id: positions}`` as read at ``read`` (the newest snapshot by default).
 
         Positions are integers (Python ints, NumPy or pyarrow integer arrays); anything else, and
-        unknown addresses, raise and commit nothing (see ``row_positions``)."""
+        unknown addresses, raise and commit nothing (see ``row_positions``).
+
+        Raises:
+            InvalidOptionError: ``positions`` is not a mapping of segment ids to integer positions.
+            InvalidRowAddressError: A segment is not part of the table at ``read``, or a position is
+                past its end; nothing is deleted.
+            ConcurrentReplaceError: A concurrent commit replaced or removed one of the segments;
+                read again and address the rows anew.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         arrays = row_positions(positions)
         read = read or self._latest()
         with pin_snapshot(self.io, self.commit_log, snapshot=read, owner="Table.delete_rows"):  # its DVs are merged with ours
@@ -507,8 +683,21 @@ class Table:
 
         Raises:
             InvalidOptionError: Neither or both of ``entry`` and ``version`` were given.
+            InvalidLineageTransitionError: There is no such lineage entry, or its state does not
+                allow this step (e.g. publishing a reverted push).
             DuplicateKeyError: On a keyed table, rolling back ``entry`` would bring back a key
-                committed since; nothing is committed."""
+                committed since; nothing is committed.
+            VersionNotFoundError: ``version`` does not exist, or its commit is no longer in the log.
+            FilesMissingError: Files ``version`` needs were vacuumed; it cannot be restored.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         from . import lifecycle
 
         if entry is not None and version is None:
@@ -518,6 +707,20 @@ class Table:
         raise InvalidOptionError("rollback takes exactly one of entry=… (a lineage entry id) and version=…")
 
     def restore(self, *, version: int) -> ActionResult:
+        """Restore the table as of ``version``, in one new commit (``rollback(version=…)``).
+
+        Raises:
+            VersionNotFoundError: ``version`` does not exist, or its commit is no longer in the log.
+            FilesMissingError: Files ``version`` needs were vacuumed; it cannot be restored.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         from . import lifecycle
 
         return lifecycle.restore_version(self.commit_log, version)
@@ -526,8 +729,19 @@ class Table:
         """Complete a staged consistent push (written with ``publish=False``).
 
         Raises:
+            InvalidLineageTransitionError: There is no such lineage entry, or its state does not
+                allow this step (e.g. publishing a reverted push).
             DuplicateKeyError: On a keyed table, a key of the push was committed since it was staged;
-                the push stays staged."""
+                the push stays staged.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         from . import lifecycle
 
         return lifecycle.publish_entry(self.commit_log, entry)
@@ -550,7 +764,16 @@ class Table:
         ``batch_bytes`` (default ``gcBatchBytes``) bounds one delete call; ``now_ms`` is the clock
         for retention, pin expiry and grace; ``progress(done, total, phase)``. A table whose
         ``orphanGracePeriod`` is below the safe minimum needs ``force=True``
-        (``OrphanGraceTooShortError``)."""
+        (``OrphanGraceTooShortError``).
+
+        Raises:
+            OrphanGraceTooShortError: The table's ``orphanGracePeriod`` is below the safe minimum
+                and ``force`` is not set; nothing was deleted.
+            InvalidOptionError: A malformed flag, budget, batch size or clock.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         from .gc import collect_garbage
 
         report = collect_garbage(
@@ -580,7 +803,23 @@ class Table:
         Data, DV and log files go; never a file of a write in flight (writes hold write intents).
         ``retention`` defaults to the table's ``versionRetentionPeriod``; a shorter one, or an
         ``orphanGracePeriod`` below the safe minimum, needs ``force=True``. The other options are
-        those of ``collect_garbage``."""
+        those of ``collect_garbage``.
+
+        Raises:
+            RetentionTooShortError: ``retention`` is shorter than the table's, or its
+                ``orphanGracePeriod`` is below the safe minimum (``OrphanGraceTooShortError``),
+                and ``force`` is not set; nothing was deleted.
+            InvalidOptionError: A malformed ``retention``, flag, budget, batch size or clock.
+            StorageFullError: The store is full and the retention commit does not fit even after
+                freeing what needs no commit.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         from .vacuum import vacuum
 
         report = vacuum(
@@ -599,13 +838,35 @@ class Table:
     def export_iceberg(self, *, all_versions: bool = False) -> ExportResult:
         """Write Iceberg v3 metadata (``metadata/``) naming this table's own files.
 
-        For the newest version, or every version the log can still rebuild. Metadata only."""
+        For the newest version, or every version the log can still rebuild. Metadata only.
+
+        Raises:
+            InvalidOptionError: ``all_versions`` is not a bool.
+            ExportError: The export cannot be written: a column type the format cannot hold, a
+                folder that is not writable, another table's or a foreign export in the folder, or a
+                concurrent export of the same version (``ExportConflictError``: run it again).
+            FilesMissingError: A file a version needs is gone, so it cannot be exported.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         return export(self.io, self.commit_log, format="iceberg", all_versions=all_versions)
 
     def export_delta(self, *, all_versions: bool = False) -> ExportResult:
         """Append Delta commits (``_delta_log/``) naming this table's own files.
 
-        For the newest version, or every version the log can still rebuild. Metadata only."""
+        For the newest version, or every version the log can still rebuild. Metadata only.
+
+        Raises:
+            InvalidOptionError: ``all_versions`` is not a bool.
+            ExportError: The export cannot be written: a column type the format cannot hold, a
+                folder that is not writable, another table's or a foreign export in the folder, or a
+                concurrent export of the same version (``ExportConflictError``: run it again).
+            FilesMissingError: A file a version needs is gone, so it cannot be exported.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         return export(self.io, self.commit_log, format="delta", all_versions=all_versions)
 
     # -- compaction ----------------------------------------------------------------------
@@ -624,7 +885,22 @@ class Table:
         Neither ever fails because of it. Defaults come from the table properties
         ``compactTargetFileSize`` (sizes take ``128MiB``-style units), ``compactMinInputFiles``,
         ``compactDeleteRatio`` and ``compactMaxBytesPerCommit`` (see
-        ``mvtable.connector.compaction``)."""
+        ``mvtable.connector.compaction``).
+
+        Raises:
+            InvalidOptionError: A malformed size, count, ratio or flag (``SettingsError`` names the
+                option).
+            CorruptSegmentError: A segment to rewrite is not what the log recorded; nothing of its
+                bin is committed.
+            FilesMissingError: A segment to rewrite is gone (vacuumed or deleted by hand).
+            CommitStateUnknownError: The store never said whether a compaction commit landed; look
+                for it in ``history()`` before running it again.
+            TooManyRetriesError: Every retry of a commit lost the race to concurrent writers.
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+            StorageError: The store refused or failed a write (full, read-only, no permission).
+        """
         from .compaction import compact
 
         report = compact(

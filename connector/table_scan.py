@@ -59,7 +59,18 @@ class TableScan:
         """The rows, a table at a time.
 
         The version stays pinned until the iteration ends (or is abandoned and garbage-collected);
-        reading the scan again pins it again."""
+        reading the scan again pins it again.
+
+        Raises:
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded; the
+                message names it.
+            VersionNotFoundError: The scan is read again after its pin was released, and the
+                version is no longer in the log.
+            DeletionVectorNotFoundError: The scan is read again after its pin was released, and the
+                version's deletion vectors were collected meanwhile.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         if self.pinned.released:
             self.pinned.renew()
         try:
@@ -96,18 +107,59 @@ class TableScan:
         return out
 
     def release(self) -> None:
-        """Drop the reader pin now (it also expires by itself after ``pinTtl``)."""
+        """Drop the reader pin now (it also expires by itself after ``pinTtl``).
+
+        Raises:
+            StorageError: The store refused or failed to delete the pin file; the pin still
+                expires by itself.
+        """
         self.pinned.release()
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """The rows, a record batch at a time (``to_tables`` split into batches).
+
+        Raises:
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded; the
+                message names it.
+            VersionNotFoundError: The scan is read again after its pin was released, and the
+                version is no longer in the log.
+            DeletionVectorNotFoundError: The scan is read again after its pin was released, and the
+                version's deletion vectors were collected meanwhile.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         for t in self.to_tables():
             yield from t.to_batches()
 
     def to_arrow(self) -> pa.Table:
+        """Every row in one Arrow table.
+
+        Raises:
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded; the
+                message names it.
+            VersionNotFoundError: The scan is read again after its pin was released, and the
+                version is no longer in the log.
+            DeletionVectorNotFoundError: The scan is read again after its pin was released, and the
+                version's deletion vectors were collected meanwhile.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         tables = list(self.to_tables())
         return pa.concat_tables(tables) if tables else self.plan.schema.empty_table()
 
     def count(self) -> int:
+        """How many rows the scan reads (deleted rows and rows ``filter`` drops not counted).
+
+        Raises:
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded; the
+                message names it.
+            VersionNotFoundError: The scan is read again after its pin was released, and the
+                version is no longer in the log.
+            DeletionVectorNotFoundError: The scan is read again after its pin was released, and the
+                version's deletion vectors were collected meanwhile.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         return sum(t.num_rows for t in self.to_tables())
 
     def to_reader(self, *, chunk_rows: int = READER_CHUNK_ROWS, dictionary_strings: bool = False) -> pa.RecordBatchReader:
@@ -124,7 +176,16 @@ class TableScan:
         Arrow type of those columns is what differs.
 
         Raises:
-            InvalidOptionError: ``chunk_rows`` is not a positive integer or ``dictionary_strings`` not a bool."""
+            InvalidOptionError: ``chunk_rows`` is not a positive integer or ``dictionary_strings`` not a bool.
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            CorruptionError: A data file or deletion vector is not what the log recorded; the
+                message names it.
+            VersionNotFoundError: The scan is read again after its pin was released, and the
+                version is no longer in the log.
+            DeletionVectorNotFoundError: The scan is read again after its pin was released, and the
+                version's deletion vectors were collected meanwhile.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidOptionError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
         if not isinstance(dictionary_strings, bool):
@@ -151,8 +212,13 @@ class TableScan:
         the pin's TTL).
 
         Raises:
+            InvalidOptionError: The scan has a ``filter``, ``predicates`` or row addresses, or the table
+                is not local (use ``to_reader``).
             CorruptSegmentError: a segment's footer is not the one the log recorded (DuckDB
-                verifies no checksums itself, so the footers are checked here, once)."""
+                verifies no checksums itself, so the footers are checked here, once).
+            FilesMissingError: A file the version needs is gone (vacuumed or deleted by hand).
+            StorageError: The store refused or failed a read (permissions, network).
+        """
         if self.filter is not None:
             raise InvalidOptionError("to_duckdb takes no filter: put the condition in the query's WHERE")
         if self.pinned.released:

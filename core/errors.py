@@ -657,7 +657,10 @@ def from_spark(exc: BaseException) -> MvTableError | None:
     The error is rebuilt from text: its message is the original's, attributes the class
     sets from arguments (``entry_id``, ``version``, …) are None, and ``spark_exception`` (and
     ``__cause__``) is the Spark exception with the full traceback. An ``MvTableError`` passed in
-    is returned as it is."""
+    is returned as it is.
+
+    It never raises: an exception that holds no mvtable error gives None, so the caller
+    re-raises the original."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:

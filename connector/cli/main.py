@@ -108,7 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code.
 
     With ``--json`` a failure is also one JSON object on stdout (``print_error_json``), so
-    that a script reads a single stream."""
+    that a script reads a single stream.
+
+    It raises no mvtable error: an expected failure (an ``MvTableError``, a store's
+    ``OSError``) is one line on stderr and becomes the exit code, ``EXIT_CONFLICT`` for a
+    ``CommitConflictError``, ``CommitStateUnknownError`` or ``ExportConflictError`` (run it
+    again) and ``EXIT_ERROR`` for the others; bad arguments are ``EXIT_USAGE``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:

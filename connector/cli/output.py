@@ -138,6 +138,13 @@ def progress_bars(args: argparse.Namespace) -> Iterator[Callable[[int, int, str]
 
 
 def open_table(args: argparse.Namespace):
+    """The table a command names (``args.table``), opened with its ``--storage-option``s.
+
+    Raises:
+        TableNotFoundError: There is no mvtable table at the URI.
+        StorageLocationError: The URI cannot hold a table (an empty path, a file, an unknown protocol).
+        StorageError: The store refused or failed the listing of the log (permissions, network).
+    """
     from ..table import Table
 
     return Table.open(args.table, storage_options=dict(args.storage_options))

@@ -44,7 +44,23 @@ def compact(
 ) -> CompactionReport:
     """Compact the table at ``path`` with Spark: each task rewrites one bin, the driver commits.
 
-    Options default to the table's properties, as for ``Table.compact``."""
+    Options default to the table's properties, as for ``Table.compact``. A bin's rewrite runs in
+    a Spark task, so its errors reach the caller wrapped in a Spark exception:
+    ``mvtable.errors.from_spark`` unwraps them. The commits run here, on the driver.
+
+    Raises:
+        TableNotFoundError: There is no mvtable table at ``path``.
+        StorageLocationError: ``path`` cannot hold a table (an empty path, a file, an unknown protocol).
+        InvalidOptionError: A malformed size, count, ratio or flag (``SettingsError`` names the
+            option).
+        CorruptSegmentError: A segment to rewrite is not what the log recorded (wrapped by Spark).
+        FilesMissingError: A segment to rewrite is gone, vacuumed or deleted by hand (wrapped by Spark).
+        CommitStateUnknownError: The store never said whether a compaction commit landed; look
+            for it in the table's history before running it again.
+        TooManyRetriesError: Every retry of a commit lost the race to concurrent writers.
+        CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+        StorageError: The store refused or failed a read or write (full, read-only, no permission).
+    """
     options = dict(storage_options or {})
     io = open_file_io(path, options)
 

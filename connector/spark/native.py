@@ -104,7 +104,21 @@ def read_native(
 
     Raises:
         InvalidOptionError: More than one of ``version``, ``timestamp`` and ``lineage_entry``,
-            or a malformed ``columns``, ``filters``, ``pin_ttl`` or ``min_partitions``."""
+            a malformed ``columns``, ``filters``, ``pin_ttl`` or ``min_partitions``, a column
+            the table does not have, or a ``lineage_entry`` it does not have (or has reverted).
+        InvalidFilterError: A filter does not fit the table's schema.
+        SchemaMismatchError: The table has a column named ``_metadata`` and mvtable's JVM mask
+            is not available here; read it with ``spark.read.format("mvtable")``.
+        TableNotFoundError: There is no mvtable table at ``path``.
+        VersionNotFoundError: No such version (or no longer), or none at or before ``timestamp``.
+        DeletionVectorNotFoundError: The version's deletion vectors were collected before it
+            was pinned; read a newer version.
+        FilesMissingError: A data file the version needs is gone (vacuumed or deleted by hand).
+        CorruptSegmentError: A data file's footer is not the one the log recorded.
+        CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+        StorageLocationError: ``path`` cannot hold a table (an empty path, a file, an unknown protocol).
+        StorageError: The store refused or failed a read (permissions, network).
+    """
     if sum(x is not None for x in (version, timestamp, lineage_entry)) > 1:
         raise InvalidOptionError("read_native: pass at most one of version, timestamp and lineage_entry")
     ttl_s = None if pin_ttl is None else parse_period(pin_ttl, name="read_native pin_ttl")  # SettingsError if bad

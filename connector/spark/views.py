@@ -91,7 +91,18 @@ def create_view(
 
     Raises:
         InvalidOptionError: ``name`` is not a view name, both ``version`` and ``timestamp``
-            are given, or another option is malformed."""
+            are given, or another option is malformed (as for ``read_native``).
+        InvalidFilterError: A filter does not fit the table's schema.
+        TableNotFoundError: There is no mvtable table at ``path``.
+        VersionNotFoundError: No such version (or no longer), or none at or before ``timestamp``.
+        DeletionVectorNotFoundError: The version's deletion vectors were collected before it
+            was pinned; show a newer version.
+        FilesMissingError: A data file the version needs is gone (vacuumed or deleted by hand).
+        CorruptSegmentError: A data file's footer is not the one the log recorded.
+        CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+        StorageLocationError: ``path`` cannot hold a table (an empty path, a file, an unknown protocol).
+        StorageError: The store refused or failed a read (permissions, network).
+    """
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidOptionError(f"create_view: {name!r} is not a view name (letters, digits, underscores)")
     options: dict[str, Any] = {
@@ -129,7 +140,17 @@ def create_view(
 def refresh_view(spark: Any, name: str) -> View:
     """Move a view made by ``create_view`` to the table's newest version.
 
-    A view of an explicit version stays where it is, re-pinned."""
+    A view of an explicit version stays where it is, re-pinned.
+
+    Raises:
+        InvalidOptionError: This session has no mvtable view ``name`` (``create_view`` makes one).
+        TableNotFoundError: The view's table is gone from its path.
+        VersionNotFoundError: The version a view of an explicit version shows is no longer in the log.
+        DeletionVectorNotFoundError: The version's deletion vectors were collected meanwhile.
+        FilesMissingError: A data file the version needs is gone (vacuumed or deleted by hand).
+        CorruptionError: A log file, checkpoint or data file footer is damaged; the message names it.
+        StorageError: The store refused or failed a read (permissions, network).
+    """
     view = _get(spark, name)
     version = None if view.follows_latest else view.version
     new = create_view(spark, name, view.path, version=version, **view.options)
@@ -138,7 +159,13 @@ def refresh_view(spark: Any, name: str) -> View:
 
 
 def drop_view(spark: Any, name: str) -> None:
-    """Drop the temporary view and release its pin."""
+    """Drop the temporary view and release its pin.
+
+    Raises:
+        InvalidOptionError: ``name`` is not a string.
+        StorageError: The store refused or failed to delete the view's pin file; the view is
+            dropped already and the pin expires by itself.
+    """
     key = _key(spark, name)
     with _lock:
         view = _views.pop(key, None)

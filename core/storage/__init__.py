@@ -44,7 +44,14 @@ def open_file_io(uri: str, options: Mapping[str, Any] | None = None) -> FileIO:
 
     A location that cannot hold a table is refused here, where every caller passes: an
     empty path (it would silently mean the current folder), a local path that is a regular
-    file, a protocol no installed filesystem handles (``StorageLocationError``)."""
+    file, a protocol no installed filesystem handles (``StorageLocationError``).
+
+    Raises:
+        StorageLocationError: ``uri`` is not a string, is empty or not encodable, or is a local
+            path that is (or lies under) a regular file.
+        UnknownProtocolError: No installed filesystem handles the protocol of ``uri``; the
+            message says what to install.
+    """
     uri = _check_uri(uri)
     opts = dict(options or {})
     # keyed by pid too: a forked child must not share its parent's clients
@@ -69,7 +76,12 @@ def make_root(io: FileIO) -> None:
     """Create the table's folder where the store has folders (local disk).
 
     A path that cannot hold one (``/proc/x``, a read-only mount) then fails before anything
-    is written, with an error naming it. Object stores have no folders: nothing to do."""
+    is written, with an error naming it. Object stores have no folders: nothing to do.
+
+    Raises:
+        StorageLocationError: The folder cannot be created (read-only, no permission), or a
+            regular file is in its way.
+    """
     if isinstance(io, LocalFileIO):
         io.make_root()
 

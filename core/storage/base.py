@@ -22,7 +22,12 @@ class FileInfo:
 
 @runtime_checkable
 class FileIO(Protocol):
-    """What every storage backend offers. Paths are relative to ``uri`` and use ``/``."""
+    """What every storage backend offers. Paths are relative to ``uri`` and use ``/``.
+
+    A store's refusal reaches the caller as the ``StorageError`` branch of ``mvtable.errors``
+    (``StorageFullError``, ``StorageReadOnlyError``, ``StoragePermissionError`` …, see
+    ``storage.oserror``); ``FileNotFoundError`` and ``FileExistsError`` stay as they are, as
+    answers rather than failures."""
 
     uri: str
 
