@@ -48,7 +48,7 @@ def test_files_of_a_batch_stopped_in_flight_are_removed_when_the_query_starts_ag
         from dataclasses import replace
         import pyarrow as pa
         from mvtable.connector import writes
-        from mvtable.connector.streaming.sink import query_app_id, query_segment_prefix
+        from mvtable.connector.streaming.sink import is_marked, query_app_id, query_segment_prefix
 
         def uncommitted(prefix):  # a real segment no commit names, as a task of the stopped batch leaves it
             plan = writes.begin_write(path, storage_options=None, incoming=pa.schema([("id", pa.int64())]), mode="append", pin=False)
@@ -57,18 +57,19 @@ def test_files_of_a_batch_stopped_in_flight_are_removed_when_the_query_starts_ag
 
         committed = lambda: {{os.path.basename(s.file.path) for s in Table.open(path).snapshot().segments.values()}} if os.path.isdir(os.path.join(path, "_mvtable")) else set()
         prefix = query_segment_prefix(query_app_id(chk))
-        left_by_stop = [f for f in data_files() if f.startswith(prefix) and f not in committed()]
+        left_by_stop = [f for f in data_files() if is_marked(f, prefix) and f not in committed()]
         stray = [*left_by_stop, uncommitted(prefix)]
         foreign = uncommitted("")  # another writer's file in flight: not the query's to remove
 
         open(flag, "w").close()
         q = start()
         deadline = time.time() + 120
-        while time.time() < deadline and not any(f.startswith(prefix) and f in committed() for f in data_files() if f not in stray):
+        while time.time() < deadline and not any(is_marked(f, prefix) and f in committed() for f in data_files() if f not in stray):
             time.sleep(0.5)
         q.stop()
         emit(dict(stray=stray, left=[f for f in stray if f in data_files()], foreign=foreign in data_files(),
-                  version=Table.open(path).version))
+                  version=Table.open(path).version, left_by_stop=left_by_stop,
+                  restarted=any(is_marked(f, prefix) and f in committed() for f in data_files() if f not in stray)))
         """,
         register=True,
         timeout=300,
@@ -76,3 +77,4 @@ def test_files_of_a_batch_stopped_in_flight_are_removed_when_the_query_starts_ag
     [r] = done.result
     assert r["stray"] and r["left"] == [], r  # the query's uncommitted files are gone after its restart
     assert r["foreign"] and r["version"] >= 0
+    assert r["restarted"], r  # the restarted query committed a batch of its own (files with its marker)

@@ -10,6 +10,7 @@ import pytest
 
 from mvtable.connector import Table
 from mvtable.connector.write_intents import INTENT_DIR
+from tests.support.spark_session import spark_conf
 
 pytestmark = pytest.mark.spark
 
@@ -23,26 +24,38 @@ def test_a_vacuum_while_tasks_write_takes_none_of_their_files(spark, tmp_path):
     before = set(os.listdir(data))
     seen = str(tmp_path / "vacuumed")
 
+    def vacuum_once(writing: list[str]) -> None:
+        report = Table.open(path).vacuum(retention="0s", force=True)
+        with open(f"{seen}-{os.getpid()}-{time.time_ns()}", "w") as f:
+            f.write(f"{len(writing)} {len(set(writing) & {p.split('/')[-1] for p in report.files})}")
+
     def vacuum_midway(batches):
         # Upstream of the mvtable writer: hand the rows on in small slices and, once a
         # task's segment shows up in data/, vacuum (0 s grace, forced) as another job on
-        # the table would. Never block waiting for the file: Spark buffers rows between
-        # this stage and the writer, so the file may need more rows before it appears.
+        # the table would. Never block mid-stream waiting for the file: Spark buffers rows
+        # between this stage and the writer, so the file may need more rows to appear. At
+        # the end the task is still open (no commit can happen yet): wait there if needed.
         vacuumed = False
         for batch in batches:
-            for start in range(0, batch.num_rows, 500):
-                yield batch.slice(start, 500)
+            for start in range(0, batch.num_rows, 250):
+                yield batch.slice(start, 250)
                 writing = sorted(set(os.listdir(data)) - before)
-                if vacuumed or not writing:
-                    time.sleep(0.02)
-                    continue
-                report = Table.open(path).vacuum(retention="0s", force=True)
+                if not vacuumed and writing:
+                    vacuum_once(writing)
+                    vacuumed = True
+                time.sleep(0.01)
+        deadline = time.time() + 30
+        while not vacuumed and time.time() < deadline:
+            writing = sorted(set(os.listdir(data)) - before)
+            if writing:
+                vacuum_once(writing)
                 vacuumed = True
-                with open(f"{seen}-{os.getpid()}-{time.time_ns()}", "w") as f:
-                    f.write(f"{len(writing)} {len(set(writing) & {p.split('/')[-1] for p in report.files})}")
+            time.sleep(0.05)
 
     df = spark.range(0, 40_000, 1, 2).mapInArrow(vacuum_midway, "id long")
-    df.write.format("mvtable").mode("append").save(path)
+    # small Arrow batches between the stages: the writer gets rows (and opens its file) early
+    with spark_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "500"}):
+        df.write.format("mvtable").mode("append").save(path)
 
     reports = [open(os.path.join(tmp_path, n)).read().split() for n in os.listdir(tmp_path) if n.startswith("vacuumed-")]
     assert reports and any(int(writing) > 0 for writing, _ in reports), "no vacuum ran while a segment was written"
