@@ -49,6 +49,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "create_view": ("mvtable.connector.spark.views", "create_view"),
     "refresh_view": ("mvtable.connector.spark.views", "refresh_view"),
     "drop_view": ("mvtable.connector.spark.views", "drop_view"),
+    "stop_stream": ("mvtable.connector.spark.stream_stop", "stop_stream"),
     # what Table's calls return
     "Snapshot": ("mvtable.lineage.snapshot", "Snapshot"),
     "WriteResult": ("mvtable.connector.results", "WriteResult"),
@@ -84,6 +85,7 @@ if TYPE_CHECKING:  # what type checkers read; test_front_door holds it to _EXPOR
     from mvtable.connector.results import WriteResult as WriteResult
     from mvtable.connector.spark.compaction import compact as compact
     from mvtable.connector.spark.native import read_native as read_native
+    from mvtable.connector.spark.stream_stop import stop_stream as stop_stream
     from mvtable.connector.spark.views import create_view as create_view
     from mvtable.connector.spark.views import drop_view as drop_view
     from mvtable.connector.spark.views import refresh_view as refresh_view

@@ -78,3 +78,46 @@ def test_files_of_a_batch_stopped_in_flight_are_removed_when_the_query_starts_ag
     assert r["stray"] and r["left"] == [], r  # the query's uncommitted files are gone after its restart
     assert r["foreign"] and r["version"] >= 0
     assert r["restarted"], r  # the restarted query committed a batch of its own (files with its marker)
+
+
+def test_stop_stream_waits_for_the_batch_in_flight_and_nothing_is_aborted(tmp_path):
+    path, chk, flag = str(tmp_path / "t"), str(tmp_path / "chk"), str(tmp_path / "release")
+    done = run_spark_script(
+        f"""
+        import os, threading, time
+        from pyspark.sql import functions as F
+        import mvtable
+        from mvtable.connector import Table
+
+        path, chk, flag = {path!r}, {chk!r}, {flag!r}
+
+        def hold(v, part):  # partition 1 waits until released: the batch is in flight
+            while part == 1 and not os.path.exists(flag):
+                time.sleep(0.2)
+            return v
+
+        held = F.udf(hold, "long")
+        rows = spark.readStream.format("rate").option("rowsPerSecond", 50).option("numPartitions", 2).load()
+        q = (rows.select(held("value", F.spark_partition_id()).alias("id")).writeStream.format("mvtable")
+             .option("checkpointLocation", chk).trigger(processingTime="2 seconds").start(path))
+        deadline = time.time() + 120
+        while time.time() < deadline and not q.status["isTriggerActive"]:
+            time.sleep(0.05)
+        time.sleep(1)  # the batch is running, partition 1 held
+        threading.Timer(3, lambda: open(flag, "w").close()).start()
+        started = time.time()
+        between = mvtable.stop_stream(q, timeout=60)
+        waited = time.time() - started
+        committed = {{os.path.basename(s.file.path) for s in Table.open(path).snapshot().segments.values()}}
+        files = sorted(os.listdir(os.path.join(path, "data")))
+        emit(dict(between=between, waited=waited, active=q.isActive, left=[f for f in files if f not in committed],
+                  rows=Table.open(path).to_arrow().num_rows))
+        """,
+        register=True,
+        timeout=300,
+    )
+    [r] = done.result
+    assert r["between"] is True and not r["active"], r
+    assert r["waited"] >= 2, r  # it waited for the held batch instead of interrupting it
+    assert r["left"] == [] and r["rows"] > 0, r  # the batch committed; no file of an aborted one
+    assert "is aborting" not in done.stderr and "failed to abort" not in done.stderr
