@@ -64,7 +64,7 @@ def run(built: Built, *, repeat: int) -> list[CaseResult]:
         "duckdb_to_duckdb_del10": System(duckdb_relation),
         "duckdb_arrow_floor": System(duckdb_arrow_floor),
     }
-    t = measure(systems, repeat=repeat, commit_log=log)
+    t = measure(systems, repeat=repeat, log=log)
     got = t["duckdb_to_reader_del10"].result
     out.append(
         CaseResult(
@@ -136,7 +136,7 @@ def run(built: Built, *, repeat: int) -> list[CaseResult]:
             "pyiceberg_export": System(lambda: StaticTable.from_metadata(iceberg.metadata).scan().to_arrow().num_rows),
         },
         repeat=repeat,
-        commit_log=log,
+        log=log,
     )
     for folder in ("metadata", "_delta_log"):
         shutil.rmtree(built.mv_del10 / folder, ignore_errors=True)

@@ -104,7 +104,7 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
         }
         for name, peer in peers.items():
             systems[f"peer_{name}"] = _peer_system(peer, lambda p=peer: p.read(p.del10).num_rows)
-        t = measure(systems, repeat=repeat, commit_log=log)
+        t = measure(systems, repeat=repeat, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
         checks = {
             k: ("ok" if v.result in (None, rows_after_del10) else f"{v.result} rows, expected {rows_after_del10}")
@@ -184,7 +184,7 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
                 lambda h, p=peer: p.delete(h, del1_sql(built.sf), del1_expr(built.sf)),
                 setup=lambda p=peer: p.copy(p.base, tag(f"{p.name}_delete")),
             )
-        t = measure(systems, repeat=repeat, commit_log=log)
+        t = measure(systems, repeat=repeat, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
         checks = {
             k: ("ok" if v.result in (None, expected) else f"deleted {v.result}, expected {expected}")
@@ -235,7 +235,7 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
             systems[f"peer_{name}"] = _peer_system(
                 peer, lambda h, p=peer: p.overwrite(h, data), setup=lambda p=peer: p.copy(p.base, tag(f"{p.name}_push"))
             )
-        t = measure(systems, repeat=repeat, warmup=0, commit_log=log)
+        t = measure(systems, repeat=repeat, warmup=0, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
         out.append(
             CaseResult(
@@ -282,7 +282,7 @@ def run(built: Built, data: pa.Table, *, repeat: int, smoke: bool, groups: set[s
                 except BaseException as exc:
                     peer.error = f"copy failed: {exc}"
             systems[f"peer_{name}"] = _peer_system(peer, lambda p=peer: p.append(handles[p.name], small))
-        t = measure(systems, repeat=n, commit_log=log)
+        t = measure(systems, repeat=n, log=log)
         sj = {k: v.to_json() for k, v in t.items()}
         # one row per durability setting, each against pq.write_table and against Lance (the target)
         for case, key, durability, path, baseline, base_key in (

@@ -70,9 +70,7 @@ def scan_case(built: data.Built, *, repeat: int) -> dict[str, Any]:
             segment_checks.VERIFY = True
         return (table.num_rows, pc.sum(table.column(0)).as_py())
 
-    timings = measure(
-        {"checked": System(lambda: scan(True)), "unchecked": System(lambda: scan(False))}, repeat=repeat, commit_log=log
-    )
+    timings = measure({"checked": System(lambda: scan(True)), "unchecked": System(lambda: scan(False))}, repeat=repeat, log=log)
     return _pair("table_scan", "Table.scan().to_arrow() of lineitem, 10% deleted", timings)
 
 
@@ -103,7 +101,7 @@ def tpch_case(spark: Any, built: data.Built, tpch_dir: Path, *, repeat: int) -> 
             timings = measure(
                 {"checked": System(lambda: query("lineitem_checked")), "unchecked": System(lambda: query("lineitem_unchecked"))},
                 repeat=repeat,
-                commit_log=log,
+                log=log,
             )
             out.append(_pair(f"tpch_{q}_create_view", f"TPC-H {q.upper()} through create_view, 10% deleted", timings))
     finally:

@@ -107,7 +107,7 @@ def test_batches_are_bounded_and_each_is_one_commit(many):
     report = many.compact(target_file_size=2400, max_bytes_per_commit=1000)
     assert report.bins >= 2 and len(report.commits) == report.bins
     for v in report.commits:
-        commit = many.log.read_commit(v)
+        commit = many.commit_log.read_commit(v)
         assert commit.operation == "COMPACT"
         assert commit.metrics["input_bytes"] <= 1000 or commit.metrics["bins"] == 1
         assert checksum(many, v) == before
@@ -117,7 +117,7 @@ def test_delete_during_compaction_is_carried_onto_the_output(many):
     def concurrent_delete():
         many.delete(pc.field("id").isin([101, 251, 477, 479]))
 
-    report = compact(many.io, many.log, rewriter=during(many, concurrent_delete))
+    report = compact(many.io, many.commit_log, rewriter=during(many, concurrent_delete))
     assert report.committed_bins == 1 and report.deletes_remapped == 4
     now = ids(many)
     assert not {101, 251, 477, 479} & set(now)
@@ -186,7 +186,7 @@ def test_a_push_that_replaces_inputs_wins(many):
         written.extend(rb.output.path for rb in done if rb.output is not None)
         return done
 
-    report = compact(many.io, many.log, rewriter=rewrite)
+    report = compact(many.io, many.commit_log, rewriter=rewrite)
     assert report.commits == [] and report.committed_bins == 0
     assert len(report.dropped) == 1 and "consistent push" in report.dropped[0].reason
     assert not report.complete
@@ -198,7 +198,7 @@ def test_restore_that_undeletes_rows_drops_the_bin(many):
     def restore():
         many.restore(version=12)  # the segments as they were before any delete
 
-    report = compact(many.io, many.log, rewriter=during(many, restore))
+    report = compact(many.io, many.commit_log, rewriter=during(many, restore))
     assert report.commits == [] and "undeleted" in report.dropped[0].reason
     assert ids(many) == ids(many, version=12)
 
@@ -208,7 +208,7 @@ def test_appends_during_compaction_are_untouched(many):
         many.append(orders(8000, 5))
 
     before = set(ids(many))
-    report = compact(many.io, many.log, rewriter=during(many, append))
+    report = compact(many.io, many.commit_log, rewriter=during(many, append))
     assert report.committed_bins == 1
     assert set(ids(many)) == before | set(range(8000, 8005))
 

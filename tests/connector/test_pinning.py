@@ -133,33 +133,33 @@ def test_a_task_renews_the_planners_pin_once_half_its_ttl_has_passed(pushed, mon
         return real_extend(store, pin_id, ttl_s, **kw)
 
     monkeypatch.setattr(pins, "extend", spy)
-    with pinning.pin_snapshot(pushed.io, pushed.log, owner="planner") as held:
+    with pinning.pin_snapshot(pushed.io, pushed.commit_log, owner="planner") as held:
         pin, now, ttl = held.pin, time.time(), pinning.pin_ttl_s()
         # planned a moment ago: nothing to do
-        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log) == pin
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.commit_log) == pin
         assert extended == []
         # planned more than half a ttl ago: renewed
         later = now + 0.6 * ttl
-        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log, now=later) == pin
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.commit_log, now=later) == pin
         assert extended == [pin.pin_id]
         # other tasks of the same process soon after: no second write
-        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log, now=later + 1) == pin
+        assert pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.commit_log, now=later + 1) == pin
         assert extended == [pin.pin_id]
         # half a ttl after that renewal: again
-        pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.log, now=later + 0.6 * ttl)
+        pinning.renew_when_due(pushed.io, pin, renewed_at=now, commit_log=pushed.commit_log, now=later + 0.6 * ttl)
         assert extended == [pin.pin_id, pin.pin_id]
 
 
 def test_a_task_whose_pin_is_gone_pins_the_version_again_if_it_is_whole(pushed, monkeypatch):
     monkeypatch.setattr(pinning, "_RENEWED", {})
-    held = pinning.pin_snapshot(pushed.io, pushed.log, owner="planner")
+    held = pinning.pin_snapshot(pushed.io, pushed.commit_log, owner="planner")
     pin = held.pin
     held.release()  # as if it had expired
-    again = pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, commit_log=pushed.log)
+    again = pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, commit_log=pushed.commit_log)
     assert again.version == pin.version and again.pin_id != pin.pin_id
     assert pins.read_pin(pushed.io, again.pin_id).version == pin.version
     # the next task of this process reuses that pin instead of pinning once more
-    assert pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, commit_log=pushed.log) == again
+    assert pinning.renew_when_due(pushed.io, pin, renewed_at=0.0, commit_log=pushed.commit_log) == again
     pinning.release(pushed.io, again)
 
 

@@ -65,7 +65,7 @@ def test_commit_landed_but_unreadable_keeps_the_write(s3_fault_proxy: FaultProxy
     with pytest.raises(CommitStateUnknownError) as info:
         faulty.append(_rows(3))
     proxy.clear()
-    found = direct.log.find_commit(info.value.txn or "", since=info.value.version or 0)
+    found = direct.commit_log.find_commit(info.value.txn or "", since=info.value.version or 0)
     assert found is not None and found.version == 1
     assert sorted(direct.to_arrow().column("id").to_pylist()) == [0, 1, 2]
 
@@ -93,7 +93,7 @@ def test_commit_that_lands_after_the_writer_gave_up_finds_its_files(s3_fault_pro
         time.sleep(0.1)
     assert held.status == 200
     proxy.clear()
-    found = direct.log.find_commit(info.value.txn or "", since=info.value.version or 0)
+    found = direct.commit_log.find_commit(info.value.txn or "", since=info.value.version or 0)
     assert found is not None and found.version == 1
     assert sorted(direct.to_arrow().column("id").to_pylist()) == [0, 1, 2]
 
@@ -118,7 +118,7 @@ def test_upsert_whose_commit_ends_unknown_keeps_its_files(s3_fault_proxy: FaultP
         faulty.upsert(pa.table({"k": pa.array([2, 3], pa.int64()), "v": ["B", "c"]}, schema=schema))
     proxy.clear()
     direct = Table.open(proxy.real.url("t"), storage_options=proxy.real.storage_options())
-    found = direct.log.find_commit(info.value.txn or "", since=info.value.version or 0)
+    found = direct.commit_log.find_commit(info.value.txn or "", since=info.value.version or 0)
     assert found is not None and found.version == 2
     rows = direct.to_arrow().sort_by("k")
     assert rows.column("k").to_pylist() == [1, 2, 3]

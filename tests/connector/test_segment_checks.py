@@ -157,7 +157,7 @@ def test_a_table_of_the_previous_release_reads_and_writes(tmp_path):
     old = Table.open(t.uri)
     assert old.to_arrow().sort_by("id").equals(expected)
     assert old.to_arrow(version=1).num_rows == 500
-    summary = old.log.read_checkpoint_summary(2, full_check=True)  # GC's view of a format-2 checkpoint
+    summary = old.commit_log.read_checkpoint_summary(2, full_check=True)  # GC's view of a format-2 checkpoint
     assert summary.version == 2 and [h.version for h in summary.history] == [0, 1, 2]
     # this release goes on writing with checksums beside the old files
     old.append(rows(1000, 10))

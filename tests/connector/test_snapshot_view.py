@@ -73,7 +73,7 @@ def test_a_view_is_accepted_wherever_a_snapshot_is(small_table):
 
 
 def test_read_only_of_a_view_is_the_view_and_equals_the_snapshot(small_table):
-    snap = small_table.log.snapshot()
+    snap = small_table.commit_log.snapshot()
     view = read_only(snap)
     assert read_only(view) is view
     assert view == snap and not is_read_only(snap)

@@ -88,7 +88,9 @@ def test_an_upsert_that_lost_the_race_deletes_the_winners_row(keyed: Table) -> N
     deletes.add(lookup(keyed.io, read, keys))
     segments = write_segments(keyed.io, mine, row_group_rows=1000, primary_key=("id",))
     keyed.upsert(rows([10, 700], "b"))  # the rival replaces row 10 and inserts 700 first
-    result = commit_upsert(keyed.io, keyed.log, read=read, segments=segments, rows=keys, deletes=deletes, inline_max_bytes=512)
+    result = commit_upsert(
+        keyed.io, keyed.commit_log, read=read, segments=segments, rows=keys, deletes=deletes, inline_max_bytes=512
+    )
     assert (result.inserted_rows, result.updated_rows) == (0, 2)
     now = {r["id"]: r["who"] for r in keyed.to_arrow().to_pylist()}
     assert keyed.to_arrow().num_rows == 101 and now[10] == "a" and now[700] == "a"

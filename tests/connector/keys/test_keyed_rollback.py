@@ -70,7 +70,9 @@ def test_a_rival_append_landing_during_the_rollback_is_caught(keyed: Table) -> N
     read = keyed.snapshot()  # the rollback reads here …
     Table.open(keyed.uri).append(rows([11, 4000], "rival"))  # … a rival lands before it commits
     with pytest.raises(DuplicateKeyError) as exc:
-        commit_rollback(keyed.io, keyed.log, read, entry, build=lambda cur: ops.revert(cur, entry), parameters={"entry": entry})
+        commit_rollback(
+            keyed.io, keyed.commit_log, read, entry, build=lambda cur: ops.revert(cur, entry), parameters={"entry": entry}
+        )
     assert exc.value.keys == [(11,)]
     assert Table.open(keyed.uri).lineage()[-1].state == "COMPLETED"
 
@@ -79,7 +81,7 @@ def test_a_keyed_rollback_records_the_keys_it_brings_back(keyed: Table) -> None:
     keyed.delete(keys=[0])
     entry = push(keyed, rows([500], "push"))
     assert keyed.rollback(entry=entry).changed
-    commit = keyed.log.read_commit(keyed.version)
+    commit = keyed.commit_log.read_commit(keyed.version)
     assert commit.operation == "ROLLBACK" and commit.parameters["primary_key"] == ["id"]
     [recorded] = [a for a in commit.actions if isinstance(a, InsertedKeys)]
     assert recorded.count == 99  # the live rows that came back; racing keyed writers probe them

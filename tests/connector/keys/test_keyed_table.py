@@ -55,7 +55,7 @@ def by_id(t: Table, **kw) -> dict[int, str]:
 def test_the_key_is_table_metadata(keyed: Table) -> None:
     assert keyed.primary_key == ("id",)
     assert Table.open(keyed.uri).snapshot().primary_key == ("id",)
-    assert inspect_table(keyed.log, keyed.snapshot())["primary_key"] == ["id"]
+    assert inspect_table(keyed.commit_log, keyed.snapshot())["primary_key"] == ["id"]
     shown = run_cli("inspect", keyed.uri)
     assert shown.returncode == 0 and "primary key: id" in shown.stdout, shown.stderr
 
@@ -164,7 +164,7 @@ def test_keyless_tables_refuse_upsert_and_delete_by_key_and_pay_nothing(small_ta
         small_table.delete(keys=[1])
     assert not any(f.endswith(INDEX_SUFFIX) for f in data_files(small_table))
     assert not any(
-        a.kind == "inserted_keys" for v in range(small_table.version + 1) for a in small_table.log.read_commit(v).actions
+        a.kind == "inserted_keys" for v in range(small_table.version + 1) for a in small_table.commit_log.read_commit(v).actions
     )
     with pytest.raises(InvalidOptionError, match="only be set when the table is created"):
         from mvtable.connector import writes

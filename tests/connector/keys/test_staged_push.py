@@ -111,7 +111,9 @@ def test_a_rival_landing_during_the_publish_is_caught(keyed: Table) -> None:
     read = keyed.snapshot()  # the publish reads here …
     Table.open(keyed.uri).append(rows([107, 108, 4000], "rival"))  # … a rival lands before it commits
     with pytest.raises(DuplicateKeyError) as exc:
-        commit_publish(keyed.io, keyed.log, read, entry, build=lambda cur: ops.publish(cur, entry), parameters={"entry": entry})
+        commit_publish(
+            keyed.io, keyed.commit_log, read, entry, build=lambda cur: ops.publish(cur, entry), parameters={"entry": entry}
+        )
     assert sorted(exc.value.keys) == [(107,), (108,)]
     assert Table.open(keyed.uri).lineage()[-1].state == "IN_PROGRESS"
 
@@ -135,7 +137,7 @@ def test_replaced_rows_never_count_as_duplicates(keyed: Table) -> None:
     # the same race at the push commit itself (publish=True)
     plan = writes.begin_write(keyed.uri, storage_options=None, incoming=SCHEMA, mode=writes.OVERWRITE, consistent_push=True)
     pushed = rows(range(2000), "again")
-    read = writes.read_snapshot(keyed.log, plan)
+    read = writes.read_snapshot(keyed.commit_log, plan)
     keys, segments = write_keyed(
         keyed.io,
         read,
@@ -156,7 +158,7 @@ def test_replaced_rows_never_count_as_duplicates(keyed: Table) -> None:
 def test_a_keyed_publish_records_the_keys_it_makes_visible(keyed: Table) -> None:
     entry = stage(keyed, rows(range(10), "push"))
     keyed.publish(entry)
-    commit = keyed.log.read_commit(keyed.version)
+    commit = keyed.commit_log.read_commit(keyed.version)
     assert commit.operation == "PUBLISH" and commit.parameters["primary_key"] == ["id"]
     [recorded] = [a for a in commit.actions if isinstance(a, InsertedKeys)]
     assert recorded.count == 10
