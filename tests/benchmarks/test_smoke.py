@@ -31,10 +31,12 @@ EXPECTED = {
     "spark_one_column_del10",
     "spark_one_column_del10_vs_nodel",
     "spark_one_column_ingest_floor",
+    "spark_one_column_python_del10",
     "spark_full_row",
     "spark_full_row_del10",
     "spark_full_row_del10_vs_nodel",
     "spark_full_row_ingest_floor",
+    "spark_full_row_python_del10",
     "spark_filter",
     "spark_filter_del10",
     "spark_filter_no_pushdown",
@@ -47,7 +49,7 @@ EXPECTED = {
     *(
         f"tpch_{q}_{way}"
         for q in ("q1", "q3", "q6", "q14")
-        for way in ("native_view", "using_view", "expression_mask", "compacted_view", "predicate_mask")
+        for way in ("native_view", "using_view", "python_view", "expression_mask", "compacted_view", "predicate_mask")
     ),
 }
 PEER_CASES = {
