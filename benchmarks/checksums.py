@@ -120,6 +120,7 @@ def _pair(name: str, description: str, timings: dict[str, Any]) -> dict[str, Any
     paired = sorted(a / b for a, b in zip(on.runs, off.runs, strict=True) if b)
     paired_ratio = statistics.median(paired) if paired else None
     quartiles = statistics.quantiles(paired, n=4) if len(paired) >= 4 else None
+    paired_cpu = sorted(a / b for a, b in zip(on.cpu, off.cpu, strict=True) if b)
     return {
         "name": name,
         "description": description,
@@ -135,6 +136,8 @@ def _pair(name: str, description: str, timings: dict[str, Any]) -> dict[str, Any
         "checked_cpu_s": on_cpu,
         "unchecked_cpu_s": off_cpu,
         "cpu_ratio": on_cpu / off_cpu if on_cpu and off_cpu else None,
+        "paired_cpu_ratio": statistics.median(paired_cpu) if paired_cpu else None,
+        "min_cpu_ratio": min(on.cpu) / min(off.cpu) if on.cpu and off.cpu and min(off.cpu) else None,
         "target": TARGET,
         "status": "ok" if paired_ratio is not None and paired_ratio <= TARGET else "MISSED",
         "check": "ok" if on.result == off.result else "the two variants answer differently",

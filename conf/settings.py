@@ -11,6 +11,7 @@ import math
 import numbers
 import re
 import sys
+import warnings
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
@@ -125,6 +126,19 @@ class _Settings(BaseModel):
     spelling is accepted on the way in (``on_disk_name``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+    def __getattr__(self, name: str) -> Any:
+        # the camelCase attribute names of earlier releases, for one more release
+        for field_name, info in type(self).model_fields.items():
+            if info.alias == name:
+                warnings.warn(
+                    f"{type(self).__name__}.{name} is deprecated and goes away in the next release; "
+                    f"use .{field_name} (the stored name stays {name})",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                return getattr(self, field_name)
+        return super().__getattr__(name)  # type: ignore[misc]
 
 
 class TableProperties(_Settings):

@@ -174,3 +174,11 @@ def test_settings_read_in_snake_case_and_stored_in_camel_case(tmp_path) -> None:
         TableProperties.of({"row_group_rows": "0"})
     with pytest.raises(SettingsError, match="unknown table properties"):
         TableProperties.of({"rowgrouprows": "5"})
+
+
+def test_the_camel_case_attributes_of_earlier_releases_still_read_with_a_warning() -> None:
+    p = TableProperties.of({"rowGroupRows": "11"})
+    with pytest.warns(DeprecationWarning, match="use .row_group_rows"):
+        assert p.rowGroupRows == 11  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        p.noSuchSetting  # type: ignore[attr-defined]  # noqa: B018
