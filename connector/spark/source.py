@@ -70,6 +70,8 @@ class MvTableDataSource(DataSource):
         opts = read_options(self.options)
         if self.jvm.renew is not None:  # a native read's pin, while it is queried
             return native_plan.renewed(opts, self.jvm.renew)
+        if self.jvm.idle is not None:  # a native read's pin, once no running query reads it
+            return native_plan.idled(opts, self.jvm.idle)
         if opts.read_change_feed:  # reads versions one after another: nothing to bind to
             schema = spark_schema(newest_snapshot(opts), opts)
             return native_plan.with_plan(schema, opts, None) if self.jvm.plan else schema

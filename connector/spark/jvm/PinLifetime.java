@@ -1,0 +1,220 @@
+package io.mvtable.spark;
+
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.Map;
+import java.util.Set;
+import java.util.WeakHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.execution.SQLExecution$;
+import org.apache.spark.sql.execution.columnar.InMemoryRelation;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import scala.runtime.BoxedUnit;
+
+/**
+ * Holds a native read's pin only while a query reads it: Spark's SQL execution events say when
+ * a query starts and ends, which the Python data source is never told.
+ *
+ * <p>Every SQL execution that reads a plan ({@link PlannedFileIndex}, or a {@link NativeTable}
+ * not rewritten yet) counts as running from its start to its end. Counted in the query's own
+ * thread when {@link NativeScanRule} optimizes it inside the execution (so before it reads a
+ * file), else from the start event (a DataFrame's plan optimized once and run again by a later
+ * action). When the last running execution of a plan ends, its pin is cut to {@code pinIdleTtl}
+ * (Python rewrites the pin file); queries of one DataFrame running side by side never cut it
+ * under each other. A plan starts idle (Python pins it so), and every query renews the pin to
+ * the full {@code pinTtl} before it runs ({@link PinRenewal}): the pin is extended, or made
+ * again if it lapsed while the version is still whole, else the query fails with the typed error.
+ * The pin is not released: the DataFrame or view may be queried again.
+ *
+ * <p>Calls into Python run on one daemon thread, in order, never on Spark's listener thread; a
+ * failure there or in the listener is logged and only leaves the pin at its longer expiry.
+ */
+public final class PinLifetime extends SparkListener {
+  private static final Logger LOG = LoggerFactory.getLogger("mvtable");
+  private static final Set<SparkContext> LISTENING = Collections.newSetFromMap(new WeakHashMap<>());
+  /** Running execution id → the plans it reads. Guarded by itself. */
+  private static final Map<Long, Set<NativePlan>> RUNNING = new HashMap<>();
+  private static final ExecutorService CALLS = Executors.newSingleThreadExecutor(r -> {
+    Thread t = new Thread(r, "mvtable-pin-lifetime");
+    t.setDaemon(true);
+    return t;
+  });
+  private static final AtomicLong ENDED = new AtomicLong();
+  private static final AtomicLong CUTS = new AtomicLong();
+
+  private PinLifetime() {}
+
+  /** Listens to {@code sc}'s SQL executions, once per SparkContext. */
+  public static void listen(SparkContext sc) {
+    synchronized (LISTENING) {
+      if (LISTENING.add(sc)) {
+        sc.addSparkListener(new PinLifetime());
+      }
+    }
+  }
+
+  /**
+   * In the query's thread, when {@link NativeScanRule} optimizes a query of {@code table}: count
+   * it as running under the query's execution and renew the pin before it reads.
+   */
+  static void queried(NativeTable table) {
+    NativePlan plan = table.plan();
+    String id = SparkSession.active().sparkContext().getLocalProperty(SQLExecution$.MODULE$.EXECUTION_ID_KEY());
+    if (id != null) {
+      started(Long.parseLong(id), plan);
+    }
+    PinRenewal.renewIfDue(plan);
+    if (id == null && plan.running.get() == 0) {
+      // optimized outside an execution (explain, cache): nothing runs it now; a later run
+      // of this plan is seen by its start event
+      CALLS.execute(() -> cut(plan));
+    }
+  }
+
+  /** True when {@code plan} was not counted under execution {@code id} yet. */
+  private static boolean started(long id, NativePlan plan) {
+    synchronized (RUNNING) {
+      Set<NativePlan> plans = RUNNING.computeIfAbsent(id, k -> Collections.newSetFromMap(new IdentityHashMap<>()));
+      if (!plans.add(plan)) {
+        return false;
+      }
+      plan.running.incrementAndGet();
+      return true;
+    }
+  }
+
+  private static Set<NativePlan> ended(long id) {
+    synchronized (RUNNING) {
+      Set<NativePlan> plans = RUNNING.remove(id);
+      if (plans == null) {
+        return Collections.newSetFromMap(new IdentityHashMap<>());
+      }
+      for (NativePlan p : plans) {
+        p.running.decrementAndGet();
+      }
+      return plans;
+    }
+  }
+
+  @Override
+  public void onOtherEvent(SparkListenerEvent event) {
+    try {
+      if (event instanceof SparkListenerSQLExecutionStart) {
+        long id = ((SparkListenerSQLExecutionStart) event).executionId();
+        QueryExecution qe = SQLExecution$.MODULE$.getQueryExecution(id);
+        if (qe != null) {  // null: it ended already
+          for (NativePlan p : plansOf(qe)) {
+            if (started(id, p)) {
+              CALLS.execute(() -> wake(p));
+            }
+          }
+        }
+      } else if (event instanceof SparkListenerSQLExecutionEnd) {
+        SparkListenerSQLExecutionEnd end = (SparkListenerSQLExecutionEnd) event;
+        Set<NativePlan> done = ended(end.executionId());
+        if (end.qe() != null) {  // an execution whose start came too late to be counted read these too
+          done.addAll(plansOf(end.qe()));
+        }
+        for (NativePlan p : done) {
+          if (p.running.get() == 0) {
+            CALLS.execute(() -> cut(p));
+          }
+        }
+        ENDED.incrementAndGet();
+      }
+    } catch (Throwable t) {
+      LOG.warn("mvtable: could not follow which queries read a pinned version ({}); such a pin keeps "
+          + "its longer expiry", t.toString());
+    }
+  }
+
+  private static void wake(NativePlan plan) {
+    try {
+      PinRenewal.renewIfIdle(plan);
+    } catch (Throwable t) {  // the query then reads under a lapsed pin: say so, it may fail on a missing file
+      LOG.warn("mvtable: could not renew the pin of version {} of {} for a running query: {}", plan.version,
+          plan.root, t.toString());
+    }
+  }
+
+  private static void cut(NativePlan plan) {
+    try {
+      if (PinRenewal.cutIfUnused(plan)) {
+        CUTS.incrementAndGet();
+      }
+    } catch (Throwable t) {
+      LOG.warn("mvtable: could not cut the pin of version {} of {} to pinIdleTtl; it expires pinTtl after "
+          + "its last renewal: {}", plan.version, plan.root, t.toString());
+    }
+  }
+
+  /** The plans {@code qe} reads (its optimized plan, subqueries and cached plans included). */
+  static Set<NativePlan> plansOf(QueryExecution qe) {
+    Set<NativePlan> out = Collections.newSetFromMap(new IdentityHashMap<>());
+    LogicalPlan optimized;
+    try {
+      optimized = qe.optimizedPlan();
+    } catch (Throwable t) {  // it failed to plan: it reads nothing
+      return out;
+    }
+    collect(optimized, out);
+    return out;
+  }
+
+  private static void collect(LogicalPlan plan, Set<NativePlan> out) {
+    plan.foreachWithSubqueries(p -> {
+      if (p instanceof LogicalRelation && ((LogicalRelation) p).relation() instanceof HadoopFsRelation) {
+        Object location = ((HadoopFsRelation) ((LogicalRelation) p).relation()).location();
+        if (location instanceof PlannedFileIndex) {
+          out.add(((PlannedFileIndex) location).plan());
+        }
+      } else if (p instanceof InMemoryRelation) {
+        collect(((InMemoryRelation) p).cacheBuilder().logicalPlan(), out);
+      } else {
+        NativeTable table = NativeScanRule.nativeTable(p);
+        if (table != null) {
+          out.add(table.plan());
+        }
+      }
+      return BoxedUnit.UNIT;
+    });
+  }
+
+  /** How many SQL execution ends this process has handled (tests wait on it). */
+  public static long executionsEnded() {
+    return ENDED.get();
+  }
+
+  /** How many pins this process cut to pinIdleTtl. */
+  public static long pinCuts() {
+    return CUTS.get();
+  }
+
+  /** Waits until the Python calls asked for so far are done (tests). */
+  public static boolean settle(long timeoutMs) throws InterruptedException {
+    java.util.concurrent.Future<?> done = CALLS.submit(() -> {});
+    try {
+      done.get(timeoutMs, TimeUnit.MILLISECONDS);
+      return true;
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      return false;
+    }
+  }
+}
