@@ -159,9 +159,7 @@ def test_a_using_view_stays_on_its_version_between_queries(spark, replaced):
     """A ``USING mvtable`` view holds its version as a DataFrame does: full pin while queried,
     ``pinIdleTtl`` between queries, pinned again (same version) by its next query."""
     t = replaced
-    spark.sql(
-        f"CREATE OR REPLACE TEMPORARY VIEW pin_lifetime_v USING mvtable OPTIONS (path '{t.uri}', pinIdleTtl '{IDLE_S}s')"
-    )
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW pin_lifetime_v USING mvtable OPTIONS (path '{t.uri}', pinIdleTtl '{IDLE_S}s')")
     try:
         [made] = spark_pins(t)
         assert made.expires_ms <= time.time() * 1000 + IDLE_S * 1000 + 50  # no query yet: idle from the start
