@@ -7,7 +7,9 @@ snapshot already read), writes a reader pin (``mvtable.visibility.pins``, the st
 layer: one small file per pin) and reads the snapshot. GC and vacuum see the same pins
 through ``pin_scan``. A pin protects its version from visibility GC (DV and log files) and
 vacuum (data files) until it is released or ``pinTtl`` passes: pins expire so that a
-reader that dies never blocks GC for long.
+reader that dies never blocks GC for long. A reader that is done for now but may read the
+same version again (a Spark DataFrame between queries) cuts its pin to ``pinIdleTtl``
+(``idle``) and renews it before it reads again.
 
 Pinning is best effort where the store cannot take a pin (a read-only mount or read-only
 credentials, a full disk): the read goes on unpinned (``UNPINNED``), with one warning per

@@ -15,6 +15,15 @@ schema, and its optimizer rule (``NativeScanRule``) reads those files with
 apply, with no Python call per query. The plan lives in the DataFrame's (or view's)
 analyzed plan, so it stays on the version it pinned, as the Python route does.
 
+The pin, though, is held only while a query reads it: Spark tells the JVM when each SQL
+query starts and ends, which it never tells a Python source. ``PinLifetime.java`` counts the
+running queries of each plan; before a query reads, the JVM asks this source to renew the pin
+to ``pinTtl`` (``renewed``: it pins the version again if the pin lapsed and the version is
+still whole, else raises the typed error), and when the last running query ends it asks to
+cut the pin to ``pinIdleTtl`` (``idled``). A plan starts idle. So a finished Spark job holds
+back GC and vacuum for ``pinIdleTtl``, not ``pinTtl``; the Python route keeps the ``pinTtl``
+rule (``source``).
+
 Why this route: a rule alone that finds the Python relation has no plan to use and would
 have to call Python again per DataFrame (a second pin, possibly of another version) or per
 query (a view would move between versions); a JVM provider that starts a Python process
