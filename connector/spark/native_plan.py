@@ -236,6 +236,7 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         "pinId": pinned.pin.pin_id,
         "renewAfterMs": int(pin_ttl_s() * 500),  # half of pinTtl, as the Python reader's tasks
         "idle": True,
+        "idleTtlMs": int(opts.pin_idle_ttl_s * 1000),
         "root": root,
         "rowAddress": opts.with_row_address,  # _mv_segment, _mv_row: filled by MaskedParquetFileFormat
         "files": [{"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv, "segment": f.segment} for f in files],

@@ -53,6 +53,10 @@ public final class NativePlan implements Serializable {
   public volatile long renewedAtMs = System.currentTimeMillis();
   /** The pin lasts only pinIdleTtl: no query has run since it was made or cut ({@link PinLifetime}). */
   public volatile boolean idle;
+  /** The read's pinIdleTtl in milliseconds. */
+  public long idleTtlMs;
+  /** Counts the cuts scheduled: only the newest may run ({@link PinLifetime}). */
+  final java.util.concurrent.atomic.AtomicLong cutsScheduled = new java.util.concurrent.atomic.AtomicLong();
   /** How many running SQL executions read this plan ({@link PinLifetime}). */
   final java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger();
   /** The Python source that planned the read and keeps its pin ({@link NativeTable} sets it). */
@@ -111,6 +115,7 @@ public final class NativePlan implements Serializable {
     p.renewAfterMs = n.path("renewAfterMs").asLong(30L * 60 * 1000);
     p.rowAddress = n.path("rowAddress").asBoolean(false);
     p.idle = n.path("idle").asBoolean(false);
+    p.idleTtlMs = n.path("idleTtlMs").asLong(5L * 60 * 1000);
     for (JsonNode f : n.path("files")) {
       JsonNode dv = f.path("dv");
       p.files.add(new FileEntry(f.path("path").asText(), f.path("size").asLong(), f.path("rows").asLong(),

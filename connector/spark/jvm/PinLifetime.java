@@ -6,9 +6,10 @@ import java.util.IdentityHashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.WeakHashMap;
-import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.spark.SparkContext;
@@ -43,6 +44,11 @@ import scala.runtime.BoxedUnit;
  * again if it lapsed while the version is still whole, else the query fails with the typed error.
  * The pin is not released: the DataFrame or view may be queried again.
  *
+ * <p>The cut waits a moment ({@link #graceMs}: a tenth of pinIdleTtl, at most two seconds)
+ * and is dropped if another query of the plan started or ended meanwhile: queries run back to
+ * back then cost no Python call each, and the pin outlives the last one by that moment plus
+ * pinIdleTtl.
+ *
  * <p>Calls into Python run on one daemon thread, in order, never on Spark's listener thread; a
  * failure there or in the listener is logged and only leaves the pin at its longer expiry.
  */
@@ -51,11 +57,14 @@ public final class PinLifetime extends SparkListener {
   private static final Set<SparkContext> LISTENING = Collections.newSetFromMap(new WeakHashMap<>());
   /** Running execution id → the plans it reads. Guarded by itself. */
   private static final Map<Long, Set<NativePlan>> RUNNING = new HashMap<>();
-  private static final ExecutorService CALLS = Executors.newSingleThreadExecutor(r -> {
+  private static final ScheduledExecutorService CALLS = Executors.newSingleThreadScheduledExecutor(r -> {
     Thread t = new Thread(r, "mvtable-pin-lifetime");
     t.setDaemon(true);
     return t;
   });
+  private static final long MAX_GRACE_MS = 2000;
+  /** Cuts scheduled and not run yet. */
+  private static final AtomicInteger PENDING = new AtomicInteger();
   private static final AtomicLong ENDED = new AtomicLong();
   private static final AtomicLong CUTS = new AtomicLong();
 
@@ -84,7 +93,7 @@ public final class PinLifetime extends SparkListener {
     if (id == null && plan.running.get() == 0) {
       // optimized outside an execution (explain, cache): nothing runs it now; a later run
       // of this plan is seen by its start event
-      CALLS.execute(() -> cut(plan));
+      scheduleCut(plan);
     }
   }
 
@@ -113,6 +122,30 @@ public final class PinLifetime extends SparkListener {
     }
   }
 
+  /**
+   * The plans of counted executions that are over although their end never reached this
+   * listener (Spark drops events when its listener queue is full), uncounted: else their pins
+   * would never be cut again.
+   */
+  private static Set<NativePlan> endedUnheard() {
+    Set<NativePlan> out = Collections.newSetFromMap(new IdentityHashMap<>());
+    Map<Object, QueryExecution> live = SQLExecution$.MODULE$.executionIdToQueryExecution();
+    synchronized (RUNNING) {
+      java.util.Iterator<Map.Entry<Long, Set<NativePlan>>> it = RUNNING.entrySet().iterator();
+      while (it.hasNext()) {
+        Map.Entry<Long, Set<NativePlan>> e = it.next();
+        if (!live.containsKey(e.getKey())) {  // Spark forgets an execution only after it ended
+          for (NativePlan p : e.getValue()) {
+            p.running.decrementAndGet();
+          }
+          out.addAll(e.getValue());
+          it.remove();
+        }
+      }
+    }
+    return out;
+  }
+
   @Override
   public void onOtherEvent(SparkListenerEvent event) {
     try {
@@ -132,9 +165,10 @@ public final class PinLifetime extends SparkListener {
         if (end.qe() != null) {  // an execution whose start came too late to be counted read these too
           done.addAll(plansOf(end.qe()));
         }
+        done.addAll(endedUnheard());
         for (NativePlan p : done) {
           if (p.running.get() == 0) {
-            CALLS.execute(() -> cut(p));
+            scheduleCut(p);
           }
         }
         ENDED.incrementAndGet();
@@ -154,14 +188,31 @@ public final class PinLifetime extends SparkListener {
     }
   }
 
-  private static void cut(NativePlan plan) {
+  static long graceMs(NativePlan plan) {
+    return Math.min(MAX_GRACE_MS, Math.max(0, plan.idleTtlMs / 10));
+  }
+
+  private static void scheduleCut(NativePlan plan) {
+    long scheduled = plan.cutsScheduled.incrementAndGet();
+    PENDING.incrementAndGet();
     try {
-      if (PinRenewal.cutIfUnused(plan)) {
+      CALLS.schedule(() -> cut(plan, scheduled), graceMs(plan), TimeUnit.MILLISECONDS);
+    } catch (RuntimeException e) {
+      PENDING.decrementAndGet();
+      throw e;
+    }
+  }
+
+  private static void cut(NativePlan plan, long scheduled) {
+    try {
+      if (PinRenewal.cutIfUnused(plan, scheduled)) {
         CUTS.incrementAndGet();
       }
     } catch (Throwable t) {
       LOG.warn("mvtable: could not cut the pin of version {} of {} to pinIdleTtl; it expires pinTtl after "
           + "its last renewal: {}", plan.version, plan.root, t.toString());
+    } finally {
+      PENDING.decrementAndGet();
     }
   }
 
@@ -207,11 +258,18 @@ public final class PinLifetime extends SparkListener {
     return CUTS.get();
   }
 
-  /** Waits until the Python calls asked for so far are done (tests). */
+  /** Waits until the cuts scheduled and the Python calls asked for so far are done (tests). */
   public static boolean settle(long timeoutMs) throws InterruptedException {
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    while (PENDING.get() > 0) {
+      if (System.currentTimeMillis() > deadline) {
+        return false;
+      }
+      Thread.sleep(10);
+    }
     java.util.concurrent.Future<?> done = CALLS.submit(() -> {});
     try {
-      done.get(timeoutMs, TimeUnit.MILLISECONDS);
+      done.get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
       return true;
     } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
       return false;

@@ -54,10 +54,14 @@ final class PinRenewal {
     }
   }
 
-  /** Cut the pin to pinIdleTtl unless a query counts as running; true if it was cut. */
-  static boolean cutIfUnused(NativePlan plan) {
+  /**
+   * Cut the pin to pinIdleTtl unless a query counts as running or a later cut was scheduled
+   * ({@code scheduled} is not the newest: a query ended since, and its own cut comes later);
+   * true if it was cut.
+   */
+  static boolean cutIfUnused(NativePlan plan, long scheduled) {
     synchronized (plan) {
-      if (plan.idle || plan.running.get() > 0) {
+      if (plan.idle || plan.running.get() > 0 || plan.cutsScheduled.get() != scheduled) {
         return false;
       }
       NativePlan.pinOf(call(plan, IDLE_OPTION).schema(), "idled");
