@@ -155,6 +155,38 @@ def test_a_running_query_keeps_the_full_pin_while_another_of_the_same_dataframe_
     assert cut.id == held.id and cut.expires_ms <= time.time() * 1000 + IDLE_S * 1000 + 50
 
 
+def test_an_action_run_from_a_plan_spark_made_before_is_renewed_from_its_start_event(spark, replaced):
+    """A second ``collect()`` of one DataFrame reuses its optimized plan (no optimizer rule runs):
+    the pin is renewed when Spark reports the query's start, and cut again after its end."""
+    from pyspark.sql.functions import col, udf
+
+    t = replaced
+
+    @udf("long")
+    def slow(x):
+        import time as _time
+
+        _time.sleep(0.2)
+        return x
+
+    df = load(spark, t).coalesce(1).select(slow(col("id")).alias("id"))
+    ended = lifetime(spark).executionsEnded()
+    assert len(df.collect()) == 10
+    settled(spark, ended)
+    [first] = spark_pins(t)
+    sleep_past(first.expires_ms)
+    assert not spark_pins(t)
+
+    rule = spark._jvm.io.mvtable.spark.NativeScanRule
+    renewals, woken, ended = rule.pinRenewals(), lifetime(spark).startRenewals(), lifetime(spark).executionsEnded()
+    assert sorted(r.id for r in df.collect()) == list(range(1000, 1010))
+    settled(spark, ended)
+    assert rule.pinRenewals() == renewals + 1 and lifetime(spark).startRenewals() == woken + 1
+    [again] = spark_pins(t)
+    assert again.id != first.id and again.version == 3
+    assert again.expires_ms <= time.time() * 1000 + IDLE_S * 1000 + 50
+
+
 def test_a_using_view_stays_on_its_version_between_queries(spark, replaced):
     """A ``USING mvtable`` view holds its version as a DataFrame does: full pin while queried,
     ``pinIdleTtl`` between queries, pinned again (same version) by its next query."""

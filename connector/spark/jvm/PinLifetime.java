@@ -67,6 +67,7 @@ public final class PinLifetime extends SparkListener {
   private static final AtomicInteger PENDING = new AtomicInteger();
   private static final AtomicLong ENDED = new AtomicLong();
   private static final AtomicLong CUTS = new AtomicLong();
+  private static final AtomicLong WAKES = new AtomicLong();
 
   private PinLifetime() {}
 
@@ -181,7 +182,9 @@ public final class PinLifetime extends SparkListener {
 
   private static void wake(NativePlan plan) {
     try {
-      PinRenewal.renewIfIdle(plan);
+      if (PinRenewal.renewIfIdle(plan)) {
+        WAKES.incrementAndGet();
+      }
     } catch (Throwable t) {  // the query then reads under a lapsed pin: say so, it may fail on a missing file
       LOG.warn("mvtable: could not renew the pin of version {} of {} for a running query: {}", plan.version,
           plan.root, t.toString());
@@ -251,6 +254,11 @@ public final class PinLifetime extends SparkListener {
   /** How many SQL execution ends this process has handled (tests wait on it). */
   public static long executionsEnded() {
     return ENDED.get();
+  }
+
+  /** How many cut pins this process renewed from a query's start event (a plan Spark optimized before). */
+  public static long startRenewals() {
+    return WAKES.get();
   }
 
   /** How many pins this process cut to pinIdleTtl. */

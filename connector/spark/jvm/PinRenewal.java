@@ -45,12 +45,14 @@ final class PinRenewal {
     }
   }
 
-  /** Renew a cut pin for a query that runs now. */
-  static void renewIfIdle(NativePlan plan) {
+  /** Renew a cut pin for a query that runs now; true if it was renewed. */
+  static boolean renewIfIdle(NativePlan plan) {
     synchronized (plan) {
       if (plan.idle && plan.running.get() > 0) {
         renew(plan);
+        return true;
       }
+      return false;
     }
   }
 
