@@ -14,6 +14,7 @@ from mvtable.connector import Table
 from mvtable.connector.options import read_options
 from mvtable.errors import FilesMissingError, from_spark
 from mvtable.visibility import pins
+from tests.support.spark_session import spark_conf
 
 from .conftest import orders
 
@@ -145,6 +146,16 @@ def test_a_running_query_keeps_the_full_pin_while_another_of_the_same_dataframe_
     [still] = spark_pins(t)
     assert still.id == held.id and still.expires_ms >= held.expires_ms  # not cut under the running query
     assert not long_result
+
+    rule = spark._jvm.io.mvtable.spark.NativeScanRule
+    renewals = rule.pinRenewals()
+    with spark_conf(spark, {"spark.mvtable.pinRenewIntervalMs": "300"}):  # default: half of pinTtl
+        deadline = time.time() + 30
+        while rule.pinRenewals() < renewals + 2:  # renewed while it runs, by the JVM's timer
+            assert time.time() < deadline and not long_result, "the running query's pin was not renewed"
+            time.sleep(0.1)
+    [renewed] = spark_pins(t)
+    assert renewed.id == held.id and renewed.expires_ms > still.expires_ms
 
     ended = lifetime(spark).executionsEnded()
     gate.touch()

@@ -49,6 +49,9 @@ import scala.runtime.BoxedUnit;
  * back then cost no Python call each, and the pin outlives the last one by that moment plus
  * pinIdleTtl.
  *
+ * <p>While a query runs, its pin is renewed every half of {@code pinTtl} (checked each second),
+ * so a query that runs longer than {@code pinTtl} keeps its version.
+ *
  * <p>Calls into Python run on one daemon thread, in order, never on Spark's listener thread; a
  * failure there or in the listener is logged and only leaves the pin at its longer expiry.
  */
@@ -76,6 +79,9 @@ public final class PinLifetime extends SparkListener {
     synchronized (LISTENING) {
       if (LISTENING.add(sc)) {
         sc.addSparkListener(new PinLifetime());
+        if (LISTENING.size() == 1) {
+          CALLS.scheduleWithFixedDelay(PinLifetime::renewRunning, 1, 1, TimeUnit.SECONDS);
+        }
       }
     }
   }
@@ -188,6 +194,25 @@ public final class PinLifetime extends SparkListener {
     } catch (Throwable t) {  // the query then reads under a lapsed pin: say so, it may fail on a missing file
       LOG.warn("mvtable: could not renew the pin of version {} of {} for a running query: {}", plan.version,
           plan.root, t.toString());
+    }
+  }
+
+  /** Renews the pins of running queries that are due (a query may run longer than pinTtl). */
+  private static void renewRunning() {
+    Set<NativePlan> running = Collections.newSetFromMap(new IdentityHashMap<>());
+    synchronized (RUNNING) {
+      for (Set<NativePlan> plans : RUNNING.values()) {
+        running.addAll(plans);
+      }
+    }
+    for (NativePlan plan : running) {
+      try {
+        PinRenewal.renewIfDue(plan);
+      } catch (Throwable t) {  // never ends the timer: tried again an interval later
+        plan.renewedAtMs = System.currentTimeMillis();
+        LOG.warn("mvtable: could not renew the pin of version {} of {} for a running query: {}", plan.version,
+            plan.root, t.toString());
+      }
     }
   }
 

@@ -91,6 +91,9 @@ final class PinRenewal {
 
   private static long intervalMs(NativePlan plan) {
     scala.Option<SparkSession> session = SparkSession.getActiveSession();
+    if (session.isEmpty()) {  // PinLifetime's thread
+      session = SparkSession.getDefaultSession();
+    }
     String conf = session.isDefined() ? session.get().conf().get(INTERVAL_CONF, "") : "";
     return conf.isEmpty() ? plan.renewAfterMs : Long.parseLong(conf.trim());
   }
