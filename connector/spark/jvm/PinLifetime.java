@@ -71,6 +71,7 @@ public final class PinLifetime extends SparkListener {
   private static final AtomicLong ENDED = new AtomicLong();
   private static final AtomicLong CUTS = new AtomicLong();
   private static final AtomicLong WAKES = new AtomicLong();
+  private static final java.util.concurrent.atomic.AtomicBoolean TIMER = new java.util.concurrent.atomic.AtomicBoolean();
 
   private PinLifetime() {}
 
@@ -79,7 +80,7 @@ public final class PinLifetime extends SparkListener {
     synchronized (LISTENING) {
       if (LISTENING.add(sc)) {
         sc.addSparkListener(new PinLifetime());
-        if (LISTENING.size() == 1) {
+        if (TIMER.compareAndSet(false, true)) {
           CALLS.scheduleWithFixedDelay(PinLifetime::renewRunning, 1, 1, TimeUnit.SECONDS);
         }
       }
