@@ -282,11 +282,12 @@ class ConnectorSettings(_Settings):
     max_partition_bytes: int = Field(ge=1)
     dv_cache_bytes: int = Field(ge=0)
     pin_ttl: str
+    pin_idle_ttl: str
     gc_batch_bytes: int = Field(ge=1)
     gc_time_budget: str
     write_intent_ttl: str
 
-    @field_validator("pin_ttl", "gc_time_budget", "write_intent_ttl")
+    @field_validator("pin_ttl", "pin_idle_ttl", "gc_time_budget", "write_intent_ttl")
     @classmethod
     def _period(cls, v: str, info: Any) -> str:
         parse_period(v, name=to_camel(info.field_name))
@@ -295,6 +296,10 @@ class ConnectorSettings(_Settings):
     @property
     def pin_ttl_s(self) -> float:
         return parse_period(self.pin_ttl, name="pinTtl")
+
+    @property
+    def pin_idle_ttl_s(self) -> float:
+        return parse_period(self.pin_idle_ttl, name="pinIdleTtl")
 
     @property
     def gc_time_budget_s(self) -> float:

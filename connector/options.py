@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mvtable.conf import TableProperties, connector_settings, on_disk_name
-from mvtable.errors import InvalidOptionError
+from mvtable.conf import TableProperties, connector_settings, on_disk_name, parse_period
+from mvtable.errors import InvalidOptionError, SettingsError
 
 from .timeparse import parse_timestamp_ms
 
@@ -58,6 +58,8 @@ class ReadOptions(_Options):
     min_partitions: int | None = Field(default=None, ge=1)
     with_row_address: bool = False
     lineage_entry: str | None = None
+    # how long a Spark read's pin outlives its last query (the JVM route; see native_plan)
+    pin_idle_ttl: str = Field(default_factory=lambda: connector_settings().pin_idle_ttl)
     # change feed and streaming reads (see mvtable.connector.streaming)
     read_change_feed: bool = False
     starting_version: str | None = None  # a version number, or "latest" (streams only)
@@ -77,6 +79,21 @@ class ReadOptions(_Options):
     @property
     def starting_version_number(self) -> int | None:
         return int(self.starting_version) if self.starting_version not in (None, "latest") else None
+
+    @field_validator("pin_idle_ttl")
+    @classmethod
+    def _idle(cls, v: str) -> str:
+        try:
+            seconds = parse_period(v, name="pinIdleTtl")
+        except SettingsError as exc:
+            raise ValueError(exc.message) from None
+        if seconds <= 0:
+            raise ValueError(f"{v!r} is no time at all; give a positive period such as 5m")
+        return v
+
+    @property
+    def pin_idle_ttl_s(self) -> float:
+        return parse_period(self.pin_idle_ttl, name="pinIdleTtl")
 
     @field_validator("columns")
     @classmethod
@@ -197,6 +214,7 @@ _READ_NAMES = {
     "minPartitions": "min_partitions",
     "withRowAddress": "with_row_address",
     "lineageEntry": "lineage_entry",
+    "pinIdleTtl": "pin_idle_ttl",
     "readChangeFeed": "read_change_feed",
     "startingVersion": "starting_version",
     "startingTimestamp": "starting_timestamp",

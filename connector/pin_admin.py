@@ -2,7 +2,7 @@
 
 A pin keeps its version's files from GC and vacuum until it is released or expires; a
 reader that died (a killed job, a Spark DataFrame nobody queries any more) leaves its pin
-for up to ``pinTtl``. Releasing such a pin by hand is safe for the table: only a reader that
+for up to ``pinTtl`` (``pinIdleTtl`` after the last query of a DataFrame on Spark's Parquet scan). Releasing such a pin by hand is safe for the table: only a reader that
 still reads that version could fail (its files may then be collected), which is why a pin is
 released by naming it or its owner, never in bulk."""
 

@@ -7,7 +7,9 @@ snapshot already read), writes a reader pin (``mvtable.visibility.pins``, the st
 layer: one small file per pin) and reads the snapshot. GC and vacuum see the same pins
 through ``pin_scan``. A pin protects its version from visibility GC (DV and log files) and
 vacuum (data files) until it is released or ``pinTtl`` passes: pins expire so that a
-reader that dies never blocks GC for long.
+reader that dies never blocks GC for long. A reader that is done for now but may read the
+same version again (a Spark DataFrame between queries) cuts its pin to ``pinIdleTtl``
+(``idle``) and renews it before it reads again.
 
 Pinning is best effort where the store cannot take a pin (a read-only mount or read-only
 credentials, a full disk): the read goes on unpinned (``UNPINNED``), with one warning per
@@ -41,6 +43,7 @@ from mvtable import checks
 from mvtable.conf import connector_settings
 from mvtable.errors import (
     DeletionVectorNotFoundError,
+    FilesMissingError,
     InvalidOptionError,
     PinExpiredError,
     PinNotFoundError,
@@ -59,6 +62,8 @@ from .timeparse import parse_timestamp_ms
 __all__ = [
     "PinnedSnapshot",
     "SnapshotPin",
+    "idle",
+    "pin_idle_ttl_s",
     "pin_scan",
     "pin_snapshot",
     "pin_ttl_s",
@@ -96,6 +101,11 @@ class SnapshotPin:
 def pin_ttl_s(ttl_s: float | None = None) -> float:
     """``ttl_s``, or the connector's ``pinTtl`` in seconds."""
     return connector_settings().pin_ttl_s if ttl_s is None else float(ttl_s)
+
+
+def pin_idle_ttl_s(ttl_s: float | None = None) -> float:
+    """``ttl_s``, or the connector's ``pinIdleTtl`` in seconds."""
+    return connector_settings().pin_idle_ttl_s if ttl_s is None else float(ttl_s)
 
 
 def resolve_version(commit_log: CommitLog, *, version: int | None = None, timestamp: Any = None) -> int | None:
@@ -304,10 +314,32 @@ def renew_when_due(
     return current
 
 
+def idle(io: FileIO, pin: SnapshotPin, *, ttl_s: float | None = None) -> None:
+    """Let ``pin`` lapse ``ttl_s`` (default ``pinIdleTtl``) from now unless it is renewed first.
+
+    For a reader that is done for now but may read its version again (a Spark DataFrame
+    between two queries): GC and vacuum then wait at most ``ttl_s`` for it, and its next
+    ``renew`` extends the pin again, or pins the version again if it lapsed and is still
+    whole. A pin already gone, or one the store cannot rewrite, is left as it is."""
+    if not pin.pinned:
+        return
+    try:
+        pins.shorten(io, pin.pin_id, pin_idle_ttl_s(ttl_s))
+    except _CANNOT_PIN as exc:  # it keeps its longer expiry: held back longer, never wrong
+        logger.warning("could not shorten the pin of version %s of %s: %s", pin.version, io.uri, exc)
+
+
 def _repin(io: FileIO, commit_log: CommitLog, version: int, *, ttl_s: float | None, owner: str) -> SnapshotPin:
+    """Pin ``version`` again after its pin lapsed, and check it is still whole.
+
+    Its log must replay and its DV and segment files must exist: while it was unpinned a
+    vacuum may have removed them, and the reader should hear it here, typed, rather than as
+    a missing file halfway through a read."""
     pin_id = try_pin(io, version, ttl_s=pin_ttl_s(ttl_s), owner=f"{owner} (pid {os.getpid()})")
     try:
-        check_files(io, commit_log.snapshot(version))
+        snapshot = commit_log.snapshot(version)
+        check_files(io, snapshot)
+        check_segment_files(io, snapshot)
     except BaseException:
         _release_id(io, pin_id)
         raise
@@ -335,6 +367,27 @@ def check_files(io: FileIO, snapshot: Snapshot) -> None:
         missing = sorted(p for p in wanted if p not in present and not io.exists(p))
     if missing:
         raise DeletionVectorNotFoundError(missing[0], f"version {snapshot.version} was garbage-collected before it was pinned")
+
+
+def check_segment_files(io: FileIO, snapshot: Snapshot) -> None:
+    """Raise ``FilesMissingError`` if a segment file ``snapshot`` reads is gone.
+
+    Raises:
+        FilesMissingError: Vacuum removed a segment file of the version (or it was deleted by hand)."""
+    wanted = sorted({seg.file.path for seg in snapshot.visible_segments()})
+    if len(wanted) <= _EXISTS_CALLS:
+        missing = [p for p in wanted if not io.exists(p)]
+    else:
+        present: set[str] = set()
+        for folder in sorted({p.rsplit("/", 1)[0] if "/" in p else "" for p in wanted}):
+            present.update(f"{folder}/{n}" if folder else n for n in io.list_names(folder))
+        missing = [p for p in wanted if p not in present and not io.exists(p)]
+    if missing:
+        raise FilesMissingError(
+            f"segment file {missing[0]} of version {snapshot.version} of {io.uri} is gone"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + ": vacuum removed it while the version was not pinned; read the table again"
+        )
 
 
 def pin_scan(io: FileIO, *, now_ms: int | None = None) -> pins.PinScan:

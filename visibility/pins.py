@@ -45,6 +45,7 @@ __all__ = [
     "pin",
     "release",
     "extend",
+    "shorten",
     "read_pin",
     "scan_pins",
     "live_pins",
@@ -210,6 +211,32 @@ def extend(store: Any, pin_id: str, ttl_s: float, *, now_ms: int | None = None) 
         created_ms=current.created_ms,
         expires_ms=max(current.expires_ms, now + _ttl_ms(ttl_s)),
         owner=current.owner,
+    )
+    store.write(pin_path(pin_id), _encode(doc))
+    return _to_pin(pin_id, doc)
+
+
+def shorten(store: Any, pin_id: str, ttl_s: float, *, now_ms: int | None = None) -> Pin | None:
+    """Make the pin expire at most ``ttl_s`` seconds from now (never later than it did).
+
+    A reader that is done for now but may come back (a Spark DataFrame between queries) keeps
+    its version only briefly, so GC and vacuum need not wait a full ttl for it; ``extend``
+    lengthens it again. ``None``: the pin is gone or expired already, nothing to shorten.
+
+    Raises:
+        PinError: ``ttl_s`` is not a positive number of seconds."""
+    now = _now_ms() if now_ms is None else int(now_ms)
+    ttl_ms = _ttl_ms(ttl_s)
+    try:
+        current = read_pin(store, pin_id)
+    except PinNotFoundError:
+        return None
+    if current.expired(now):
+        return None
+    if current.expires_ms <= now + ttl_ms:
+        return current
+    doc = _PinFile(
+        format=PIN_FORMAT, version=current.version, created_ms=current.created_ms, expires_ms=now + ttl_ms, owner=current.owner
     )
     store.write(pin_path(pin_id), _encode(doc))
     return _to_pin(pin_id, doc)

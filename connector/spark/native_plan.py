@@ -15,6 +15,15 @@ schema, and its optimizer rule (``NativeScanRule``) reads those files with
 apply, with no Python call per query. The plan lives in the DataFrame's (or view's)
 analyzed plan, so it stays on the version it pinned, as the Python route does.
 
+The pin, though, is held only while a query reads it: Spark tells the JVM when each SQL
+query starts and ends, which it never tells a Python source. ``PinLifetime.java`` counts the
+running queries of each plan; before a query reads, the JVM asks this source to renew the pin
+to ``pinTtl`` (``renewed``: it pins the version again if the pin lapsed and the version is
+still whole, else raises the typed error), and when the last running query ends it asks to
+cut the pin to ``pinIdleTtl`` (``idled``). A plan starts idle. So a finished Spark job holds
+back GC and vacuum for ``pinIdleTtl``, not ``pinTtl``; the Python route keeps the ``pinTtl``
+rule (``source``).
+
 Why this route: a rule alone that finds the Python relation has no plan to use and would
 have to call Python again per DataFrame (a second pin, possibly of another version) or per
 query (a view would move between versions); a JVM provider that starts a Python process
@@ -43,7 +52,7 @@ from mvtable.errors import MvTableError
 from mvtable.lineage.snapshot import Snapshot
 
 from ..options import ReadOptions, option_names
-from ..pinning import PinnedSnapshot, pin_ttl_s
+from ..pinning import PinnedSnapshot, idle, pin_ttl_s
 from ..scan import staged_segments
 from ..segments import check_footers
 from . import native_jvm
@@ -55,6 +64,7 @@ logger = logging.getLogger("mvtable.connector")
 
 PLAN_OPTION = "mvtable.nativePlan"  # set by DefaultSource.java; never reaches option checks
 RENEW_OPTION = "mvtable.renewPin"  # "<version>:<pin id>", set by NativeScanRule.java when a renewal is due
+IDLE_OPTION = "mvtable.idlePin"  # "<version>:<pin id>", set by PinLifetime.java when no running query reads it
 PLAN_KEY = "mvtable.nativePlan"  # the field-metadata key NativePlan.java reads
 PROTOCOL = 1  # NativePlan.PROTOCOL: a jar and a package of other versions fall back
 
@@ -92,22 +102,26 @@ class PlannedFile:
 class JvmRequest:
     """What the JVM asked the source for besides a schema.
 
-    That is the scan plan, or the renewal of the pin a plan holds (``renew``: ``"<version>:<pin id>"``)."""
+    That is the scan plan, the renewal of the pin a plan holds (``renew``: ``"<version>:<pin id>"``)
+    or its cut to the idle lifetime (``idle``, the same form)."""
 
     plan: bool = False
     renew: str | None = None
+    idle: str | None = None
 
 
 def take_jvm_options(options: Mapping[str, Any]) -> tuple[Any, JvmRequest]:
     """``options`` without the JVM's internal options, and what those asked for.
 
     They are not read options, and read options refuse unknown names."""
-    internal = {PLAN_OPTION.lower(), RENEW_OPTION.lower()}
+    internal = {PLAN_OPTION.lower(), RENEW_OPTION.lower(), IDLE_OPTION.lower()}
     found = {k.lower(): v for k, v in options.items() if k.lower() in internal}
     if not found:
         return options, JvmRequest()
     kept = {k: v for k, v in options.items() if k.lower() not in internal}
-    request = JvmRequest(plan=PLAN_OPTION.lower() in found, renew=found.get(RENEW_OPTION.lower()))
+    request = JvmRequest(
+        plan=PLAN_OPTION.lower() in found, renew=found.get(RENEW_OPTION.lower()), idle=found.get(IDLE_OPTION.lower())
+    )
     try:
         return type(options)(kept), request  # type: ignore[call-arg]  # Spark's case-insensitive dict keeps its type
     except TypeError:
@@ -120,7 +134,8 @@ def renewed(opts: ReadOptions, token: str) -> StructType:
     It pins the version again if the pin expired while it is still whole (else the
     ``PinExpiredError`` / ``NotFoundError`` a Python read would raise); the schema carries
     the pin that now holds the version. The JVM asks while the DataFrame or view is queried,
-    once half of ``pinTtl`` has passed, as the Python reader's tasks renew theirs."""
+    before a query runs when the pin was cut to ``pinIdleTtl`` (see ``idled``), and once half of
+    ``pinTtl`` has passed, as the Python reader's tasks renew theirs."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     from mvtable.storage import open_file_io
@@ -133,6 +148,25 @@ def renewed(opts: ReadOptions, token: str) -> StructType:
     pin = renew(io, SnapshotPin(int(version), pin_id), commit_log=open_log(io), owner="Spark read")
     doc = {"protocol": PROTOCOL, "renewed": True, "version": pin.version, "pinId": pin.pin_id}
     return StructType([StructField("renewed", StringType(), True, {PLAN_KEY: json.dumps(doc)})])
+
+
+def idled(opts: ReadOptions, token: str) -> StructType:
+    """Cut the pin of a native read (``token``: ``"<version>:<pin id>"``) to ``pinIdleTtl`` from now.
+
+    The JVM asks when Spark reports that the last running query reading it has ended
+    (``PinLifetime.java``): a DataFrame or ``USING`` view may be queried again, so its pin
+    is not released, but GC and vacuum need not wait ``pinTtl`` for a read nobody runs.
+    Its next query renews the pin first (``renewed``)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from mvtable.storage import open_file_io
+
+    from ..pinning import SnapshotPin, idle
+
+    version, _, pin_id = token.partition(":")
+    idle(open_file_io(opts.path, opts.storage_options), SnapshotPin(int(version), pin_id), ttl_s=opts.pin_idle_ttl_s)
+    doc = {"protocol": PROTOCOL, "idled": True, "version": int(version), "pinId": pin_id}
+    return StructType([StructField("idled", StringType(), True, {PLAN_KEY: json.dumps(doc)})])
 
 
 def table_root(uri: str) -> str:
@@ -193,12 +227,16 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": f"the scan cannot be planned: {exc}"})
     check_footers(pinned.io, [seg.file for seg in segments])  # Spark checks the pages (below), not the footers
     files = planned_files(snapshot, segments, root=root)
+    # no query runs it yet: the pin lasts pinIdleTtl until the first one renews it (PinLifetime.java)
+    idle(pinned.io, pinned.pin, ttl_s=opts.pin_idle_ttl_s)
     plan = {
         "protocol": PROTOCOL,
         "native": True,
         "version": pinned.version,
         "pinId": pinned.pin.pin_id,
         "renewAfterMs": int(pin_ttl_s() * 500),  # half of pinTtl, as the Python reader's tasks
+        "idle": True,
+        "idleTtlMs": int(opts.pin_idle_ttl_s * 1000),
         "root": root,
         "rowAddress": opts.with_row_address,  # _mv_segment, _mv_row: filled by MaskedParquetFileFormat
         "files": [{"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv, "segment": f.segment} for f in files],

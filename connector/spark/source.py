@@ -14,7 +14,9 @@ change what it returns. Planning renews the pin, and so does every task of an ex
 that runs once half of ``pinTtl`` has passed (Spark keeps the planned partitions and runs
 them again on later actions without planning anew; see ``reader``). Spark has no hook for
 "this DataFrame is no longer used", so the pin is never released: it expires ``pinTtl``
-after the last renewal. With a user-given schema Spark skips ``schema()``; then
+after the last renewal. That is the rule of this Python route only (Spark tells a Python
+source nothing when a query ends); on Spark's Parquet scan (``native_plan``) the JVM hears
+each query end and cuts the pin to ``pinIdleTtl`` once no running query reads it. With a user-given schema Spark skips ``schema()``; then
 ``reader()`` resolves and pins at each planning. A change feed or a stream reads versions
 one after another and binds to none: ``streamReader()`` drops the pin ``schema()`` made."""
 
@@ -70,6 +72,8 @@ class MvTableDataSource(DataSource):
         opts = read_options(self.options)
         if self.jvm.renew is not None:  # a native read's pin, while it is queried
             return native_plan.renewed(opts, self.jvm.renew)
+        if self.jvm.idle is not None:  # a native read's pin, once no running query reads it
+            return native_plan.idled(opts, self.jvm.idle)
         if opts.read_change_feed:  # reads versions one after another: nothing to bind to
             schema = spark_schema(newest_snapshot(opts), opts)
             return native_plan.with_plan(schema, opts, None) if self.jvm.plan else schema

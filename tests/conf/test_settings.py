@@ -22,6 +22,7 @@ def test_defaults_are_typed() -> None:
     assert p.push_lease_ms == 5 * 60 * 1000
     c = connector_settings()
     assert c.pin_ttl_s == 3600 and c.gc_time_budget_s == 300 and c.dv_cache_bytes == 64 << 20
+    assert c.pin_idle_ttl_s == 300
 
 
 def test_stored_strings_override_defaults() -> None:
@@ -94,7 +95,9 @@ def test_the_log_reads_checkpoint_interval_from_the_model(tmp_path, caplog: pyte
     assert "fromTheFuture" not in caplog.text  # unknown names do not spam every commit
 
 
-@pytest.mark.parametrize(("name", "value"), [("dvCacheBytes", -1), ("pinTtl", "forever"), ("gcTimeBudget", "soon")])
+@pytest.mark.parametrize(
+    ("name", "value"), [("dvCacheBytes", -1), ("pinTtl", "forever"), ("pinIdleTtl", "later"), ("gcTimeBudget", "soon")]
+)
 def test_bad_connector_setting_is_named(monkeypatch: pytest.MonkeyPatch, name: str, value: object) -> None:
     bad = {**defaults(), "connector": {**defaults()["connector"], name: value}}
     monkeypatch.setattr(settings_module, "defaults", lambda: bad)

@@ -11,7 +11,7 @@ import pytest
 
 from mvtable.connector import Table, pinning, writes
 from mvtable.connector.pinning import pin_scan, renew
-from mvtable.errors import DeletionVectorNotFoundError, PinExpiredError
+from mvtable.errors import DeletionVectorNotFoundError, FilesMissingError, PinExpiredError
 from mvtable.visibility import pins, process_cache
 
 from .conftest import COMMITS, churned_table, orders
@@ -89,6 +89,28 @@ def test_renew_extends_a_live_pin_and_pins_an_expired_one_again(small_table):
     assert again.version == short.version and again.pin_id != short.pin.pin_id
     assert live_versions(t) == [short.version]
     pins.release(t.io, again.pin_id)
+
+
+def test_idle_cuts_a_pin_and_renew_extends_it_again(small_table):
+    t = small_table
+    pinned = t.pin(ttl_s=3600)
+    pinning.idle(t.io, pinned.pin, ttl_s=30)
+    assert pins.read_pin(t.io, pinned.pin.pin_id).expires_ms <= time.time() * 1000 + 30_000
+    assert renew(t.io, pinned.pin, commit_log=t.commit_log) == pinned.pin
+    assert pins.read_pin(t.io, pinned.pin.pin_id).expires_ms > time.time() * 1000 + 3_000_000
+    pinned.release()
+    pinning.idle(t.io, pinned.pin)  # released: nothing to cut, no error
+
+
+def test_a_lapsed_pin_is_not_made_again_when_vacuum_took_the_versions_files(small_table):
+    t = small_table
+    short = t.pin(ttl_s=0.001)
+    t.overwrite(orders(500, 3))
+    time.sleep(0.01)
+    assert [f for f in t.vacuum(retention="0s", force=True).files if f.startswith("data/")]
+    with pytest.raises(FilesMissingError, match=f"of version {short.version} of .*vacuum removed it"):
+        renew(t.io, short.pin, commit_log=t.commit_log)
+    assert live_versions(t) == []  # the refused pin was removed
 
 
 def test_a_write_pins_its_read_version_until_it_commits_or_aborts(small_table):

@@ -289,8 +289,8 @@ def test_spark_sql_without_the_python_source_says_what_to_install(table, tmp_pat
 
 
 def test_a_queried_view_renews_its_pin(spark, table):
-    """While a native view is queried, its pin is renewed once the interval (default: half
-    of ``pinTtl``) has passed, by the Python source: the pin's expiry moves on."""
+    """A native view's pin lasts ``pinIdleTtl`` until a query reads it; each query renews it to
+    ``pinTtl`` first (one Python call) and Spark's end of the query cuts it back."""
     from mvtable.storage import open_file_io
     from mvtable.visibility import pins
 
@@ -299,15 +299,18 @@ def test_a_queried_view_renews_its_pin(spark, table):
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW native_route_pin USING mvtable OPTIONS (path '{table.uri}')")
     try:
         [pin] = [p for p in pins.live_pins(io) if p.id not in before]
-        assert pin.version == 4
+        assert pin.version == 4 and pin.expires_ms <= time.time() * 1000 + 300_000  # pinIdleTtl: no query yet
         rule = spark._jvm.io.mvtable.spark.NativeScanRule
-        renewals = rule.pinRenewals()
-        assert spark.sql("SELECT count(*) FROM native_route_pin").first()[0] == 2800
-        assert rule.pinRenewals() == renewals  # not due yet
-        time.sleep(0.05)
-        with spark_conf(spark, {"spark.mvtable.pinRenewIntervalMs": "0"}):
+        lifetime = spark._jvm.io.mvtable.spark.PinLifetime
+        for _ in range(2):
+            renewals, cuts, ended = rule.pinRenewals(), lifetime.pinCuts(), lifetime.executionsEnded()
             assert spark.sql("SELECT count(*) FROM native_route_pin").first()[0] == 2800
-        assert rule.pinRenewals() == renewals + 1
-        assert pins.read_pin(io, pin.id).expires_ms > pin.expires_ms
+            assert rule.pinRenewals() == renewals + 1
+            deadline = time.time() + 30
+            while lifetime.executionsEnded() == ended and time.time() < deadline:
+                time.sleep(0.05)
+            assert lifetime.settle(30_000) and lifetime.pinCuts() >= cuts + 1
+            [now] = [p for p in pins.live_pins(io) if p.id not in before]
+            assert now.id == pin.id and now.expires_ms <= time.time() * 1000 + 300_000
     finally:
         spark.sql("DROP VIEW IF EXISTS native_route_pin")

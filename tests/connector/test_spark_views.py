@@ -120,8 +120,10 @@ def test_a_view_dropped_in_sql_loses_its_pin_at_the_next_renewal(spark, table):
 
 def test_a_using_view_stays_on_its_version_as_the_readme_says(spark, table):
     """The README's SQL section: Spark 4.3 keeps the data source and its planned partitions
-    in a ``USING mvtable`` view's plan, so the view neither sees later commits nor renews its
-    pin per query. If this starts failing, Spark plans such views afresh: update the README."""
+    in a ``USING mvtable`` view's plan, so the view neither sees later commits nor pins anew
+    per query (its one pin's expiry moves: renewed by a query, cut to ``pinIdleTtl`` after it,
+    see test_spark_pin_lifetime). If this starts failing, Spark plans such views afresh:
+    update the README."""
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW mv_using USING mvtable OPTIONS (path '{table.uri}')")
     try:
         assert spark.sql("SELECT count(*) AS n FROM mv_using").collect()[0].n == 2800
@@ -129,7 +131,7 @@ def test_a_using_view_stays_on_its_version_as_the_readme_says(spark, table):
         spark.sql("INSERT INTO mv_using VALUES (9000, date'2026-03-01', 'ok')")
         assert Table.open(table.uri).to_arrow().num_rows == 2801  # the insert landed
         assert spark.sql("SELECT count(*) AS n FROM mv_using").collect()[0].n == 2800  # the view did not move
-        assert [(p.id, p.expires_ms) for p in pins.live_pins(table.io)] == [(before.id, before.expires_ms)]
+        assert [(p.id, p.version) for p in pins.live_pins(table.io)] == [(before.id, before.version)]
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW mv_using USING mvtable OPTIONS (path '{table.uri}')")
         assert spark.sql("SELECT count(*) AS n FROM mv_using").collect()[0].n == 2801  # recreating it does
     finally:

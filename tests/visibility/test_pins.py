@@ -99,6 +99,17 @@ def test_extend_moves_expiry_forward_but_never_back(store):
     assert p.expires_ms == NOW + 150_000
 
 
+def test_shorten_moves_expiry_back_but_never_forward(store):
+    pid = pins.pin(store, 3, ttl_s=3600, owner="spark", now_ms=1_000)
+    cut = pins.shorten(store, pid, 60, now_ms=2_000)
+    assert cut is not None and cut.expires_ms == 62_000 and cut.owner == "spark" and cut.version == 3
+    assert pins.shorten(store, pid, 600, now_ms=3_000).expires_ms == 62_000  # never later than it was
+    assert pins.extend(store, pid, 3600, now_ms=4_000).expires_ms == 3_604_000  # extend undoes a cut
+    assert pins.shorten(store, pid, 1, now_ms=4_000_000) is None  # expired: nothing to shorten
+    pins.release(store, pid)
+    assert pins.shorten(store, pid, 1) is None  # gone: nothing to shorten
+
+
 def test_an_expired_or_missing_pin_cannot_be_extended(store):
     pin_id = pins.pin(store, 1, ttl_s=1, now_ms=NOW)
     with pytest.raises(PinExpiredError):

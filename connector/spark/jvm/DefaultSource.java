@@ -14,6 +14,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import io.mvtable.spark.NativePlan;
 import io.mvtable.spark.NativeScanRule;
 import io.mvtable.spark.NativeTable;
+import io.mvtable.spark.PinLifetime;
 import io.mvtable.spark.PythonReadTable;
 
 /**
@@ -70,6 +71,7 @@ public class DefaultSource extends PythonDataSourceV2 {
     if (plan != null && plan.nativeRead) {
       plan.readOptions.putAll(options.asCaseSensitiveMap());
       NativeScanRule.installInActiveSession();
+      PinLifetime.listen(org.apache.spark.sql.SparkSession.active().sparkContext());
     } else if (plan != null) {
       NativeScanRule.fallback(plan.reason);
     }

@@ -19,6 +19,7 @@ public final class MvtableExtensions extends AbstractFunction1<SparkSessionExten
     extensions.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
       @Override
       public Rule<LogicalPlan> apply(SparkSession session) {
+        PinLifetime.listen(session.sparkContext());
         return new NativeScanRule();
       }
     });

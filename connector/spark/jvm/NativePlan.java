@@ -51,6 +51,17 @@ public final class NativePlan implements Serializable {
   /** withRowAddress: the read has the _mv_segment and _mv_row columns. */
   public boolean rowAddress;
   public volatile long renewedAtMs = System.currentTimeMillis();
+  /** The pin lasts only pinIdleTtl: no query has run since it was made or cut ({@link PinLifetime}). */
+  public volatile boolean idle;
+  /** The read's pinIdleTtl in milliseconds. */
+  public long idleTtlMs;
+  /** Counts the cuts scheduled: only the newest may run ({@link PinLifetime}). */
+  final java.util.concurrent.atomic.AtomicLong cutsScheduled = new java.util.concurrent.atomic.AtomicLong();
+  /** How many running SQL executions read this plan ({@link PinLifetime}). */
+  final java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger();
+  /** The Python source that planned the read and keeps its pin ({@link NativeTable} sets it). */
+  transient org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2 provider;
+  transient String sourceName;
   /** The read's options, for the renewal call ({@link PinRenewal}). */
   public final java.util.Map<String, String> readOptions = new java.util.HashMap<>();
   public final List<FileEntry> files = new ArrayList<>();
@@ -103,6 +114,8 @@ public final class NativePlan implements Serializable {
     p.root = n.path("root").asText();
     p.renewAfterMs = n.path("renewAfterMs").asLong(30L * 60 * 1000);
     p.rowAddress = n.path("rowAddress").asBoolean(false);
+    p.idle = n.path("idle").asBoolean(false);
+    p.idleTtlMs = n.path("idleTtlMs").asLong(5L * 60 * 1000);
     for (JsonNode f : n.path("files")) {
       JsonNode dv = f.path("dv");
       p.files.add(new FileEntry(f.path("path").asText(), f.path("size").asLong(), f.path("rows").asLong(),
@@ -111,16 +124,16 @@ public final class NativePlan implements Serializable {
     return p;
   }
 
-  /** The pin id in the schema of a renewal call ({@link PinRenewal}). */
-  static String renewedPinId(StructType schema) {
+  /** The pin id in the schema of a pin call ({@link PinRenewal}); {@code done}: "renewed" or "idled". */
+  static String pinOf(StructType schema, String done) {
     try {
       JsonNode n = new ObjectMapper().readTree(schema.fields()[0].metadata().getString(KEY));
-      if (!n.path("renewed").asBoolean(false)) {
-        throw new IllegalStateException("mvtable: the Python source did not renew the pin: " + n);
+      if (!n.path(done).asBoolean(false)) {
+        throw new IllegalStateException("mvtable: the Python source did not answer '" + done + "' for the pin: " + n);
       }
       return n.path("pinId").asText();
     } catch (IOException e) {
-      throw new IllegalStateException("mvtable: unreadable pin renewal from the Python source: " + e.getMessage(), e);
+      throw new IllegalStateException("mvtable: unreadable pin answer from the Python source: " + e.getMessage(), e);
     }
   }
 

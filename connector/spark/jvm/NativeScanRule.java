@@ -115,7 +115,7 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
 
       @Override
       public LogicalPlan apply(LogicalPlan p) {
-        PinRenewal.renewIfDue(nativeTable(p));
+        PinLifetime.queried(nativeTable(p));
         return rewrite(p);
       }
     });
@@ -131,7 +131,7 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
     return null;
   }
 
-  private static NativeTable nativeTable(LogicalPlan p) {
+  static NativeTable nativeTable(LogicalPlan p) {
     DataSourceV2Relation r = relationOf(p);
     return r != null && r.table() instanceof NativeTable ? (NativeTable) r.table() : null;
   }

@@ -19,6 +19,8 @@ public class NativeTable extends PythonTable {
     super(ds, shortName, schema);
     this.plan = plan;
     this.provider = ds;
+    plan.provider = ds;
+    plan.sourceName = shortName;
   }
 
   PythonDataSourceV2 provider() {

@@ -27,8 +27,10 @@ public final class PlannedFileIndex implements FileIndex {
   private final String[] paths;
   private final long bytes;
   private final long version;
+  private final NativePlan plan;
 
   public PlannedFileIndex(NativePlan plan) {
+    this.plan = plan;
     root = new Path(plan.root);
     version = plan.version;
     long total = 0;
@@ -42,6 +44,11 @@ public final class PlannedFileIndex implements FileIndex {
       total += f.size;
     }
     bytes = total;
+  }
+
+  /** The plan these files come from (its pin: {@link PinLifetime}). */
+  NativePlan plan() {
+    return plan;
   }
 
   @Override
