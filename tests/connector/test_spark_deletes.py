@@ -1,12 +1,14 @@
-"""Deletes through Spark: the distributed delete() helper and operation=delete writes."""
+"""Deletes through Spark: the distributed delete() helper and operation=delete writes, the rows
+read (and their addresses found) on both read routes."""
 
 from __future__ import annotations
 
 import pytest
 
 from mvtable.connector import Table, delete
+from tests.support.spark_session import assert_route
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("read_route")]
 
 
 @pytest.fixture
@@ -32,8 +34,9 @@ def test_distributed_delete(spark, path):
     assert spark.read.format("mvtable").option("versionAsOf", 0).load(path).count() == 3000
 
 
-def test_delete_rows_that_join_another_table(spark, path):
+def test_delete_rows_that_join_another_table(spark, path, read_route):
     rows = spark.read.format("mvtable").option("withRowAddress", "true").load(path)
+    assert_route(rows, read_route)
     assert {"_mv_segment", "_mv_row"} <= set(rows.columns)
     blocklist = spark.createDataFrame([(3,), (7,)], "user_id long")
     bad = rows.join(blocklist, "user_id").select("_mv_segment", "_mv_row")

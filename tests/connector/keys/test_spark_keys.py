@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from mvtable.connector import Table, register
+from tests.support.spark_session import assert_route
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("read_route")]
 
 
 @pytest.fixture
@@ -25,13 +26,14 @@ def path(spark, tmp_path):
     return p
 
 
-def test_distributed_upsert(spark, path):
+def test_distributed_upsert(spark, path, read_route):
     t = Table.open(path)
     assert t.primary_key == ("id",)
     version = t.version
     changes = spark.range(2900, 3100, numPartitions=4).selectExpr("id", "concat('v2-', id) AS name")
     changes.write.format("mvtable").mode("append").option("operation", "upsert").save(path)
     live = spark.read.format("mvtable").load(path)
+    assert_route(live, read_route)
     assert live.count() == 3100
     assert live.select("id").distinct().count() == 3100
     assert live.where("name LIKE 'v2-%'").count() == 200 and live.where("id = 2950").first().name == "v2-2950"
