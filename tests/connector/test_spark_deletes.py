@@ -9,6 +9,7 @@ from mvtable.connector import Table, delete
 from tests.support.spark_session import assert_route
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("read_route")]
+WRITE_ONLY = pytest.mark.parametrize("read_route", ["native"], indirect=True)  # reads nothing through Spark: one route
 
 
 @pytest.fixture
@@ -47,6 +48,7 @@ def test_delete_rows_that_join_another_table(spark, path, read_route):
     assert Table.open(path).history()[-1].operation == "DELETE"
 
 
+@WRITE_ONLY
 def test_bad_addresses_commit_nothing(spark, path):
     version = Table.open(path).version
     bad = spark.createDataFrame([("nosuch", 1)], "_mv_segment string, _mv_row long")

@@ -9,6 +9,7 @@ from mvtable.connector import Table, register
 from tests.support.spark_session import assert_route
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("read_route")]
+WRITE_ONLY = pytest.mark.parametrize("read_route", ["native"], indirect=True)  # reads nothing through Spark: one route
 
 
 @pytest.fixture
@@ -62,6 +63,7 @@ def test_keyed_appends_and_pushes_refuse_duplicates(spark, path):
     assert spark.read.format("mvtable").load(path).count() == 3010
 
 
+@WRITE_ONLY
 def test_key_columns_match_in_any_case_in_the_tasks(spark, tmp_path):
     p = str(tmp_path / "cased")
     first = spark.createDataFrame([(1, "a"), (2, "b")], "`Order Id` long, v string")
@@ -79,6 +81,7 @@ def test_key_columns_match_in_any_case_in_the_tasks(spark, tmp_path):
     assert Table.open(p).to_arrow().column("Order Id").to_pylist() == [9]
 
 
+@WRITE_ONLY
 def test_upsert_needs_a_key(spark, tmp_path):
     p = str(tmp_path / "plain")
     spark.range(3).write.format("mvtable").mode("append").save(p)
