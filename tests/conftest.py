@@ -1,7 +1,7 @@
 """Shared pytest configuration.
 
-The fixtures (``spark``, ``spark_cluster``, ``mvtable_wheel_site``, the S3 servers and
-buckets) live in ``tests/support/fixtures.py``; see ``tests/support/__init__.py`` for
+The fixtures (``spark``, ``read_route``, ``spark_cluster``, ``mvtable_wheel_site``, the S3
+servers and buckets) live in ``tests/support/fixtures.py``; see ``tests/support/__init__.py`` for
 what each support module starts.  All are created on first use only, so a run of pure
 tests never imports pyspark or starts a JVM.  Tests that use them are marked ``spark`` /
 ``cluster`` / ``s3`` automatically, so ``-m "not spark"`` runs without Java.
@@ -30,6 +30,7 @@ from support.fixtures import (  # noqa: E402,F401
     moto_s3,
     moto_server,
     mvtable_wheel_site,
+    read_route,
     s3_fault_proxy,
     seaweedfs_s3,
     seaweedfs_server,

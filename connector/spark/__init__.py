@@ -45,13 +45,20 @@ def _register_python_source(spark: Any, source: type[DataSource]) -> None:
     """Register the Python source as ``spark.dataSource.register(source)`` does.
 
     Where the jar came with the session (``spark.jars``, ``--jars``), Spark's name check finds
-    ``mvtable.DefaultSource`` and raises DATA_SOURCE_ALREADY_EXISTS, so the source goes
-    straight into the session's DataSourceManager, as that call does after its check."""
+    ``mvtable.DefaultSource`` and raises DATA_SOURCE_ALREADY_EXISTS. A classic session then
+    gets the source straight into its DataSourceManager, as that call does after its check; a
+    Spark Connect client, with no JVM handle, registers it under its second name
+    (``MvTableDataSourceAlias``), which ``DefaultSource`` runs where ``mvtable`` is missing."""
     try:
         spark.dataSource.register(source)
     except Exception as exc:
-        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc) or getattr(spark, "_jsparkSession", None) is None:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
             raise
+        if getattr(spark, "_jsparkSession", None) is None:  # Spark Connect
+            from .source import MvTableDataSourceAlias
+
+            spark.dataSource.register(MvTableDataSourceAlias)
+            return
         from pyspark.sql.udf import _wrap_function
 
         sc = spark.sparkContext

@@ -137,8 +137,8 @@ def available(spark: Any) -> bool:
         _say_once(f"{SWITCH}=off")
         return False
     jsession = getattr(spark, "_jsparkSession", None)
-    if jsession is None:  # Spark Connect: no JVM in this process
-        _say_once("Spark Connect: this process cannot add mvtable's jar (add it to the server's spark.jars)")
+    if jsession is None:  # Spark Connect: no JVM in this process; the server may have the jar
+        _say_once(_CONNECT, template="%s")
         return False
     key = spark.sparkContext.applicationId
     with _lock:
@@ -150,15 +150,21 @@ def available(spark: Any) -> bool:
 
 _said: set[str] = set()
 
+_NO_JVM = (
+    "mvtable: no JVM reader in this session: format('mvtable') reads through the Python source and "
+    "read_native masks deleted rows with Spark expressions (same rows, slower): %s"
+)
+_CONNECT = (
+    "mvtable: Spark Connect: this client cannot add mvtable's jar, so read_native masks deleted rows with "
+    "Spark expressions; format('mvtable') and USING mvtable read on Spark's Parquet scan where the server was "
+    "started with the jar (its spark.jars), through the Python source otherwise (same rows, slower)"
+)
 
-def _say_once(reason: str) -> None:
+
+def _say_once(reason: str, *, template: str = _NO_JVM) -> None:
     if reason not in _said:
         _said.add(reason)
-        logger.warning(
-            "mvtable: no JVM reader in this session: format('mvtable') reads through the Python source and "
-            "read_native masks deleted rows with Spark expressions (same rows, slower): %s",
-            reason,
-        )
+        logger.warning(template, reason)
 
 
 def _attach(spark: Any, jsession: Any) -> bool:

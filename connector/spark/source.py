@@ -108,3 +108,20 @@ class MvTableDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return MvTableStreamWriter(stream_write_options(self.options), schema, complete=overwrite)
+
+
+class MvTableDataSourceAlias(MvTableDataSource):
+    """The same source under a second name, for a Spark Connect server started with mvtable's jar.
+
+    Spark refuses to register a Python source under a name a class on its classpath holds,
+    and the jar's ``mvtable.DefaultSource`` holds ``mvtable``. A classic driver registers the
+    source past that check through its JVM handle; a Connect client has none, so
+    ``mvtable.register`` registers this class instead, and ``DefaultSource`` runs it for
+    ``format("mvtable")`` in a session where only this name is registered."""
+
+    @classmethod
+    def name(cls) -> str:
+        return PYTHON_ALIAS
+
+
+PYTHON_ALIAS = "mvtable_python"  # DefaultSource.PYTHON_ALIAS

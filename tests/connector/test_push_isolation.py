@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table
+from tests.support.spark_session import assert_route
 
 PUSHES = 12
 
@@ -81,7 +82,7 @@ def test_table_reader_sees_whole_snapshots(pushed_table):
 
 
 @pytest.mark.spark
-def test_spark_reader_sees_whole_snapshots(spark, pushed_table, tmp_path):
+def test_spark_reader_sees_whole_snapshots(spark, pushed_table, tmp_path, read_route):
     """Spark reads while pushes land back to back: each read spans several pushes (a read
     takes ~0.5-1 s here, a push ~0.1 s), so a torn read would show.  Reads start once the
     first push has landed (the pusher's interpreter takes a moment to start) and go on
@@ -91,6 +92,7 @@ def test_spark_reader_sees_whole_snapshots(spark, pushed_table, tmp_path):
     valid = {expected(k) for k in range(most + 1)}
     stop = tmp_path / "stop"
     first = Table.open(pushed_table).version
+    assert_route(spark.read.format("mvtable").load(pushed_table), read_route)
     pusher = run_pusher(pushed_table, pause_s=0.05, most=most, stop_file=str(stop))
     seen = set()
     reads = 0

@@ -1,12 +1,15 @@
-"""Deletes through Spark: the distributed delete() helper and operation=delete writes."""
+"""Deletes through Spark: the distributed delete() helper and operation=delete writes, the rows
+read (and their addresses found) on both read routes."""
 
 from __future__ import annotations
 
 import pytest
 
 from mvtable.connector import Table, delete
+from tests.support.spark_session import assert_route
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("read_route")]
+WRITE_ONLY = pytest.mark.parametrize("read_route", ["native"], indirect=True)  # reads nothing through Spark: one route
 
 
 @pytest.fixture
@@ -32,8 +35,9 @@ def test_distributed_delete(spark, path):
     assert spark.read.format("mvtable").option("versionAsOf", 0).load(path).count() == 3000
 
 
-def test_delete_rows_that_join_another_table(spark, path):
+def test_delete_rows_that_join_another_table(spark, path, read_route):
     rows = spark.read.format("mvtable").option("withRowAddress", "true").load(path)
+    assert_route(rows, read_route)
     assert {"_mv_segment", "_mv_row"} <= set(rows.columns)
     blocklist = spark.createDataFrame([(3,), (7,)], "user_id long")
     bad = rows.join(blocklist, "user_id").select("_mv_segment", "_mv_row")
@@ -44,6 +48,7 @@ def test_delete_rows_that_join_another_table(spark, path):
     assert Table.open(path).history()[-1].operation == "DELETE"
 
 
+@WRITE_ONLY
 def test_bad_addresses_commit_nothing(spark, path):
     version = Table.open(path).version
     bad = spark.createDataFrame([("nosuch", 1)], "_mv_segment string, _mv_row long")

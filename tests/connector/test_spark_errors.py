@@ -25,6 +25,7 @@ def spark_error(action):
     return info.value
 
 
+@pytest.mark.usefixtures("read_route")
 def test_errors_of_reads_writes_and_procedures_come_back_typed(spark, tmp_path):
     path = str(tmp_path / "t")
     spark.range(0, 5).write.format("mvtable").mode("append").save(path)

@@ -20,7 +20,7 @@ from mvtable.connector.options import read_options
 from mvtable.connector.spark import native_jvm, native_plan
 from mvtable.connector.spark.source import MvTableDataSource
 from tests.support.spark_jvm import real_spark_home, shadow_spark_home, spark_env
-from tests.support.spark_session import PYTHON_ROUTE, spark_conf
+from tests.support.spark_session import PYTHON_ROUTE, assert_route, plan_of, spark_conf
 
 from .conftest import orders
 
@@ -35,31 +35,8 @@ def arrow_rows(table: pa.Table) -> list[tuple]:
     return sorted(zip(*[c.to_pylist() for c in table.columns]))
 
 
-def plan_of(df) -> str:
-    return df._jdf.queryExecution().executedPlan().toString()
-
-
 def fallbacks(spark) -> list[str]:
     return list(spark._jvm.io.mvtable.spark.NativeScanRule.fallbacks())
-
-
-@pytest.fixture(params=["native", "python"])
-def route(request, spark):
-    """Each test once on Spark's Parquet scan, once through the Python source (the switch
-    ``spark.mvtable.nativeScan=false``, read when a DataFrame is made)."""
-    if request.param == "python":
-        with spark_conf(spark, PYTHON_ROUTE):
-            yield request.param
-    else:
-        yield request.param
-
-
-def assert_route(df, route: str) -> None:
-    plan = plan_of(df)
-    if route == "native":
-        assert "FileScan" in plan and "(Python)" not in plan, plan
-    else:
-        assert "BatchScan mvtable" in plan and "(Python)" in plan and "FileScan" not in plan, plan
 
 
 @pytest.fixture
@@ -72,39 +49,39 @@ def table(tmp_path) -> Table:
     return t
 
 
-def test_a_load_reads_the_visible_rows_deleted_ones_hidden(spark, table, route):
+def test_a_load_reads_the_visible_rows_deleted_ones_hidden(spark, table, read_route):
     df = spark.read.format("mvtable").load(table.uri)
-    assert_route(df, route)
+    assert_route(df, read_route)
     got = rows(df)
     assert got == arrow_rows(table.to_arrow()) and len(got) == 2800
     assert not any(r[0] < 2000 and r[1] == "cancelled" for r in got)
 
 
-def test_time_travel_by_version_and_timestamp(spark, table, route):
+def test_time_travel_by_version_and_timestamp(spark, table, read_route):
     by_version = spark.read.format("mvtable").option("versionAsOf", 2).load(table.uri)
-    assert_route(by_version, route)
+    assert_route(by_version, read_route)
     assert rows(by_version) == arrow_rows(table.to_arrow(version=2)) and by_version.count() == 2000
     v2 = next(h for h in table.history() if h.version == 2)
     by_time = spark.read.format("mvtable").option("timestampAsOf", v2.timestamp.isoformat()).load(table.uri)
-    assert_route(by_time, route)
+    assert_route(by_time, read_route)
     assert rows(by_time) == rows(by_version)
 
 
-def test_columns_option_and_column_pruning(spark, table, route):
+def test_columns_option_and_column_pruning(spark, table, read_route):
     df = spark.read.format("mvtable").option("columns", "id,price").load(table.uri)
     assert df.columns == ["id", "price"]
     assert rows(df) == arrow_rows(table.to_arrow().select(["id", "price"]))
     pruned = spark.read.format("mvtable").load(table.uri).select("id")
-    assert_route(pruned, route)
-    if route == "native":
+    assert_route(pruned, read_route)
+    if read_route == "native":
         assert "ReadSchema: struct<id:bigint,_mv_deleted:tinyint>" in plan_of(pruned)
     assert sorted(r.id for r in pruned.collect()) == sorted(table.to_arrow().column("id").to_pylist())
 
 
-def test_filters_are_pushed_into_the_parquet_scan(spark, table, route):
+def test_filters_are_pushed_into_the_parquet_scan(spark, table, read_route):
     q = spark.read.format("mvtable").load(table.uri).where("price > 3000 AND status = 'ok'").select("id")
-    assert_route(q, route)
-    if route == "native":
+    assert_route(q, read_route)
+    if read_route == "native":
         plan = plan_of(q)
         assert "PushedFilters: [EqualTo(_mv_deleted,0)" in plan and "GreaterThan(price,3000.0)" in plan
     expected = [i for i, s, p in arrow_rows(table.to_arrow()) if p > 3000 and s == "ok"]
@@ -118,24 +95,24 @@ def test_a_version_without_deletes_is_a_plain_parquet_scan(spark, table):
     assert df.count() == 3000
 
 
-def test_lineage_entry_reads_the_staged_push(spark, tmp_path, route):
+def test_lineage_entry_reads_the_staged_push(spark, tmp_path, read_route):
     path = str(tmp_path / "s")
     spark.range(5).write.format("mvtable").mode("append").save(path)
     staged = spark.range(100, 103).write.format("mvtable").mode("overwrite")
     staged.option("consistentPush", "true").option("publish", "false").save(path)
     entry = Table.open(path).lineage()[0]
     df = spark.read.format("mvtable").option("lineageEntry", entry.id).load(path)
-    assert_route(df, route)
+    assert_route(df, read_route)
     assert sorted(r.id for r in df.collect()) == [100, 101, 102]
     assert sorted(r.id for r in spark.read.format("mvtable").load(path).collect()) == list(range(5))
 
 
-def test_a_dataframe_and_a_view_stay_on_their_version_while_appends_land(spark, table, route):
+def test_a_dataframe_and_a_view_stay_on_their_version_while_appends_land(spark, table, read_route):
     df = spark.read.format("mvtable").load(table.uri)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW native_route_v USING mvtable OPTIONS (path '{table.uri}')")
     try:
         view = spark.sql("SELECT id FROM native_route_v WHERE id >= 2990")
-        assert_route(view, route)
+        assert_route(view, read_route)
         before = rows(view)
         table.append(orders(3000, 10))
         table.delete(pc.field("id") == 2995)
@@ -146,11 +123,11 @@ def test_a_dataframe_and_a_view_stay_on_their_version_while_appends_land(spark, 
         spark.sql("DROP VIEW IF EXISTS native_route_v")
 
 
-def test_a_view_with_a_version_option_and_an_aggregate(spark, table, route):
+def test_a_view_with_a_version_option_and_an_aggregate(spark, table, read_route):
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW native_route_v2 USING mvtable OPTIONS (path '{table.uri}', versionAsOf '2')")
     try:
         q = spark.sql("SELECT status, count(*) AS n FROM native_route_v2 WHERE id > 100 GROUP BY status")
-        assert_route(q, route)
+        assert_route(q, read_route)
         expected: dict[str, int] = {}
         for i, s, _ in arrow_rows(table.to_arrow(version=2)):
             if i > 100:
@@ -167,11 +144,11 @@ def test_the_files_size_reaches_spark_so_a_small_table_is_broadcast(spark, table
     assert joined.count() == 9  # id 0 is cancelled and deleted
 
 
-def test_row_addresses_and_a_delete_by_join(spark, table, route):
+def test_row_addresses_and_a_delete_by_join(spark, table, read_route):
     """``withRowAddress`` natively: ``_mv_segment`` from each file's segment, ``_mv_row`` from
     Spark's row index; filters on them are not pushed into Parquet (no file has them)."""
     df = spark.read.format("mvtable").option("withRowAddress", "true").load(table.uri)
-    assert_route(df, route)
+    assert_route(df, read_route)
     expected = table.to_arrow(with_row_address=True).select(["id", "_mv_segment", "_mv_row"])
     assert rows(df.select("id", "_mv_segment", "_mv_row")) == arrow_rows(expected)
     assert rows(df.where("_mv_row < 5").select("id", "_mv_row")) == sorted((i, r) for i, _, r in arrow_rows(expected) if r < 5)

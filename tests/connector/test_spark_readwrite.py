@@ -1,5 +1,5 @@
 """The Spark data source on a local[2] session: write modes, time travel, projection,
-types, partitioning, option errors and filter pushdown."""
+types, partitioning, option errors and filter pushdown; each read on both routes (``read_route``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table
-from tests.support.spark_session import PYTHON_ROUTE, spark_conf
+from tests.support.spark_session import assert_route
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("read_route")]
+
+WRITE_ONLY = pytest.mark.parametrize("read_route", ["native"], indirect=True)  # reads nothing: one route is enough
+PYTHON_SOURCE_ONLY = pytest.mark.parametrize("read_route", ["python"], indirect=True)  # the Python source's own pushdown
 
 
 def write(df, path, mode="append", **options):
@@ -30,10 +33,11 @@ def read(spark, path, **options):
     return r.load(path)
 
 
-def test_append_overwrite_push_and_time_travel(spark, tmp_path):
+def test_append_overwrite_push_and_time_travel(spark, tmp_path, read_route):
     path = str(tmp_path / "t")
     write(spark.range(0, 100).selectExpr("id", "id * 2 AS v"), path)
     write(spark.range(100, 150).selectExpr("id", "id * 2 AS v"), path)
+    assert_route(read(spark, path, versionAsOf=0), read_route)
     assert read(spark, path).count() == 150
     write(spark.range(0, 10).selectExpr("id", "id * 3 AS v"), path, "overwrite", consistentPush="true")
     assert sorted(r.v for r in read(spark, path).collect()) == [i * 3 for i in range(10)]
@@ -135,6 +139,7 @@ def test_missing_table_is_typed(spark, tmp_path):
         read(spark, str(tmp_path / "none")).collect()
 
 
+@WRITE_ONLY
 def test_schema_mismatch_fails_before_commit(spark, tmp_path):
     path = str(tmp_path / "t")
     write(spark.range(3).selectExpr("id", "id AS v"), path)
@@ -189,13 +194,9 @@ def test_staged_push_and_bad_combinations(spark, tmp_path):
         write(spark.range(3), path, "append", consistentPush="true")
 
 
+@PYTHON_SOURCE_ONLY
 class TestPushdown:
     """The Python source's own filter pushdown: every DataFrame here reads through it."""
-
-    @pytest.fixture(autouse=True)
-    def python_route(self, spark):
-        with spark_conf(spark, PYTHON_ROUTE):
-            yield
 
     @pytest.fixture
     def pushdown(self, spark):
@@ -256,24 +257,25 @@ class TestPushdown:
         assert read(spark, table, maxPartitionBytes=1).where("id >= 9000").rdd.getNumPartitions() == 20
 
 
+@PYTHON_SOURCE_ONLY
 @pytest.mark.parametrize("where", ["id = 42", "s LIKE '4%'", "s LIKE '%2' AND s <=> '42'", "id IN (1, 2) AND NOT (id = 2)"])
 def test_filters_applied_exactly_are_claimed(spark, tmp_path, where):
     """Claimed filters are not evaluated again by Spark: no Filter node above the Python
     source's scan."""
     path = str(tmp_path / "t")
     write(spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s"), path)
-    with spark_conf(spark, PYTHON_ROUTE):
-        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-        try:
-            df = read(spark, path).where(where)
-            plan = df._jdf.queryExecution().executedPlan().toString()
-            assert not re.search(r"\bFilter\b", plan), plan
-            expected = spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s").where(where)
-            assert sorted(df.collect()) == sorted(expected.collect())
-        finally:
-            spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = read(spark, path).where(where)
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert not re.search(r"\bFilter\b", plan), plan
+        expected = spark.range(0, 100).selectExpr("id", "cast(id AS string) AS s").where(where)
+        assert sorted(df.collect()) == sorted(expected.collect())
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
 
 
+@WRITE_ONLY
 def test_a_variant_column_is_refused_before_anything_is_written(spark, tmp_path):
     """Spark's variant would be stored as its physical struct of binaries and read back as that."""
     path = str(tmp_path / "t")
@@ -350,6 +352,7 @@ def test_several_paths_are_refused(spark, three_rows):
         spark.read.format("mvtable").load([three_rows, three_rows]).collect()
 
 
+@WRITE_ONLY
 def test_delete_options_on_an_append_are_refused(spark, tmp_path):
     path = str(tmp_path / "t")
     with pytest.raises(

@@ -10,18 +10,20 @@ import pytest
 
 from mvtable.connector.pinning import pin_scan
 from mvtable.visibility import process_cache
+from tests.support.spark_session import assert_route
 
 from .conftest import COMMITS, churned_table, orders
 
 pytestmark = pytest.mark.spark
 
 
-def test_a_dataframe_reads_the_version_it_was_created_at(spark, tmp_path):
+def test_a_dataframe_reads_the_version_it_was_created_at(spark, tmp_path, read_route):
     for name, commit in COMMITS.items():
         t = churned_table(str(tmp_path / name))
         version = t.version
         expected = sorted(t.to_arrow().column("id").to_pylist())
         df = spark.read.format("mvtable").load(t.uri)
+        assert_route(df, read_route)
         plain = df.select("id")
         filtered = df.where("price >= 0").select("id")
         assert [p.version for p in pin_scan(t.io).live] == [version], name  # pinned once, at creation

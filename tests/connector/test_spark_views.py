@@ -16,7 +16,7 @@ from mvtable.connector.spark import views as view_registry
 from mvtable.connector.spark.native_mask import _MASKS
 from mvtable.errors import InvalidOptionError
 from mvtable.visibility import pins
-from tests.support.spark_session import PYTHON_ROUTE, spark_conf
+from tests.support.spark_session import PYTHON_ROUTE, assert_route, spark_conf
 
 pytestmark = pytest.mark.spark
 
@@ -118,7 +118,7 @@ def test_a_view_dropped_in_sql_loses_its_pin_at_the_next_renewal(spark, table):
     mvtable.drop_view(spark, "mv_kept")
 
 
-def test_a_using_view_stays_on_its_version_as_the_readme_says(spark, table):
+def test_a_using_view_stays_on_its_version_as_the_readme_says(spark, table, read_route):
     """The README's SQL section: Spark 4.3 keeps the data source and its planned partitions
     in a ``USING mvtable`` view's plan, so the view neither sees later commits nor pins anew
     per query (its one pin's expiry moves: renewed by a query, cut to ``pinIdleTtl`` after it,
@@ -126,6 +126,7 @@ def test_a_using_view_stays_on_its_version_as_the_readme_says(spark, table):
     update the README."""
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW mv_using USING mvtable OPTIONS (path '{table.uri}')")
     try:
+        assert_route(spark.table("mv_using"), read_route)
         assert spark.sql("SELECT count(*) AS n FROM mv_using").collect()[0].n == 2800
         [before] = pins.live_pins(table.io)
         spark.sql("INSERT INTO mv_using VALUES (9000, date'2026-03-01', 'ok')")

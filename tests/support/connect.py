@@ -14,6 +14,7 @@ import json
 import subprocess
 import tempfile
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 from .processes import LOOPBACK
@@ -48,19 +49,25 @@ finally:
 """
 
 
-def run_connect_script(script: str, *, timeout: float = 300) -> tuple[subprocess.CompletedProcess[str], list]:
+def run_connect_script(
+    script: str, *, conf: Mapping[str, str] | None = None, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], list]:
     """Run ``script`` with a Spark Connect ``spark``; returns the process and what it emitted.
-    A non-zero exit raises ``AssertionError`` with the tail of stderr."""
+
+    ``conf`` goes to the local server's session as it starts (``spark.jars``: a jar on the
+    server's classpath from the start). A non-zero exit raises ``AssertionError`` with the
+    tail of stderr."""
     with tempfile.TemporaryDirectory(prefix="mvtable-connect-") as tmp:
         work = Path(tmp)
         result_file = work / "result.json"
         script_file = work / "driver.py"
         body = textwrap.indent(textwrap.dedent(script).strip("\n"), "    ")
         script_file.write_text(_PRELUDE + body + "\n" + _EPILOGUE)
-        conf = spark_conf_for_tests(work / "spark")
-        conf["spark.connect.grpc.binding.address"] = LOOPBACK
+        full_conf = spark_conf_for_tests(work / "spark")
+        full_conf["spark.connect.grpc.binding.address"] = LOOPBACK
+        full_conf.update(conf or {})
         env = spark_env(shadow_spark_home())
-        env.update(MVTABLE_TEST_CONF=json.dumps(conf), MVTABLE_TEST_RESULT=str(result_file))
+        env.update(MVTABLE_TEST_CONF=json.dumps(full_conf), MVTABLE_TEST_RESULT=str(result_file))
         env.pop("SPARK_REMOTE", None)
         done = run_driver(script_file, cwd=work, env=env, timeout=timeout, what="Spark Connect script")
         result = json.loads(result_file.read_text()) if result_file.exists() else []

@@ -5,6 +5,8 @@ a JVM or a server; each stops what it started.  (The other support modules impor
 pytest, so that the benchmarks can use them with the ``bench`` extra alone.)
 
 * ``spark``            session-scoped in-process ``local[2]`` SparkSession, mvtable registered.
+* ``read_route``       each test that uses it runs twice: reads on Spark's Parquet scan, then
+  through the Python source.
 * ``spark_cluster``    session-scoped standalone master + 2 workers (``spark_cluster``).
 * ``mvtable_wheel_site`` session-scoped folder holding the project installed from its wheel.
 * ``seaweedfs_server`` / ``moto_server``  session-scoped S3 servers on loopback;
@@ -31,7 +33,7 @@ from .s3_moto import start_moto
 from .s3_seaweed import start_seaweedfs
 from .s3_server import S3Endpoint, S3Server, ServerUnavailable, registry
 from .spark_cluster import SparkCluster, start_spark_cluster
-from .spark_session import register_data_source, start_local_spark, stop_spark
+from .spark_session import PYTHON_ROUTE, register_data_source, spark_conf, start_local_spark, stop_spark
 from .wheel_install import install_wheel_into
 
 # --------------------------------------------------------------------------- Spark
@@ -50,6 +52,38 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield session
     finally:
         stop_spark(session)
+
+
+READ_ROUTES = ("native", "python")
+
+
+@pytest.fixture(params=READ_ROUTES)
+def read_route(request: pytest.FixtureRequest, spark: Any) -> Iterator[str]:
+    """Run the test once per read route, which it gets as ``"native"`` or ``"python"``.
+
+    ``native``: ``format("mvtable")`` and ``USING mvtable`` read on Spark's Parquet scan
+    (mvtable's jar, as ``mvtable.register`` sets it up); ``python``: the session's
+    ``spark.mvtable.nativeScan=false`` (``PYTHON_ROUTE``) for the whole test, so every
+    DataFrame and view it makes reads through the Python source. Both must give the same
+    rows. Modules whose tests read through ``format("mvtable")`` / ``USING mvtable`` apply
+    it to all their tests (``pytestmark = pytest.mark.usefixtures("read_route")``); a test
+    that is about one route only, or writes without reading, narrows it with
+    ``@pytest.mark.parametrize("read_route", ["python"], indirect=True)``.
+
+    Not applied to: write-only modules (save modes, write intents, post-commit hooks: writes
+    always run the Python source), streams and the change feed (always the Python source),
+    ``read_native`` / ``create_view`` (Spark's Parquet reader without the data source), tests
+    that drive another process's session (Spark Connect, clusters, scripts: this session's
+    setting does not reach them; ``test_spark_native_route`` covers those), and pure tests
+    that start no Spark."""
+    from mvtable.connector.spark import attach_native_scan
+
+    if request.param == "python":
+        with spark_conf(spark, PYTHON_ROUTE):
+            yield request.param
+    else:  # a session without the jar would read through Python here too: say so, not pass twice
+        assert attach_native_scan(spark), "no native route: mvtable's jar could not be added (see the log)"
+        yield request.param
 
 
 def _stop_cluster(cluster: SparkCluster) -> None:

@@ -124,6 +124,21 @@ PYTHON_ROUTE = {"spark.mvtable.nativeScan": "false"}
 source, not Spark's Parquet scan (tests of the Python reader's own planning and pushdown)."""
 
 
+def plan_of(df: Any) -> str:
+    """The executed physical plan of a classic DataFrame, as Spark prints it."""
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def assert_route(df: Any, route: str) -> None:
+    """``df`` reads on the route named (``"native"``: Spark's Parquet file scan; ``"python"``:
+    the Python source's batch scan), as the ``read_route`` fixture set it."""
+    plan = plan_of(df)
+    if route == "native":
+        assert "FileScan" in plan and "(Python)" not in plan, plan
+    else:
+        assert "BatchScan mvtable" in plan and "(Python)" in plan and "FileScan" not in plan, plan
+
+
 @contextlib.contextmanager
 def spark_conf(spark: Any, conf: Mapping[str, Any]) -> Iterator[None]:
     """Set runtime SQL confs for the duration of a ``with`` block, then restore them

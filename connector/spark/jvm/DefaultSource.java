@@ -6,6 +6,7 @@ import java.util.Map;
 import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.execution.datasources.DataSourceManager;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.types.StructType;
@@ -35,13 +36,33 @@ public class DefaultSource extends PythonDataSourceV2 {
   /** Internal option that asks the Python source for the plan; Python removes it first. */
   public static final String PLAN_OPTION = "mvtable.nativePlan";
 
+  /**
+   * The Python source's second name ({@code connector/spark/source.py}): a Spark Connect client
+   * cannot register "mvtable" on a server whose classpath has this class (Spark refuses the name),
+   * so it registers the same source under this one.
+   */
+  public static final String PYTHON_ALIAS = "mvtable_python";
+
   private String name = "mvtable";
   private NativePlan plan;
 
   @Override
   public void setShortName(String shortName) {
-    super.setShortName(shortName);
-    name = shortName;
+    String python = pythonSourceName(shortName);
+    super.setShortName(python);
+    name = python;
+  }
+
+  /** {@code shortName}, unless only the alias is registered in the active session. */
+  private static String pythonSourceName(String shortName) {
+    scala.Option<org.apache.spark.sql.classic.SparkSession> active =
+        org.apache.spark.sql.classic.SparkSession$.MODULE$.getActiveSession();
+    if (active.isEmpty()) {
+      return shortName;
+    }
+    DataSourceManager sources = active.get().sessionState().dataSourceManager();
+    boolean aliasOnly = !sources.dataSourceExists(shortName) && sources.dataSourceExists(PYTHON_ALIAS);
+    return aliasOnly ? PYTHON_ALIAS : shortName;
   }
 
   @Override

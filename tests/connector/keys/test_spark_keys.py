@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from mvtable.connector import Table, register
+from tests.support.spark_session import assert_route
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("read_route")]
+WRITE_ONLY = pytest.mark.parametrize("read_route", ["native"], indirect=True)  # reads nothing through Spark: one route
 
 
 @pytest.fixture
@@ -25,13 +27,14 @@ def path(spark, tmp_path):
     return p
 
 
-def test_distributed_upsert(spark, path):
+def test_distributed_upsert(spark, path, read_route):
     t = Table.open(path)
     assert t.primary_key == ("id",)
     version = t.version
     changes = spark.range(2900, 3100, numPartitions=4).selectExpr("id", "concat('v2-', id) AS name")
     changes.write.format("mvtable").mode("append").option("operation", "upsert").save(path)
     live = spark.read.format("mvtable").load(path)
+    assert_route(live, read_route)
     assert live.count() == 3100
     assert live.select("id").distinct().count() == 3100
     assert live.where("name LIKE 'v2-%'").count() == 200 and live.where("id = 2950").first().name == "v2-2950"
@@ -60,6 +63,7 @@ def test_keyed_appends_and_pushes_refuse_duplicates(spark, path):
     assert spark.read.format("mvtable").load(path).count() == 3010
 
 
+@WRITE_ONLY
 def test_key_columns_match_in_any_case_in_the_tasks(spark, tmp_path):
     p = str(tmp_path / "cased")
     first = spark.createDataFrame([(1, "a"), (2, "b")], "`Order Id` long, v string")
@@ -77,6 +81,7 @@ def test_key_columns_match_in_any_case_in_the_tasks(spark, tmp_path):
     assert Table.open(p).to_arrow().column("Order Id").to_pylist() == [9]
 
 
+@WRITE_ONLY
 def test_upsert_needs_a_key(spark, tmp_path):
     p = str(tmp_path / "plain")
     spark.range(3).write.format("mvtable").mode("append").save(p)
