@@ -104,6 +104,30 @@ def test_the_next_query_renews_a_lapsed_pin_while_the_version_is_whole(spark, re
     assert again.expires_ms <= time.time() * 1000 + IDLE_S * 1000 + 50
 
 
+def test_a_query_on_a_freshly_cut_pin_starts_at_once_and_renews_it_beside(spark, replaced):
+    """A cut pin with most of pinIdleTtl left still holds the version: the query does not wait
+    for the Python renewal call (as long as a short query); it is queued beside the query and
+    renews only if the query still runs then (a longer one is renewed by the JVM's timer)."""
+    t = replaced
+    ended = lifetime(spark).executionsEnded()
+    df = spark.read.format("mvtable").options(pinIdleTtl="120s").load(t.uri)
+    assert df.count() == 10
+    settled(spark, ended)
+    [cut] = spark_pins(t)
+    assert cut.expires_ms <= time.time() * 1000 + 120_000 + 50
+
+    ended = lifetime(spark).executionsEnded()
+    renewals = spark._jvm.io.mvtable.spark.NativeScanRule.pinRenewals()
+    lifetime(spark).pauseCalls(3_000)  # the JVM's call thread is busy: a renewal beside the query waits
+    assert sorted(r.id for r in df.collect()) == list(range(1000, 1010))
+    assert spark._jvm.io.mvtable.spark.NativeScanRule.pinRenewals() == renewals  # the query did not wait for it
+    settled(spark, ended)
+    # the renewal queued beside the query found it over: the cut pin, still good, stays cut
+    assert spark._jvm.io.mvtable.spark.NativeScanRule.pinRenewals() == renewals
+    [still] = spark_pins(t)
+    assert still.id == cut.id and still.expires_ms == cut.expires_ms
+
+
 def test_a_running_query_keeps_the_full_pin_while_another_of_the_same_dataframe_ends(spark, replaced, tmp_path):
     """Two queries of one DataFrame: the short one ending does not cut the pin the long one reads under."""
     from pyspark.sql.functions import col, udf

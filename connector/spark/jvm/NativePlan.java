@@ -53,6 +53,8 @@ public final class NativePlan implements Serializable {
   public volatile long renewedAtMs = System.currentTimeMillis();
   /** The pin lasts only pinIdleTtl: no query has run since it was made or cut ({@link PinLifetime}). */
   public volatile boolean idle;
+  /** When the pin was last made or cut to pinIdleTtl: it lasts at least until this plus idleTtlMs. */
+  public volatile long idleSinceMs = System.currentTimeMillis();
   /** The read's pinIdleTtl in milliseconds. */
   public long idleTtlMs;
   /** Counts the cuts scheduled: only the newest may run ({@link PinLifetime}). */

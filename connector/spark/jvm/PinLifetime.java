@@ -40,8 +40,9 @@ import scala.runtime.BoxedUnit;
  * action). When the last running execution of a plan ends, its pin is cut to {@code pinIdleTtl}
  * (Python rewrites the pin file); queries of one DataFrame running side by side never cut it
  * under each other. A plan starts idle (Python pins it so), and every query renews the pin to
- * the full {@code pinTtl} before it runs ({@link PinRenewal}): the pin is extended, or made
- * again if it lapsed while the version is still whole, else the query fails with the typed error.
+ * the full {@code pinTtl} ({@link PinRenewal}): beside the query while the cut pin has at least
+ * half of pinIdleTtl left, else before it runs, when the pin is extended, or made again if it
+ * lapsed while the version is still whole, or the query fails with the typed error.
  * The pin is not released: the DataFrame or view may be queried again.
  *
  * <p>The cut waits a moment ({@link #graceMs}: a tenth of pinIdleTtl, at most two seconds)
@@ -97,7 +98,13 @@ public final class PinLifetime extends SparkListener {
     if (id != null) {
       started(Long.parseLong(id), plan);
     }
-    PinRenewal.renewIfDue(plan);
+    if (id != null && PinRenewal.idleLongEnough(plan)) {
+      // the cut pin still holds the version for a while: the query starts now and the pin
+      // is renewed beside it (a renewal is a Python call, as long as a short query)
+      CALLS.execute(() -> wake(plan));
+    } else {
+      PinRenewal.renewIfDue(plan);
+    }
     if (id == null && plan.running.get() == 0) {
       // optimized outside an execution (explain, cache): nothing runs it now; a later run
       // of this plan is seen by its start event
@@ -285,6 +292,17 @@ public final class PinLifetime extends SparkListener {
   /** How many cut pins this process renewed from a query's start event (a plan Spark optimized before). */
   public static long startRenewals() {
     return WAKES.get();
+  }
+
+  /** Keeps the call thread busy for {@code ms} (tests: a call queued meanwhile runs after it). */
+  public static void pauseCalls(long ms) {
+    CALLS.execute(() -> {
+      try {
+        Thread.sleep(ms);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
   }
 
   /** How many pins this process cut to pinIdleTtl. */

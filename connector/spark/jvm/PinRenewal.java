@@ -45,6 +45,16 @@ final class PinRenewal {
     }
   }
 
+  /**
+   * Whether a query may start on the cut pin and have it renewed beside it: at least half of
+   * its pinIdleTtl is left, far more than one renewal takes. A query that starts on a pin close
+   * to its end (or past it) renews first, so that a lapsed pin is made again, or the query fails
+   * with the typed error, before it reads a file.
+   */
+  static boolean idleLongEnough(NativePlan plan) {
+    return plan.idle && System.currentTimeMillis() < plan.idleSinceMs + plan.idleTtlMs / 2;
+  }
+
   /** Renew a cut pin for a query that runs now; true if it was renewed. */
   static boolean renewIfIdle(NativePlan plan) {
     synchronized (plan) {
@@ -66,7 +76,9 @@ final class PinRenewal {
       if (plan.idle || plan.running.get() > 0 || plan.cutsScheduled.get() != scheduled) {
         return false;
       }
+      long cutAt = System.currentTimeMillis();  // the cut pin lasts pinIdleTtl from after this
       NativePlan.pinOf(call(plan, IDLE_OPTION).schema(), "idled");
+      plan.idleSinceMs = cutAt;
       plan.idle = true;
       return true;
     }
