@@ -212,6 +212,7 @@ def read_task(
     use_threads: bool = False,
     read_rows: int | None = None,
     keep_dictionary: Collection[str] = (),
+    schema: pa.Schema | None = None,
 ) -> Iterator[pa.Table]:
     """The live rows of one task, deletion vector applied.
 
@@ -219,7 +220,8 @@ def read_task(
 
     The defaults suit a Spark executor (one task per core): single-threaded decode, one
     row group per call. ``Table.scan`` passes ``use_threads=True`` and ``read_rows`` so
-    that one call decodes many row groups on every core (see ``segments.iter_segment``)."""
+    that one call decodes many row groups on every core (see ``segments.iter_segment``).
+    ``schema``: the table schema of the version read; columns resolve by its field ids."""
     masks = task_masks(io, task)
     read_cols = list(columns) if columns is not None else None
     if read_cols is not None and predicates:
@@ -234,6 +236,7 @@ def read_task(
         use_threads=use_threads,
         read_rows=read_rows,
         keep_dictionary=keep_dictionary,
+        schema=schema,
     )
     for table in tables:
         if predicates:

@@ -6,6 +6,7 @@ works on machines with no JVM."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -14,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, with_ids
 
 _SIMPLE_TO_ARROW: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -29,6 +31,7 @@ _SIMPLE_TO_ARROW: dict[str, pa.DataType] = {
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
 }
+_ARROW_FIELD_ID = b"PARQUET:field_id"  # where Arrow (and pyarrow's Parquet I/O) keeps a field id
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
 
 
@@ -89,7 +92,9 @@ def type_to_json(t: pa.DataType, *, column: str) -> Any:
 
 
 def _field_to_json(f: pa.Field, *, prefix: str = "") -> dict[str, Any]:
-    return {"name": f.name, "type": type_to_json(f.type, column=prefix + f.name), "nullable": f.nullable, "metadata": {}}
+    fid = f.metadata.get(_ARROW_FIELD_ID) if f.metadata else None
+    metadata = {FIELD_ID_KEY: int(fid)} if fid is not None and fid.isdigit() else {}
+    return {"name": f.name, "type": type_to_json(f.type, column=prefix + f.name), "nullable": f.nullable, "metadata": metadata}
 
 
 # The row-address columns mvtable adds to the rows it hands out (``segments.ROW_ADDRESS_*``;
@@ -187,11 +192,23 @@ def type_from_json(t: Any) -> pa.DataType:
 
 
 def field_from_json(f: dict[str, Any]) -> pa.Field:
-    return pa.field(f["name"], type_from_json(f["type"]), nullable=f.get("nullable", True))
+    """The Arrow field of a stored ``StructField``, its field id (if any) as ``PARQUET:field_id`` metadata."""
+    fid = field_id(f)
+    metadata = {_ARROW_FIELD_ID: str(fid).encode()} if fid is not None else None
+    return pa.field(f["name"], type_from_json(f["type"]), nullable=f.get("nullable", True), metadata=metadata)
 
 
 def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
-    return pa.schema([field_from_json(f) for f in doc.get("fields", [])])
+    """The Arrow schema of a stored table schema, with field ids (by position for a table stored before them).
+
+    Segments written with it carry the ids as Parquet field ids; reads resolve columns by them
+    (``schema_evolution.projection``)."""
+    return _schema_from_json(json.dumps(doc, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_from_json(text: str) -> pa.Schema:
+    return pa.schema([field_from_json(f) for f in with_ids(json.loads(text)).get("fields", [])])
 
 
 def type_string(t: Any) -> str:

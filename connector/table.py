@@ -41,6 +41,7 @@ from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, Vac
 from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
+from .schema_evolution.update import UpdateSchema
 from .segments import write_segments
 from .snapshot_view import read_only
 from .stats import Predicate
@@ -231,6 +232,13 @@ class Table:
     @property
     def schema(self) -> pa.Schema:
         return schema_from_json(self._latest().table_schema)
+
+    def update_schema(self) -> UpdateSchema:
+        """Change the schema — ``with t.update_schema() as u: u.add_column("x", pa.int64())`` — in one commit.
+
+        Add, rename, drop, widen and make optional, by field id: no data file is rewritten (see
+        ``mvtable.connector.schema_evolution``); an exception inside the block commits nothing."""
+        return UpdateSchema(self.commit_log, self._latest())
 
     def scan(
         self,

@@ -45,6 +45,7 @@ from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
+from .schema_evolution.field_ids import fresh_ids
 from .segments import SegmentWriter
 from .write_intents import WriteIntent
 
@@ -245,7 +246,7 @@ def _new_table(
         UnsupportedKeyTypeError: a key column has a type keys cannot have.
     """
     check_new_table_columns(incoming)
-    table_schema = schema_to_json(incoming)
+    table_schema, last_field_id = fresh_ids(schema_to_json(incoming))  # ids 1, 2, … (schema_evolution)
     props = TableProperties.of(snapshot.properties, properties)
     key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
     create = MetadataAction(
@@ -253,6 +254,8 @@ def _new_table(
         table_schema=table_schema,
         properties=dict(properties or {}),
         primary_key=key or None,
+        schema_id=0,
+        last_field_id=last_field_id,
     )
     return _Target(table_schema=table_schema, props=props, key=key, create=create)
 

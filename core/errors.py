@@ -92,6 +92,12 @@ class SchemaMismatchError(InvalidInputError):
     """Data whose columns do not match the table's. The message names the columns."""
 
 
+class SchemaEvolutionError(InvalidInputError):
+    """A schema change that breaks a rule of schema evolution (a narrowing, a name clash, a key column dropped …).
+
+    The message names the column and the rule; nothing was committed."""
+
+
 class UnsupportedTypeError(InvalidInputError, TypeError):
     """An Arrow type that Spark SQL cannot hold (unsigned ints, float16, time, …)."""
 
@@ -407,6 +413,13 @@ class ConcurrentLineageError(CommitConflictError):
 
 class ConcurrentMetadataError(CommitConflictError):
     """The schema or table properties changed concurrently."""
+
+
+class ConcurrentSchemaChangeError(ConcurrentMetadataError):
+    """The table's schema changed after this write read it, in a way its files or schema change cannot follow.
+
+    A rename, drop or type change since the read (or any change, for a write that changes the
+    schema itself); nothing of ours landed. Run the write again against the new schema."""
 
 
 class ConcurrentKeyError(CommitConflictError):
