@@ -93,7 +93,11 @@ def plan_scan(
                     tasks.append(ScanTask(f, groups, dvs.get(f.id)))
     else:
         for seg in segments:
-            picked = row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+            picked = (
+                row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+                if stats_apply(snapshot, seg)
+                else list(range(len(seg.file.row_groups)))
+            )
             pruned += len(seg.file.row_groups) - len(picked)
             if picked:
                 tasks.append(ScanTask(segment=seg.file, row_groups=tuple(picked), dv=dvs.get(seg.id)))
@@ -107,6 +111,16 @@ def plan_scan(
         row_address=row_address,
         pruned_row_groups=pruned,
     )
+
+
+def stats_apply(snapshot: Snapshot, seg: SegmentState) -> bool:
+    """Whether ``seg``'s statistics may prune row groups under ``snapshot``'s schema.
+
+    Statistics are keyed by the column names a segment was written with: after a rename, drop or
+    type change (``Snapshot.schema_break_version``) a name may mean another column, so older
+    segments are read whole (their rows are still filtered exactly). Writes that read an older
+    schema than such a change cannot land after it (``lineage.schema_ids.schema_race``)."""
+    return seg.added_version > snapshot.schema_break_version
 
 
 def staged_segments(snapshot: Snapshot, entry_id: str) -> list[SegmentState]:

@@ -281,7 +281,9 @@ def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> lis
         raise SchemaMismatchError(
             "data does not match the table schema: "
             + "; ".join(parts)
-            + ". Select and cast the columns to the table's schema (mvtable does not evolve schemas)."
+            + ". Select and cast the columns to the table's schema, or evolve it: merge_schema=True (Spark: "
+            '.option("mergeSchema", "true")) adds new columns and widens types in the same commit; '
+            "t.update_schema() adds, renames, drops and widens columns (see docs/schema.md)."
         )
     return [by_lower[f["name"].lower()] for f in table_schema["fields"]]
 

@@ -462,7 +462,7 @@ class Table:
 
             def find(task: ScanTask) -> tuple[str, BitMap64]:
                 # the bitmap is built here too, on the reader threads, beside other segments' decode
-                hits = matching_positions(self.io, task, filter, needed, use_threads=workers > 1)
+                hits = matching_positions(self.io, task, filter, needed, use_threads=workers > 1, schema=schema)
                 return task.segment.id, bitmap_from_array(hits.astype(np.uint64))
 
             found: dict[str, BitMap64] = {}

@@ -163,7 +163,7 @@ class TableScan:
             # DuckDB's reader checks no page CRCs and trusts the footers: the footers are
             # checked against the log here, once (``segment_checks``)
             check_footers(self.io, list({t.segment.id: t.segment for t in self.plan.tasks}.values()))
-            return duckdb_relation(con, self.io, self.plan)
+            return duckdb_relation(con, self.io, self.plan, schema=self._table_schema)
         except BaseException:
             self.release()
             raise

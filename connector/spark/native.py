@@ -47,6 +47,7 @@ from mvtable.storage import open_file_io
 
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
+from ..scan import stats_apply
 from ..schema import schema_from_json, schema_to_json
 from ..segments import check_footers
 from ..stats import Predicate, row_groups_to_read
@@ -147,7 +148,11 @@ def native_frame(
     predicates = to_predicates(filters, table_schema)
     segments = scan_segments(snapshot, lineage_entry)
     if predicates:
-        segments = [seg for seg in segments if row_groups_to_read(seg.file.row_groups, predicates, table_schema)]
+        segments = [
+            seg
+            for seg in segments
+            if not stats_apply(snapshot, seg) or row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+        ]
     full = StructType.fromJson(schema_to_json(table_schema))
     names = list(out_schema.names)
     where = " AND ".join(_sql(p, table_schema) for p in predicates)

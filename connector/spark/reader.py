@@ -88,11 +88,15 @@ class MvTablePartition(InputPartition):
     tasks: list[ScanTask]
     pin: SnapshotPin  # the version every partition of one read reads
     renewed_at: float  # when the planner renewed the pin (epoch seconds)
+    table_schema: dict[str, Any] | None  # the version's stored schema: segments resolve columns by its field ids
 
-    def __init__(self, tasks: list[ScanTask], pin: SnapshotPin, *, renewed_at: float) -> None:
+    def __init__(
+        self, tasks: list[ScanTask], pin: SnapshotPin, *, renewed_at: float, table_schema: dict[str, Any] | None = None
+    ) -> None:
         self.tasks = tasks
         self.pin = pin
         self.renewed_at = renewed_at
+        self.table_schema = table_schema
 
 
 class MvTableReader(DataSourceReader):
@@ -135,7 +139,8 @@ class MvTableReader(DataSourceReader):
         parallelism = max(default_parallelism(), self.opts.min_partitions or 1)
         parts = split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes, parallelism=parallelism)
         renewed_at = time.time()
-        return [MvTablePartition(tasks, pin, renewed_at=renewed_at) for tasks in parts]
+        stored = dict(snapshot.table_schema)
+        return [MvTablePartition(tasks, pin, renewed_at=renewed_at, table_schema=stored) for tasks in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if is_placeholder(partition):  # a table without row groups to read
@@ -147,10 +152,16 @@ class MvTableReader(DataSourceReader):
         # Spark runs these partitions again on every action of the DataFrame without
         # planning anew: the task keeps the version pinned itself
         pin = renew_when_due(io, partition.pin, renewed_at=partition.renewed_at, commit_log=open_log(io), owner="Spark task")
+        by_id = schema_from_json(partition.table_schema) if partition.table_schema is not None else None
         try:
             for task in partition.tasks:
                 for table in read_task(
-                    io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address
+                    io,
+                    task,
+                    columns=self.columns,
+                    predicates=self.claimed,
+                    row_address=self.opts.with_row_address,
+                    schema=by_id,
                 ):
                     for batch in table.to_batches():
                         yield conform_batch(batch, target)
