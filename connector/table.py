@@ -350,13 +350,28 @@ class Table:
         return out
 
     # -- writing -------------------------------------------------------------------------
-    def append(self, data: pa.Table | pa.RecordBatch) -> WriteResult:
+    def append(self, data: pa.Table | pa.RecordBatch, *, merge_schema: bool = False) -> WriteResult:
         """Add ``data``'s rows in one commit (``write(data, mode="append")``)."""
-        return self.write(data, mode=WriteMode.APPEND)
+        return self.write(data, mode=WriteMode.APPEND, merge_schema=merge_schema)
 
-    def overwrite(self, data: pa.Table | pa.RecordBatch, *, consistent_push: bool = False, publish: bool = True) -> WriteResult:
+    def overwrite(
+        self,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        consistent_push: bool = False,
+        publish: bool = True,
+        merge_schema: bool = False,
+        overwrite_schema: bool = False,
+    ) -> WriteResult:
         """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``)."""
-        return self.write(data, mode=WriteMode.OVERWRITE, consistent_push=consistent_push, publish=publish)
+        return self.write(
+            data,
+            mode=WriteMode.OVERWRITE,
+            consistent_push=consistent_push,
+            publish=publish,
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
+        )
 
     def write(
         self,
@@ -365,11 +380,15 @@ class Table:
         mode: WriteMode | str = WriteMode.APPEND,
         consistent_push: bool = False,
         publish: bool = True,
+        merge_schema: bool = False,
+        overwrite_schema: bool = False,
     ) -> WriteResult:
         """Write ``data`` in one commit, as ``mode`` says (a ``WriteMode`` or its name).
 
         ``consistent_push`` (overwrite only) replaces the rows as one lineage entry that
         readers see all at once or not at all; ``publish=False`` stages it for ``publish``.
+        ``merge_schema`` adds ``data``'s new columns (and widens types) in the same commit;
+        ``overwrite_schema`` (overwrite only) replaces the schema with ``data``'s (docs/schema.md).
 
         Raises:
             InvalidOptionError: an unknown mode, or options that do not fit it.
@@ -386,6 +405,8 @@ class Table:
             consistent_push=consistent_push,
             publish=publish,
             snapshot=self._latest_or_empty(),
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
         )
         segments: list[SegmentFile] = []
         try:

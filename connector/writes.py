@@ -33,6 +33,7 @@ from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.schema_ids import highest_id
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
 
@@ -45,7 +46,8 @@ from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
-from .schema_evolution.field_ids import fresh_ids
+from .schema_evolution.field_ids import fresh_ids, strip_ids
+from .schema_evolution.merge import merged_schema, replaced_schema
 from .segments import SegmentWriter
 from .write_intents import WriteIntent
 
@@ -85,6 +87,9 @@ class WritePlan:
     # concurrent writer created after this write planned is refused, not appended to
     create_only: bool = False
     segment_prefix: str = ""  # starts every segment id this write makes (SegmentWriter's id_prefix)
+    # merge_schema / overwrite_schema: the schema change the write's commit carries
+    # (``table_schema`` above is already the new one): {"table_schema", "last_field_id", "changes"}
+    evolve: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -118,6 +123,8 @@ def begin_write(
     snapshot: Snapshot | None = None,
     owner: PushOwner | None = None,
     take_intent: bool | None = None,
+    merge_schema: bool = False,
+    overwrite_schema: bool = False,
 ) -> WritePlan:
     """Plan a write on the driver: check it against the table, then pin, take an intent, start a push.
 
@@ -129,7 +136,9 @@ def begin_write(
     (``recovery.start_push``): ``owner`` is who runs it, this process by default (a Spark
     planner passes the driver JVM). ``take_intent`` (default: ``pin``) takes the write
     intent the files are named after, owned by ``owner`` too (``write_intents``); a
-    streaming writer plans without one, a write of no files needs none.
+    streaming writer plans without one, a write of no files needs none. ``merge_schema`` adds the
+    data's new columns and widens types in the write's own commit; ``overwrite_schema`` (an
+    overwrite) replaces the schema with the data's (``schema_evolution.merge``).
 
     Raises:
         InvalidOptionError: an unknown mode, options that do not go together, properties or a
@@ -148,8 +157,21 @@ def begin_write(
     commit_log = open_log(io)
     if snapshot is None:
         snapshot = load_snapshot(commit_log)
+    merge_schema = checks.flag(merge_schema, name="merge_schema")
+    overwrite_schema = checks.flag(overwrite_schema, name="overwrite_schema")
+    if overwrite_schema and (mode != OVERWRITE or not publish):
+        raise InvalidOptionError(
+            "overwriteSchema replaces the table's schema with the data's: use it with mode('overwrite') (and a published push)"
+        )
     if snapshot.exists:
-        target = _existing_table(snapshot, incoming, properties=properties, primary_key=primary_key)
+        target = _existing_table(
+            snapshot,
+            incoming,
+            properties=properties,
+            primary_key=primary_key,
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
+        )
     else:
         target = _new_table(snapshot, incoming, properties=properties, primary_key=primary_key)
     plan = _pinned_plan(
@@ -181,6 +203,7 @@ class _Target:
     props: TableProperties
     key: tuple[str, ...]
     create: MetadataAction | None = None
+    evolve: dict[str, Any] | None = None  # a schema change the write's commit carries (WritePlan.evolve)
 
 
 def _check_mode(mode: str) -> None:
@@ -210,7 +233,13 @@ def _check_push_options(*, consistent_push: bool, publish: bool, mode: str) -> N
 
 
 def _existing_table(
-    snapshot: Snapshot, incoming: pa.Schema, *, properties: dict[str, str], primary_key: Sequence[str] | None
+    snapshot: Snapshot,
+    incoming: pa.Schema,
+    *,
+    properties: dict[str, str],
+    primary_key: Sequence[str] | None,
+    merge_schema: bool = False,
+    overwrite_schema: bool = False,
 ) -> _Target:
     """Check a write to an existing table against its schema and key.
 
@@ -221,16 +250,30 @@ def _existing_table(
         SchemaMismatchError: the data does not fit the table's schema.
         KeyColumnMissingError: a key column is missing from the data.
         KeyTypeMismatchError: a key column's type differs from the table's.
+        SchemaEvolutionError: ``merge_schema`` and a column whose type cannot be merged.
     """
     if properties:
         raise InvalidOptionError(f"table properties {sorted(properties)} can only be set when the table is created")
     if snapshot.primary_key:
         check_key_schema(schema_from_json(snapshot.table_schema), snapshot.primary_key, incoming)
-    check_write_schema(snapshot.table_schema, incoming)
+    table_schema, evolve = snapshot.table_schema, None
+    last_id = max(snapshot.last_field_id, highest_id(snapshot.table_schema))
+    if overwrite_schema:
+        check_new_table_columns(incoming)
+        table_schema, last = replaced_schema(strip_ids(schema_to_json(incoming)), last_field_id=last_id)
+        evolve = {"table_schema": table_schema, "last_field_id": last, "changes": ["overwrite schema"]}
+    elif merge_schema:
+        merged = merged_schema(snapshot.table_schema, incoming, last_field_id=last_id, primary_key=snapshot.primary_key)
+        if merged is not None:
+            table_schema = merged.doc
+            evolve = {"table_schema": table_schema, "last_field_id": merged.last_field_id, "changes": list(merged.changes)}
+    check_write_schema(table_schema, incoming)
     if primary_key and not same_key(primary_key, snapshot.primary_key):
         have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
         raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
-    return _Target(table_schema=snapshot.table_schema, props=TableProperties.of(snapshot.properties), key=snapshot.primary_key)
+    return _Target(
+        table_schema=table_schema, props=TableProperties.of(snapshot.properties), key=snapshot.primary_key, evolve=evolve
+    )
 
 
 def _new_table(
@@ -288,6 +331,7 @@ def _pinned_plan(
         primary_key=target.key,
         dv_inline_max_bytes=target.props.dv_inline_max_bytes,
         create=target.create.model_dump() if target.create else None,
+        evolve=target.evolve,
         pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
         read_snapshot=snapshot,
     )
@@ -443,14 +487,20 @@ def _commit_write(
     if plan.consistent_push:
         assert plan.entry_id is not None
         operation = Operation.CONSISTENT_PUSH if plan.publish else Operation.PUSH_STAGE
-        build = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)
+        data = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)
     elif plan.mode == OVERWRITE:
         operation = Operation.OVERWRITE
-        build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
+        data = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
     else:
         operation = Operation.APPEND if read.exists else Operation.CREATE
-        build = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
-    params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
+        data = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
+    build = lambda cur: [*schema_change(cur, plan.evolve), *data(cur)]
+    params = {
+        "mode": plan.mode,
+        **({"entry": plan.entry_id} if plan.entry_id else {}),
+        **({"schemaChanges": plan.evolve["changes"], "schemaId": read.schema_id + 1} if plan.evolve else {}),
+        **plan.parameters,
+    }
     if plan.primary_key and segments:
         rows = keys if keys is not None else segment_keys(commit_log.io, segments, plan.primary_key)
         replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
@@ -474,6 +524,24 @@ def _commit_write(
             read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics
         )
     return result
+
+
+def schema_change(current: Snapshot, evolve: dict[str, Any] | None) -> list[MetadataAction]:
+    """The metadata action of a write's schema change (``WritePlan.evolve``), on top of ``current``; none without one.
+
+    Made from the schema the write read: a schema change since is a ``ConcurrentSchemaChangeError``
+    (``lineage.schema_ids.schema_race``)."""
+    if evolve is None:
+        return []
+    return [
+        MetadataAction(
+            table_id=current.table_id,
+            table_schema=evolve["table_schema"],
+            properties=dict(current.properties),
+            schema_id=current.schema_id + 1,
+            last_field_id=max(current.last_field_id, evolve["last_field_id"]),
+        )
+    ]
 
 
 def _still_new(current: Snapshot, plan: WritePlan) -> Snapshot:

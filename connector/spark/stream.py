@@ -339,7 +339,12 @@ class MvTableStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
         incoming = write_schema(schema)
         plan = plan_batch(
-            opts.path, storage_options=opts.storage_options, incoming=incoming, complete=complete, properties=opts.properties
+            opts.path,
+            storage_options=opts.storage_options,
+            incoming=incoming,
+            complete=complete,
+            properties=opts.properties,
+            merge_schema=opts.merge_schema,
         )
         # the query's files carry its prefix, so that a later commit can tell its own
         # uncommitted files (a batch that stop() interrupted) from another writer's
