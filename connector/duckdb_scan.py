@@ -28,9 +28,8 @@ import pyarrow as pa
 from mvtable.errors import InvalidOptionError
 from mvtable.storage import FileIO, LocalFileIO
 
-from .scan import ScanPlan, ScanTask, read_task, task_masks
-from .schema_evolution.projection import resolve
-from .segments import open_parquet
+from .scan import ScanPlan, read_task, task_masks
+from .segments import segment_projection
 
 if TYPE_CHECKING:
     import duckdb
@@ -62,7 +61,7 @@ def duckdb_relation(
     parts = []
     names = list(plan.columns) if plan.columns is not None else plan.schema.names
     for task in plan.tasks:
-        if schema is not None and _evolved(io, task, schema):
+        if schema is not None and segment_projection(io, task.segment, schema) is not None:
             name = f"__mvtable_byid_{uuid.uuid4().hex}"
             tables = list(read_task(io, task, columns=names, schema=schema))
             con.register(name, pa.concat_tables(tables) if tables else pa.schema([schema.field(n) for n in names]).empty_table())
@@ -78,12 +77,6 @@ def duckdb_relation(
         con.register(name, pa.table({keep_col: pa.array(keep, type=pa.bool_())}))
         parts.append(f"SELECT {columns} FROM read_parquet({path}) POSITIONAL JOIN {name} WHERE {keep_col}")
     return con.sql(" UNION ALL ".join(parts))
-
-
-def _evolved(io: FileIO, task: ScanTask, schema: pa.Schema) -> bool:
-    """Whether the segment of ``task`` was written under another schema than ``schema`` (its columns differ by id)."""
-    pf = open_parquet(io, task.segment.path, footer_crc32=task.segment.footer_crc32)
-    return resolve(pf.schema_arrow, schema) is not None
 
 
 def _ident(name: str) -> str:

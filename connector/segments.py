@@ -306,6 +306,19 @@ _DICTIONARY_PAGE_BYTES = 64 * 1024
 _DICTIONARY_SHARE = 16
 
 
+def segment_projection(io: FileIO, segment: SegmentLike, schema: pa.Schema) -> ReadProjection | None:
+    """How ``segment`` reads under table schema ``schema`` by field id; None when its file already has that schema.
+
+    Reads the footer only (checked against the log's checksum). For readers that hand files to
+    another engine (DuckDB, Spark's Parquet reader), which match columns by name.
+
+    Raises:
+        FilesMissingError: the file is gone.
+        CorruptSegmentError: its footer is damaged."""
+    pf = open_parquet(io, segment.path, footer_crc32=segment.footer_crc32)
+    return resolve(pf.schema_arrow, schema)
+
+
 def dictionary_columns(
     metadata: pq.FileMetaData, schema: pa.Schema, row_groups: Sequence[int], columns: Sequence[str] | None
 ) -> list[str]:
