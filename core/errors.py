@@ -539,6 +539,21 @@ class StreamTableReplacedError(StreamingError):
     Its versions mean something else now."""
 
 
+class StreamSchemaChangedError(StreamingError):
+    """A streaming source met a schema change that is more than an addition (a rename, drop or type change).
+
+    The stream's columns were fixed when it started. ``version`` is the commit; restarting the
+    query continues from it with the new schema, no row lost or repeated."""
+
+    def __init__(self, version: int, change: str) -> None:
+        super().__init__(
+            f"version {version} of the source table changed its schema ({change}); a running stream keeps the columns "
+            f"it started with: restart the query to continue from version {version} with the new schema"
+        )
+        self.version = version
+        self.change = change
+
+
 class InvalidStreamOffsetError(StreamingError):
     """A stream offset (from a query's checkpoint) that mvtable did not write."""
 

@@ -73,6 +73,7 @@ STABLE = {
     "ChangeCommitInStreamError": "MVTABLE_CHANGE_COMMIT_IN_STREAM",
     "StreamTableReplacedError": "MVTABLE_STREAM_TABLE_REPLACED",
     "InvalidStreamOffsetError": "MVTABLE_INVALID_STREAM_OFFSET",
+    "StreamSchemaChangedError": "MVTABLE_STREAM_SCHEMA_CHANGED",
     "JvmMaskUnavailableError": "MVTABLE_JVM_MASK_UNAVAILABLE",
 }
 
