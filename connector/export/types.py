@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from mvtable.errors import UnsupportedExportTypeError
-from mvtable.lineage.schema_ids import field_id, with_ids
+from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, iter_fields, with_ids
 
 __all__ = ["iceberg_schema", "delta_schema"]
 
@@ -191,3 +191,74 @@ def delta_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[str
     check(table_schema, "")
     schema = {"type": "struct", "fields": [dict(f, metadata=f.get("metadata") or {}) for f in table_schema["fields"]]}
     return schema, features
+
+
+def delta_column_mapping(schema: dict[str, Any], physical: dict[int, str]) -> tuple[dict[str, Any], int]:
+    """``schema`` (``delta_schema``'s) with Delta column mapping (mode ``id``): every field's id and physical name.
+
+    The id is the table's field id (Parquet ``field_id`` in mvtable's files: readers in mode ``id``
+    resolve columns by it, so a rename or drop reads right). A field keeps the physical name it was
+    first exported with (``physical``, by id); a new field takes its name, or ``col-<id>`` where a
+    field of the same struct has that physical name already. Returns the schema and the highest id.
+    """
+    numbered = with_ids(schema)
+    top = [0]
+
+    def struct(t: dict[str, Any]) -> dict[str, Any]:
+        taken = {physical[i] for f in t["fields"] if (i := field_id(f) or 0) in physical}
+        fields = []
+        for f in t["fields"]:
+            fid = field_id(f) or 0
+            top[0] = max(top[0], fid)
+            name = physical.get(fid)
+            if name is None:
+                name = f["name"] if f["name"] not in taken else f"col-{fid}"
+                taken.add(name)
+                physical[fid] = name
+            meta = {k: v for k, v in (f.get("metadata") or {}).items() if k != FIELD_ID_KEY}
+            meta.update({"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": name})
+            fields.append({**f, "type": nested(f["type"]), "metadata": meta})
+        return {**t, "fields": fields}
+
+    def nested(t: Any) -> Any:
+        if not isinstance(t, dict):
+            return t
+        if t.get("type") == "struct":
+            return struct(t)
+        if t.get("type") == "array":
+            return {**t, "elementType": nested(t["elementType"])}
+        if t.get("type") == "map":
+            return {**t, "keyType": nested(t["keyType"]), "valueType": nested(t["valueType"])}
+        return t
+
+    return struct(numbered), top[0]
+
+
+def names_by_id(schema: dict[str, Any] | None) -> dict[int, str]:
+    """Field id → name of a schema exported without column mapping (ids by position when it has none)."""
+    if schema is None:
+        return {}
+    return {field_id(f) or 0: f["name"] for _, f in iter_fields(with_ids(schema))}
+
+
+def physical_names(schema: dict[str, Any]) -> dict[int, str]:
+    """Field id → physical name of a Delta schema with column mapping (empty without it)."""
+    out: dict[int, str] = {}
+
+    def walk(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        if t.get("type") == "struct":
+            for f in t["fields"]:
+                meta = f.get("metadata") or {}
+                if "delta.columnMapping.id" in meta:
+                    out[int(meta["delta.columnMapping.id"])] = str(meta["delta.columnMapping.physicalName"])
+                walk(f["type"])
+        elif t.get("type") == "array":
+            walk(t["elementType"])
+        elif t.get("type") == "map":
+            walk(t["keyType"])
+            walk(t["valueType"])
+
+    walk(schema)
+    return out
