@@ -235,7 +235,7 @@ def _commit_actions(
             }
         }
     ]
-    meta = {
+    meta: dict[str, Any] = {
         "id": table_uuid(snap.table_id),
         "format": {"provider": "parquet", "options": {}},
         "schemaString": json.dumps(schema),

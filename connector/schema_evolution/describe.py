@@ -38,7 +38,7 @@ def schema_history(commit_log: CommitLog, snapshot: Snapshot) -> list[dict[str, 
     """Each commit of ``snapshot``'s history that set the schema: its version, time, operation, schema id and changes.
 
     Versions whose log file GC removed are left out (the checkpoint keeps no schema of theirs)."""
-    out = []
+    out: list[dict[str, Any]] = []
     schema_id = 0
     for item in snapshot.history:
         try:
