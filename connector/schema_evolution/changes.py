@@ -62,6 +62,35 @@ class EvolvingSchema:
                 return struct, i, spelled
             struct, k = _descend(struct["fields"][i]["type"], parts, k, path, spelled)
 
+    def _struct_at(self, parts: list[str], path: str) -> dict[str, Any]:
+        """The struct that ``parts`` name (the table itself for none), through array elements and map keys/values.
+
+        Raises:
+            SchemaEvolutionError: a part names no field, or the path ends on something other than a struct."""
+        struct: dict[str, Any] = self.doc
+        spelled: list[str] = []
+        k = 0
+        while k < len(parts):
+            i = _index(struct, parts[k])
+            if i is None:
+                where = f"struct {'.'.join(spelled)}" if spelled else "the table"
+                raise SchemaEvolutionError(f"column {path!r}: {where} has no field {parts[k]!r} (rule: the column must exist)")
+            spelled.append(struct["fields"][i]["name"])
+            t = struct["fields"][i]["type"]
+            k += 1
+            while isinstance(t, dict) and t.get("type") in ("array", "map") and k < len(parts):
+                step = parts[k].lower()
+                if t["type"] == "array" and step == "element":
+                    t = t["elementType"]
+                elif t["type"] == "map" and step in ("key", "value"):
+                    t = t["keyType" if step == "key" else "valueType"]
+                else:
+                    break
+                spelled.append(step)
+                k += 1
+            struct = _struct_of(t, path)
+        return struct
+
     def _is_key(self, spelled: list[str]) -> bool:
         return len(spelled) == 1 and spelled[0].lower() in {k.lower() for k in self.primary_key}
 
@@ -73,10 +102,7 @@ class EvolvingSchema:
             SchemaEvolutionError: the name is taken or reserved, or the parent is no struct."""
         parts = _split(path)
         name = parts[-1]
-        parent: dict[str, Any] = self.doc
-        if len(parts) > 1:
-            holder, i, _ = self._locate(".".join(parts[:-1]))
-            parent = _struct_of(holder["fields"][i]["type"], path)
+        parent = self._struct_at(parts[:-1], path)
         if len(parts) == 1:
             _check_not_reserved(name, path)
         if _index(parent, name) is not None:
@@ -214,7 +240,10 @@ def _descend(t: Any, parts: list[str], k: int, path: str, spelled: list[str]) ->
 def _struct_of(t: Any, path: str) -> dict[str, Any]:
     if isinstance(t, dict) and t.get("type") == "struct":
         return t
-    raise SchemaEvolutionError(f"column {path!r}: its parent is not a struct (rule: nested fields live in structs)")
+    raise SchemaEvolutionError(
+        f"column {path!r}: its parent is not a struct (rule: nested fields live in structs; a struct inside an array or "
+        "map is reached through element, key or value, e.g. 'items.element.price')"
+    )
 
 
 def _check_not_reserved(name: str, path: str) -> None:

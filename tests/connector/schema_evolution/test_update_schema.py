@@ -172,3 +172,25 @@ def test_nothing_to_change_commits_nothing(t):
     with t.update_schema() as u:
         u.update_column("qty", pa.int32())  # its own type
     assert t.version == before
+
+
+def test_nested_fields_inside_lists_and_maps(tmp_path):
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("items", pa.list_(pa.struct([("p", pa.int32())]))),
+            ("m", pa.map_(pa.string(), pa.struct([("u", pa.string())]))),
+        ]
+    )
+    t = Table.create(str(tmp_path / "n"), schema=schema)
+    t.append(pa.table({"id": [1], "items": [[{"p": 1}, None, {"p": 2}]], "m": [[("a", {"u": "x"})]]}, schema=schema))
+    with t.update_schema() as u:
+        u.add_column("items.element.q", pa.string())
+        u.add_column("m.value.w", pa.int8())
+        u.rename_column("items.element.p", "price")
+        u.update_column("items.element.price", pa.int64())
+    assert t.to_arrow().to_pylist() == [
+        {"id": 1, "items": [{"price": 1, "q": None}, None, {"price": 2, "q": None}], "m": [("a", {"u": "x", "w": None})]}
+    ]
+    with pytest.raises(SchemaEvolutionError, match="items.element"), t.update_schema() as u:
+        u.add_column("items.q", pa.string())
