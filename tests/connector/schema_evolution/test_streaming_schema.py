@@ -107,3 +107,48 @@ def test_spark_stream_with_a_merging_sink_across_an_addition(spark, tmp_path):
         {"id": 2, "name": "n2", "extra": 7},
     ]
     assert any("schemaChanges" in h.parameters for h in out.history())
+
+
+@pytest.mark.spark
+def test_spark_stream_stops_at_a_rename_naming_the_version_and_a_restart_continues(spark, tmp_path):
+    src, dst, ck = str(tmp_path / "src"), str(tmp_path / "dst"), str(tmp_path / "ck")
+    t = Table.create(src, schema=SCHEMA)
+    t.append(rows([0, 1]))
+    q = (
+        spark.readStream.format("mvtable")
+        .load(src)
+        .writeStream.format("mvtable")
+        .option("checkpointLocation", ck)
+        .option("mergeSchema", "true")
+        .trigger(processingTime="500 milliseconds")
+        .start(dst)
+    )
+    try:
+        q.processAllAvailable()
+        t.append(rows([2]))
+        with t.update_schema() as u:
+            u.rename_column("name", "label")
+        rename = t.version
+        t.append(pa.table({"id": pa.array([3], pa.int64()), "label": ["n3"]}))
+        with pytest.raises(Exception) as err:  # the query fails; awaitTermination re-raises its error
+            q.awaitTermination(120)
+        message = str(err.value)
+        assert "MVTABLE_STREAM_SCHEMA_CHANGED" in message and f"version {rename} of the source table" in message
+    finally:
+        q.stop()
+    assert sorted(Table.open(dst).to_arrow().column("id").to_pylist()) == [0, 1, 2]  # the rows before the rename
+    # the restarted query reads on from the rename with the new schema (into a table of that schema:
+    # the old sink has no column ``label`` and a write cannot drop its ``name``)
+    dst2 = str(tmp_path / "dst2")
+    q = (
+        spark.readStream.format("mvtable")
+        .load(src)
+        .writeStream.format("mvtable")
+        .option("checkpointLocation", ck)
+        .option("mergeSchema", "true")
+        .trigger(availableNow=True)
+        .start(dst2)
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    assert Table.open(dst2).to_arrow().to_pylist() == [{"id": 3, "label": "n3"}]  # nothing lost, nothing repeated
