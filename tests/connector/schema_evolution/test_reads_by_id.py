@@ -185,3 +185,33 @@ def test_a_write_that_read_before_an_addition_lands_and_reads_right(t):
     writes.finish_write(plan, segs)
     row = t.to_arrow(filter=pc.field("id") == 30).to_pylist()[0]
     assert row["e"] is None and row["bee"] == "B30"
+
+
+def test_a_compaction_racing_a_rename_drops_its_bins_and_one_racing_an_addition_lands(tmp_path):
+    from mvtable.connector.compaction import compact
+
+    from ..test_compaction import during
+
+    t = Table.create(str(tmp_path / "c"), schema=OLD, properties={"rowGroupRows": "5"})
+    for i in range(4):
+        t.append(old_rows(i * 5, i * 5 + 5))
+
+    def rename() -> None:
+        with t.update_schema() as u:
+            u.rename_column("b", "bee")
+
+    report = compact(t.io, t.commit_log, rewriter=during(t, rename), min_input_files=2)
+    assert report.dropped and "renamed" in report.dropped[0].reason
+    assert len(t.snapshot().visible_segments()) == 4  # nothing compacted, no file left behind
+    assert sorted(p.name for p in (tmp_path / "c" / "data").glob("*.parquet")) == sorted(
+        s.file.path.split("/")[-1] for s in t.snapshot().visible_segments()
+    )
+
+    def add() -> None:
+        with t.update_schema() as u:
+            u.add_column("z", pa.int8())
+
+    compact(t.io, t.commit_log, rewriter=during(t, add), min_input_files=2)
+    assert len(t.snapshot().visible_segments()) == 1
+    out = t.to_arrow().sort_by("id")
+    assert out.column("bee").to_pylist() == [f"b{i}" for i in range(20)] and out.column("z").null_count == 20
