@@ -50,6 +50,7 @@ from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
 from ..scan import stats_apply
 from ..schema import schema_from_json, schema_to_json
+from ..schema_evolution.field_ids import strip_ids
 from ..schema_evolution.projection import resolve
 from ..segments import check_footers, open_parquet
 from ..stats import Predicate, row_groups_to_read
@@ -156,7 +157,7 @@ def native_frame(
             for seg in segments
             if not stats_apply(snapshot, seg) or row_groups_to_read(seg.file.row_groups, predicates, table_schema)
         ]
-    full = StructType.fromJson(schema_to_json(table_schema))
+    full = StructType.fromJson(strip_ids(schema_to_json(table_schema)))  # Spark's schema shows no field ids
     names = list(out_schema.names)
     where = " AND ".join(_sql(p, table_schema) for p in predicates)
     if not segments:

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..schema import schema_to_json, type_string, type_to_json
-from ..schema_evolution.field_ids import arrow_field_id
+from ..schema_evolution.field_ids import arrow_field_id, strip_ids
 from ..schema_evolution.projection import ReadProjection
 
 __all__ = ["physical_schema", "projection_exprs"]
@@ -37,7 +37,7 @@ def physical_schema(projection: ReadProjection, file_schema: pa.Schema) -> Any:
 
     used = set(projection.physical_columns(None)) or {file_schema.names[0]}
     fields = [f.with_metadata(None) for f in file_schema if f.name in used]
-    return StructType.fromJson(schema_to_json(pa.schema(fields)))
+    return StructType.fromJson(strip_ids(schema_to_json(pa.schema(fields))))
 
 
 def projection_exprs(projection: ReadProjection) -> list[str]:

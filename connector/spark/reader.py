@@ -30,6 +30,7 @@ from ..pinning import PinnedSnapshot, SnapshotPin, pin_snapshot, renew, renew_wh
 from ..post_commit import open_log
 from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
+from ..schema_evolution.field_ids import strip_ids
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
 from ..streaming.changes import CHANGE_COLUMNS, change_schema
@@ -80,7 +81,7 @@ def spark_schema(snapshot: Snapshot, opts: ReadOptions) -> StructType:
     schema = output_schema(schema_from_json(snapshot.table_schema), opts.columns, row_address=opts.with_row_address)
     if opts.read_change_feed:
         schema = change_schema(schema)
-    return StructType.fromJson(schema_to_json(schema))
+    return StructType.fromJson(strip_ids(schema_to_json(schema)))  # ids stay inside mvtable
 
 
 @dataclass
@@ -127,7 +128,7 @@ class MvTableReader(DataSourceReader):
         pin = renew(io, self.pin, commit_log=open_log(io), owner="Spark read")
         snapshot = self.snapshot()
         # a schema the user gave (spark.read.schema) reached no check before this
-        table_schema = StructType.fromJson(schema_to_json(schema_from_json(snapshot.table_schema)))
+        table_schema = StructType.fromJson(strip_ids(schema_to_json(schema_from_json(snapshot.table_schema))))
         check_requested_columns(self.schema, table_schema, self.columns)
         plan = plan_scan(
             snapshot,

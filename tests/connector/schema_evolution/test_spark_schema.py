@@ -102,3 +102,13 @@ def test_merge_schema_and_overwrite_schema_options(spark, tmp_path):
     assert t.schema.names == ["id", "qty", "note"] and t.to_arrow().num_rows == 2
     with pytest.raises(MvTableError):
         t.overwrite(pa.table({"id": [1]}), overwrite_schema=True, consistent_push=True, publish=False)
+
+
+def test_change_feed_and_sql_delete_after_evolution(spark, evolved):
+    import mvtable
+
+    feed = spark.read.format("mvtable").option("readChangeFeed", "true").option("startingVersion", 0).load(evolved.uri)
+    inserts = {r.id: r for r in feed.where("_change_type = 'insert'").collect()}
+    assert (inserts[1].bee, inserts[1].c, inserts[21].bee, inserts[21].c) == ("b1", None, "B21", -1.0)
+    assert mvtable.delete(spark, evolved.uri, "bee = 'b5' OR c = -1.0") == 6
+    assert sorted(evolved.to_arrow().column("id").to_pylist()) == [i for i in range(20) if i not in (3, 5)]
