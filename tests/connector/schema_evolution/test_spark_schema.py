@@ -78,6 +78,16 @@ def test_time_travel_reads_the_old_schema(spark, evolved):
     assert sorted(r.c for r in df.collect())[:2] == [0.0, 1.5]
     old = read_native(spark, evolved.uri, version=first_change - 1)
     assert old.columns == OLD.names and old.count() == 19
+    view = create_view(spark, "schema_old_version", evolved.uri, version=first_change - 1)
+    try:
+        assert spark.table("schema_old_version").columns == OLD.names
+        assert spark.sql("SELECT b, c FROM schema_old_version WHERE id = 1").collect()[0].asDict() == {"b": "b1", "c": 1.5}
+    finally:
+        drop_view(spark, view.name)
+    spark.sql(
+        f"CREATE OR REPLACE TEMPORARY VIEW schema_sql_old USING mvtable OPTIONS (path '{evolved.uri}', versionAsOf '{first_change - 1}')"
+    )
+    assert spark.table("schema_sql_old").columns == OLD.names
 
 
 def test_merge_schema_and_overwrite_schema_options(spark, tmp_path):
