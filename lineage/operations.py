@@ -237,7 +237,8 @@ def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], emp
     Segments visible now but not then are removed. Segments visible then but hidden or
     removed now come back as *clones*: a new id naming the same file (lineage rules would
     keep hiding the old id). Shared segments get their old DV back (``empty_dv`` when they
-    had none). ``new_ids`` maps each segment to clone to its new id."""
+    had none). ``new_ids`` maps each segment to clone to its new id. A clone of a segment written
+    before the last rename, drop or type change comes back without row-group statistics."""
     now = current.visible_segment_ids()
     then = target.visible_segment_ids()
     now_set, then_set = set(now), set(then)
@@ -249,6 +250,11 @@ def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], emp
                 actions.append(SetDeletionVector(segment_id=sid, dv=old_dv if old_dv is not None else empty_dv))
             continue
         clone = target.segments[sid].file.to_segment_file(id=new_ids[sid])
+        if target.segments[sid].added_version <= current.schema_break_version:
+            # written before a rename, drop or type change: its statistics are keyed by names that
+            # may mean other columns now, and the clone is newer than that change (readers trust
+            # the statistics of such segments): it comes back without them
+            clone = clone.model_copy(update={"row_groups": tuple(rg.model_copy(update={"stats": {}}) for rg in clone.row_groups)})
         actions.append(AddSegment(segment=clone))
         if old_dv is not None:
             actions.append(SetDeletionVector(segment_id=clone.id, dv=old_dv))

@@ -215,3 +215,19 @@ def test_a_compaction_racing_a_rename_drops_its_bins_and_one_racing_an_addition_
     assert len(t.snapshot().visible_segments()) == 1
     out = t.to_arrow().sort_by("id")
     assert out.column("bee").to_pylist() == [f"b{i}" for i in range(20)] and out.column("z").null_count == 20
+
+
+def test_a_restore_after_a_drop_and_re_add_never_prunes_by_old_statistics(tmp_path):
+    t = Table.create(str(tmp_path / "r"), schema=OLD, properties={"rowGroupRows": "5"})
+    t.append(old_rows(0, 10))
+    before = t.version
+    with t.update_schema() as u:
+        u.drop_column("c")
+    with t.update_schema() as u:
+        u.add_column("c", pa.float64())
+    t.overwrite(pa.table({"id": pa.array([99], pa.int64()), "a": pa.array([1], pa.int32()), "b": ["x"],
+                          "s": [{"x": 1, "y": "y"}], "c": [5.0]}, schema=t.schema))  # fmt: skip
+    t.restore(version=before)  # the old segment comes back as a clone, newer than the re-add
+    nulls = t.to_arrow(columns=["id"], predicates=[Predicate("c", "is_null")])
+    assert sorted(nulls.column("id").to_pylist()) == list(range(10))
+    assert t.to_arrow(columns=["id"], predicates=[Predicate("c", ">", 1.0)]).num_rows == 0
