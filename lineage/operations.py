@@ -7,8 +7,10 @@ commit or raises a typed conflict. The rules:
 * appends never conflict, not even with replaces;
 * a replace (overwrite, consistent push) is all-or-nothing: it conflicts when a segment it
   replaces was removed or replaced since it read;
-* a table's schema is fixed by its first commit; a concurrent creator with another schema
-  is a conflict;
+* a table's schema is set by its first commit (a concurrent creator with another schema is
+  a conflict) and changes only by commits that carry a new one; a write that read the schema
+  before a rename, drop or type change, or a schema change racing another, is a conflict
+  (``schema_ids.schema_race``, checked by the commit loop for every commit);
 * a compaction never fails anyone: appends pass it by, and a bin whose inputs a concurrent
   commit replaced is dropped from it (``compaction_blocker``), not the other commit.
 """
