@@ -251,19 +251,24 @@ def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
     return MappingProxyType({f["name"].lower(): f for f in schema_to_json(schema)["fields"]})
 
 
-def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> list[str]:
+def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema, *, fill_missing: bool = False) -> list[str | None]:
     """The incoming column names in table order, or ``SchemaMismatchError`` naming every missing, unexpected and mistyped column.
 
     Names match case-insensitively (as Spark), struct fields too, by position (``nested_names``
     gives them the table's spelling before the cast); a reordered, missing or extra struct field is
-    a type mismatch.
+    a type mismatch. ``fill_missing`` (a merging write, as Delta's ``mergeSchema``): a nullable
+    column the data lacks is None in the result, to be written as nulls.
 
     Raises:
         SchemaMismatchError: The data's columns or types do not match the table's."""
     table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
     incoming_json = _fields_by_lower_name(incoming)
     by_lower = {n.lower(): n for n in incoming.names}
-    missing = [f["name"] for k, f in table_fields.items() if k not in incoming_json]
+    missing = [
+        f["name"]
+        for k, f in table_fields.items()
+        if k not in incoming_json and not (fill_missing and f.get("nullable", True) and incoming.names)
+    ]
     extra = [f["name"] for k, f in incoming_json.items() if k not in table_fields]
     wrong = [
         f"{table_fields[k]['name']} (table: {arrow_type_name(table_fields[k]['type'])}, data: {arrow_type_name(f['type'])})"
@@ -285,7 +290,7 @@ def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> lis
             '.option("mergeSchema", "true")) adds new columns and widens types in the same commit; '
             "t.update_schema() adds, renames, drops and widens columns (see docs/schema.md)."
         )
-    return [by_lower[f["name"].lower()] for f in table_schema["fields"]]
+    return [by_lower.get(f["name"].lower()) for f in table_schema["fields"]]
 
 
 def _strip_nullability(t: Any) -> Any:

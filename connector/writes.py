@@ -90,6 +90,7 @@ class WritePlan:
     # merge_schema / overwrite_schema: the schema change the write's commit carries
     # (``table_schema`` above is already the new one): {"table_schema", "last_field_id", "changes"}
     evolve: dict[str, Any] | None = None
+    fill_missing: bool = False  # merge_schema: nullable columns the data lacks are written as nulls
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -185,6 +186,8 @@ def begin_write(
         publish=publish,
         pin=pin,
     )
+    if merge_schema:
+        plan = dataclasses.replace(plan, fill_missing=True)
     if pin if take_intent is None else take_intent:
         plan = _with_intent(io, plan, owner=owner)
     if consistent_push:
@@ -267,7 +270,7 @@ def _existing_table(
         if merged is not None:
             table_schema = merged.doc
             evolve = {"table_schema": table_schema, "last_field_id": merged.last_field_id, "changes": list(merged.changes)}
-    check_write_schema(table_schema, incoming)
+    check_write_schema(table_schema, incoming, fill_missing=merge_schema)
     if primary_key and not same_key(primary_key, snapshot.primary_key):
         have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
         raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
@@ -396,7 +399,7 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     writer = SegmentWriter(
         io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix, intent=intent
     )
-    order: list[str] | None = None
+    order: list[str | None] | None = None
     try:
         keeper: AbstractContextManager[object] = (
             write_intents.IntentKeeper(io, intent, renew_first=own is None) if intent is not None else nullcontext()
@@ -404,9 +407,11 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
         with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms), keeper:
             for batch in batches:
                 if order is None:
-                    order = check_write_schema(plan.table_schema, batch.schema)
+                    order = check_write_schema(plan.table_schema, batch.schema, fill_missing=plan.fill_missing)
                 if batch.schema.names != order or batch.schema != schema:
-                    batch = cast_columns(pa.RecordBatch, _table_named(batch, order, schema), schema, data_names=order)
+                    batch = cast_columns(
+                        pa.RecordBatch, _table_named(batch, order, schema), schema, data_names=_names(order, schema)
+                    )
                 writer.write(batch)
             segment = writer.close()
     except BaseException:
@@ -424,21 +429,28 @@ def align(plan: WritePlan, data: pa.Table) -> pa.Table:
     Raises:
         SchemaMismatchError: the data cannot have them.
     """
-    order = check_write_schema(plan.table_schema, data.schema)
+    order = check_write_schema(plan.table_schema, data.schema, fill_missing=plan.fill_missing)
     schema = plan.arrow_schema
     if not data.num_rows:
         return schema.empty_table()
     if data.schema.equals(schema, check_metadata=True):  # already the table's columns, order and types
         return data
-    return cast_columns(pa.Table, _table_named(data, order, schema), schema, data_names=order)
+    return cast_columns(pa.Table, _table_named(data, order, schema), schema, data_names=_names(order, schema))
 
 
-def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str], schema: pa.Schema) -> list[Any]:
+def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str | None], schema: pa.Schema) -> list[Any]:
     """``data``'s columns in table order, ready for the cast to ``schema``.
 
-    ``order`` names them as the data does; their struct fields get the table's names.
+    ``order`` names them as the data does (None: a column the data lacks, written as nulls); their
+    struct fields get the table's names.
     """
-    return [with_table_names(data.column(n), f.type) for n, f in zip(order, schema)]
+    return [
+        pa.nulls(data.num_rows, f.type) if n is None else with_table_names(data.column(n), f.type) for n, f in zip(order, schema)
+    ]
+
+
+def _names(order: Sequence[str | None], schema: pa.Schema) -> list[str]:
+    return [n if n is not None else f.name for n, f in zip(order, schema)]
 
 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:

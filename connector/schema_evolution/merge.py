@@ -2,8 +2,9 @@
 
 A write whose data has columns the table lacks fails with ``SchemaMismatchError`` unless it asks
 to merge: then the new columns (and new fields of structs) are added, and a column whose data has
-a wider type than the table's is widened, in the same commit as the data. Nothing else changes: a
-narrower or incompatible type, or a column the data lacks, is still refused.
+a wider type than the table's is widened, in the same commit as the data, and nullable columns the data lacks are written as nulls
+(``schema.check_write_schema(fill_missing=True)``). A narrower or incompatible type, or a
+non-nullable column the data lacks, is still refused.
 ``overwrite_schema`` replaces the schema with the data's (a consistent push); every column gets a
 fresh id, so nothing of the replaced rows can be read under it, and rolling the push back brings
 the old schema back with the old rows (``lifecycle.rollback_entry``).

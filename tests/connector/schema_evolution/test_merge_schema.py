@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
@@ -83,3 +84,13 @@ def test_overwrite_schema_on_a_push_and_its_rollback(t):
 def test_overwrite_schema_needs_an_overwrite(t):
     with pytest.raises(InvalidOptionError, match="overwriteSchema"):
         t.write(wider([5]), mode="append", overwrite_schema=True)
+
+
+def test_merge_writes_nulls_for_nullable_columns_the_data_lacks(t):
+    with t.update_schema() as u:
+        u.add_column("note", pa.string())
+    old_writer = pa.table({"id": [5], "qty": pa.array([50], pa.int32()), "s": [{"x": 5}]}, schema=BASE)
+    with pytest.raises(SchemaMismatchError, match="missing columns"):
+        t.append(old_writer)  # without merge_schema, as before
+    t.append(old_writer, merge_schema=True)
+    assert t.to_arrow(filter=pc.field("id") == 5).to_pylist() == [{"id": 5, "qty": 50, "s": {"x": 5}, "note": None}]
