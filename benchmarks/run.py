@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mvtable.conf import defaults
 
-from . import cases_interop, cases_local, cases_meta, cases_spark, cases_tpch, data, report
+from . import cases_interop, cases_local, cases_meta, cases_schema, cases_spark, cases_tpch, data, report
 from .common import DEFAULTS, CaseResult, log, machine_info, start_spark, stop_spark
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +28,7 @@ GROUPS = [
     "planning",
     "gc",
     "interop",
+    "schema",
     "spark_scans",
     "spark_delete",
     "tpch",
@@ -176,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if "interop" in a.groups:
             section("interop", lambda: results.extend(cases_interop.run(built, repeat=a.repeat)))
+        if "schema" in a.groups:
+            section("schema", lambda: results.extend(cases_schema.run(built, lineitem, repeat=a.repeat)))
         if a.groups & {"spark_scans", "spark_delete", "tpch"}:
 
             def spark_cases() -> None:

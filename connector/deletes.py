@@ -53,7 +53,13 @@ logger = logging.getLogger("mvtable.connector")
 
 
 def matching_positions(
-    io: FileIO, task: ScanTask, filter: pc.Expression, columns: Sequence[str] | None, *, use_threads: bool = False
+    io: FileIO,
+    task: ScanTask,
+    filter: pc.Expression,
+    columns: Sequence[str] | None,
+    *,
+    use_threads: bool = False,
+    schema: pa.Schema | None = None,
 ) -> np.ndarray:
     """File positions (sorted ``int64``) of the live rows of ``task`` that match ``filter``.
 
@@ -61,9 +67,12 @@ def matching_positions(
     column and takes the indices of its true values: no row-address columns, no string
     column built per row, no per-row index array (allocating and filtering one cost more
     than the read itself). Rows the task's deletion vector already deletes are not matches;
-    rows where the filter is null are not either (as in SQL and ``Table.filter``)."""
+    rows where the filter is null are not either (as in SQL and ``Table.filter``). ``schema``: the
+    table schema the filter is written against; columns resolve by its field ids."""
     masks = task_masks(io, task)
-    pf = open_parquet(io, task.segment.path, row_groups=task.row_groups, columns=columns, footer_crc32=task.segment.footer_crc32)
+    pf = open_parquet(
+        io, task.segment.path, row_groups=task.row_groups, columns=columns, footer_crc32=task.segment.footer_crc32, schema=schema
+    )
     found: list[np.ndarray] = []
     for run, keep in read_runs(task.segment, task.row_groups, masks, read_rows=DEFAULT_READ_ROWS):
         table = read_row_groups(pf, task.segment, run, columns, keep=None, use_threads=use_threads)

@@ -190,7 +190,10 @@ def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
         st, entry = status.get(sid, (HIDDEN, seg.lineage_entry))
         retained.append(_segment(snapshot, sid, st, entry))
     try:
-        schema = [{"name": f.name, "type": str(f.type)} for f in schema_from_json(snapshot.table_schema)]
+        schema = [
+            {"name": f.name, "type": str(f.type), "id": int(f.metadata[b"PARQUET:field_id"]) if f.metadata else None}
+            for f in schema_from_json(snapshot.table_schema)
+        ]
     except Exception:  # an unreadable schema must not hide the rest of the picture
         schema = []
     return {
@@ -198,6 +201,7 @@ def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
         "version": snapshot.version,
         "timestamp": _utc(snapshot.timestamp_ms),
         "table_id": snapshot.table_id,
+        "schema_id": snapshot.schema_id,
         "schema": schema,
         "primary_key": list(snapshot.primary_key),
         "properties": dict(snapshot.properties),

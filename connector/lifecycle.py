@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pyroaring import BitMap64
 
@@ -16,7 +17,7 @@ from mvtable import checks
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, NothingToCommit
 from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import Action
+from mvtable.lineage.actions import Action, MetadataAction
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
@@ -95,12 +96,30 @@ def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
     snapshot's deletes, untouched meanwhile). On a keyed table the rows that come back are first
     checked against what was committed since the push (``keys.rollback``).
 
+    A push that replaced the schema (``overwrite_schema``) is rolled back with it: the schema
+    before the push comes back in the same commit, so the old rows read as they were.
+
     Raises:
         DuplicateKeyError: A key would be in the table twice; nothing was committed."""
     io = commit_log.io
+    before = _schema_before(commit_log, entry_id)
 
     def commit(snapshot: Snapshot, build: Builder) -> CommitResult:
         return commit_rollback(io, commit_log, snapshot, entry_id, build=build, parameters={"entry": entry_id})
+
+    def revert(cur: Snapshot, eid: str) -> list[Action]:
+        actions: list[Action] = list(ops.revert(cur, eid))
+        if before is not None and cur.table_schema != before:
+            actions.append(
+                MetadataAction(
+                    table_id=cur.table_id,
+                    table_schema=before,
+                    properties=dict(cur.properties),
+                    schema_id=cur.schema_id + 1,
+                    last_field_id=cur.last_field_id,
+                )
+            )
+        return actions
 
     return _transition(
         commit_log,
@@ -108,9 +127,23 @@ def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
         operation=Operation.ROLLBACK,
         target=LineageState.REVERTED,
         allowed=(LineageState.IN_PROGRESS, LineageState.COMPLETED),
-        build_actions=ops.revert,
+        build_actions=revert,
         commit=commit,
     )
+
+
+def _schema_before(commit_log: CommitLog, entry_id: str) -> dict[str, Any] | None:
+    """The schema the table had before push ``entry_id`` replaced it, or None when its publishing commit changed no schema.
+
+    Raises:
+        VersionNotFoundError: the log no longer holds the versions around the push (GC removed them)."""
+    entry = commit_log.snapshot().lineage.get(entry_id)
+    if entry is None or entry.state != LineageState.COMPLETED:
+        return None  # a push changes the schema only as it publishes
+    published = commit_log.read_commit(entry.state_version)
+    if not any(isinstance(a, MetadataAction) for a in published.actions):
+        return None
+    return commit_log.snapshot(entry.state_version - 1).table_schema
 
 
 def publish_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:

@@ -150,6 +150,8 @@ class ReadOptions(_Options):
 class WriteOptions(_Options):
     consistent_push: bool = False
     publish: bool = True
+    merge_schema: bool = False  # add the data's new columns (and widen types) in the write's commit
+    overwrite_schema: bool = False  # an overwrite replaces the schema with the data's
     operation: Literal["write", "delete", "upsert"] = "write"  # what a DataFrame write does
     read_version: int | None = Field(default=None, ge=0)
     tag: str | None = Field(default=None, max_length=200)
@@ -192,6 +194,7 @@ class StreamWriteOptions(_Options):
 
     checkpoint_location: str | None = None
     txn_app_id: str | None = None
+    merge_schema: bool = False  # a batch with new columns adds them (and widens types) in its commit
     properties: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -232,8 +235,15 @@ _WRITE_NAMES = {
     "tag": "tag",
     "primaryKey": "primary_key",
     "saveMode": "save_mode",
+    "mergeSchema": "merge_schema",
+    "overwriteSchema": "overwrite_schema",
 }
-_STREAM_WRITE_NAMES = {"path": "path", "checkpointLocation": "checkpoint_location", "txnAppId": "txn_app_id"}
+_STREAM_WRITE_NAMES = {
+    "path": "path",
+    "checkpointLocation": "checkpoint_location",
+    "txnAppId": "txn_app_id",
+    "mergeSchema": "merge_schema",
+}
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
 _STREAM_WRITE_KEYS = {k.lower(): v for k, v in _STREAM_WRITE_NAMES.items()}
 _WRITE_KEYS = {k.lower(): v for k, v in _WRITE_NAMES.items()}
@@ -242,7 +252,15 @@ _DISPLAY = {v: k for k, v in {**_READ_NAMES, **_WRITE_NAMES, **_STREAM_WRITE_NAM
 _PROPERTY_NAMES = {
     spelling.lower(): on_disk_name(name) for name in TableProperties.model_fields for spelling in (name, on_disk_name(name))
 }
-_BOOLS = {"with_row_address", "consistent_push", "publish", "read_change_feed", "skip_change_commits"}
+_BOOLS = {
+    "with_row_address",
+    "consistent_push",
+    "publish",
+    "read_change_feed",
+    "skip_change_commits",
+    "merge_schema",
+    "overwrite_schema",
+}
 
 
 def _names(fields: set[str]) -> str:

@@ -93,7 +93,11 @@ def plan_scan(
                     tasks.append(ScanTask(f, groups, dvs.get(f.id)))
     else:
         for seg in segments:
-            picked = row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+            picked = (
+                row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+                if stats_apply(snapshot, seg)
+                else list(range(len(seg.file.row_groups)))
+            )
             pruned += len(seg.file.row_groups) - len(picked)
             if picked:
                 tasks.append(ScanTask(segment=seg.file, row_groups=tuple(picked), dv=dvs.get(seg.id)))
@@ -107,6 +111,16 @@ def plan_scan(
         row_address=row_address,
         pruned_row_groups=pruned,
     )
+
+
+def stats_apply(snapshot: Snapshot, seg: SegmentState) -> bool:
+    """Whether ``seg``'s statistics may prune row groups under ``snapshot``'s schema.
+
+    Statistics are keyed by the column names a segment was written with: after a rename, drop or
+    type change (``Snapshot.schema_break_version``) a name may mean another column, so older
+    segments are read whole (their rows are still filtered exactly). Writes that read an older
+    schema than such a change cannot land after it (``lineage.schema_ids.schema_race``)."""
+    return seg.added_version > snapshot.schema_break_version
 
 
 def staged_segments(snapshot: Snapshot, entry_id: str) -> list[SegmentState]:
@@ -212,6 +226,7 @@ def read_task(
     use_threads: bool = False,
     read_rows: int | None = None,
     keep_dictionary: Collection[str] = (),
+    schema: pa.Schema | None = None,
 ) -> Iterator[pa.Table]:
     """The live rows of one task, deletion vector applied.
 
@@ -219,7 +234,8 @@ def read_task(
 
     The defaults suit a Spark executor (one task per core): single-threaded decode, one
     row group per call. ``Table.scan`` passes ``use_threads=True`` and ``read_rows`` so
-    that one call decodes many row groups on every core (see ``segments.iter_segment``)."""
+    that one call decodes many row groups on every core (see ``segments.iter_segment``).
+    ``schema``: the table schema of the version read; columns resolve by its field ids."""
     masks = task_masks(io, task)
     read_cols = list(columns) if columns is not None else None
     if read_cols is not None and predicates:
@@ -234,6 +250,7 @@ def read_task(
         use_threads=use_threads,
         read_rows=read_rows,
         keep_dictionary=keep_dictionary,
+        schema=schema,
     )
     for table in tables:
         if predicates:

@@ -6,6 +6,7 @@ works on machines with no JVM."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -14,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, with_ids
 
 _SIMPLE_TO_ARROW: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -29,6 +31,7 @@ _SIMPLE_TO_ARROW: dict[str, pa.DataType] = {
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
 }
+_ARROW_FIELD_ID = b"PARQUET:field_id"  # where Arrow (and pyarrow's Parquet I/O) keeps a field id
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
 
 
@@ -89,7 +92,9 @@ def type_to_json(t: pa.DataType, *, column: str) -> Any:
 
 
 def _field_to_json(f: pa.Field, *, prefix: str = "") -> dict[str, Any]:
-    return {"name": f.name, "type": type_to_json(f.type, column=prefix + f.name), "nullable": f.nullable, "metadata": {}}
+    fid = f.metadata.get(_ARROW_FIELD_ID) if f.metadata else None
+    metadata = {FIELD_ID_KEY: int(fid)} if fid is not None and fid.isdigit() else {}
+    return {"name": f.name, "type": type_to_json(f.type, column=prefix + f.name), "nullable": f.nullable, "metadata": metadata}
 
 
 # The row-address columns mvtable adds to the rows it hands out (``segments.ROW_ADDRESS_*``;
@@ -187,11 +192,23 @@ def type_from_json(t: Any) -> pa.DataType:
 
 
 def field_from_json(f: dict[str, Any]) -> pa.Field:
-    return pa.field(f["name"], type_from_json(f["type"]), nullable=f.get("nullable", True))
+    """The Arrow field of a stored ``StructField``, its field id (if any) as ``PARQUET:field_id`` metadata."""
+    fid = field_id(f)
+    metadata = {_ARROW_FIELD_ID: str(fid).encode()} if fid is not None else None
+    return pa.field(f["name"], type_from_json(f["type"]), nullable=f.get("nullable", True), metadata=metadata)
 
 
 def schema_from_json(doc: dict[str, Any]) -> pa.Schema:
-    return pa.schema([field_from_json(f) for f in doc.get("fields", [])])
+    """The Arrow schema of a stored table schema, with field ids (by position for a table stored before them).
+
+    Segments written with it carry the ids as Parquet field ids; reads resolve columns by them
+    (``schema_evolution.projection``)."""
+    return _schema_from_json(json.dumps(doc, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_from_json(text: str) -> pa.Schema:
+    return pa.schema([field_from_json(f) for f in with_ids(json.loads(text)).get("fields", [])])
 
 
 def type_string(t: Any) -> str:
@@ -234,19 +251,24 @@ def _fields_by_lower_name(schema: pa.Schema) -> Mapping[str, Any]:
     return MappingProxyType({f["name"].lower(): f for f in schema_to_json(schema)["fields"]})
 
 
-def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> list[str]:
+def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema, *, fill_missing: bool = False) -> list[str | None]:
     """The incoming column names in table order, or ``SchemaMismatchError`` naming every missing, unexpected and mistyped column.
 
     Names match case-insensitively (as Spark), struct fields too, by position (``nested_names``
     gives them the table's spelling before the cast); a reordered, missing or extra struct field is
-    a type mismatch.
+    a type mismatch. ``fill_missing`` (a merging write, as Delta's ``mergeSchema``): a nullable
+    column the data lacks is None in the result, to be written as nulls.
 
     Raises:
         SchemaMismatchError: The data's columns or types do not match the table's."""
     table_fields = {f["name"].lower(): f for f in table_schema["fields"]}
     incoming_json = _fields_by_lower_name(incoming)
     by_lower = {n.lower(): n for n in incoming.names}
-    missing = [f["name"] for k, f in table_fields.items() if k not in incoming_json]
+    missing = [
+        f["name"]
+        for k, f in table_fields.items()
+        if k not in incoming_json and not (fill_missing and f.get("nullable", True) and incoming.names)
+    ]
     extra = [f["name"] for k, f in incoming_json.items() if k not in table_fields]
     wrong = [
         f"{table_fields[k]['name']} (table: {arrow_type_name(table_fields[k]['type'])}, data: {arrow_type_name(f['type'])})"
@@ -264,9 +286,11 @@ def check_write_schema(table_schema: dict[str, Any], incoming: pa.Schema) -> lis
         raise SchemaMismatchError(
             "data does not match the table schema: "
             + "; ".join(parts)
-            + ". Select and cast the columns to the table's schema (mvtable does not evolve schemas)."
+            + ". Select and cast the columns to the table's schema, or evolve it: merge_schema=True (Spark: "
+            '.option("mergeSchema", "true")) adds new columns and widens types in the same commit; '
+            "t.update_schema() adds, renames, drops and widens columns (see docs/schema.md)."
         )
-    return [by_lower[f["name"].lower()] for f in table_schema["fields"]]
+    return [by_lower.get(f["name"].lower()) for f in table_schema["fields"]]
 
 
 def _strip_nullability(t: Any) -> Any:

@@ -26,6 +26,7 @@ from mvtable.storage.oserror import translated
 from . import segment_checks
 from .key_index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
+from .schema_evolution.projection import ReadProjection, resolve
 from .segment_checks import corrupt_segment, footer_crc32, is_decode_error, read_footer
 from .segment_encoding import (
     SMALL_SEGMENT_COMPRESSION,
@@ -257,6 +258,7 @@ def open_parquet(
     row_groups: Sequence[int] | None = None,
     columns: Sequence[str] | None = None,
     footer_crc32: int | None = None,
+    schema: pa.Schema | None = None,
 ) -> SegmentParquetFile:
     """Open a segment for reading, its footer and every page it reads checked against their checksums.
 
@@ -266,6 +268,10 @@ def open_parquet(
     (None = all) are read as dictionaries; ``read_row_groups`` turns them back into plain strings
     after the deletion filter.
 
+    ``schema`` (the table schema being read, with its field ids) makes the file read by field id:
+    ``columns`` then name table columns, and reads hand back the table's names and types
+    (``schema_evolution.projection``). Without it, columns are the file's own.
+
     Raises:
         FilesMissingError: the file is gone.
         CorruptSegmentError: its footer is damaged (the message names the file).
@@ -274,12 +280,17 @@ def open_parquet(
     metadata = read_footer(source, path=where, expected_crc32=footer_crc32)
     try:
         pf = SegmentParquetFile(source, metadata=metadata, as_dictionary=(), where=where)
+        projection = resolve(pf.schema_arrow, schema) if schema is not None else None
+        pf.projection = projection
         if row_groups is None:
             return pf
-        as_dictionary = dictionary_columns(metadata, pf.schema_arrow, row_groups, columns)
+        physical = projection.physical_columns(columns) if projection is not None else columns
+        as_dictionary = dictionary_columns(metadata, pf.schema_arrow, row_groups, physical)
         if not as_dictionary:
             return pf
-        return SegmentParquetFile(source, metadata=metadata, as_dictionary=as_dictionary, where=where)
+        pf = SegmentParquetFile(source, metadata=metadata, as_dictionary=as_dictionary, where=where)
+        pf.projection = projection
+        return pf
     except Exception as exc:
         if is_decode_error(exc):
             raise corrupt_segment(where, exc) from None
@@ -293,6 +304,19 @@ def open_parquet(
 # as plain strings: building a dictionary from plain pages would be several times slower.
 _DICTIONARY_PAGE_BYTES = 64 * 1024
 _DICTIONARY_SHARE = 16
+
+
+def segment_projection(io: FileIO, segment: SegmentLike, schema: pa.Schema) -> ReadProjection | None:
+    """How ``segment`` reads under table schema ``schema`` by field id; None when its file already has that schema.
+
+    Reads the footer only (checked against the log's checksum). For readers that hand files to
+    another engine (DuckDB, Spark's Parquet reader), which match columns by name.
+
+    Raises:
+        FilesMissingError: the file is gone.
+        CorruptSegmentError: its footer is damaged."""
+    pf = open_parquet(io, segment.path, footer_crc32=segment.footer_crc32)
+    return resolve(pf.schema_arrow, schema)
 
 
 def dictionary_columns(
@@ -354,7 +378,9 @@ def read_row_groups(
     Raises:
         CorruptSegmentError: The row groups hold another number of rows than the log says."""
     where = getattr(pf, "where", segment.path)
-    table = pf.read_row_groups(list(indices), columns=list(columns) if columns is not None else None, use_threads=use_threads)
+    projection: ReadProjection | None = getattr(pf, "projection", None)
+    physical = projection.physical_columns(columns) if projection is not None else columns
+    table = pf.read_row_groups(list(indices), columns=list(physical) if physical is not None else None, use_threads=use_threads)
     expected = sum(segment.row_groups[i].num_rows for i in indices)
     if table.num_rows != expected:
         raise CorruptSegmentError(where, f"row groups {list(indices)} have {table.num_rows} rows, the log says {expected}")
@@ -362,8 +388,11 @@ def read_row_groups(
         table = table.filter(pa.array(keep, type=pa.bool_()))
     as_dictionary = getattr(pf, "as_dictionary", None)
     if as_dictionary and keep_dictionary:
-        as_dictionary = as_dictionary.difference(keep_dictionary)
-    return _decode_dictionaries(table, as_dictionary) if as_dictionary else table
+        kept = {projection.physical_name(n) for n in keep_dictionary} if projection is not None else set(keep_dictionary)
+        as_dictionary = as_dictionary.difference(kept)
+    if as_dictionary:
+        table = _decode_dictionaries(table, as_dictionary)
+    return projection.conform(table, columns) if projection is not None else table
 
 
 def _decode_dictionaries(table: pa.Table, as_dictionary: frozenset[str]) -> pa.Table:
@@ -396,6 +425,7 @@ class SegmentParquetFile(pq.ParquetFile):
         )
         self.as_dictionary = frozenset(as_dictionary)
         self.where = where
+        self.projection: ReadProjection | None = None  # set by open_parquet when it reads by field id
 
     def read_row_groups(self, *args: Any, **kwargs: Any) -> pa.Table:
         """``ParquetFile.read_row_groups``; damaged bytes raise ``CorruptSegmentError``."""
@@ -433,8 +463,14 @@ class SegmentParquetFile(pq.ParquetFile):
                     )
 
     def read(self, *args: Any, **kwargs: Any) -> pa.Table:
-        """``ParquetFile.read``; damaged bytes raise ``CorruptSegmentError``."""
+        """``ParquetFile.read``; damaged bytes raise ``CorruptSegmentError``.
+
+        Read by field id (``open_parquet(schema=…)``), ``columns`` names table columns."""
         try:
+            if self.projection is not None and not args:
+                names = kwargs.pop("columns", None)
+                table = super().read(columns=self.projection.physical_columns(names), **kwargs)
+                return self.projection.conform(table, names)
             return super().read(*args, **kwargs)
         except Exception as exc:
             if is_decode_error(exc):
@@ -500,6 +536,7 @@ def iter_segment(
     use_threads: bool = False,
     read_rows: int | None = None,
     keep_dictionary: Collection[str] = (),
+    schema: pa.Schema | None = None,
 ) -> Iterator[pa.Table]:
     """The live rows of ``row_groups``, one table per read call.
 
@@ -507,8 +544,8 @@ def iter_segment(
     ``read_rows`` consecutive row groups of up to that many rows in all are decoded in one
     call and filtered with one mask: fewer, larger calls, and the decode of one call runs
     on all cores when ``use_threads`` is set. Row groups whose rows are all deleted are
-    never read."""
-    pf = open_parquet(io, segment.path, row_groups=row_groups, columns=columns, footer_crc32=segment.footer_crc32)
+    never read. ``schema``: the table schema read, by field id (see ``open_parquet``)."""
+    pf = open_parquet(io, segment.path, row_groups=row_groups, columns=columns, footer_crc32=segment.footer_crc32, schema=schema)
     for run, keep in read_runs(segment, row_groups, masks, read_rows=read_rows):
         table = read_row_groups(pf, segment, run, columns, keep=keep, use_threads=use_threads, keep_dictionary=keep_dictionary)
         if row_address:

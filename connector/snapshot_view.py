@@ -45,6 +45,9 @@ def read_only(snapshot: Snapshot) -> Snapshot:
         dvs=_proxy(snapshot.dvs),
         history=list(snapshot.history),
         transactions=_proxy(snapshot.transactions),
+        schema_id=snapshot.schema_id,
+        last_field_id=snapshot.last_field_id,
+        schema_break_version=snapshot.schema_break_version,
     )
 
 

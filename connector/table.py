@@ -41,6 +41,7 @@ from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, Vac
 from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
+from .schema_evolution.update import UpdateSchema
 from .segments import write_segments
 from .snapshot_view import read_only
 from .stats import Predicate
@@ -262,6 +263,27 @@ class Table:
     def schema(self) -> pa.Schema:
         return schema_from_json(self._latest().table_schema)
 
+    def update_schema(self) -> UpdateSchema:
+        """Change the schema — ``with t.update_schema() as u: u.add_column("x", pa.int64())`` — in one commit.
+
+        Add, rename, drop, widen and make optional, by field id: no data file is rewritten (see
+        ``mvtable.connector.schema_evolution``); an exception inside the block commits nothing.
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI.
+            SchemaEvolutionError: A change breaks a rule (a narrowing, a name clash, a drop or type
+                change of a key column, an ``_mv_`` name); the message names the column and the rule.
+            ConcurrentSchemaChangeError: Another schema change landed since this block read the
+                schema; nothing landed, run the block again.
+            CommitConflictError: A concurrent commit made this one invalid; nothing of it landed,
+                so run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read or write.
+        """
+        return UpdateSchema(self.commit_log, self._latest())
+
     def scan(
         self,
         *,
@@ -418,10 +440,11 @@ class Table:
         return out
 
     # -- writing -------------------------------------------------------------------------
-    def append(self, data: pa.Table | pa.RecordBatch) -> WriteResult:
+    def append(self, data: pa.Table | pa.RecordBatch, *, merge_schema: bool = False) -> WriteResult:
         """Add ``data``'s rows in one commit (``write(data, mode="append")``).
 
-        A table that does not exist yet is created with ``data``'s schema.
+        A table that does not exist yet is created with ``data``'s schema. ``merge_schema``
+        adds ``data``'s new columns (and widens types) in the same commit.
 
         Raises:
             InvalidOptionError: ``data`` is not a pyarrow ``Table`` or ``RecordBatch``.
@@ -437,10 +460,21 @@ class Table:
                 ``history()`` before running it again.
             StorageError: The store refused or failed a write (full, read-only, no permission).
         """
-        return self.write(data, mode=WriteMode.APPEND)
+        return self.write(data, mode=WriteMode.APPEND, merge_schema=merge_schema)
 
-    def overwrite(self, data: pa.Table | pa.RecordBatch, *, consistent_push: bool = False, publish: bool = True) -> WriteResult:
+    def overwrite(
+        self,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        consistent_push: bool = False,
+        publish: bool = True,
+        merge_schema: bool = False,
+        overwrite_schema: bool = False,
+    ) -> WriteResult:
         """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``).
+
+        ``merge_schema`` adds ``data``'s new columns (and widens types); ``overwrite_schema``
+        replaces the schema with ``data``'s (see ``write``).
 
         Raises:
             InvalidOptionError: ``publish=False`` without ``consistent_push``, or ``data`` is not a
@@ -461,7 +495,14 @@ class Table:
                 ``history()`` before running it again.
             StorageError: The store refused or failed a write (full, read-only, no permission).
         """
-        return self.write(data, mode=WriteMode.OVERWRITE, consistent_push=consistent_push, publish=publish)
+        return self.write(
+            data,
+            mode=WriteMode.OVERWRITE,
+            consistent_push=consistent_push,
+            publish=publish,
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
+        )
 
     def write(
         self,
@@ -470,11 +511,15 @@ class Table:
         mode: WriteMode | str = WriteMode.APPEND,
         consistent_push: bool = False,
         publish: bool = True,
+        merge_schema: bool = False,
+        overwrite_schema: bool = False,
     ) -> WriteResult:
         """Write ``data`` in one commit, as ``mode`` says (a ``WriteMode`` or its name).
 
         ``consistent_push`` (overwrite only) replaces the rows as one lineage entry that
         readers see all at once or not at all; ``publish=False`` stages it for ``publish``.
+        ``merge_schema`` adds ``data``'s new columns (and widens types) in the same commit;
+        ``overwrite_schema`` (overwrite only) replaces the schema with ``data``'s (docs/schema.md).
 
         Raises:
             InvalidOptionError: An unknown mode, options that do not fit it, or ``data`` that is not
@@ -505,6 +550,8 @@ class Table:
             consistent_push=consistent_push,
             publish=publish,
             snapshot=self._latest_or_empty(),
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
         )
         segments: list[SegmentFile] = []
         try:
@@ -614,7 +661,7 @@ class Table:
 
             def find(task: ScanTask) -> tuple[str, BitMap64]:
                 # the bitmap is built here too, on the reader threads, beside other segments' decode
-                hits = matching_positions(self.io, task, filter, needed, use_threads=workers > 1)
+                hits = matching_positions(self.io, task, filter, needed, use_threads=workers > 1, schema=schema)
                 return task.segment.id, bitmap_from_array(hits.astype(np.uint64))
 
             found: dict[str, BitMap64] = {}

@@ -53,7 +53,8 @@ class TableScan:
         self.filter = filter
         self.pinned = pinned  # held from planning until a read of the scan ends
         self.use_threads = use_threads
-        self._columns = _read_columns(plan, filter, schema_from_json(pinned.snapshot.table_schema))
+        self._table_schema = schema_from_json(pinned.snapshot.table_schema)  # columns resolve by its field ids
+        self._columns = _read_columns(plan, filter, self._table_schema)
 
     def to_tables(self) -> Iterator[pa.Table]:
         """The rows, a table at a time.
@@ -96,6 +97,7 @@ class TableScan:
             use_threads=self.use_threads,
             read_rows=DEFAULT_READ_ROWS if self.use_threads else None,
             keep_dictionary=keep_dictionary,
+            schema=self._table_schema,
         )
         for t in tables:
             if self.filter is not None:
@@ -227,7 +229,7 @@ class TableScan:
             # DuckDB's reader checks no page CRCs and trusts the footers: the footers are
             # checked against the log here, once (``segment_checks``)
             check_footers(self.io, list({t.segment.id: t.segment for t in self.plan.tasks}.values()))
-            return duckdb_relation(con, self.io, self.plan)
+            return duckdb_relation(con, self.io, self.plan, schema=self._table_schema)
         except BaseException:
             self.release()
             raise

@@ -33,6 +33,7 @@ from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.schema_ids import highest_id
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, open_file_io
 
@@ -45,6 +46,8 @@ from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
+from .schema_evolution.field_ids import fresh_ids, strip_ids
+from .schema_evolution.merge import merged_schema, replaced_schema
 from .segments import SegmentWriter
 from .write_intents import WriteIntent
 
@@ -84,6 +87,10 @@ class WritePlan:
     # concurrent writer created after this write planned is refused, not appended to
     create_only: bool = False
     segment_prefix: str = ""  # starts every segment id this write makes (SegmentWriter's id_prefix)
+    # merge_schema / overwrite_schema: the schema change the write's commit carries
+    # (``table_schema`` above is already the new one): {"table_schema", "last_field_id", "changes"}
+    evolve: dict[str, Any] | None = None
+    fill_missing: bool = False  # merge_schema: nullable columns the data lacks are written as nulls
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -117,6 +124,8 @@ def begin_write(
     snapshot: Snapshot | None = None,
     owner: PushOwner | None = None,
     take_intent: bool | None = None,
+    merge_schema: bool = False,
+    overwrite_schema: bool = False,
 ) -> WritePlan:
     """Plan a write on the driver: check it against the table, then pin, take an intent, start a push.
 
@@ -128,7 +137,9 @@ def begin_write(
     (``recovery.start_push``): ``owner`` is who runs it, this process by default (a Spark
     planner passes the driver JVM). ``take_intent`` (default: ``pin``) takes the write
     intent the files are named after, owned by ``owner`` too (``write_intents``); a
-    streaming writer plans without one, a write of no files needs none.
+    streaming writer plans without one, a write of no files needs none. ``merge_schema`` adds the
+    data's new columns and widens types in the write's own commit; ``overwrite_schema`` (an
+    overwrite) replaces the schema with the data's (``schema_evolution.merge``).
 
     Raises:
         InvalidOptionError: an unknown mode, options that do not go together, properties or a
@@ -147,8 +158,21 @@ def begin_write(
     commit_log = open_log(io)
     if snapshot is None:
         snapshot = load_snapshot(commit_log)
+    merge_schema = checks.flag(merge_schema, name="merge_schema")
+    overwrite_schema = checks.flag(overwrite_schema, name="overwrite_schema")
+    if overwrite_schema and (mode != OVERWRITE or not publish):
+        raise InvalidOptionError(
+            "overwriteSchema replaces the table's schema with the data's: use it with mode('overwrite') (and a published push)"
+        )
     if snapshot.exists:
-        target = _existing_table(snapshot, incoming, properties=properties, primary_key=primary_key)
+        target = _existing_table(
+            snapshot,
+            incoming,
+            properties=properties,
+            primary_key=primary_key,
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
+        )
     else:
         target = _new_table(snapshot, incoming, properties=properties, primary_key=primary_key)
     plan = _pinned_plan(
@@ -162,6 +186,8 @@ def begin_write(
         publish=publish,
         pin=pin,
     )
+    if merge_schema:
+        plan = dataclasses.replace(plan, fill_missing=True)
     if pin if take_intent is None else take_intent:
         plan = _with_intent(io, plan, owner=owner)
     if consistent_push:
@@ -180,6 +206,7 @@ class _Target:
     props: TableProperties
     key: tuple[str, ...]
     create: MetadataAction | None = None
+    evolve: dict[str, Any] | None = None  # a schema change the write's commit carries (WritePlan.evolve)
 
 
 def _check_mode(mode: str) -> None:
@@ -209,7 +236,13 @@ def _check_push_options(*, consistent_push: bool, publish: bool, mode: str) -> N
 
 
 def _existing_table(
-    snapshot: Snapshot, incoming: pa.Schema, *, properties: dict[str, str], primary_key: Sequence[str] | None
+    snapshot: Snapshot,
+    incoming: pa.Schema,
+    *,
+    properties: dict[str, str],
+    primary_key: Sequence[str] | None,
+    merge_schema: bool = False,
+    overwrite_schema: bool = False,
 ) -> _Target:
     """Check a write to an existing table against its schema and key.
 
@@ -220,16 +253,30 @@ def _existing_table(
         SchemaMismatchError: the data does not fit the table's schema.
         KeyColumnMissingError: a key column is missing from the data.
         KeyTypeMismatchError: a key column's type differs from the table's.
+        SchemaEvolutionError: ``merge_schema`` and a column whose type cannot be merged.
     """
     if properties:
         raise InvalidOptionError(f"table properties {sorted(properties)} can only be set when the table is created")
     if snapshot.primary_key:
         check_key_schema(schema_from_json(snapshot.table_schema), snapshot.primary_key, incoming)
-    check_write_schema(snapshot.table_schema, incoming)
+    table_schema, evolve = snapshot.table_schema, None
+    last_id = max(snapshot.last_field_id, highest_id(snapshot.table_schema))
+    if overwrite_schema:
+        check_new_table_columns(incoming)
+        table_schema, last = replaced_schema(strip_ids(schema_to_json(incoming)), last_field_id=last_id)
+        evolve = {"table_schema": table_schema, "last_field_id": last, "changes": ["overwrite schema"]}
+    elif merge_schema:
+        merged = merged_schema(snapshot.table_schema, incoming, last_field_id=last_id, primary_key=snapshot.primary_key)
+        if merged is not None:
+            table_schema = merged.doc
+            evolve = {"table_schema": table_schema, "last_field_id": merged.last_field_id, "changes": list(merged.changes)}
+    check_write_schema(table_schema, incoming, fill_missing=merge_schema)
     if primary_key and not same_key(primary_key, snapshot.primary_key):
         have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
         raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
-    return _Target(table_schema=snapshot.table_schema, props=TableProperties.of(snapshot.properties), key=snapshot.primary_key)
+    return _Target(
+        table_schema=table_schema, props=TableProperties.of(snapshot.properties), key=snapshot.primary_key, evolve=evolve
+    )
 
 
 def _new_table(
@@ -245,7 +292,7 @@ def _new_table(
         UnsupportedKeyTypeError: a key column has a type keys cannot have.
     """
     check_new_table_columns(incoming)
-    table_schema = schema_to_json(incoming)
+    table_schema, last_field_id = fresh_ids(schema_to_json(incoming))  # ids 1, 2, … (schema_evolution)
     props = TableProperties.of(snapshot.properties, properties)
     key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
     create = MetadataAction(
@@ -253,6 +300,8 @@ def _new_table(
         table_schema=table_schema,
         properties=dict(properties or {}),
         primary_key=key or None,
+        schema_id=0,
+        last_field_id=last_field_id,
     )
     return _Target(table_schema=table_schema, props=props, key=key, create=create)
 
@@ -285,6 +334,7 @@ def _pinned_plan(
         primary_key=target.key,
         dv_inline_max_bytes=target.props.dv_inline_max_bytes,
         create=target.create.model_dump() if target.create else None,
+        evolve=target.evolve,
         pin=pin_version(io, snapshot.version, owner="write") if snapshot.exists and pin else None,
         read_snapshot=snapshot,
     )
@@ -349,7 +399,7 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     writer = SegmentWriter(
         io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix, intent=intent
     )
-    order: list[str] | None = None
+    order: list[str | None] | None = None
     try:
         keeper: AbstractContextManager[object] = (
             write_intents.IntentKeeper(io, intent, renew_first=own is None) if intent is not None else nullcontext()
@@ -357,9 +407,11 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
         with recovery.keep_lease(io, plan.entry_id, lease_ms=plan.lease_ms), keeper:
             for batch in batches:
                 if order is None:
-                    order = check_write_schema(plan.table_schema, batch.schema)
+                    order = check_write_schema(plan.table_schema, batch.schema, fill_missing=plan.fill_missing)
                 if batch.schema.names != order or batch.schema != schema:
-                    batch = cast_columns(pa.RecordBatch, _table_named(batch, order, schema), schema, data_names=order)
+                    batch = cast_columns(
+                        pa.RecordBatch, _table_named(batch, order, schema), schema, data_names=_names(order, schema)
+                    )
                 writer.write(batch)
             segment = writer.close()
     except BaseException:
@@ -377,21 +429,28 @@ def align(plan: WritePlan, data: pa.Table) -> pa.Table:
     Raises:
         SchemaMismatchError: the data cannot have them.
     """
-    order = check_write_schema(plan.table_schema, data.schema)
+    order = check_write_schema(plan.table_schema, data.schema, fill_missing=plan.fill_missing)
     schema = plan.arrow_schema
     if not data.num_rows:
         return schema.empty_table()
     if data.schema.equals(schema, check_metadata=True):  # already the table's columns, order and types
         return data
-    return cast_columns(pa.Table, _table_named(data, order, schema), schema, data_names=order)
+    return cast_columns(pa.Table, _table_named(data, order, schema), schema, data_names=_names(order, schema))
 
 
-def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str], schema: pa.Schema) -> list[Any]:
+def _table_named(data: pa.Table | pa.RecordBatch, order: Sequence[str | None], schema: pa.Schema) -> list[Any]:
     """``data``'s columns in table order, ready for the cast to ``schema``.
 
-    ``order`` names them as the data does; their struct fields get the table's names.
+    ``order`` names them as the data does (None: a column the data lacks, written as nulls); their
+    struct fields get the table's names.
     """
-    return [with_table_names(data.column(n), f.type) for n, f in zip(order, schema)]
+    return [
+        pa.nulls(data.num_rows, f.type) if n is None else with_table_names(data.column(n), f.type) for n, f in zip(order, schema)
+    ]
+
+
+def _names(order: Sequence[str | None], schema: pa.Schema) -> list[str]:
+    return [n if n is not None else f.name for n, f in zip(order, schema)]
 
 
 def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None = None) -> CommitResult:
@@ -440,14 +499,20 @@ def _commit_write(
     if plan.consistent_push:
         assert plan.entry_id is not None
         operation = Operation.CONSISTENT_PUSH if plan.publish else Operation.PUSH_STAGE
-        build = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)
+        data = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)
     elif plan.mode == OVERWRITE:
         operation = Operation.OVERWRITE
-        build = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
+        data = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
     else:
         operation = Operation.APPEND if read.exists else Operation.CREATE
-        build = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
-    params = {"mode": plan.mode, **({"entry": plan.entry_id} if plan.entry_id else {}), **plan.parameters}
+        data = lambda cur: ops.append(_still_new(cur, plan), segments, metadata=create)
+    build = lambda cur: [*schema_change(cur, plan.evolve), *data(cur)]
+    params = {
+        "mode": plan.mode,
+        **({"entry": plan.entry_id} if plan.entry_id else {}),
+        **({"schemaChanges": plan.evolve["changes"], "schemaId": read.schema_id + 1} if plan.evolve else {}),
+        **plan.parameters,
+    }
     if plan.primary_key and segments:
         rows = keys if keys is not None else segment_keys(commit_log.io, segments, plan.primary_key)
         replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
@@ -471,6 +536,24 @@ def _commit_write(
             read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics
         )
     return result
+
+
+def schema_change(current: Snapshot, evolve: dict[str, Any] | None) -> list[MetadataAction]:
+    """The metadata action of a write's schema change (``WritePlan.evolve``), on top of ``current``; none without one.
+
+    Made from the schema the write read: a schema change since is a ``ConcurrentSchemaChangeError``
+    (``lineage.schema_ids.schema_race``)."""
+    if evolve is None:
+        return []
+    return [
+        MetadataAction(
+            table_id=current.table_id,
+            table_schema=evolve["table_schema"],
+            properties=dict(current.properties),
+            schema_id=current.schema_id + 1,
+            last_field_id=max(current.last_field_id, evolve["last_field_id"]),
+        )
+    ]
 
 
 def _still_new(current: Snapshot, plan: WritePlan) -> Snapshot:

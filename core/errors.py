@@ -92,6 +92,12 @@ class SchemaMismatchError(InvalidInputError):
     """Data whose columns do not match the table's. The message names the columns."""
 
 
+class SchemaEvolutionError(InvalidInputError):
+    """A schema change that breaks a rule of schema evolution (a narrowing, a name clash, a key column dropped …).
+
+    The message names the column and the rule; nothing was committed."""
+
+
 class UnsupportedTypeError(InvalidInputError, TypeError):
     """An Arrow type that Spark SQL cannot hold (unsigned ints, float16, time, …)."""
 
@@ -409,6 +415,13 @@ class ConcurrentMetadataError(CommitConflictError):
     """The schema or table properties changed concurrently."""
 
 
+class ConcurrentSchemaChangeError(ConcurrentMetadataError):
+    """The table's schema changed after this write read it, in a way its files or schema change cannot follow.
+
+    A rename, drop or type change since the read (or any change, for a write that changes the
+    schema itself); nothing of ours landed. Run the write again against the new schema."""
+
+
 class ConcurrentKeyError(CommitConflictError):
     """Concurrent commits kept inserting keys this write also writes, on every retry.
 
@@ -524,6 +537,21 @@ class StreamTableReplacedError(StreamingError):
     """The table a stream's checkpoint follows was deleted and created again at the same location.
 
     Its versions mean something else now."""
+
+
+class StreamSchemaChangedError(StreamingError):
+    """A streaming source met a schema change that is more than an addition (a rename, drop or type change).
+
+    The stream's columns were fixed when it started. ``version`` is the commit; restarting the
+    query continues from it with the new schema, no row lost or repeated."""
+
+    def __init__(self, version: int, change: str) -> None:
+        super().__init__(
+            f"version {version} of the source table changed its schema ({change}); a running stream keeps the columns "
+            f"it started with: restart the query to continue from version {version} with the new schema"
+        )
+        self.version = version
+        self.change = change
 
 
 class InvalidStreamOffsetError(StreamingError):

@@ -92,9 +92,15 @@ class MetadataAction(_Model):
     table_id: _Id
     table_schema: dict[str, Any]
     properties: dict[str, str] = Field(default_factory=dict)
-    # The primary key's columns, set when the table is created and never changed; None on a
-    # later metadata action means "unchanged" (and on the first one: no key).
+    # The primary key's columns, set when the table is created; None on a later metadata action
+    # means "unchanged" (and on the first one: no key). A later one may only rename them with
+    # their columns (the same field ids, see ``schema_ids.key_follows_ids``).
     primary_key: tuple[Annotated[str, Field(min_length=1)], ...] | None = None
+    # The schema's id (raised by every schema change) and the highest field id ever assigned
+    # (never reused, even once its column is dropped). None: a table from before field ids,
+    # or a metadata action that leaves them as they were.
+    schema_id: int | None = Field(default=None, ge=0)
+    last_field_id: int | None = Field(default=None, ge=0)
 
 
 class AddSegment(_Model):

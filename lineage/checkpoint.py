@@ -150,6 +150,9 @@ class _Header(_Model):
     lineage: tuple[_Entry, ...]
     history: _History
     transactions: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)  # streaming writers' last batch ids
+    schema_id: int = Field(default=0, ge=0)
+    last_field_id: int = Field(default=0, ge=0)
+    schema_break_version: int = Field(default=-1, ge=-1)
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -202,6 +205,9 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
             operation=tuple(h.operation for h in s.history),
         ),
         transactions=dict(s.transactions),
+        schema_id=s.schema_id,
+        last_field_id=s.last_field_id,
+        schema_break_version=s.schema_break_version,
     )
     doc = header.model_dump_json().encode()
     table = pa.Table.from_arrays(
@@ -304,6 +310,9 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, ch
         dvs=dvs,
         history=_history(h),
         transactions=dict(header.transactions),
+        schema_id=header.schema_id,
+        last_field_id=header.last_field_id,
+        schema_break_version=header.schema_break_version,
     )
 
 

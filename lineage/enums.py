@@ -57,3 +57,4 @@ class Operation(_Name):
     STREAM_APPEND = "STREAM_APPEND"  # a streaming micro-batch appended (once per batch id)
     STREAM_COMPLETE = "STREAM_COMPLETE"  # a streaming micro-batch replaced the table (complete mode)
     COMPACT = "COMPACT"  # segments rewritten: rows moved, none changed
+    UPDATE_SCHEMA = "UPDATE_SCHEMA"  # columns added, renamed, dropped or widened (no data file rewritten)

@@ -28,6 +28,7 @@ from mvtable.errors import (
     CommitFilesMissingError,
     CommitStateUnknownError,
     ConcurrentLineageError,
+    ConcurrentSchemaChangeError,
     CorruptCommitError,
     CorruptMetadataError,
     InvalidLineageTransitionError,
@@ -39,12 +40,13 @@ from mvtable.errors import (
 )
 from mvtable.storage import FileIO
 
-from .actions import Action, Commit, files_named, parse_commit
+from .actions import Action, AddSegment, Commit, MetadataAction, files_named, parse_commit
 from .checkpoint import checkpoint_bytes, parse_checkpoint, read_checkpoint_summary
 from .checkpoint_cache import process_checkpoints
 from .enums import Operation
 from .log_listing import Listing as Listing  # re-exported: where callers have always found it
 from .log_listing import MissingKind, explain_missing, missing_commits, runs, unsettled_runs
+from .schema_ids import schema_race
 from .snapshot import Snapshot, apply_commit, replay
 from .summary import CommitSummary, TableSummary, parse_commit_summary
 
@@ -768,9 +770,21 @@ def _candidate(
 
     Raises:
         ConcurrentLineageError: the transition fails because of commits after ``read``.
+        ConcurrentSchemaChangeError: the schema changed after ``read`` in a way this commit cannot follow.
         InvalidLineageTransitionError: the transition fails on what was read.
     """
     actions = tuple(build(current))  # first: parameters and metrics may report what it did
+    if read.exists:
+        race = schema_race(
+            read.schema_id,
+            current.schema_id,
+            changes_schema=any(isinstance(a, MetadataAction) and a.table_schema != current.table_schema for a in actions),
+            adds_files=any(isinstance(a, AddSegment) for a in actions),
+            break_version=current.schema_break_version,
+            read_version=read.version,
+        )
+        if race is not None:
+            raise ConcurrentSchemaChangeError(f"{operation}: {race}")
     candidate = Commit(
         version=current.version + 1,
         read_version=read.version,

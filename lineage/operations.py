@@ -7,8 +7,10 @@ commit or raises a typed conflict. The rules:
 * appends never conflict, not even with replaces;
 * a replace (overwrite, consistent push) is all-or-nothing: it conflicts when a segment it
   replaces was removed or replaced since it read;
-* a table's schema is fixed by its first commit; a concurrent creator with another schema
-  is a conflict;
+* a table's schema is set by its first commit (a concurrent creator with another schema is
+  a conflict) and changes only by commits that carry a new one; a write that read the schema
+  before a rename, drop or type change, or a schema change racing another, is a conflict
+  (``schema_ids.schema_race``, checked by the commit loop for every commit);
 * a compaction never fails anyone: appends pass it by, and a bin whose inputs a concurrent
   commit replaced is dropped from it (``compaction_blocker``), not the other commit.
 """
@@ -237,7 +239,8 @@ def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], emp
     Segments visible now but not then are removed. Segments visible then but hidden or
     removed now come back as *clones*: a new id naming the same file (lineage rules would
     keep hiding the old id). Shared segments get their old DV back (``empty_dv`` when they
-    had none). ``new_ids`` maps each segment to clone to its new id."""
+    had none). ``new_ids`` maps each segment to clone to its new id. A clone of a segment written
+    before the last rename, drop or type change comes back without row-group statistics."""
     now = current.visible_segment_ids()
     then = target.visible_segment_ids()
     now_set, then_set = set(now), set(then)
@@ -249,6 +252,11 @@ def restore(current: Snapshot, target: Snapshot, *, new_ids: dict[str, str], emp
                 actions.append(SetDeletionVector(segment_id=sid, dv=old_dv if old_dv is not None else empty_dv))
             continue
         clone = target.segments[sid].file.to_segment_file(id=new_ids[sid])
+        if target.segments[sid].added_version <= current.schema_break_version:
+            # written before a rename, drop or type change: its statistics are keyed by names that
+            # may mean other columns now, and the clone is newer than that change (readers trust
+            # the statistics of such segments): it comes back without them
+            clone = clone.model_copy(update={"row_groups": tuple(rg.model_copy(update={"stats": {}}) for rg in clone.row_groups)})
         actions.append(AddSegment(segment=clone))
         if old_dv is not None:
             actions.append(SetDeletionVector(segment_id=clone.id, dv=old_dv))

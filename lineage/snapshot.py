@@ -37,6 +37,7 @@ from .actions import (
 )
 from .descriptors import SegmentDescriptor, describe
 from .enums import LineageState, Operation
+from .schema_ids import breaking_change, key_follows_ids
 
 
 @dataclass(slots=True)
@@ -110,6 +111,12 @@ class Snapshot:
     history: list[HistoryItem] = field(default_factory=list)
     # streaming writers: application id -> last micro-batch id committed (SetTransaction)
     transactions: dict[str, int] = field(default_factory=dict)
+    # the schema's id, the highest field id ever assigned (0: none recorded, a table from
+    # before field ids) and the last version whose schema change was more than an addition
+    # (a rename, drop or type change; -1: none): see ``schema_ids``
+    schema_id: int = 0
+    last_field_id: int = 0
+    schema_break_version: int = -1
 
     @property
     def exists(self) -> bool:
@@ -143,6 +150,9 @@ class Snapshot:
             dvs=dict(self.dvs),
             history=list(self.history),
             transactions=dict(self.transactions),
+            schema_id=self.schema_id,
+            last_field_id=self.last_field_id,
+            schema_break_version=self.schema_break_version,
         )
 
 
@@ -186,8 +196,25 @@ def replay(commits: Iterable[Commit], *, base: Snapshot | None = None, in_place:
 def _metadata(s: Snapshot, a: MetadataAction, v: int, ts: int) -> None:
     if s.exists and a.table_id != s.table_id:
         raise InvalidLineageTransitionError(f"table id changed from {s.table_id} to {a.table_id}")
-    if a.primary_key is not None and s.exists and tuple(a.primary_key) != s.primary_key:
+    if (
+        a.primary_key is not None
+        and s.exists
+        and tuple(a.primary_key) != s.primary_key
+        and not key_follows_ids(s.table_schema, s.primary_key, a.table_schema, a.primary_key)
+    ):
         raise InvalidLineageTransitionError(f"the primary key {list(s.primary_key)} cannot change to {list(a.primary_key)}")
+    if s.exists and a.table_schema != s.table_schema:
+        if breaking_change(s.table_schema, a.table_schema) is not None:
+            s.schema_break_version = v
+        s.schema_id = a.schema_id if a.schema_id is not None else s.schema_id + 1
+    elif a.schema_id is not None:
+        s.schema_id = a.schema_id
+    if a.last_field_id is not None:
+        if a.last_field_id < s.last_field_id:
+            raise InvalidLineageTransitionError(
+                f"the highest field id cannot go down from {s.last_field_id} to {a.last_field_id}"
+            )
+        s.last_field_id = a.last_field_id
     s.table_id = a.table_id
     s.table_schema = a.table_schema
     s.properties = dict(a.properties)

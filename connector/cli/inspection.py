@@ -72,7 +72,12 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
     out = stdout_console()
     out.print(as_text(f"table {info['uri']}  version {info['version']}  ({fmt_time(info['timestamp'])})  id {info['table_id']}"))
     if info["schema"]:
-        out.print(as_text("columns: " + ", ".join(f"{c['name']} {c['type']}" for c in info["schema"])))
+        out.print(
+            as_text(
+                f"schema id {info.get('schema_id', 0)}, columns: "
+                + ", ".join(f"{c['name']} {c['type']}" + (f" (id {c['id']})" if c.get("id") else "") for c in info["schema"])
+            )
+        )
     if info["primary_key"]:
         out.print(as_text("primary key: " + ", ".join(info["primary_key"])))
     if info["properties"]:

@@ -27,6 +27,7 @@ from .output import (
 )
 from .parser import UsageExit, build_parser, join_dash_values
 from .pins import cmd_pins
+from .schema import cmd_schema
 from .wording import cli_message
 
 __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
@@ -42,6 +43,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compact": cmd_compact,
     "inspect": cmd_inspect,
     "pins": cmd_pins,
+    "schema": cmd_schema,
     "export": cmd_export,
     "spark-jar": cmd_spark_jar,
 }

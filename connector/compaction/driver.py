@@ -28,6 +28,7 @@ from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, SetDeletionVector
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog
+from mvtable.lineage.schema_ids import schema_race
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.paths import location_uri
 from mvtable.storage import FileIO
@@ -162,8 +163,18 @@ def _commit_batch(
         dropped: list[DroppedBin] = []
         carried: dict[str, BitMap64] = {}
         remapped = 0
+        # outputs written under a schema a rename, drop or type change has since replaced would
+        # carry statistics under old names: the batch is dropped (the next run compacts again)
+        renamed = schema_race(
+            read.schema_id,
+            current.schema_id,
+            changes_schema=False,
+            adds_files=True,
+            break_version=current.schema_break_version,
+            read_version=read.version,
+        )
         for rb in rewritten:
-            reason = ops.compaction_blocker(current, rb.bin.segment_ids)
+            reason = renamed or ops.compaction_blocker(current, rb.bin.segment_ids)
             extra: BitMap64 | None = None
             if reason is None:
                 extra, reason = _carry(io, current, rb)

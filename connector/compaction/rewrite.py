@@ -66,7 +66,14 @@ def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec, *, use_threads: bool = F
             rows = 0
             masks = task_masks(io, task)
             for table in iter_segment(
-                io, seg, task.row_groups, None, masks=masks, read_rows=DEFAULT_READ_ROWS, use_threads=use_threads
+                io,
+                seg,
+                task.row_groups,
+                None,
+                masks=masks,
+                read_rows=DEFAULT_READ_ROWS,
+                use_threads=use_threads,
+                schema=spec.schema,  # by field id: old segments come out in the table's current schema
             ):
                 out.write(table)
                 rows += table.num_rows

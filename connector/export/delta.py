@@ -3,7 +3,9 @@
 The table root is the Delta table root and ``add`` paths are relative to it, so the
 log sits beside ``_mvtable/`` and names ``data/<segment>.parquet`` in place. Each export
 appends Delta commits: the first one carries ``protocol`` (reader 3 / writer 7 with the
-``deletionVectors`` feature) and ``metaData``; every commit is the difference between the
+``deletionVectors`` feature) and ``metaData``, and so does the first after a column was
+renamed, dropped or retyped (column mapping mode ``id`` from then on: physical names stay,
+logical names change, readers resolve columns by field id); every commit is the difference between the
 last exported state (replayed from this log) and the mvtable version it exports, as
 ``add``/``remove`` actions, and its ``commitInfo`` records ``mvtableVersion``.
 
@@ -39,7 +41,7 @@ from .common import (
     table_location,
     table_uuid,
 )
-from .types import delta_schema
+from .types import delta_column_mapping, delta_schema, names_by_id, physical_names
 
 __all__ = ["export_delta", "DELTA_LOG_DIR", "z85"]
 
@@ -70,6 +72,7 @@ def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     location = table_location(io)
     writer = MetadataWriter(io, location)
     state, next_version, last_exported, owner = _replay(writer)
+    metadata = _last_metadata(writer)
     sizes = FileSizes(io)
     new_versions: list[int] = []
     skipped: list[int] = []
@@ -77,7 +80,7 @@ def export_delta(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     for snap, files in newer_versions(
         snapshots, after=last_exported, location=location, sizes=sizes, skipped=skipped, owner=owner, folder=DELTA_LOG_DIR
     ):
-        actions, wanted, n = _commit_actions(io, snap, files, state, first=next_version == 0)
+        actions, wanted, n, metadata = _commit_actions(io, snap, files, state, first=next_version == 0, previous=metadata)
         path = f"{DELTA_LOG_DIR}/{next_version:020d}.json"
         body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
         if not writer.write(path, body, exclusive=True):
@@ -182,10 +185,45 @@ def _read_commit(data: bytes) -> tuple[int, dict[str, dict[str, Any]], list[str]
     return version, added, removed, meta_id
 
 
+def _last_metadata(writer: MetadataWriter) -> dict[str, Any] | None:
+    """The newest ``metaData`` action of the log this exporter wrote (None: no log yet)."""
+    for name in reversed(_commit_names(writer)):
+        for line in writer.io.read(f"{DELTA_LOG_DIR}/{name}").decode().splitlines():
+            if line.strip():
+                action = json.loads(line)
+                if isinstance(action, dict) and "metaData" in action:
+                    return dict(action["metaData"])
+    return None
+
+
 def _commit_actions(
-    io: FileIO, snap: Snapshot, files: list[LiveFile], state: dict[str, dict[str, Any]], *, first: bool
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], int]:
-    schema, features = delta_schema(snap.table_schema)
+    io: FileIO,
+    snap: Snapshot,
+    files: list[LiveFile],
+    state: dict[str, dict[str, Any]],
+    *,
+    first: bool,
+    previous: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], int, dict[str, Any] | None]:
+    plain, features = delta_schema(snap.table_schema)
+    before = json.loads(previous["schemaString"]) if previous is not None else None
+    # Column mapping (mode ``id``) from the first version whose schema renamed, dropped or retyped a
+    # column on: Delta readers then resolve columns by field id. Before that names are right, and
+    # readers without column mapping (polars) can read the export.
+    was_mapped = before is not None and bool(physical_names(before))
+    mapped = was_mapped or snap.schema_break_version >= 0
+    if mapped:
+        # physical names: those the log gave already; switching on, the names the files were written with
+        known = physical_names(before) if was_mapped and before is not None else names_by_id(before)
+        schema, max_id = delta_column_mapping(plain, known)
+        features = [*features, "columnMapping"]
+        configuration = {
+            "delta.enableDeletionVectors": "true",
+            "delta.columnMapping.mode": "id",
+            "delta.columnMapping.maxColumnId": str(max(max_id, snap.last_field_id)),
+        }
+    else:
+        schema, configuration = plain, {"delta.enableDeletionVectors": "true"}
     actions: list[dict[str, Any]] = [
         {
             "commitInfo": {
@@ -197,22 +235,23 @@ def _commit_actions(
             }
         }
     ]
-    if first:
+    meta: dict[str, Any] = {
+        "id": table_uuid(snap.table_id),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+        "partitionColumns": [],
+        "configuration": configuration,
+        "createdTime": previous["createdTime"] if previous is not None else snap.timestamp_ms,
+    }
+    if first or (mapped and not was_mapped):
         actions.append(
             {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features, "writerFeatures": features}}
         )
-        actions.append(
-            {
-                "metaData": {
-                    "id": table_uuid(snap.table_id),
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": json.dumps(schema),
-                    "partitionColumns": [],
-                    "configuration": {"delta.enableDeletionVectors": "true"},
-                    "createdTime": snap.timestamp_ms,
-                }
-            }
-        )
+    if first or previous is None or previous.get("schemaString") != meta["schemaString"]:
+        # a schema change is a new metaData action, as Delta writers commit one
+        actions.append({"metaData": meta})
+    elif previous is not None:
+        meta = previous
     wanted: dict[str, dict[str, Any]] = {}
     copied = 0
     for f in files:
@@ -229,7 +268,7 @@ def _commit_actions(
     for path, old in state.items():
         if path not in wanted:
             actions.append({"remove": _remove(old, snap.timestamp_ms)})
-    return actions, wanted, copied
+    return actions, wanted, copied, meta
 
 
 def _same_dv(add: dict[str, Any], f: LiveFile) -> bool:

@@ -210,7 +210,8 @@ class _OverwriteProducer:
         location: str,
     ) -> None:
         self.writer, self.meta, self.snap, self.files, self.placer, self.location = writer, meta, snap, files, placer, location
-        self.schema, self.mapping, self.last_column_id = iceberg_schema(snap.table_schema)
+        self.schema, self.mapping, self.last_column_id = iceberg_schema(snap.table_schema, schema_id=snap.schema_id)
+        self.schema_id = snap.schema_id
         self.sid, self.seq = snapshot_id(snap.version), snap.version + 1
         self.tag = uuid.uuid4().hex  # names this snapshot's files
         self.first_row_id = int((meta or {}).get("next-row-id", 0))
@@ -246,6 +247,7 @@ class _OverwriteProducer:
             path,
             entries,
             self.schema,
+            schema_id=self.schema_id,
             content=content,
             sid=self.sid,
             seq=self.seq,
@@ -273,7 +275,7 @@ class _OverwriteProducer:
             "sequence-number": self.seq,
             "timestamp-ms": self.snap.timestamp_ms,
             "manifest-list": f"{self.location}/{list_path}",
-            "schema-id": 0,
+            "schema-id": self.schema_id,
             "summary": {
                 "operation": "overwrite",
                 "mvtable.version": str(self.snap.version),
@@ -301,19 +303,25 @@ class _OverwriteProducer:
             "metadata-log": [],
         }
         out = dict(base)
+        # every schema a snapshot of the export was written under stays, each snapshot naming its
+        # own (time travel in Iceberg reads each version with its schema); one id, one schema
+        schemas = [s for s in base.get("schemas", []) if s.get("schema-id") != self.schema_id]
+        # the name mapping is for files without field ids (written before mvtable had them): they
+        # hold the names of the first schema exported, so the first mapping stays
+        mapping = base.get("properties", {}).get("schema.name-mapping.default") or json.dumps(self.mapping)
         out.update(
             {
                 "last-sequence-number": max(self.seq, int(base.get("last-sequence-number", 0))),
                 "last-updated-ms": self.snap.timestamp_ms,
-                "last-column-id": self.last_column_id,
-                "current-schema-id": 0,
-                "schemas": [self.schema],
+                "last-column-id": max(self.last_column_id, int(base.get("last-column-id", 0))),
+                "current-schema-id": self.schema_id,
+                "schemas": sorted([*schemas, self.schema], key=lambda s: s["schema-id"]),
                 "default-spec-id": 0,
                 "partition-specs": [{"spec-id": 0, "fields": []}],
                 "last-partition-id": 999,
                 "default-sort-order-id": 0,
                 "sort-orders": [{"order-id": 0, "fields": []}],
-                "properties": {"schema.name-mapping.default": json.dumps(self.mapping), "mvtable.table-id": self.snap.table_id},
+                "properties": {"schema.name-mapping.default": mapping, "mvtable.table-id": self.snap.table_id},
                 "current-snapshot-id": self.sid,
                 "refs": {"main": {"snapshot-id": self.sid, "type": "branch"}},
                 "snapshots": [*base["snapshots"], snapshot],
@@ -348,6 +356,7 @@ def _write_manifest(
     entries: list[dict[str, Any]],
     schema: dict[str, Any],
     *,
+    schema_id: int = 0,
     content: int,
     sid: int,
     seq: int,
@@ -362,7 +371,7 @@ def _write_manifest(
         entries,
         metadata={
             "schema": json.dumps(schema),
-            "schema-id": "0",
+            "schema-id": str(schema_id),
             "partition-spec": "[]",
             "partition-spec-id": "0",
             "format-version": "3",

@@ -13,10 +13,10 @@ column name the Parquet files use.
 from __future__ import annotations
 
 import re
-from itertools import count
 from typing import Any
 
 from mvtable.errors import UnsupportedExportTypeError
+from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, iter_fields, with_ids
 
 __all__ = ["iceberg_schema", "delta_schema"]
 
@@ -64,15 +64,30 @@ def _decimal(t: str, *, column: str, target: str) -> tuple[int, int] | None:
     return precision, scale
 
 
-def iceberg_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+# Iceberg numbers list elements and map keys and values too; mvtable's field ids name struct
+# fields only, so those get ids derived from their parent's, above any struct field's id:
+# the same on every export of every version, whatever was renamed.
+_COLLECTION_ID_BASE = 1 << 24
+
+
+def _collection_id(parent: int, kind: int) -> int:
+    return _COLLECTION_ID_BASE + parent * 3 + kind
+
+
+def iceberg_schema(table_schema: dict[str, Any], *, schema_id: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """``(schema JSON with field ids, name mapping, highest field id)`` for Iceberg.
+
+    Struct fields keep the table's own field ids (``lineage.schema_ids``; by position for a table
+    stored before them), so a renamed or dropped column is the same or a gone Iceberg field and
+    Iceberg readers resolve the Parquet files by the ids they carry.
 
     Raises:
         UnsupportedExportTypeError: A column's type has no Iceberg equivalent."""
-    ids = count(1)
+    numbered = with_ids(table_schema)
+    used: list[int] = []
     mapping: list[dict[str, Any]] = []
 
-    def convert(t: Any, column: str, names: list[dict[str, Any]]) -> Any:
+    def convert(t: Any, column: str, names: list[dict[str, Any]], parent: int) -> Any:
         if isinstance(t, str):
             if t in _ICEBERG_PRIMITIVE:
                 return _ICEBERG_PRIMITIVE[t]
@@ -84,19 +99,21 @@ def iceberg_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[d
         if kind == "struct":
             return struct(t["fields"], f"{column}.", names)
         if kind == "array":
-            eid = next(ids)
+            eid = _collection_id(parent, 0)
+            used.append(eid)
             sub: list[dict[str, Any]] = []
             names.append({"field-id": eid, "names": ["element"], "fields": sub})
-            element = convert(t["elementType"], f"{column}[]", sub)
+            element = convert(t["elementType"], f"{column}[]", sub, eid)
             return {"type": "list", "element-id": eid, "element": element, "element-required": not t.get("containsNull", True)}
         if kind == "map":
-            kid, vid = next(ids), next(ids)
+            kid, vid = _collection_id(parent, 1), _collection_id(parent, 2)
+            used.extend((kid, vid))
             ksub: list[dict[str, Any]] = []
             vsub: list[dict[str, Any]] = []
             names.append({"field-id": kid, "names": ["key"], "fields": ksub})
             names.append({"field-id": vid, "names": ["value"], "fields": vsub})
-            key = convert(t["keyType"], f"{column}.key", ksub)
-            value = convert(t["valueType"], f"{column}.value", vsub)
+            key = convert(t["keyType"], f"{column}.key", ksub, kid)
+            value = convert(t["valueType"], f"{column}.value", vsub, vid)
             return {
                 "type": "map",
                 "key-id": kid,
@@ -108,10 +125,10 @@ def iceberg_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[d
         raise UnsupportedExportTypeError("Iceberg", column, str(kind))
 
     def struct(fields: list[dict[str, Any]], prefix: str, names: list[dict[str, Any]]) -> dict[str, Any]:
-        # ids for this level first, then the children: Iceberg's own numbering order
-        own = [(f, next(ids)) for f in fields]
+        own = [(f, field_id(f) or 0) for f in fields]
         out = []
         for f, fid in own:
+            used.append(fid)
             sub: list[dict[str, Any]] = []
             names.append({"field-id": fid, "names": [f["name"]], "fields": sub})
             out.append(
@@ -119,15 +136,14 @@ def iceberg_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[d
                     "id": fid,
                     "name": f["name"],
                     "required": not f.get("nullable", True),
-                    "type": convert(f["type"], prefix + f["name"], sub),
+                    "type": convert(f["type"], prefix + f["name"], sub, fid),
                 }
             )
         return {"type": "struct", "fields": out}
 
-    schema = struct(table_schema["fields"], "", mapping)
-    last_id = next(ids) - 1
+    schema = struct(numbered["fields"], "", mapping)
     _drop_empty(mapping)
-    return {**schema, "schema-id": 0, "identifier-field-ids": []}, mapping, last_id
+    return {**schema, "schema-id": schema_id, "identifier-field-ids": []}, mapping, max(used, default=0)
 
 
 def _drop_empty(mapping: list[dict[str, Any]]) -> None:
@@ -175,3 +191,74 @@ def delta_schema(table_schema: dict[str, Any]) -> tuple[dict[str, Any], list[str
     check(table_schema, "")
     schema = {"type": "struct", "fields": [dict(f, metadata=f.get("metadata") or {}) for f in table_schema["fields"]]}
     return schema, features
+
+
+def delta_column_mapping(schema: dict[str, Any], physical: dict[int, str]) -> tuple[dict[str, Any], int]:
+    """``schema`` (``delta_schema``'s) with Delta column mapping (mode ``id``): every field's id and physical name.
+
+    The id is the table's field id (Parquet ``field_id`` in mvtable's files: readers in mode ``id``
+    resolve columns by it, so a rename or drop reads right). A field keeps the physical name it was
+    first exported with (``physical``, by id); a new field takes its name, or ``col-<id>`` where a
+    field of the same struct has that physical name already. Returns the schema and the highest id.
+    """
+    numbered = with_ids(schema)
+    top = [0]
+
+    def struct(t: dict[str, Any]) -> dict[str, Any]:
+        taken = {physical[i] for f in t["fields"] if (i := field_id(f) or 0) in physical}
+        fields = []
+        for f in t["fields"]:
+            fid = field_id(f) or 0
+            top[0] = max(top[0], fid)
+            name = physical.get(fid)
+            if name is None:
+                name = f["name"] if f["name"] not in taken else f"col-{fid}"
+                taken.add(name)
+                physical[fid] = name
+            meta = {k: v for k, v in (f.get("metadata") or {}).items() if k != FIELD_ID_KEY}
+            meta.update({"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": name})
+            fields.append({**f, "type": nested(f["type"]), "metadata": meta})
+        return {**t, "fields": fields}
+
+    def nested(t: Any) -> Any:
+        if not isinstance(t, dict):
+            return t
+        if t.get("type") == "struct":
+            return struct(t)
+        if t.get("type") == "array":
+            return {**t, "elementType": nested(t["elementType"])}
+        if t.get("type") == "map":
+            return {**t, "keyType": nested(t["keyType"]), "valueType": nested(t["valueType"])}
+        return t
+
+    return struct(numbered), top[0]
+
+
+def names_by_id(schema: dict[str, Any] | None) -> dict[int, str]:
+    """Field id → name of a schema exported without column mapping (ids by position when it has none)."""
+    if schema is None:
+        return {}
+    return {field_id(f) or 0: f["name"] for _, f in iter_fields(with_ids(schema))}
+
+
+def physical_names(schema: dict[str, Any]) -> dict[int, str]:
+    """Field id → physical name of a Delta schema with column mapping (empty without it)."""
+    out: dict[int, str] = {}
+
+    def walk(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        if t.get("type") == "struct":
+            for f in t["fields"]:
+                meta = f.get("metadata") or {}
+                if "delta.columnMapping.id" in meta:
+                    out[int(meta["delta.columnMapping.id"])] = str(meta["delta.columnMapping.physicalName"])
+                walk(f["type"])
+        elif t.get("type") == "array":
+            walk(t["elementType"])
+        elif t.get("type") == "map":
+            walk(t["keyType"])
+            walk(t["valueType"])
+
+    walk(schema)
+    return out

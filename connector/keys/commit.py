@@ -34,6 +34,7 @@ from ..deletes import DeleteAttempt
 from ..key_hashing import hash_keys
 from ..key_index import index_path
 from ..scan import ScanTask, task_masks
+from ..schema import schema_from_json
 from ..segments import open_parquet
 from .lookup import KeyMatches, find_keys
 from .validate import check_unique, describe_keys, key_table, key_tuples
@@ -115,10 +116,11 @@ def live_segment_keys(io: FileIO, snapshot: Snapshot, segment_ids: Sequence[str]
 
     Deletion vectors of ``snapshot`` applied; e.g. a rolled-back push's replaced segments."""
     columns = tuple(columns)
+    schema = schema_from_json(snapshot.table_schema)  # old segments: key columns by field id
     parts = []
     for sid in segment_ids:
         seg = snapshot.segments[sid].file
-        keys = open_parquet(io, seg.path, footer_crc32=seg.footer_crc32).read(columns=list(columns))
+        keys = open_parquet(io, seg.path, footer_crc32=seg.footer_crc32, schema=schema).read(columns=list(columns))
         masks = task_masks(io, ScanTask(seg, (), snapshot.dvs.get(sid)))
         keep = masks.keep_mask(0, keys.num_rows) if masks is not None else None
         parts.append(keys.filter(pa.array(keep)) if keep is not None else keys)

@@ -22,6 +22,7 @@ from mvtable.storage import FileIO
 
 from ..key_index import index_cached, read_index
 from ..parallel import default_workers, ordered_map
+from ..schema import schema_from_json
 from ..segments import DEFAULT_READ_ROWS, open_parquet, positions_at, read_row_groups, read_runs
 from ..stats import decode
 
@@ -102,9 +103,11 @@ def find_keys(
             work.append((seg, rgs, wanted))
     work = _split(work)
 
+    schema = schema_from_json(snapshot.table_schema)  # key columns resolve by field id (a key may have been renamed)
+
     def one(item: tuple[SegmentState, list[int], pa.Table]) -> tuple[str, np.ndarray, np.ndarray, int]:
         seg, to_read, wanted = item
-        return (seg.id, *_read_matches(io, seg, to_read, wanted, masks_for))
+        return (seg.id, *_read_matches(io, seg, to_read, wanted, masks_for, schema))
 
     found: dict[str, list[np.ndarray]] = {}
     for sid, positions, idx, read in ordered_map(one, work, workers=_workers(len(work))):
@@ -145,13 +148,13 @@ def _split(work: list[tuple[SegmentState, list[int], pa.Table]]) -> list[tuple[S
 
 
 def _read_matches(
-    io: FileIO, seg: SegmentState, to_read: list[int], wanted: pa.Table, masks_for: Any
+    io: FileIO, seg: SegmentState, to_read: list[int], wanted: pa.Table, masks_for: Any, schema: pa.Schema | None = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The live rows of the row groups ``to_read`` that hold one of the ``wanted`` keys.
 
     Returned as (their positions, the key indices (``_IDX``) they hold, row groups read)."""
     columns = [n for n in wanted.column_names if n != _IDX]
-    pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns, footer_crc32=seg.file.footer_crc32)
+    pf = open_parquet(io, seg.file.path, row_groups=to_read, columns=columns, footer_crc32=seg.file.footer_crc32, schema=schema)
     found_pos: list[np.ndarray] = []
     found_idx: list[np.ndarray] = []
     for run, keep in read_runs(seg.file, to_read, masks_for(seg.id), read_rows=DEFAULT_READ_ROWS):

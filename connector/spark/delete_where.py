@@ -11,6 +11,7 @@ from mvtable.storage import open_file_io
 from ..pinning import pin_snapshot
 from ..post_commit import open_log
 from ..schema import schema_from_json, schema_to_json
+from ..schema_evolution.field_ids import strip_ids
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 
 
@@ -51,7 +52,7 @@ def delete(spark: Any, path: str, condition: str, *, storage_options: Mapping[st
     with pin_snapshot(io, commit_log, owner="Spark delete") as pinned:
         version = pinned.version
         tag = uuid.uuid4().hex
-        schema = StructType.fromJson(schema_to_json(schema_from_json(pinned.snapshot.table_schema)))
+        schema = StructType.fromJson(strip_ids(schema_to_json(schema_from_json(pinned.snapshot.table_schema))))
         columns = condition_columns(spark, schema, condition)
         reader = spark.read.format("mvtable").options(**storage).option("versionAsOf", version).option("withRowAddress", "true")
         if columns is not None:

@@ -43,17 +43,22 @@ import pyarrow as pa
 
 from mvtable.conf import parse_period
 from mvtable.errors import InvalidOptionError, SchemaMismatchError
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
+from ..scan import stats_apply
 from ..schema import schema_from_json, schema_to_json
-from ..segments import check_footers
+from ..schema_evolution.field_ids import strip_ids
+from ..schema_evolution.projection import resolve
+from ..segments import check_footers, open_parquet
 from ..stats import Predicate, row_groups_to_read
 from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
+from .native_evolution import physical_schema, projection_exprs
 from .native_mask import apply_mask, mask_for, unused_name
-from .native_plan import planned_files, scan_segments
+from .native_plan import older_schema_segments, planned_files, scan_segments
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -161,8 +166,12 @@ def native_frame(
     predicates = to_predicates(filters, table_schema)
     segments = scan_segments(snapshot, lineage_entry)
     if predicates:
-        segments = [seg for seg in segments if row_groups_to_read(seg.file.row_groups, predicates, table_schema)]
-    full = StructType.fromJson(schema_to_json(table_schema))
+        segments = [
+            seg
+            for seg in segments
+            if not stats_apply(snapshot, seg) or row_groups_to_read(seg.file.row_groups, predicates, table_schema)
+        ]
+    full = StructType.fromJson(strip_ids(schema_to_json(table_schema)))  # Spark's schema shows no field ids
     names = list(out_schema.names)
     where = " AND ".join(_sql(p, table_schema) for p in predicates)
     if not segments:
@@ -171,27 +180,55 @@ def native_frame(
 
     root = (spark_uri or io.uri).rstrip("/")
     parts = []
-    # files without deletes are a plain scan (no row_index to generate); a union also keeps
-    # their sizes out of the mask's file keys
-    plain = [seg for seg in segments if snapshot.dvs.get(seg.id) is None]
-    masked = [seg for seg in segments if snapshot.dvs.get(seg.id) is not None]
-    for group in (plain, masked):
-        if not group:
-            continue
-        planned = planned_files(snapshot, group, root=root)
-        files = [f.path for f in planned]
-        if group is plain:
-            df = spark.read.schema(full).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
-        elif native_jvm.available(spark):
-            lines = [f.dv for f in planned if f.dv is not None]
-            df = native_jvm.masked_scan(spark, full, files, lines, mask_column=unused_name("_mv_deleted", full.names))
-        else:
-            _refuse_metadata_column(table_schema)
-            scan = spark.read.schema(full).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
-            df = apply_mask(scan, mask_for(spark, io, snapshot, masked), full.names)
-        parts.append(df.where(where) if where else df)
-    out = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    # segments written under an older schema are read per file schema, by field id (native_evolution)
+    by_schema = _by_file_schema(io, snapshot, segments, table_schema)
+    for projection, file_schema, members in by_schema:
+        read_schema = full if projection is None else physical_schema(projection, file_schema)
+        # files without deletes are a plain scan (no row_index to generate); a union also keeps
+        # their sizes out of the mask's file keys
+        plain = [seg for seg in members if snapshot.dvs.get(seg.id) is None]
+        masked = [seg for seg in members if snapshot.dvs.get(seg.id) is not None]
+        for group in (plain, masked):
+            if not group:
+                continue
+            planned = planned_files(snapshot, group, root=root)
+            files = [f.path for f in planned]
+            if group is plain:
+                df = spark.read.schema(read_schema).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
+            elif native_jvm.available(spark):
+                lines = [f.dv for f in planned if f.dv is not None]
+                df = native_jvm.masked_scan(
+                    spark, read_schema, files, lines, mask_column=unused_name("_mv_deleted", read_schema.names)
+                )
+            else:
+                _refuse_metadata_column(table_schema)
+                scan = spark.read.schema(read_schema).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
+                df = apply_mask(scan, mask_for(spark, io, snapshot, group), read_schema.names)
+            if projection is not None:
+                df = df.selectExpr(*projection_exprs(projection))
+            parts.append(df.where(where) if where else df)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
     return out.selectExpr(*[_quote(n) for n in names])
+
+
+def _by_file_schema(
+    io: Any, snapshot: Snapshot, segments: Sequence[Any], table_schema: pa.Schema
+) -> list[tuple[Any, Any, list[Any]]]:
+    """``segments`` grouped by how they read under ``table_schema``: (projection or None, a file schema, members).
+
+    A table whose schema never changed is one group read as it is, without opening a footer."""
+    if not older_schema_segments(io, snapshot, segments):
+        return [(None, None, list(segments))]
+    groups: dict[bytes, tuple[Any, Any, list[Any]]] = {}
+    for seg in segments:
+        pf = open_parquet(io, seg.file.path, footer_crc32=seg.file.footer_crc32)
+        key = pf.schema_arrow.serialize().to_pybytes()
+        if key not in groups:
+            groups[key] = (resolve(pf.schema_arrow, table_schema), pf.schema_arrow, [])
+        groups[key][2].append(seg)
+    return list(groups.values())
 
 
 def _refuse_metadata_column(table_schema: pa.Schema) -> None:

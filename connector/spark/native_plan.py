@@ -54,7 +54,8 @@ from mvtable.lineage.snapshot import Snapshot
 from ..options import ReadOptions, option_names
 from ..pinning import PinnedSnapshot, idle, pin_ttl_s
 from ..scan import staged_segments
-from ..segments import check_footers
+from ..schema import schema_from_json
+from ..segments import check_footers, segment_projection
 from . import native_jvm
 
 if TYPE_CHECKING:
@@ -181,6 +182,17 @@ def scan_segments(snapshot: Snapshot, lineage_entry: str | None) -> list[Any]:
     return staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
 
 
+def older_schema_segments(io: Any, snapshot: Snapshot, segments: Sequence[Any]) -> int:
+    """How many of ``segments`` have files whose columns differ by field id from ``snapshot``'s schema.
+
+    Spark's Parquet scan matches columns by name; such files are read through the Python source
+    (or, by ``read_native``, with a projection per file schema: ``native_evolution``)."""
+    if snapshot.schema_id == 0 and snapshot.schema_break_version < 0 and snapshot.last_field_id:
+        return 0  # the schema never changed: every file has it
+    table_schema = schema_from_json(snapshot.table_schema)
+    return sum(1 for seg in segments if segment_projection(io, seg.file, table_schema) is not None)
+
+
 def planned_files(snapshot: Snapshot, segments: Sequence[Any], *, root: str) -> list[PlannedFile]:
     """The files of ``segments`` under ``root``, each with its deletion vector's line."""
     out = []
@@ -226,6 +238,13 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
     except MvTableError as exc:  # a bad lineageEntry: the Python source raises it where it always has
         return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": f"the scan cannot be planned: {exc}"})
     check_footers(pinned.io, [seg.file for seg in segments])  # Spark checks the pages (below), not the footers
+    evolved = older_schema_segments(pinned.io, snapshot, segments)
+    if evolved:
+        reason = (
+            f"{evolved} segment(s) were written under an older schema (columns since added, renamed, dropped or "
+            "widened): the Python source reads them by field id"
+        )
+        return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": reason})
     files = planned_files(snapshot, segments, root=root)
     # no query runs it yet: the pin lasts pinIdleTtl until the first one renews it (PinLifetime.java)
     idle(pinned.io, pinned.pin, ttl_s=opts.pin_idle_ttl_s)

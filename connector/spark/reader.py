@@ -30,6 +30,7 @@ from ..pinning import PinnedSnapshot, SnapshotPin, pin_snapshot, renew, renew_wh
 from ..post_commit import open_log
 from ..scan import ScanTask, output_schema, plan_scan, read_task, split_tasks
 from ..schema import schema_from_json, schema_to_json
+from ..schema_evolution.field_ids import strip_ids
 from ..segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT
 from ..stats import Predicate
 from ..streaming.changes import CHANGE_COLUMNS, change_schema
@@ -80,7 +81,7 @@ def spark_schema(snapshot: Snapshot, opts: ReadOptions) -> StructType:
     schema = output_schema(schema_from_json(snapshot.table_schema), opts.columns, row_address=opts.with_row_address)
     if opts.read_change_feed:
         schema = change_schema(schema)
-    return StructType.fromJson(schema_to_json(schema))
+    return StructType.fromJson(strip_ids(schema_to_json(schema)))  # ids stay inside mvtable
 
 
 @dataclass
@@ -88,11 +89,15 @@ class MvTablePartition(InputPartition):
     tasks: list[ScanTask]
     pin: SnapshotPin  # the version every partition of one read reads
     renewed_at: float  # when the planner renewed the pin (epoch seconds)
+    table_schema: dict[str, Any] | None  # the version's stored schema: segments resolve columns by its field ids
 
-    def __init__(self, tasks: list[ScanTask], pin: SnapshotPin, *, renewed_at: float) -> None:
+    def __init__(
+        self, tasks: list[ScanTask], pin: SnapshotPin, *, renewed_at: float, table_schema: dict[str, Any] | None = None
+    ) -> None:
         self.tasks = tasks
         self.pin = pin
         self.renewed_at = renewed_at
+        self.table_schema = table_schema
 
 
 class MvTableReader(DataSourceReader):
@@ -123,7 +128,7 @@ class MvTableReader(DataSourceReader):
         pin = renew(io, self.pin, commit_log=open_log(io), owner="Spark read")
         snapshot = self.snapshot()
         # a schema the user gave (spark.read.schema) reached no check before this
-        table_schema = StructType.fromJson(schema_to_json(schema_from_json(snapshot.table_schema)))
+        table_schema = StructType.fromJson(strip_ids(schema_to_json(schema_from_json(snapshot.table_schema))))
         check_requested_columns(self.schema, table_schema, self.columns)
         plan = plan_scan(
             snapshot,
@@ -135,7 +140,8 @@ class MvTableReader(DataSourceReader):
         parallelism = max(default_parallelism(), self.opts.min_partitions or 1)
         parts = split_tasks(plan.tasks, max_bytes=self.opts.max_partition_bytes, parallelism=parallelism)
         renewed_at = time.time()
-        return [MvTablePartition(tasks, pin, renewed_at=renewed_at) for tasks in parts]
+        stored = dict(snapshot.table_schema)
+        return [MvTablePartition(tasks, pin, renewed_at=renewed_at, table_schema=stored) for tasks in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if is_placeholder(partition):  # a table without row groups to read
@@ -147,10 +153,16 @@ class MvTableReader(DataSourceReader):
         # Spark runs these partitions again on every action of the DataFrame without
         # planning anew: the task keeps the version pinned itself
         pin = renew_when_due(io, partition.pin, renewed_at=partition.renewed_at, commit_log=open_log(io), owner="Spark task")
+        by_id = schema_from_json(partition.table_schema) if partition.table_schema is not None else None
         try:
             for task in partition.tasks:
                 for table in read_task(
-                    io, task, columns=self.columns, predicates=self.claimed, row_address=self.opts.with_row_address
+                    io,
+                    task,
+                    columns=self.columns,
+                    predicates=self.claimed,
+                    row_address=self.opts.with_row_address,
+                    schema=by_id,
                 ):
                     for batch in table.to_batches():
                         yield conform_batch(batch, target)

@@ -57,6 +57,7 @@ from .. import writes
 from ..options import ReadOptions, StreamWriteOptions
 from ..pinning import pin_version
 from ..post_commit import open_log
+from ..schema import schema_from_json, schema_to_json
 from ..streaming import (
     ChangeUnit,
     Position,
@@ -67,7 +68,7 @@ from ..streaming import (
     query_app_id,
     read_unit,
 )
-from ..streaming.changes import plan_changes
+from ..streaming.changes import plan_changes, schema_key
 from ..streaming.sink import abort_batch, check_app_id, query_segment_prefix, remove_unfinished_batches
 from ..streaming.source import parse_offset
 from ..streaming.walker import first_version_since
@@ -81,13 +82,31 @@ from .writer import SegmentsWritten, written_segments
 class ChangePartition(InputPartition):
     units: list[ChangeUnit]
     columns: list[str]  # the table columns to read, as the table names them
+    table_schema: dict[str, Any] | None  # the schema read under: segments resolve columns by its field ids
+    primary_key: tuple[str, ...]  # the key under that schema (an old upsert may name a renamed key)
 
-    def __init__(self, units: list[ChangeUnit], *, columns: list[str]) -> None:
+    def __init__(
+        self,
+        units: list[ChangeUnit],
+        *,
+        columns: list[str],
+        table_schema: dict[str, Any] | None = None,
+        primary_key: tuple[str, ...] = (),
+    ) -> None:
         self.units = units
         self.columns = columns
+        self.table_schema = table_schema
+        self.primary_key = primary_key
 
 
-def pack(units: Sequence[ChangeUnit], *, max_bytes: int, columns: list[str]) -> list[ChangePartition]:
+def pack(
+    units: Sequence[ChangeUnit],
+    *,
+    max_bytes: int,
+    columns: list[str],
+    table_schema: dict[str, Any] | None = None,
+    primary_key: tuple[str, ...] = (),
+) -> list[ChangePartition]:
     """Consecutive units into partitions of at most ``max_bytes`` (one unit alone may be more)."""
     parts: list[list[ChangeUnit]] = []
     size = 0
@@ -97,7 +116,7 @@ def pack(units: Sequence[ChangeUnit], *, max_bytes: int, columns: list[str]) -> 
             size = 0
         parts[-1].append(unit)
         size += unit.bytes
-    return [ChangePartition(p, columns=columns) for p in parts]
+    return [ChangePartition(p, columns=columns, table_schema=table_schema, primary_key=primary_key) for p in parts]
 
 
 def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -108,8 +127,16 @@ def read_partition(opts: ReadOptions, schema: StructType, partition: InputPartit
         raise TypeError(f"the mvtable change reader was handed a {type(partition).__name__}, not a partition it planned")
     target = to_arrow_schema(schema, timezone="UTC")
     io = open_file_io(opts.path, opts.storage_options)
+    by_id = schema_from_json(partition.table_schema) if partition.table_schema is not None else None
     for unit in partition.units:
-        for table in read_unit(io, unit, columns=partition.columns, with_meta=opts.read_change_feed):
+        for table in read_unit(
+            io,
+            unit,
+            columns=partition.columns,
+            with_meta=opts.read_change_feed,
+            schema=by_id,
+            primary_key=partition.primary_key,
+        ):
             if table.column_names != target.names:
                 # a .schema() may name a few change columns, in any order: by name, not position
                 at = {n.lower(): i for i, n in enumerate(table.column_names)}
@@ -170,8 +197,11 @@ class ChangeFeedReader(DataSourceReader):
         io = open_file_io(self.opts.path, self.opts.storage_options)
         start = feed_start(open_log(io), self.opts)
         pin_version(io, max(start - 1, 0), owner="change feed")  # the first diff's base; expires by itself (pinTtl)
-        _, units = plan_changes(io, start, self.opts.ending_version, names=("startingVersion", "endingVersion"))
-        return pack(units, max_bytes=self.opts.max_partition_bytes, columns=columns)
+        full, units = plan_changes(io, start, self.opts.ending_version, names=("startingVersion", "endingVersion"))
+        stored = schema_to_json(full.with_metadata(None))  # with its field ids
+        return pack(
+            units, max_bytes=self.opts.max_partition_bytes, columns=columns, table_schema=stored, primary_key=schema_key(full)
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, self.schema, partition)
@@ -234,7 +264,13 @@ class MvTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         units = self.source.units_between(self._position(start), self._position(end))
-        return pack(units, max_bytes=self.opts.max_partition_bytes, columns=self.columns)
+        return pack(
+            units,
+            max_bytes=self.opts.max_partition_bytes,
+            columns=self.columns,
+            table_schema=self.source.table_schema,
+            primary_key=self.source.primary_key,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, self.schema, partition)
@@ -339,7 +375,12 @@ class MvTableStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
         incoming = write_schema(schema)
         plan = plan_batch(
-            opts.path, storage_options=opts.storage_options, incoming=incoming, complete=complete, properties=opts.properties
+            opts.path,
+            storage_options=opts.storage_options,
+            incoming=incoming,
+            complete=complete,
+            properties=opts.properties,
+            merge_schema=opts.merge_schema,
         )
         # the query's files carry its prefix, so that a later commit can tell its own
         # uncommitted files (a batch that stop() interrupted) from another writer's

@@ -106,6 +106,8 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         # this planner worker exits once the plan is made: the push and the write intent belong to the driver JVM
         owner=recovery.spark_driver_owner(),
         snapshot=snapshot,
+        merge_schema=opts.merge_schema,
+        overwrite_schema=opts.overwrite_schema,
     )
     if snapshot is not None and opts.save_mode == "errorifexists":
         plan = replace(plan, create_only=True)

@@ -19,6 +19,7 @@ Each ``ChangeUnit`` carries everything an executor needs, so Spark reads them in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -100,14 +101,30 @@ def units_of(delta: VersionDelta) -> list[ChangeUnit]:
     return [ChangeUnit(delta.version, delta.timestamp_ms, (c,)) for c in delta.changes]
 
 
-def read_unit(io: FileIO, unit: ChangeUnit, *, columns: Sequence[str] | None, with_meta: bool) -> Iterator[pa.Table]:
+def read_unit(
+    io: FileIO,
+    unit: ChangeUnit,
+    *,
+    columns: Sequence[str] | None,
+    with_meta: bool,
+    schema: pa.Schema | None = None,
+    primary_key: Sequence[str] = (),
+) -> Iterator[pa.Table]:
     """The rows of ``unit``, projected to ``columns`` (all when None).
 
-    They are tagged with the change-feed columns when ``with_meta``."""
-    read_cols = None if columns is None else list(dict.fromkeys([*columns, *unit.primary_key]))
-    tagged: Iterator[tuple[str, pa.Table]] = (pair for c in unit.changes for pair in read_change(io, c, columns=read_cols))
-    if unit.primary_key:
-        tagged = iter(pair_updates(list(tagged), unit.primary_key))
+    They are tagged with the change-feed columns when ``with_meta``. ``schema`` is the table schema
+    the feed is read under: every segment resolves its columns by its field ids, whatever schema it
+    was written with. ``primary_key`` is the key under that schema: an upsert committed before a key
+    column was renamed named the key by its old name."""
+    key = unit.primary_key
+    if key and schema is not None and primary_key and not all(k in schema.names for k in key):
+        key = tuple(primary_key)
+    read_cols = None if columns is None else list(dict.fromkeys([*columns, *key]))
+    tagged: Iterator[tuple[str, pa.Table]] = (
+        pair for c in unit.changes for pair in read_change(io, c, columns=read_cols, schema=schema)
+    )
+    if key:
+        tagged = iter(pair_updates(list(tagged), key))
     for change_type, table in tagged:
         if columns is not None and table.column_names != list(columns):
             table = table.select(list(columns))
@@ -124,23 +141,25 @@ def tag(table: pa.Table, change_type: str, version: int, timestamp_ms: int) -> p
     return table.append_column(pa.field(COMMIT_TIMESTAMP, TIMESTAMP_TYPE, nullable=False), stamps)
 
 
-def read_change(io: FileIO, change: SegmentChange, *, columns: Sequence[str] | None) -> Iterator[tuple[str, pa.Table]]:
-    """``(change type, rows)`` of one segment's change."""
+def read_change(
+    io: FileIO, change: SegmentChange, *, columns: Sequence[str] | None, schema: pa.Schema | None = None
+) -> Iterator[tuple[str, pa.Table]]:
+    """``(change type, rows)`` of one segment's change, read by the field ids of ``schema`` when given."""
     seg = change.segment
     groups = tuple(range(len(seg.row_groups)))
     if change.kind is ChangeKind.INSERT_LIVE:
-        for t in read_task(io, ScanTask(seg, groups, change.dv_after), columns=columns):
+        for t in read_task(io, ScanTask(seg, groups, change.dv_after), columns=columns, schema=schema):
             yield INSERT, t
         return
     if change.kind is ChangeKind.DELETE_LIVE:
-        for t in read_task(io, ScanTask(seg, groups, change.dv_before), columns=columns):
+        for t in read_task(io, ScanTask(seg, groups, change.dv_before), columns=columns, schema=schema):
             yield DELETE, t
         return
     before = _bitmap(io, change.dv_before)
     after = _bitmap(io, change.dv_after)
     for change_type, positions in ((DELETE, after - before), (INSERT, before - after)):
         if len(positions):
-            for t in iter_segment(io, seg, groups, columns, masks=OnlyPositions(positions_array(positions))):
+            for t in iter_segment(io, seg, groups, columns, masks=OnlyPositions(positions_array(positions)), schema=schema):
                 if t.num_rows:
                     yield change_type, t
 
@@ -215,9 +234,19 @@ def plan_changes(
     check_readable(start_version, listing, option=start_name)
     if start_version > end:
         raise InvalidOptionError(f"{start_name} {start_version} is after {end_name} {end}")
-    schema = schema_from_json(commit_log.snapshot(end, listing=listing).table_schema)
+    end_snapshot = commit_log.snapshot(end, listing=listing)
+    schema = schema_from_json(end_snapshot.table_schema).with_metadata({_KEY_META: json.dumps(list(end_snapshot.primary_key))})
     walker = VersionWalker(commit_log)
     return schema, [unit for version in range(start_version, end + 1) for unit in units_of(walker.delta(version))]
+
+
+_KEY_META = b"mvtable.primaryKey"  # the key of the schema ``plan_changes`` hands out, in its metadata
+
+
+def schema_key(schema: pa.Schema) -> tuple[str, ...]:
+    """The primary key ``plan_changes`` recorded on its schema (the key of the newest version read)."""
+    raw = (schema.metadata or {}).get(_KEY_META)
+    return tuple(json.loads(raw)) if raw else ()
 
 
 def read_changes(
@@ -229,10 +258,15 @@ def read_changes(
     start_version = checks.version(start_version, name="start_version")
     pin = pin_version(io, max(start_version - 1, 0), owner="change feed")
     try:
-        schema, units = plan_changes(io, start_version, end_version)
-        schema = project(schema, columns)
+        full, units = plan_changes(io, start_version, end_version)
+        key = schema_key(full)
+        schema = project(full.with_metadata(None), columns)
         names = None if columns is None else schema.names
-        tables = [t for unit in units for t in read_unit(io, unit, columns=names, with_meta=True)]
+        tables = [
+            t
+            for unit in units
+            for t in read_unit(io, unit, columns=names, with_meta=True, schema=full.with_metadata(None), primary_key=key)
+        ]
     finally:
         release(io, pin)
     out_schema = change_schema(schema)

@@ -102,6 +102,7 @@ def plan_batch(
     incoming: pa.Schema,
     complete: bool,
     properties: Mapping[str, str] | None = None,
+    merge_schema: bool = False,
 ) -> writes.WritePlan:
     """What executors need to write one batch.
 
@@ -117,6 +118,7 @@ def plan_batch(
         mode=writes.OVERWRITE if complete else writes.APPEND,
         properties=properties,
         pin=False,
+        merge_schema=merge_schema,
     )
     return dataclasses.replace(plan, task_intents=True)  # each task's files under an intent of its own
 
@@ -166,8 +168,12 @@ def _commit_batch(
         "added_bytes": sum(s.size_bytes for s in segments),
     }
 
+    if plan.evolve:
+        parameters.update(schemaChanges=plan.evolve["changes"], schemaId=read.schema_id + 1)
+
     def build(cur: Snapshot) -> list[Action]:
-        return ops.stream_batch(cur, segments, app_id=app_id, batch_id=batch_id, complete_entry=entry, metadata=create)
+        data = ops.stream_batch(cur, segments, app_id=app_id, batch_id=batch_id, complete_entry=entry, metadata=create)
+        return [*writes.schema_change(cur, plan.evolve), *data]
 
     if plan.primary_key and segments:
         return _commit_keyed(

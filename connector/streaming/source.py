@@ -33,9 +33,11 @@ from mvtable.errors import (
     InvalidStreamOffsetError,
     MvTableError,
     PinError,
+    StreamSchemaChangedError,
     StreamTableReplacedError,
     VersionNotFoundError,
 )
+from mvtable.lineage.schema_ids import breaking_change
 from mvtable.storage import FileIO
 
 from ..pinning import SnapshotPin, pin_version, release, renew
@@ -110,7 +112,13 @@ class StreamSource:
         self.options = options
         self.commit_log = open_log(io)
         self.walker = VersionWalker(self.commit_log)
-        self.table_id = self.commit_log.snapshot().table_id
+        newest = self.commit_log.snapshot()
+        self.table_id = newest.table_id
+        # the schema the stream runs with, fixed when it starts (as Spark fixes the stream's
+        # columns): every segment is read by its field ids; a later change that is more than
+        # an addition stops the stream (``StreamSchemaChangedError``), and a restart takes it up
+        self.table_schema = newest.table_schema
+        self.primary_key = newest.primary_key
         self.pin_ttl = pin_ttl
         self._target: int | None = None  # availableNow: the newest version to read
         self._initial: dict[int, list[ChangeUnit]] = {}
@@ -153,7 +161,7 @@ class StreamSource:
         while pos.initial or pos.version <= end:
             try:
                 units = self.units_at(pos)
-            except ChangeCommitInStreamError:
+            except (ChangeCommitInStreamError, StreamSchemaChangedError):
                 if admitted:
                     return pos
                 raise
@@ -192,6 +200,10 @@ class StreamSource:
         if pos.initial:
             return self._initial_units(pos.version)
         delta = self.walker.delta(pos.version)
+        if delta.schema is not None and delta.schema != self.table_schema:
+            change = breaking_change(self.table_schema, delta.schema)
+            if change is not None:
+                raise StreamSchemaChangedError(delta.version, change)
         if delta.kind is CommitKind.NEUTRAL:
             return []
         if delta.kind is CommitKind.APPEND or self.options.change_feed:

@@ -19,9 +19,11 @@ without changing them) or CHANGE (anything a row-appending stream cannot express
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mvtable.dvref import DeletionVectorRef
 from mvtable.lineage.actions import AddSegment, Commit, MetadataAction, SetTransaction
@@ -76,6 +78,7 @@ class VersionDelta:
     kind: CommitKind
     changes: tuple[SegmentChange, ...]
     primary_key: tuple[str, ...] = ()  # set on upserts: pair deletes and inserts by these columns
+    schema: dict[str, Any] | None = None  # the table schema this commit set, if it set one (a schema change)
 
 
 def _card(dv: DeletionVectorRef | None) -> int:
@@ -88,7 +91,14 @@ def normalized_dv(dv: DeletionVectorRef | None) -> DeletionVectorRef | None:
 
 
 def advance(state: Snapshot, commit: Commit) -> VersionDelta:
-    """Apply ``commit`` to ``state`` in place and say what it changed for readers."""
+    """Apply ``commit`` to ``state`` in place and say what it changed for readers (and the schema it set, if any)."""
+    delta = _advance(state, commit)
+    if any(isinstance(a, MetadataAction) for a in commit.actions):
+        delta = dataclasses.replace(delta, schema=state.table_schema)
+    return delta
+
+
+def _advance(state: Snapshot, commit: Commit) -> VersionDelta:
     if commit.operation in DATA_NEUTRAL_OPERATIONS:  # rows moved, none changed: nothing to emit
         apply_commit(state, commit)
         return VersionDelta(commit.version, commit.timestamp_ms, commit.operation, CommitKind.NEUTRAL, ())

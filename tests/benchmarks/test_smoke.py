@@ -46,6 +46,7 @@ EXPECTED = {
     "export_bytes_iceberg",
     "export_bytes_delta",
     "pyiceberg_export_del10",
+    "schema_evolved_scan",
     *(
         f"tpch_{q}_{way}"
         for q in ("q1", "q3", "q6", "q14")

@@ -16,6 +16,7 @@ STABLE = {
     "InvalidFilterError": "MVTABLE_INVALID_FILTER",
     "SettingsError": "MVTABLE_SETTINGS",
     "SchemaMismatchError": "MVTABLE_SCHEMA_MISMATCH",
+    "SchemaEvolutionError": "MVTABLE_SCHEMA_EVOLUTION",
     "UnsupportedTypeError": "MVTABLE_UNSUPPORTED_TYPE",
     "InvalidRowAddressError": "MVTABLE_INVALID_ROW_ADDRESS",
     "RetentionTooShortError": "MVTABLE_RETENTION_TOO_SHORT",
@@ -57,6 +58,7 @@ STABLE = {
     "ConcurrentCompactionError": "MVTABLE_CONCURRENT_COMPACTION",
     "ConcurrentLineageError": "MVTABLE_CONCURRENT_LINEAGE",
     "ConcurrentMetadataError": "MVTABLE_CONCURRENT_METADATA",
+    "ConcurrentSchemaChangeError": "MVTABLE_CONCURRENT_SCHEMA_CHANGE",
     "ConcurrentKeyError": "MVTABLE_CONCURRENT_KEY",
     "TooManyRetriesError": "MVTABLE_TOO_MANY_RETRIES",
     "CommitStateUnknownError": "MVTABLE_COMMIT_STATE_UNKNOWN",
@@ -71,6 +73,7 @@ STABLE = {
     "ChangeCommitInStreamError": "MVTABLE_CHANGE_COMMIT_IN_STREAM",
     "StreamTableReplacedError": "MVTABLE_STREAM_TABLE_REPLACED",
     "InvalidStreamOffsetError": "MVTABLE_INVALID_STREAM_OFFSET",
+    "StreamSchemaChangedError": "MVTABLE_STREAM_SCHEMA_CHANGED",
     "JvmMaskUnavailableError": "MVTABLE_JVM_MASK_UNAVAILABLE",
 }
 

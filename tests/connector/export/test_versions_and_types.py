@@ -66,18 +66,23 @@ def test_iceberg_ids_and_name_mapping_cover_nested_fields() -> None:
         ]
     )
     doc, mapping, last_id = iceberg_schema(schema_to_json(schema))
-    assert last_id == 8
+    # struct fields carry the table's field ids (by position here: 1-3, then s's fields 4-5);
+    # list elements and map keys/values get ids derived from their parent's, above all of those
+    base = 1 << 24
+    key, value = base + 2 * 3 + 1, base + 2 * 3 + 2
+    element = base + value * 3
+    assert last_id == element
     id_, m, s = doc["fields"]
     assert (id_["id"], id_["required"], id_["type"]) == (1, True, "long")
-    assert (m["id"], m["type"]["key-id"], m["type"]["value-id"], m["type"]["value"]["element-id"]) == (2, 4, 5, 6)
-    assert [(f["id"], f["name"], f["type"]) for f in s["type"]["fields"]] == [(7, "a", "decimal(10, 2)"), (8, "t", "timestamp")]
+    assert (m["id"], m["type"]["key-id"], m["type"]["value-id"], m["type"]["value"]["element-id"]) == (2, key, value, element)
+    assert [(f["id"], f["name"], f["type"]) for f in s["type"]["fields"]] == [(4, "a", "decimal(10, 2)"), (5, "t", "timestamp")]
     names = json.loads(json.dumps(mapping))
     assert names[1] == {
         "field-id": 2,
         "names": ["m"],
         "fields": [
-            {"field-id": 4, "names": ["key"]},
-            {"field-id": 5, "names": ["value"], "fields": [{"field-id": 6, "names": ["element"]}]},
+            {"field-id": key, "names": ["key"]},
+            {"field-id": value, "names": ["value"], "fields": [{"field-id": element, "names": ["element"]}]},
         ],
     }
 
