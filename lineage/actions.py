@@ -255,6 +255,25 @@ class CompactSegments(_Model):
         return self
 
 
+class TransactionPrepare(_Model):
+    """This commit prepares the lineage entry ``transaction_id`` as one participant of a multi-table transaction.
+
+    The entry started in the same commit, staged, so its segments stay invisible and nothing
+    but the transaction's own driver or recovery ends it. Every participant records where the
+    one decision object lives (``decision_uri``: the coordinator table, whose
+    ``_mvtable/transactions/<id>.json`` says COMMITTED or ABORTED) and who the others are, so
+    that whoever finds the entry can finish the transaction. ``clones`` maps each segment
+    clone a transactional delete added to the segment it replaces: the finalize merges the
+    original's newer deletes into the clone. Replay keeps nothing of it (see
+    ``lineage.transactions``)."""
+
+    kind: Literal["txn_prepare"] = "txn_prepare"
+    transaction_id: _Id
+    participants: tuple[Annotated[str, Field(min_length=1, max_length=2000)], ...] = Field(min_length=1)
+    decision_uri: str = Field(min_length=1, max_length=2000)
+    clones: dict[_Id, _Id] = Field(default_factory=dict)
+
+
 Action = Annotated[
     MetadataAction
     | AddSegment
@@ -268,7 +287,8 @@ Action = Annotated[
     | SetTransaction
     | InsertedKeys
     | CompactSegments
-    | PruneState,
+    | PruneState
+    | TransactionPrepare,
     Field(discriminator="kind"),
 ]
 

@@ -34,6 +34,7 @@ from .actions import (
     RemoveSegment,
     SetDeletionVector,
     SetTransaction,
+    TransactionPrepare,
 )
 from .descriptors import SegmentDescriptor, describe
 from .enums import LineageState, Operation
@@ -382,6 +383,10 @@ def _inserted_keys(s: Snapshot, a: InsertedKeys, v: int, ts: int) -> None:
     """Nothing to apply: the filter only matters to writers racing this commit."""
 
 
+def _txn_prepare(s: Snapshot, a: TransactionPrepare, v: int, ts: int) -> None:
+    """Nothing to apply: the lineage entry of the same commit holds the state; this names the transaction's peers."""
+
+
 def held_segments(s: Snapshot) -> set[str]:
     """Segments an IN_PROGRESS entry (a running or staged push) holds.
 
@@ -465,4 +470,5 @@ _APPLY: dict[type, Callable[[Snapshot, Any, int, int], None]] = {
     SetTransaction: _txn,
     InsertedKeys: _inserted_keys,
     CompactSegments: _compact,
+    TransactionPrepare: _txn_prepare,
 }

@@ -1,0 +1,108 @@
+"""One version per table such that every multi-table transaction is in all of them or in none.
+
+A plain reader of two tables can open the first just before a transaction's finalize
+commit lands there and the second just after: it sees half the transaction.
+``consistent_versions`` reads every table, finishes what the decisions say is finished
+(``recovery.settle``), and re-reads the tables whose versions disagree about a transaction
+until none does (``lineage.transactions.mismatched``). Versions only move forward, so it
+ends as soon as no transaction finalizes under its feet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mvtable.errors import InvalidOptionError, TooManyRetriesError
+from mvtable.lineage import transactions as protocol
+from mvtable.lineage.log import CommitLog
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.storage import open_file_io
+
+from ..post_commit import open_log
+from .recovery import Stores, prepared_part, recover_table, settle
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+__all__ = ["consistent_versions", "open_tables"]
+
+_MAX_ROUNDS = 32
+
+
+def open_tables(
+    tables: Sequence[Table | str], storage_options: Mapping[str, Any] | None
+) -> tuple[list[tuple[str, str, CommitLog]], Stores]:
+    """(given name, canonical URI, commit log) per table, and the stores that open the others a transaction names.
+
+    Raises:
+        InvalidOptionError: ``tables`` is empty or holds something other than tables and URIs."""
+    from ..table import Table
+
+    if isinstance(tables, (str, Table)) or not tables:
+        raise InvalidOptionError("pass a list of tables (Table objects or URIs)")
+    opened: list[tuple[str, str, CommitLog]] = []
+    stores = Stores(storage_options)
+    for t in tables:
+        if isinstance(t, Table):
+            name, options = t.uri, t.storage_options
+        elif isinstance(t, str) and t:
+            name, options = t, dict(storage_options or {})
+        else:
+            raise InvalidOptionError(f"pass tables as Table objects or URIs, not {type(t).__name__}")
+        io = open_file_io(name, options)
+        stores.add(io, options)
+        if not stores.default:
+            stores.default = dict(options)
+        opened.append((name, io.uri, open_log(io)))
+    return opened, stores
+
+
+def consistent_versions(tables: Sequence[Table | str], *, storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """One version per table (keyed as given: a ``Table``'s ``uri`` or the URI string) showing every transaction whole.
+
+    Read each table at its version (``Table.to_arrow(version=…)``, Spark's ``versionAsOf``):
+    a transaction that wrote several of them is then in all of them or in none. Decided but
+    unfinalized transactions are finalized on the way, and prepared ones whose owner died
+    are aborted.
+
+    Raises:
+        InvalidOptionError: ``tables`` is empty or holds something other than tables and URIs.
+        TableNotFoundError: A table does not exist.
+        TooManyRetriesError: Transactions kept finalizing faster than the tables could be read.
+        CorruptMetadataError: A log file, decision object or prepare record is damaged.
+        StorageError: The store refused a read or a finalize commit.
+    """
+    opened, stores = open_tables(tables, storage_options)
+    logs = {uri: commit_log for _, uri, commit_log in opened}
+    snapshots: dict[str, Snapshot] = {}
+    for uri, commit_log in logs.items():
+        snapshot = commit_log.snapshot()
+        if recover_table(commit_log, snapshot, stores=stores):
+            snapshot = commit_log.catch_up(snapshot)
+        snapshots[uri] = snapshot
+    purged: set[tuple[str, str]] = set()
+    for _ in range(_MAX_ROUNDS):
+        participants: dict[str, tuple[str, ...]] = {}
+        for uri, snapshot in snapshots.items():
+            for entry in protocol.transaction_entries(snapshot):
+                if entry.id not in participants:
+                    parts = prepared_part(logs[uri], entry).participants
+                    participants[entry.id] = tuple(p for p in parts if (entry.id, p) not in purged)
+        bad = protocol.mismatched(snapshots, participants)
+        if not bad:
+            return {name: snapshots[uri].version for name, uri, _ in opened}
+        stale: set[str] = set()
+        for txn, uris in bad.items():
+            for uri in uris:
+                found = snapshots[uri].lineage.get(txn)
+                if found is not None:
+                    settle(logs[uri], found, stores=stores)
+                stale.add(uri)
+        for uri in stale:
+            newest = logs[uri].catch_up(snapshots[uri])
+            for txn, uris in bad.items():
+                if uri in uris and txn not in newest.lineage and newest.version == snapshots[uri].version:
+                    purged.add((txn, uri))  # read at its newest already: its entry was purged after it finished
+            snapshots[uri] = newest
+    raise TooManyRetriesError(f"transactions kept finalizing while {len(logs)} tables were read {_MAX_ROUNDS} times; try again")

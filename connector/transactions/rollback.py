@@ -1,0 +1,99 @@
+"""Rolling a committed multi-table transaction back as one.
+
+Every participant's part is checked first with the rules of a single push rollback
+(``lineage.snapshot.revert_blocker``: its output must still be what readers see, what it
+replaced must still exist). Then one rollback decision (``<id>.rollback.json``,
+put-if-absent) makes the rollback happen, and each participant gets its revert commit.
+A rollback that dies after its decision is finished by whoever looks next (the next
+``rollback_transaction``, ``consistent_versions``): the decision says every part must go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mvtable import faults
+from mvtable.errors import InvalidOptionError, TransactionNotFoundError, TransactionRollbackError
+from mvtable.lineage.enums import LineageState, Operation
+from mvtable.lineage.snapshot import revert_blocker
+from mvtable.lineage.transactions import Outcome, is_transaction
+
+from ..post_commit import open_log
+from ..results import TransactionResult
+from .consistent import open_tables
+from .decision import decide, read_decision
+from .recovery import PreparedPart, finalize_part, prepared_part, settle
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+__all__ = ["rollback_transaction"]
+
+
+def rollback_transaction(
+    transaction_id: str, *, tables: Sequence[Table | str], storage_options: Mapping[str, Any] | None = None
+) -> TransactionResult:
+    """Revert every table a committed transaction wrote, as one decided step; each table's revert version.
+
+    ``tables`` must hold at least one participant (its prepare record names the others,
+    opened with the options of the given tables). Asked again after it finished, it reverts
+    nothing more and reports each table's current state.
+
+    Raises:
+        InvalidOptionError: ``transaction_id`` is no transaction id, or ``tables`` is empty.
+        TransactionNotFoundError: No given table holds an entry of the transaction.
+        TransactionRollbackError: It did not commit, or a table's part cannot be reverted
+            (replaced since by another push, or past retention); nothing was rolled back.
+        StorageError: The store refused a read or a commit (run it again: it resumes).
+    """
+    if not isinstance(transaction_id, str) or not is_transaction(transaction_id):
+        raise InvalidOptionError(f"{transaction_id!r} is no transaction id (they start with 'txn-'; see mvtable lineage)")
+    opened, stores = open_tables(tables, storage_options)
+    part: PreparedPart | None = None
+    for _, _, commit_log in opened:
+        entry = commit_log.snapshot().lineage.get(transaction_id)
+        if entry is not None:
+            part = prepared_part(commit_log, entry)
+            break
+    if part is None:
+        raise TransactionNotFoundError(
+            f"none of the tables {[uri for _, uri, _ in opened]} holds an entry of transaction {transaction_id}"
+        )
+    coordinator = stores.io(part.decision_uri)
+    decision = read_decision(coordinator, transaction_id)
+    decided = read_decision(coordinator, transaction_id, rollback=True) is not None
+    if decision is None or decision.outcome != Outcome.COMMITTED:
+        state = "undecided" if decision is None else str(decision.outcome)
+        raise TransactionRollbackError(
+            f"transaction {transaction_id} is {state}; only a committed transaction can be rolled back"
+        )
+    logs = [open_log(stores.io(uri)) for uri in part.participants]
+    if not decided:
+        for uri, commit_log in zip(part.participants, logs):
+            snapshot = commit_log.snapshot()
+            entry = snapshot.lineage.get(transaction_id)
+            if entry is None:
+                raise TransactionRollbackError(f"transaction {transaction_id} in {uri} is past retention: its entry was purged")
+            if entry.state == LineageState.IN_PROGRESS:
+                settle(commit_log, entry, stores=stores)  # committed: publish it first, then revert it with the rest
+                snapshot = commit_log.catch_up(snapshot)
+                entry = snapshot.lineage[transaction_id]
+            if entry.state == LineageState.COMPLETED:
+                blocker = revert_blocker(snapshot, entry)
+                if blocker:
+                    raise TransactionRollbackError(f"transaction {transaction_id} cannot be rolled back in {uri}: {blocker}")
+        decide(coordinator, transaction_id, Outcome.ROLLED_BACK, participants=part.participants)
+        faults.point("transaction.rollback.after_decision")
+    versions: list[tuple[str, int | None]] = []
+    for i, (uri, commit_log) in enumerate(zip(part.participants, logs), start=1):
+        version = finalize_part(
+            commit_log,
+            transaction_id,
+            LineageState.REVERTED,
+            reason=f"transaction {transaction_id} rolled back",
+            operation=Operation.TXN_ROLLBACK,
+        )
+        versions.append((uri, version if version is not None else commit_log.latest_version()))
+        faults.point(f"transaction.rollback.after_revert.{i}")
+    return TransactionResult(transaction_id, tuple(versions), str(Outcome.ROLLED_BACK))

@@ -1,0 +1,434 @@
+"""``with mvtable.transaction() as tx:`` — writes to several tables that land all together or not at all.
+
+Each call (``append``, ``overwrite``, ``delete``) writes its files at once, under a write
+intent, and commits nothing. Leaving the block runs the two-phase commit of
+``lineage.transactions``: one prepare commit per table (invisible, holding what it
+replaces), one decision object at the coordinator (the first table touched), one finalize
+commit per table. An exception inside the block, or a conflict in any table's prepare,
+aborts every table: nothing becomes visible, the files are left for vacuum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap64
+
+from mvtable import checks, faults
+from mvtable.conf import TableProperties
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import (
+    CommitConflictError,
+    InvalidLineageTransitionError,
+    InvalidOptionError,
+    TransactionAbortedError,
+    TransactionConflictError,
+)
+from mvtable.ids import new_entry_id
+from mvtable.lineage import transactions as protocol
+from mvtable.lineage.actions import Action, MetadataAction, SegmentFile
+from mvtable.lineage.enums import LineageState, Operation
+from mvtable.lineage.log import CommitLog
+from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.transactions import Outcome
+from mvtable.paths import location_uri
+from mvtable.storage import FileIO
+from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
+
+from .. import recovery as push_recovery
+from .. import write_intents, writes
+from ..deletes import matching_positions
+from ..expressions import check_filter, referenced_columns
+from ..results import TransactionResult
+from ..scan import plan_scan
+from ..schema import schema_from_json
+from ..segments import new_segment_id, write_segments
+from .decision import decide
+from .recovery import Stores, finalize_part, recover_table
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+logger = logging.getLogger("mvtable.connector")
+
+__all__ = ["Transaction", "transaction"]
+
+
+@dataclass
+class _Part:
+    """One participant table: what the transaction's calls wrote to it so far."""
+
+    uri: str
+    options: dict[str, Any]
+    io: FileIO
+    commit_log: CommitLog
+    create: MetadataAction | None = None
+    replaced: list[str] = field(default_factory=list)
+    segments: list[SegmentFile] = field(default_factory=list)
+    deletes: dict[str, BitMap64] = field(default_factory=dict)  # segment id → rows this transaction deletes
+    delete_read: Snapshot | None = None
+    plans: list[writes.WritePlan] = field(default_factory=list)
+    intents: list[write_intents.WriteIntent] = field(default_factory=list)
+    operations: list[str] = field(default_factory=list)
+    clones: dict[str, tuple[SegmentFile, DeletionVectorRef]] = field(default_factory=dict)
+    prepared: bool = False
+    version: int | None = None
+
+
+class Transaction:
+    """A multi-table transaction: ``with mvtable.transaction() as tx:`` then writes through ``tx``.
+
+    Leaving the block commits every table's writes together (``result`` holds each table's
+    finalized version); an exception inside it aborts them all. ``id`` names the
+    transaction in every table's lineage and history.
+
+    Raises:
+        InvalidOptionError: A call after the transaction ended, or a keyed table.
+    """
+
+    def __init__(self, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.id = new_entry_id(protocol.TRANSACTION_PREFIX.rstrip("-"))
+        self.storage_options = dict(storage_options or {})
+        self.result: TransactionResult | None = None
+        self._parts: dict[str, _Part] = {}
+        self._keepers = contextlib.ExitStack()
+        self._done = False
+
+    # -- the calls --------------------------------------------------------------------------
+    def _part(self, table: Table | str, storage_options: Mapping[str, Any] | None) -> _Part:
+        if self._done:
+            raise InvalidOptionError(f"transaction {self.id} has ended; start a new one")
+        from ..table import Table
+
+        if isinstance(table, Table):
+            uri, options = table.uri, table.storage_options
+        elif isinstance(table, str) and table:
+            uri, options = table, dict(storage_options if storage_options is not None else self.storage_options)
+        else:
+            raise InvalidOptionError(f"a transaction writes Table objects or table URIs, not {type(table).__name__}")
+        from mvtable.storage import open_file_io
+
+        from ..post_commit import open_log
+
+        io = open_file_io(uri, options)
+        part = self._parts.get(io.uri)
+        if part is None:
+            part = self._parts[io.uri] = _Part(io.uri, dict(options), io, open_log(io))
+        return part
+
+    def _write(self, part: _Part, data: pa.Table | pa.RecordBatch, *, mode: str) -> int:
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if not isinstance(data, pa.Table):
+            raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
+        plan = writes.begin_write(part.uri, storage_options=part.options, incoming=data.schema, mode=mode)
+        part.plans.append(plan)
+        self._keepers.enter_context(write_intents.keep(part.io, plan.intent))
+        if plan.primary_key:
+            raise InvalidOptionError(
+                f"{part.uri} has a primary key; transactions write tables without one (write keyed tables on their own)"
+            )
+        read = plan.read_snapshot if plan.read_snapshot is not None else Snapshot()
+        if plan.create and part.create is None:
+            part.create = MetadataAction.model_validate(plan.create)
+        if mode == writes.OVERWRITE:
+            self._drop_files(part, part.segments)
+            part.segments = []
+            part.deletes.clear()
+            part.replaced = list(read.visible_segment_ids()) if read.exists else []
+        aligned = writes.align(plan, data)
+        if data.num_rows:
+            part.segments += write_segments(part.io, aligned, row_group_rows=plan.row_group_rows, intent=plan.intent)
+        faults.point("transaction.after_files")
+        part.operations.append(mode)
+        return data.num_rows
+
+    def append(
+        self, table: Table | str, data: pa.Table | pa.RecordBatch, *, storage_options: Mapping[str, Any] | None = None
+    ) -> int:
+        """Add ``data``'s rows to ``table`` when the transaction commits; the number of rows.
+
+        ``table`` is a ``Table`` or a URI (with ``storage_options``, default the transaction's);
+        a table that does not exist yet is created with ``data``'s schema.
+
+        Raises:
+            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or the table is keyed.
+            SchemaMismatchError: ``data`` does not fit the table's schema.
+            StorageError: The store refused a write.
+        """
+        return self._write(self._part(table, storage_options), data, mode=writes.APPEND)
+
+    def overwrite(
+        self,
+        table: Table | str,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        consistent_push: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Replace every row of ``table`` with ``data``'s when the transaction commits; the number of rows.
+
+        Inside a transaction every overwrite is a consistent push (``consistent_push`` is
+        accepted for symmetry with ``Table.overwrite``): its lineage entry is the
+        transaction's, so ``rollback_transaction`` can revert it.
+
+        Raises:
+            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or the table is keyed.
+            SchemaMismatchError: ``data`` does not fit the table's schema.
+            StorageError: The store refused a write.
+        """
+        checks.flag(consistent_push, name="consistent_push")
+        return self._write(self._part(table, storage_options), data, mode=writes.OVERWRITE)
+
+    def delete(self, table: Table | str, filter: pc.Expression, *, storage_options: Mapping[str, Any] | None = None) -> int:
+        """Delete the rows of ``table`` matching ``filter`` when the transaction commits; how many match now.
+
+        Rows are found in the table's newest version; rows this transaction appends are not
+        looked at. Deletes that other writers commit to the same segments before the
+        transaction finalizes are kept too.
+
+        Raises:
+            InvalidOptionError: The transaction ended, or ``filter`` is not a boolean expression.
+            InvalidFilterError: ``filter`` does not fit the schema.
+            TableNotFoundError: There is no table at ``table``.
+            StorageError: The store refused a read.
+        """
+        part = self._part(table, storage_options)
+        snapshot = part.commit_log.snapshot()
+        if snapshot.primary_key:
+            raise InvalidOptionError(f"{part.uri} has a primary key; transactions write tables without one")
+        schema = schema_from_json(snapshot.table_schema)
+        check_filter(filter, schema, what="delete filter")
+        needed = referenced_columns(filter, schema)
+        replaced = set(part.replaced)
+        count = 0
+        for task in plan_scan(snapshot, columns=needed).tasks:
+            sid = task.segment.id
+            if sid in replaced:
+                continue
+            hits = bitmap_from_array(matching_positions(part.io, task, filter, needed).astype(np.uint64))
+            if len(hits):
+                before = part.deletes.get(sid)
+                part.deletes[sid] = hits if before is None else before | hits
+                count += len(hits)
+        if part.deletes:
+            part.delete_read = snapshot
+        part.operations.append("delete")
+        return count
+
+    # -- the commit -------------------------------------------------------------------------
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def commit(self) -> TransactionResult:
+        """Prepare every table, decide COMMITTED, finalize every table; the versions that show the writes.
+
+        Raises:
+            TransactionConflictError: A table's prepare conflicted with a concurrent commit
+                (the message names the table); every table was aborted.
+            TransactionAbortedError: Another writer aborted the transaction first (its lease
+                ran out); nothing is visible.
+            InvalidOptionError: The transaction ended already.
+            StorageError: The store refused a write before the decision (the transaction aborted).
+        """
+        if self._done:
+            raise InvalidOptionError(f"transaction {self.id} has ended; start a new one")
+        self._done = True
+        parts = [p for p in self._parts.values() if p.segments or p.deletes or p.replaced or p.create]
+        if not parts:
+            self._release()
+            self.result = TransactionResult(self.id, (), str(Outcome.COMMITTED))
+            return self.result
+        coordinator = parts[0]
+        participants = tuple(p.uri for p in parts)
+        stores = Stores(coordinator.options)
+        for p in self._parts.values():
+            stores.add(p.io, p.options)
+        lease_ms = TableProperties.tolerant(coordinator.commit_log.snapshot().properties)[0].push_lease_ms
+        try:
+            with push_recovery.LeaseKeeper(
+                coordinator.io, self.id, lease_ms=lease_ms, owner=push_recovery.process_owner().describe()
+            ):
+                for i, part in enumerate(parts, start=1):
+                    self._prepare(part, participants=participants, decision_uri=coordinator.uri, stores=stores, lease_ms=lease_ms)
+                    faults.point(f"transaction.after_prepare.{i}")
+                decision = decide(coordinator.io, self.id, Outcome.COMMITTED, participants=participants)
+                faults.point("transaction.after_decision")
+                if decision.outcome != Outcome.COMMITTED:
+                    raise TransactionAbortedError(
+                        f"transaction {self.id} was aborted by another writer before it committed ({decision.reason}); "
+                        "nothing of it is visible: run it again"
+                    )
+                for i, part in enumerate(parts, start=1):
+                    part.version = self._finalize(part, LineageState.COMPLETED)
+                    faults.point(f"transaction.after_finalize.{i}")
+        except BaseException:
+            self._abort(parts, coordinator)
+            raise
+        finally:
+            self._release()
+        push_recovery.drop(coordinator.io, self.id)
+        self.result = TransactionResult(self.id, tuple((p.uri, p.version) for p in parts), str(Outcome.COMMITTED))
+        return self.result
+
+    def _prepare(self, part: _Part, *, participants: tuple[str, ...], decision_uri: str, stores: Stores, lease_ms: int) -> None:
+        current = writes.load_snapshot(part.commit_log)
+        if current.exists:
+            recover_table(part.commit_log, current, stores=stores)
+            current = part.commit_log.catch_up(current)
+        self._clone_deletes(part)
+        owner = push_recovery.process_owner()
+        expires = push_recovery.now_ms() + lease_ms
+
+        def build(cur: Snapshot) -> list[Action]:
+            return protocol.prepare(
+                cur,
+                transaction_id=self.id,
+                participants=participants,
+                decision_uri=decision_uri,
+                replaced=part.replaced,
+                segments=part.segments,
+                clones=part.clones,
+                owner=owner,
+                lease_expires_ms=expires,
+                metadata=part.create,
+            )
+
+        try:
+            part.commit_log.commit(
+                read=current,
+                operation=Operation.TXN_PREPARE,
+                parameters={"transaction": self.id, "participants": list(participants), "operations": part.operations},
+                metrics={"added_rows": sum(s.num_rows for s in part.segments), "added_segments": len(part.segments)},
+                build=build,
+            )
+        except (CommitConflictError, InvalidLineageTransitionError) as exc:
+            raise TransactionConflictError(
+                f"transaction {self.id} aborted: table {part.uri} conflicts with a concurrent commit ({exc.message}); "
+                "nothing of the transaction is visible in any table: run it again",
+                table=part.uri,
+            ) from exc
+        part.prepared = True
+
+    def _clone_deletes(self, part: _Part) -> None:
+        """A clone per segment this transaction deletes from, carrying the deletes as its deletion vector."""
+        if not part.deletes or part.delete_read is None:
+            return
+        read = part.delete_read
+        intent = write_intents.take(part.io, operation="transaction delete")
+        part.intents.append(intent)
+        self._keepers.enter_context(write_intents.keep(part.io, intent))
+        cache = process_cache()
+        bitmaps: dict[str, BitMap64] = {}
+        clones: dict[str, SegmentFile] = {}
+        for sid, rows in part.deletes.items():
+            if sid in part.replaced:
+                continue
+            base = read.dvs.get(sid)
+            bitmaps[sid] = (load_dv(part.io, base, cache=cache) if base is not None else BitMap64()) | rows
+            clones[sid] = read.segments[sid].file.to_segment_file(id=new_segment_id(intent))
+        inline = TableProperties.tolerant(read.properties)[0].dv_inline_max_bytes
+        files = {clones[sid].id: location_uri(part.io.uri, clones[sid].path) for sid in bitmaps}
+        dvs = write_dvs(
+            part.io,
+            {clones[sid].id: bm for sid, bm in bitmaps.items()},
+            inline_max_bytes=inline,
+            data_files=files,
+            file_id=intent.new_id,
+        )
+        part.clones = {sid: (clones[sid], dvs[clones[sid].id]) for sid in bitmaps}
+
+    def _finalize(self, part: _Part, target: LineageState) -> int | None:
+        clones = {clone.id: sid for sid, (clone, _) in part.clones.items()}
+        try:
+            return finalize_part(part.commit_log, self.id, target, clones=clones, reason=f"transaction {self.id} aborted")
+        except Exception as exc:  # decided: whoever reads or writes the table next finishes it
+            if target == LineageState.COMPLETED:
+                logger.warning(
+                    "transaction %s committed; finalizing %s failed (the next reader or writer does it): %s",
+                    self.id,
+                    part.uri,
+                    exc,
+                )
+                return None
+            raise
+
+    def _abort(self, parts: list[_Part], coordinator: _Part) -> None:
+        """Decide ABORTED (unless COMMITTED stands) and revert what was prepared; best effort, the caller's error wins."""
+        prepared = [p for p in parts if p.prepared]
+        try:
+            if prepared:
+                decision = decide(coordinator.io, self.id, Outcome.ABORTED, participants=tuple(p.uri for p in parts))
+                if decision.outcome == Outcome.COMMITTED:  # decided before the failure: recovery finishes it
+                    return
+                for part in prepared:
+                    self._finalize(part, LineageState.REVERTED)
+            push_recovery.drop(coordinator.io, self.id)
+        except Exception as exc:
+            logger.warning("transaction %s: abort left work for recovery (%s)", self.id, exc)
+            push_recovery.give_up(coordinator.io, self.id)
+        for part in parts:
+            if not part.prepared:
+                self._drop_files(part, part.segments)
+
+    def abort(self) -> None:
+        """End the transaction without committing anything; its files are removed or left for vacuum.
+
+        Raises:
+            InvalidOptionError: The transaction ended already.
+        """
+        if self._done:
+            raise InvalidOptionError(f"transaction {self.id} has ended; start a new one")
+        self._done = True
+        try:
+            for part in self._parts.values():
+                self._drop_files(part, part.segments)
+        finally:
+            self._release()
+
+    def _drop_files(self, part: _Part, segments: list[SegmentFile]) -> None:
+        try:
+            part.io.delete([s.path for s in segments])
+        except Exception as exc:
+            logger.warning("transaction %s left files in %s for vacuum: %s", self.id, part.uri, exc)
+
+    def _release(self) -> None:
+        try:
+            self._keepers.close()
+        finally:
+            for part in self._parts.values():
+                try:
+                    for plan in part.plans:
+                        write_intents.release(part.io, plan.intent)
+                        writes.release_pin(plan)
+                    for intent in part.intents:
+                        write_intents.release(part.io, intent)
+                except Exception as exc:
+                    logger.warning("transaction %s: an intent or pin in %s expires on its own: %s", self.id, part.uri, exc)
+
+
+def transaction(*, storage_options: Mapping[str, Any] | None = None) -> Transaction:
+    """A new multi-table transaction: ``with mvtable.transaction() as tx: tx.append(t1, …); tx.overwrite(t2, …)``.
+
+    ``storage_options`` serve the tables given as URIs (a ``Table`` brings its own). All the
+    writes land together when the block ends, or none does.
+
+    Raises:
+        TransactionConflictError: On leaving the block: a table conflicted; nothing landed.
+        TransactionAbortedError: On leaving the block: another writer aborted it; nothing landed.
+    """
+    return Transaction(storage_options=storage_options)
