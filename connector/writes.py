@@ -34,6 +34,7 @@ from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, Segme
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.transactions import is_transaction
 from mvtable.storage import FileIO, open_file_io
 
 from . import recovery, write_intents
@@ -147,6 +148,7 @@ def begin_write(
     commit_log = open_log(io)
     if snapshot is None:
         snapshot = load_snapshot(commit_log)
+    snapshot = finish_transactions(commit_log, snapshot, storage_options)
     if snapshot.exists:
         target = _existing_table(snapshot, incoming, properties=properties, primary_key=primary_key)
     else:
@@ -588,3 +590,17 @@ def revert_push(commit_log: CommitLog, entry_id: str) -> None:
             parameters={"entry": entry_id},
             build=lambda cur: ops.revert(cur, entry_id),
         )
+
+
+def finish_transactions(commit_log: CommitLog, snapshot: Snapshot, storage_options: Mapping[str, Any] | None) -> Snapshot:
+    """``snapshot``, after finishing the multi-table transactions prepared in it that are decided or whose owner died.
+
+    The next writer of a table does it, so that a crashed transaction never holds the
+    table's segments for long; live ones are left alone (``connector.transactions.recovery``)."""
+    if not any(is_transaction(e.id) and e.state == LineageState.IN_PROGRESS for e in snapshot.lineage.values()):
+        return snapshot
+    from .transactions.recovery import Stores, recover_table
+
+    if recover_table(commit_log, snapshot, stores=Stores(storage_options)):
+        return commit_log.catch_up(snapshot)
+    return snapshot

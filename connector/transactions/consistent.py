@@ -11,7 +11,7 @@ ends as soon as no transaction finalizes under its feet.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mvtable.errors import InvalidOptionError, TooManyRetriesError
 from mvtable.lineage import transactions as protocol
@@ -21,9 +21,7 @@ from mvtable.storage import open_file_io
 
 from ..post_commit import open_log
 from .recovery import Stores, prepared_part, recover_table, settle
-
-if TYPE_CHECKING:
-    from ..table import Table
+from .tables import TableRef, resolve
 
 __all__ = ["consistent_versions", "open_tables"]
 
@@ -31,25 +29,18 @@ _MAX_ROUNDS = 32
 
 
 def open_tables(
-    tables: Sequence[Table | str], storage_options: Mapping[str, Any] | None
+    tables: Sequence[TableRef | str], storage_options: Mapping[str, Any] | None
 ) -> tuple[list[tuple[str, str, CommitLog]], Stores]:
     """(given name, canonical URI, commit log) per table, and the stores that open the others a transaction names.
 
     Raises:
         InvalidOptionError: ``tables`` is empty or holds something other than tables and URIs."""
-    from ..table import Table
-
-    if isinstance(tables, (str, Table)) or not tables:
+    if isinstance(tables, (str, TableRef)) or not isinstance(tables, Sequence) or not tables:
         raise InvalidOptionError("pass a list of tables (Table objects or URIs)")
     opened: list[tuple[str, str, CommitLog]] = []
     stores = Stores(storage_options)
     for t in tables:
-        if isinstance(t, Table):
-            name, options = t.uri, t.storage_options
-        elif isinstance(t, str) and t:
-            name, options = t, dict(storage_options or {})
-        else:
-            raise InvalidOptionError(f"pass tables as Table objects or URIs, not {type(t).__name__}")
+        name, options = resolve(t, storage_options)
         io = open_file_io(name, options)
         stores.add(io, options)
         if not stores.default:
@@ -58,7 +49,7 @@ def open_tables(
     return opened, stores
 
 
-def consistent_versions(tables: Sequence[Table | str], *, storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
+def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
     """One version per table (keyed as given: a ``Table``'s ``uri`` or the URI string) showing every transaction whole.
 
     Read each table at its version (``Table.to_arrow(version=…)``, Spark's ``versionAsOf``):

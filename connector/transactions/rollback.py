@@ -11,7 +11,7 @@ A rollback that dies after its decision is finished by whoever looks next (the n
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mvtable import faults
 from mvtable.errors import InvalidOptionError, TransactionNotFoundError, TransactionRollbackError
@@ -24,15 +24,13 @@ from ..results import TransactionResult
 from .consistent import open_tables
 from .decision import decide, read_decision
 from .recovery import PreparedPart, finalize_part, prepared_part, settle
-
-if TYPE_CHECKING:
-    from ..table import Table
+from .tables import TableRef
 
 __all__ = ["rollback_transaction"]
 
 
 def rollback_transaction(
-    transaction_id: str, *, tables: Sequence[Table | str], storage_options: Mapping[str, Any] | None = None
+    transaction_id: str, *, tables: Sequence[TableRef | str], storage_options: Mapping[str, Any] | None = None
 ) -> TransactionResult:
     """Revert every table a committed transaction wrote, as one decided step; each table's revert version.
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,9 +53,7 @@ from ..schema import schema_from_json
 from ..segments import new_segment_id, write_segments
 from .decision import decide
 from .recovery import Stores, finalize_part, recover_table
-
-if TYPE_CHECKING:
-    from ..table import Table
+from .tables import TableRef, resolve
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -103,17 +101,10 @@ class Transaction:
         self._done = False
 
     # -- the calls --------------------------------------------------------------------------
-    def _part(self, table: Table | str, storage_options: Mapping[str, Any] | None) -> _Part:
+    def _part(self, table: TableRef | str, storage_options: Mapping[str, Any] | None) -> _Part:
         if self._done:
             raise InvalidOptionError(f"transaction {self.id} has ended; start a new one")
-        from ..table import Table
-
-        if isinstance(table, Table):
-            uri, options = table.uri, table.storage_options
-        elif isinstance(table, str) and table:
-            uri, options = table, dict(storage_options if storage_options is not None else self.storage_options)
-        else:
-            raise InvalidOptionError(f"a transaction writes Table objects or table URIs, not {type(table).__name__}")
+        uri, options = resolve(table, storage_options if storage_options is not None else self.storage_options)
         from mvtable.storage import open_file_io
 
         from ..post_commit import open_log
@@ -152,7 +143,7 @@ class Transaction:
         return data.num_rows
 
     def append(
-        self, table: Table | str, data: pa.Table | pa.RecordBatch, *, storage_options: Mapping[str, Any] | None = None
+        self, table: TableRef | str, data: pa.Table | pa.RecordBatch, *, storage_options: Mapping[str, Any] | None = None
     ) -> int:
         """Add ``data``'s rows to ``table`` when the transaction commits; the number of rows.
 
@@ -168,7 +159,7 @@ class Transaction:
 
     def overwrite(
         self,
-        table: Table | str,
+        table: TableRef | str,
         data: pa.Table | pa.RecordBatch,
         *,
         consistent_push: bool = True,
@@ -188,7 +179,7 @@ class Transaction:
         checks.flag(consistent_push, name="consistent_push")
         return self._write(self._part(table, storage_options), data, mode=writes.OVERWRITE)
 
-    def delete(self, table: Table | str, filter: pc.Expression, *, storage_options: Mapping[str, Any] | None = None) -> int:
+    def delete(self, table: TableRef | str, filter: pc.Expression, *, storage_options: Mapping[str, Any] | None = None) -> int:
         """Delete the rows of ``table`` matching ``filter`` when the transaction commits; how many match now.
 
         Rows are found in the table's newest version; rows this transaction appends are not
