@@ -41,6 +41,7 @@ from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR, CommitLog
 from mvtable.lineage.log_retention import retention_version, safe_version
 from mvtable.lineage.snapshot import Snapshot, apply_commit
+from mvtable.lineage.transactions import has_prepared
 from mvtable.storage import FileIO, is_temp_name
 from mvtable.visibility.gc import batches
 
@@ -51,6 +52,7 @@ from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbag
 from .holds import Hold, grace_hold, version_holds
 from .key_index import segment_path_of
 from .pinning import pin_scan
+from .post_commit import open_log
 from .segments import DATA_DIR
 
 ENTRIES_PER_COMMIT = 50
@@ -106,6 +108,8 @@ def vacuum(
         batch_bytes=batch_bytes,
         now_ms=now_ms,
     )
+    if not run.dry_run:  # multi-table transactions decided or abandoned: finished first, as any writer does
+        run.snapshot = _finish_transactions(run.commit_log, run.snapshot)
     report = VacuumReport(dry_run=run.dry_run, retention_s=run.retention_s, safe_version=run.snapshot.version)
     plan = _plan(run, report)
     freed = _free_first(run, plan.data, report) if plan.commits else set()  # 1. space first
@@ -116,7 +120,29 @@ def vacuum(
     if not _delete_data(run, plan.data, report):  # 2. data files and old orphans
         return report
     _collect_garbage(run, plan.gc_plan, report)  # 3. deletion vectors, log files, pins
+    _collect_decisions(run, report)  # 4. transaction decisions no participant needs
     return report
+
+
+def _finish_transactions(commit_log: CommitLog, snapshot: Snapshot) -> Snapshot:
+    from .transactions.collect import finish_found
+
+    return finish_found(commit_log, snapshot) if has_prepared(snapshot) else snapshot
+
+
+def _collect_decisions(run: _Run, report: VacuumReport) -> None:
+    """Remove the decision objects of transactions this table coordinated that no participant needs any more."""
+    from .transactions.collect import collectable_decisions
+    from .transactions.decision import DECISION_DIR
+
+    if run.out_of_time() or not run.commit_log.io.list_names(DECISION_DIR):
+        return
+    doomed = collectable_decisions(
+        run.commit_log, run.commit_log.snapshot(), now_ms=run.now, grace_s=run.props.orphan_grace_s, open_log=open_log
+    )
+    if doomed and not run.dry_run:
+        run.commit_log.io.delete(doomed)
+    report.files += doomed
 
 
 @dataclass

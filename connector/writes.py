@@ -34,7 +34,7 @@ from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, Segme
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.lineage.transactions import is_transaction
+from mvtable.lineage.transactions import has_prepared
 from mvtable.storage import FileIO, open_file_io
 
 from . import recovery, write_intents
@@ -597,7 +597,7 @@ def finish_transactions(commit_log: CommitLog, snapshot: Snapshot, storage_optio
 
     The next writer of a table does it, so that a crashed transaction never holds the
     table's segments for long; live ones are left alone (``connector.transactions.recovery``)."""
-    if not any(is_transaction(e.id) and e.state == LineageState.IN_PROGRESS for e in snapshot.lineage.values()):
+    if not has_prepared(snapshot):
         return snapshot
     from .transactions.recovery import Stores, recover_table
 

@@ -53,6 +53,7 @@ __all__ = [
     "Outcome",
     "Step",
     "finalize",
+    "has_prepared",
     "is_transaction",
     "mismatched",
     "prepare",
@@ -89,6 +90,11 @@ def is_transaction(entry_id: str) -> bool:
 def transaction_entries(snapshot: Snapshot) -> list[LineageEntry]:
     """The transactions' lineage entries of a snapshot, oldest first."""
     return sorted((e for e in snapshot.lineage.values() if is_transaction(e.id)), key=lambda e: e.started_version)
+
+
+def has_prepared(snapshot: Snapshot) -> bool:
+    """Whether a snapshot holds a transaction's prepared (not yet finalized) entry: what makes a finder look further."""
+    return any(is_transaction(e.id) and e.state == LineageState.IN_PROGRESS for e in snapshot.lineage.values())
 
 
 def target_state(decision: Outcome | None, *, rolled_back: bool = False) -> LineageState | None:
