@@ -46,6 +46,7 @@ from .actions import (
 )
 from .enums import LineageState, _Name
 from .operations import create_or_check, require_visible
+from .ownership import TRANSACTION_ENTRY_PREFIX
 from .snapshot import LineageEntry, Snapshot
 
 __all__ = [
@@ -63,7 +64,7 @@ __all__ = [
     "visible_in",
 ]
 
-TRANSACTION_PREFIX = "txn-"
+TRANSACTION_PREFIX = TRANSACTION_ENTRY_PREFIX
 
 
 class Outcome(_Name):

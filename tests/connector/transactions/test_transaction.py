@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -14,6 +16,7 @@ from mvtable.errors import (
     ConcurrentReplaceError,
     InvalidLineageTransitionError,
     InvalidOptionError,
+    PushInProgressError,
     TransactionAbortedError,
     TransactionConflictError,
     TransactionNotFoundError,
@@ -217,3 +220,23 @@ def test_keyed_tables_and_bad_input_are_refused(tmp_path, tables):
         mvtable.consistent_versions(tables[0])  # type: ignore[arg-type]
     with pytest.raises(InvalidOptionError, match="no transaction id"):
         mvtable.rollback_transaction("push-1", tables=[tables[0]])
+
+
+def test_a_live_transaction_holds_its_segments_against_other_pushes(tables):
+    fact, dim1, _ = tables
+    tx = mvtable.transaction()
+    tx.overwrite(dim1, rows(100))
+    tx.append(fact, rows(3))
+    seen = {}
+
+    def push_meanwhile():
+        with pytest.raises(PushInProgressError, match="multi-table transaction prepared over the same segments") as err:
+            dim1.overwrite(rows(7), consistent_push=True)
+        seen["owner"] = err.value.owner
+        (entry,) = [e for e in dim1.lineage() if e.id == tx.id]
+        seen["status"] = entry.status
+
+    with faults.run_at("transaction.after_prepare.1", push_meanwhile):
+        tx.commit()
+    assert str(os.getpid()) in seen["owner"] and "its decision finishes it" in seen["status"]
+    assert ids(dim1) == [100] and ids(fact) == [1, 2, 3]
