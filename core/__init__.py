@@ -56,6 +56,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Transaction": ("mvtable.connector.transactions.transaction", "Transaction"),
     "consistent_versions": ("mvtable.connector.transactions.consistent", "consistent_versions"),
     "rollback_transaction": ("mvtable.connector.transactions.rollback", "rollback_transaction"),
+    "create_views": ("mvtable.connector.transactions.views", "create_views"),
     # what Table's calls return
     "Snapshot": ("mvtable.lineage.snapshot", "Snapshot"),
     "WriteResult": ("mvtable.connector.results", "WriteResult"),
@@ -102,6 +103,7 @@ if TYPE_CHECKING:  # what type checkers read; test_front_door holds it to _EXPOR
     from mvtable.connector.transactions.rollback import rollback_transaction as rollback_transaction
     from mvtable.connector.transactions.transaction import Transaction as Transaction
     from mvtable.connector.transactions.transaction import transaction as transaction
+    from mvtable.connector.transactions.views import create_views as create_views
     from mvtable.lineage.snapshot import Snapshot as Snapshot
 
 

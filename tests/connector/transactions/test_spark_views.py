@@ -1,0 +1,42 @@
+"""``mvtable.create_views``: SQL views of several tables at versions that show a transaction whole."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import mvtable
+from mvtable import faults
+from mvtable.connector import Table
+from mvtable.errors import InvalidOptionError
+
+
+class Stop(Exception):
+    pass
+
+
+def _stop():
+    raise Stop()
+
+
+def test_views_never_join_half_a_transaction(spark, tmp_path):
+    orders, customers = Table(str(tmp_path / "orders")), Table(str(tmp_path / "customers"))
+    orders.append(pa.table({"id": [1], "customer": [10]}))
+    customers.append(pa.table({"customer": [10], "name": ["ann"]}))
+    tx = mvtable.transaction()
+    tx.append(orders, pa.table({"id": [2], "customer": [20]}))
+    tx.append(customers.uri, pa.table({"customer": [20], "name": ["bob"]}))
+    with faults.run_at("transaction.after_finalize.1", _stop), pytest.raises(Stop):
+        tx.commit()  # orders shows the new order, customers not yet its customer
+    views = mvtable.create_views(spark, {"tx_orders": orders, "tx_customers": customers.uri})
+    try:
+        assert {name: v.version for name, v in views.items()} == {"tx_orders": orders.version, "tx_customers": customers.version}
+        joined = spark.sql(
+            "SELECT o.id, c.name FROM tx_orders o LEFT JOIN tx_customers c ON o.customer = c.customer ORDER BY o.id"
+        ).collect()
+        assert [(r.id, r.name) for r in joined] == [(1, "ann"), (2, "bob")]
+    finally:
+        for name in views:
+            mvtable.drop_view(spark, name)
+    with pytest.raises(InvalidOptionError, match="mapping of view names"):
+        mvtable.create_views(spark, {})
