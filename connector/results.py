@@ -301,11 +301,13 @@ class TransactionResult:
 
     A version is None where the table's finalize was left to the next reader or writer (the
     transaction is committed all the same: ``consistent_versions`` finishes it). ``outcome``
-    is ``COMMITTED`` for a transaction's commit, ``ROLLED_BACK`` for ``rollback_transaction``."""
+    is ``COMMITTED`` for a transaction's commit, ``ROLLED_BACK`` for ``rollback_transaction``;
+    ``changed`` lists the tables this call committed to (a repeated rollback changes none)."""
 
     transaction_id: str
     versions: tuple[tuple[str, int | None], ...]
     outcome: str
+    changed: tuple[str, ...] = ()
 
     def version_of(self, uri: str) -> int | None:
         """The finalized version of the table at ``uri``; None when it is not finalized yet.

@@ -84,6 +84,7 @@ def rollback_transaction(
         decide(coordinator, transaction_id, Outcome.ROLLED_BACK, participants=part.participants)
         faults.point("transaction.rollback.after_decision")
     versions: list[tuple[str, int | None]] = []
+    changed: list[str] = []
     for i, (uri, commit_log) in enumerate(zip(part.participants, logs), start=1):
         version = finalize_part(
             commit_log,
@@ -93,5 +94,7 @@ def rollback_transaction(
             operation=Operation.TXN_ROLLBACK,
         )
         versions.append((uri, version if version is not None else commit_log.latest_version()))
+        if version is not None:
+            changed.append(uri)
         faults.point(f"transaction.rollback.after_revert.{i}")
-    return TransactionResult(transaction_id, tuple(versions), str(Outcome.ROLLED_BACK))
+    return TransactionResult(transaction_id, tuple(versions), str(Outcome.ROLLED_BACK), tuple(changed))

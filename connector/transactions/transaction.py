@@ -273,7 +273,12 @@ class Transaction:
         finally:
             self._release()
         push_recovery.drop(coordinator.io, self.id)
-        self.result = TransactionResult(self.id, tuple((p.uri, p.version) for p in parts), str(Outcome.COMMITTED))
+        self.result = TransactionResult(
+            self.id,
+            tuple((p.uri, p.version) for p in parts),
+            str(Outcome.COMMITTED),
+            tuple(p.uri for p in parts if p.version is not None),
+        )
         return self.result
 
     def _prepare(self, part: _Part, *, participants: tuple[str, ...], decision_uri: str, stores: Stores, lease_ms: int) -> None:

@@ -40,3 +40,21 @@ def test_views_never_join_half_a_transaction(spark, tmp_path):
             mvtable.drop_view(spark, name)
     with pytest.raises(InvalidOptionError, match="mapping of view names"):
         mvtable.create_views(spark, {})
+
+
+def test_sql_rolls_a_transaction_back_in_every_table(spark, tmp_path):
+    mvtable.register(spark)
+    a, b = Table(str(tmp_path / "a")), Table(str(tmp_path / "b"))
+    for t in (a, b):
+        t.append(pa.table({"id": [1]}))
+    with mvtable.transaction() as tx:
+        tx.append(a, pa.table({"id": [2]}))
+        tx.overwrite(b, pa.table({"id": [3]}))
+    query = f"SELECT * FROM mvtable_rollback(table => '{b.uri}', transaction => '{tx.id}')"
+    rows = spark.sql(query).collect()
+    assert sorted((r.operation, r.changed) for r in rows) == [("TXN_ROLLBACK", True)] * 2
+    assert {r.version for r in rows} == {a.version, b.version}
+    assert a.to_arrow().column("id").to_pylist() == [1] and b.to_arrow().column("id").to_pylist() == [1]
+    assert [r.changed for r in spark.sql(query).collect()] == [False, False]  # run again: nothing more
+    with pytest.raises(Exception, match="exactly one of entry"):
+        spark.sql(f"SELECT * FROM mvtable_rollback(table => '{b.uri}', version => 1, transaction => '{tx.id}')").collect()
