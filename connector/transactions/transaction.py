@@ -92,7 +92,8 @@ class Transaction:
         InvalidOptionError: A call after the transaction ended, or a keyed table.
     """
 
-    def __init__(self, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, *, storage_options: Mapping[str, Any] | None = None, spark: Any = None) -> None:
+        self.spark = spark
         self.id = new_entry_id(protocol.TRANSACTION_PREFIX.rstrip("-"))
         self.storage_options = dict(storage_options or {})
         self.result: TransactionResult | None = None
@@ -115,12 +116,9 @@ class Transaction:
             part = self._parts[io.uri] = _Part(io.uri, dict(options), io, open_log(io))
         return part
 
-    def _write(self, part: _Part, data: pa.Table | pa.RecordBatch, *, mode: str) -> int:
-        if isinstance(data, pa.RecordBatch):
-            data = pa.Table.from_batches([data])
-        if not isinstance(data, pa.Table):
-            raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
-        plan = writes.begin_write(part.uri, storage_options=part.options, incoming=data.schema, mode=mode)
+    def _begin(self, part: _Part, schema: pa.Schema, *, mode: str) -> writes.WritePlan:
+        """Plan one call's write to ``part``: the files are named after its intent, an overwrite drops the calls before it."""
+        plan = writes.begin_write(part.uri, storage_options=part.options, incoming=schema, mode=mode)
         part.plans.append(plan)
         self._keepers.enter_context(write_intents.keep(part.io, plan.intent))
         if plan.primary_key:
@@ -135,12 +133,51 @@ class Transaction:
             part.segments = []
             part.deletes.clear()
             part.replaced = list(read.visible_segment_ids()) if read.exists else []
-        aligned = writes.align(plan, data)
-        if data.num_rows:
-            part.segments += write_segments(part.io, aligned, row_group_rows=plan.row_group_rows, intent=plan.intent)
+        return plan
+
+    def _written(self, part: _Part, segments: list[SegmentFile], *, mode: str) -> int:
+        part.segments += segments
         faults.point("transaction.after_files")
         part.operations.append(mode)
-        return data.num_rows
+        return sum(s.num_rows for s in segments)
+
+    def _write(self, part: _Part, data: pa.Table | pa.RecordBatch, *, mode: str) -> int:
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if not isinstance(data, pa.Table):
+            raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
+        plan = self._begin(part, data.schema, mode=mode)
+        aligned = writes.align(plan, data)
+        segments = (
+            write_segments(part.io, aligned, row_group_rows=plan.row_group_rows, intent=plan.intent) if data.num_rows else []
+        )
+        return self._written(part, segments, mode=mode)
+
+    def write(
+        self,
+        df: Any,
+        path: TableRef | str,
+        *,
+        mode: str = writes.APPEND,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Write a Spark DataFrame to ``path`` when the transaction commits (``mode``: append or overwrite); the rows written.
+
+        The DataFrame's tasks write the files on the cluster, now; the transaction commits
+        them with its other writes. Executors must reach the table, as for any Spark write.
+
+        Raises:
+            InvalidOptionError: An unknown mode, the transaction ended, or the table is keyed.
+            SchemaMismatchError: The DataFrame does not fit the table's schema.
+            UnsupportedTypeError: A column has a type mvtable does not store (Spark's variant).
+            StorageError: The store refused a write.
+        """
+        from .spark_writes import write_frame
+
+        if mode not in (writes.APPEND, writes.OVERWRITE):
+            raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
+        part = self._part(path, storage_options)
+        return self._written(part, write_frame(lambda schema: self._begin(part, schema, mode=mode), df), mode=mode)
 
     def append(
         self, table: TableRef | str, data: pa.Table | pa.RecordBatch, *, storage_options: Mapping[str, Any] | None = None
@@ -249,7 +286,7 @@ class Transaction:
         stores = Stores(coordinator.options)
         for p in self._parts.values():
             stores.add(p.io, p.options)
-        lease_ms = TableProperties.tolerant(coordinator.commit_log.snapshot().properties)[0].push_lease_ms
+        lease_ms = TableProperties.tolerant(writes.load_snapshot(coordinator.commit_log).properties)[0].push_lease_ms
         try:
             with push_recovery.LeaseKeeper(
                 coordinator.io, self.id, lease_ms=lease_ms, owner=push_recovery.process_owner().describe()
@@ -417,14 +454,15 @@ class Transaction:
                     logger.warning("transaction %s: an intent or pin in %s expires on its own: %s", self.id, part.uri, exc)
 
 
-def transaction(*, storage_options: Mapping[str, Any] | None = None) -> Transaction:
+def transaction(*, storage_options: Mapping[str, Any] | None = None, spark: Any = None) -> Transaction:
     """A new multi-table transaction: ``with mvtable.transaction() as tx: tx.append(t1, …); tx.overwrite(t2, …)``.
 
     ``storage_options`` serve the tables given as URIs (a ``Table`` brings its own). All the
-    writes land together when the block ends, or none does.
+    writes land together when the block ends, or none does. With ``spark`` (a
+    ``SparkSession``), ``tx.write(df, path, mode=…)`` writes DataFrames on the cluster too.
 
     Raises:
         TransactionConflictError: On leaving the block: a table conflicted; nothing landed.
         TransactionAbortedError: On leaving the block: another writer aborted it; nothing landed.
     """
-    return Transaction(storage_options=storage_options)
+    return Transaction(storage_options=storage_options, spark=spark)

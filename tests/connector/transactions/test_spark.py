@@ -58,3 +58,24 @@ def test_sql_rolls_a_transaction_back_in_every_table(spark, tmp_path):
     assert [r.changed for r in spark.sql(query).collect()] == [False, False]  # run again: nothing more
     with pytest.raises(Exception, match="exactly one of entry"):
         spark.sql(f"SELECT * FROM mvtable_rollback(table => '{b.uri}', version => 1, transaction => '{tx.id}')").collect()
+
+
+def test_dataframes_written_on_the_cluster_commit_with_the_other_writes(spark, tmp_path):
+    facts, dims, log = (str(tmp_path / n) for n in ("facts", "dims", "log"))
+    Table(dims).append(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]}))
+    df = spark.range(0, 300, numPartitions=3).selectExpr("id", "id % 7 AS bucket")
+    with mvtable.transaction(spark=spark) as tx:
+        assert tx.write(df, facts, mode="append") == 300
+        tx.write(spark.createDataFrame([(9, "z")], "id long, name string"), dims, mode="overwrite")
+        tx.append(log, pa.table({"event": ["refresh"]}))
+        assert Table(dims).to_arrow().column("name").to_pylist() == ["a", "b"]  # nothing visible inside
+    t = Table(facts)
+    assert t.to_arrow().num_rows == 300 and len(t.snapshot().visible_segment_ids()) == 3  # one segment per task
+    assert Table(dims).to_arrow().column("name").to_pylist() == ["z"]
+    assert tx.result is not None and {uri for uri, _ in tx.result.versions} == {Table(p).io.uri for p in (facts, dims, log)}
+    with pytest.raises(RuntimeError, match="boom"), mvtable.transaction(spark=spark) as tx2:
+        tx2.write(df, facts, mode="overwrite")
+        raise RuntimeError("boom")
+    assert Table(facts).to_arrow().num_rows == 300
+    with pytest.raises(InvalidOptionError, match="unknown write mode"):
+        mvtable.transaction(spark=spark).write(df, facts, mode="merge")

@@ -202,9 +202,11 @@ def test_a_rollback_that_died_after_its_decision_is_finished_by_the_next_call(ta
 def test_a_new_table_is_created_by_the_transaction(tmp_path, tables):
     fact = tables[0]
     with mvtable.transaction() as tx:
+        tx.append(str(tmp_path / "new"), rows(1, 2))  # the coordinator: the decision lives in the new table
         tx.append(fact, rows(3))
-        tx.append(str(tmp_path / "new"), rows(1, 2))
-    assert ids(Table(str(tmp_path / "new"))) == [1, 2]
+    new = Table(str(tmp_path / "new"))
+    assert ids(new) == [1, 2] and ids(fact) == [1, 2, 3]
+    assert read_decision(new.io, tx.id).outcome == Outcome.COMMITTED
 
 
 def test_keyed_tables_and_bad_input_are_refused(tmp_path, tables):
