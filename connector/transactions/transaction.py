@@ -51,7 +51,7 @@ from ..results import TransactionResult
 from ..scan import plan_scan
 from ..schema import schema_from_json
 from ..segments import new_segment_id, write_segments
-from .decision import decide
+from .decision import Decision, decide, read_decision
 from .recovery import Stores, finalize_part, recover_table
 from .tables import TableRef, resolve
 
@@ -257,6 +257,8 @@ class Transaction:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._done:  # the block committed or aborted it itself
+            return
         if exc_type is None:
             self.commit()
         else:
@@ -294,7 +296,7 @@ class Transaction:
                 for i, part in enumerate(parts, start=1):
                     self._prepare(part, participants=participants, decision_uri=coordinator.uri, stores=stores, lease_ms=lease_ms)
                     faults.point(f"transaction.after_prepare.{i}")
-                decision = decide(coordinator.io, self.id, Outcome.COMMITTED, participants=participants)
+                decision = self._decide(coordinator, participants)
                 faults.point("transaction.after_decision")
                 if decision.outcome != Outcome.COMMITTED:
                     raise TransactionAbortedError(
@@ -317,6 +319,16 @@ class Transaction:
             tuple(p.uri for p in parts if p.version is not None),
         )
         return self.result
+
+    def _decide(self, coordinator: _Part, participants: tuple[str, ...]) -> Decision:
+        """Write COMMITTED; when the store fails the write, the decision read back says whether it landed."""
+        try:
+            return decide(coordinator.io, self.id, Outcome.COMMITTED, participants=participants)
+        except Exception:
+            standing = read_decision(coordinator.io, self.id)
+            if standing is None:
+                raise
+            return standing
 
     def _prepare(self, part: _Part, *, participants: tuple[str, ...], decision_uri: str, stores: Stores, lease_ms: int) -> None:
         current = writes.load_snapshot(part.commit_log)

@@ -242,3 +242,16 @@ def test_a_live_transaction_holds_its_segments_against_other_pushes(tables):
         tx.commit()
     assert str(os.getpid()) in seen["owner"] and "its decision finishes it" in seen["status"]
     assert ids(dim1) == [100] and ids(fact) == [1, 2, 3]
+
+
+def test_commit_and_abort_inside_the_block(tables):
+    fact, dim1, _ = tables
+    with mvtable.transaction() as tx:
+        tx.append(fact, rows(3))
+        result = tx.commit()  # committed by hand: leaving the block does nothing more
+    assert tx.result is result and ids(fact) == [1, 2, 3]
+    with pytest.raises(KeyError), mvtable.transaction() as tx2:
+        tx2.append(dim1, rows(13))
+        tx2.abort()
+        raise KeyError("after the abort")  # the block's own error, not "has ended"
+    assert ids(dim1) == [11, 12]
