@@ -17,8 +17,9 @@ from mvtable.errors import InvalidOptionError, TooManyRetriesError
 from mvtable.lineage import transactions as protocol
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
-from mvtable.storage import open_file_io
+from mvtable.storage import LocalFileIO, open_file_io
 
+from ..parallel import ordered_map
 from ..post_commit import open_log
 from .recovery import Stores, prepared_part, recover_table, settle
 from .tables import TableRef, resolve
@@ -66,12 +67,16 @@ def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Ma
     """
     opened, stores = open_tables(tables, storage_options)
     logs = {uri: commit_log for _, uri, commit_log in opened}
-    snapshots: dict[str, Snapshot] = {}
-    for uri, commit_log in logs.items():
+
+    def read(commit_log: CommitLog) -> Snapshot:
         snapshot = commit_log.snapshot()
         if recover_table(commit_log, snapshot, stores=stores):
             snapshot = commit_log.catch_up(snapshot)
-        snapshots[uri] = snapshot
+        return snapshot
+
+    # an object store answers each table's reads after a round trip: read them side by side
+    remote = any(not isinstance(commit_log.io, LocalFileIO) for commit_log in logs.values())
+    snapshots = dict(zip(logs, ordered_map(read, logs.values(), workers=len(logs) if remote else 1)))
     purged: set[tuple[str, str]] = set()
     for _ in range(_MAX_ROUNDS):
         participants: dict[str, tuple[str, ...]] = {}
