@@ -47,6 +47,7 @@ from .. import recovery as push_recovery
 from .. import write_intents, writes
 from ..deletes import matching_positions
 from ..expressions import check_filter, referenced_columns
+from ..parallel import ordered_map
 from ..results import TransactionResult
 from ..scan import plan_scan
 from ..schema import schema_from_json
@@ -293,8 +294,14 @@ class Transaction:
             with push_recovery.LeaseKeeper(
                 coordinator.io, self.id, lease_ms=lease_ms, owner=push_recovery.process_owner().describe()
             ):
-                for i, part in enumerate(parts, start=1):
+                for part in parts:  # before the threads: it takes write intents
+                    self._clone_deletes(part)
+
+                def prepare(part: _Part) -> None:
                     self._prepare(part, participants=participants, decision_uri=coordinator.uri, stores=stores, lease_ms=lease_ms)
+
+                # the tables' commits are independent: side by side, their durable writes overlap
+                for i, _ in enumerate(ordered_map(prepare, parts, workers=len(parts)), start=1):
                     faults.point(f"transaction.after_prepare.{i}")
                 decision = self._decide(coordinator, participants)
                 faults.point("transaction.after_decision")
@@ -303,8 +310,9 @@ class Transaction:
                         f"transaction {self.id} was aborted by another writer before it committed ({decision.reason}); "
                         "nothing of it is visible: run it again"
                     )
-                for i, part in enumerate(parts, start=1):
-                    part.version = self._finalize(part, LineageState.COMPLETED)
+                finalized = ordered_map(lambda p: self._finalize(p, LineageState.COMPLETED), parts, workers=len(parts))
+                for i, (part, version) in enumerate(zip(parts, finalized), start=1):
+                    part.version = version
                     faults.point(f"transaction.after_finalize.{i}")
         except BaseException:
             self._abort(parts, coordinator)
@@ -335,7 +343,6 @@ class Transaction:
         if current.exists:
             recover_table(part.commit_log, current, stores=stores)
             current = part.commit_log.catch_up(current)
-        self._clone_deletes(part)
         owner = push_recovery.process_owner()
         expires = push_recovery.now_ms() + lease_ms
 
