@@ -45,6 +45,7 @@ def read_only(snapshot: Snapshot) -> Snapshot:
         dvs=_proxy(snapshot.dvs),
         history=list(snapshot.history),
         transactions=_proxy(snapshot.transactions),
+        transaction_times=_proxy(snapshot.transaction_times),
     )
 
 

@@ -190,6 +190,9 @@ class PruneState(_Model):
     kind: Literal["prune"] = "prune"
     segment_ids: tuple[_Id, ...] = ()
     history_before: int | None = Field(default=None, ge=0)
+    # streaming applications whose last batch is older than streamingAppRetentionPeriod:
+    # their exactly-once record leaves the snapshot (a query that never runs again)
+    app_ids: tuple[_Id, ...] = ()
 
 
 class LineagePurge(_Model):

@@ -150,6 +150,9 @@ class _Header(_Model):
     lineage: tuple[_Entry, ...]
     history: _History
     transactions: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)  # streaming writers' last batch ids
+    # commit time of each streaming writer's last batch; absent in checkpoints written before
+    # vacuum forgot idle applications (they read as of the checkpoint's own time)
+    transaction_times: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -202,6 +205,7 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
             operation=tuple(h.operation for h in s.history),
         ),
         transactions=dict(s.transactions),
+        transaction_times=dict(s.transaction_times),
     )
     doc = header.model_dump_json().encode()
     table = pa.Table.from_arrays(
@@ -304,6 +308,7 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, ch
         dvs=dvs,
         history=_history(h),
         transactions=dict(header.transactions),
+        transaction_times={app: header.transaction_times.get(app, header.timestamp_ms) for app in header.transactions},
     )
 
 

@@ -111,6 +111,9 @@ class Snapshot:
     history: list[HistoryItem] = field(default_factory=list)
     # streaming writers: application id -> last micro-batch id committed (SetTransaction)
     transactions: dict[str, int] = field(default_factory=dict)
+    # streaming writers: application id -> commit time of its last micro-batch (vacuum forgets
+    # an application idle past streamingAppRetentionPeriod, so this state stays bounded)
+    transaction_times: dict[str, int] = field(default_factory=dict)
 
     @property
     def exists(self) -> bool:
@@ -144,6 +147,7 @@ class Snapshot:
             dvs=dict(self.dvs),
             history=list(self.history),
             transactions=dict(self.transactions),
+            transaction_times=dict(self.transaction_times),
         )
 
 
@@ -324,6 +328,11 @@ def _prune(s: Snapshot, a: PruneState, v: int, ts: int) -> None:
         if sid in named:
             raise InvalidLineageTransitionError(f"cannot prune segment {sid}: a lineage entry still names it")
         del s.segments[sid]
+    for app_id in a.app_ids:
+        if app_id not in s.transactions:
+            raise InvalidLineageTransitionError(f"cannot forget streaming application {app_id}: the table has no record of it")
+        del s.transactions[app_id]
+        s.transaction_times.pop(app_id, None)
     if a.history_before is not None:
         if a.history_before > v:
             raise InvalidLineageTransitionError(f"cannot prune history before version {a.history_before}: it is in the future")
@@ -377,6 +386,7 @@ def _txn(s: Snapshot, a: SetTransaction, v: int, ts: int) -> None:
             f"application {a.app_id} committed batch {last} already; batch {a.batch_id} cannot follow it"
         )
     s.transactions[a.app_id] = a.batch_id
+    s.transaction_times[a.app_id] = ts
 
 
 def _inserted_keys(s: Snapshot, a: InsertedKeys, v: int, ts: int) -> None:
