@@ -132,8 +132,8 @@ def _finish_transactions(commit_log: CommitLog, snapshot: Snapshot) -> Snapshot:
 
 def _collect_decisions(run: _Run, report: VacuumReport) -> None:
     """Remove the decision objects of transactions this table coordinated that no participant needs any more."""
+    from .recovery.transaction_decisions import DECISION_DIR
     from .transactions.collect import collectable_decisions
-    from .transactions.decision import DECISION_DIR
 
     if run.out_of_time() or not run.commit_log.io.list_names(DECISION_DIR):
         return

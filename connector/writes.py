@@ -45,6 +45,7 @@ from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
+from .recovery.transactions import Stores, recover_table
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .segments import SegmentWriter
 from .write_intents import WriteIntent
@@ -596,11 +597,9 @@ def finish_transactions(commit_log: CommitLog, snapshot: Snapshot, storage_optio
     """``snapshot``, after finishing the multi-table transactions prepared in it that are decided or whose owner died.
 
     The next writer of a table does it, so that a crashed transaction never holds the
-    table's segments for long; live ones are left alone (``connector.transactions.recovery``)."""
+    table's segments for long; live ones are left alone (``connector.recovery.transactions``)."""
     if not has_prepared(snapshot):
         return snapshot
-    from .transactions.recovery import Stores, recover_table
-
     if recover_table(commit_log, snapshot, stores=Stores(storage_options)):
         return commit_log.catch_up(snapshot)
     return snapshot

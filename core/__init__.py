@@ -52,11 +52,11 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "drop_view": ("mvtable.connector.spark.views", "drop_view"),
     "stop_stream": ("mvtable.connector.spark.stream_stop", "stop_stream"),
     # several tables at once
-    "transaction": ("mvtable.connector.transactions.transaction", "transaction"),
+    "transaction": ("mvtable.connector.multi_table", "transaction"),
     "Transaction": ("mvtable.connector.transactions.transaction", "Transaction"),
     "consistent_versions": ("mvtable.connector.transactions.consistent", "consistent_versions"),
     "rollback_transaction": ("mvtable.connector.transactions.rollback", "rollback_transaction"),
-    "create_views": ("mvtable.connector.transactions.views", "create_views"),
+    "create_views": ("mvtable.connector.spark.transaction_views", "create_views"),
     # what Table's calls return
     "Snapshot": ("mvtable.lineage.snapshot", "Snapshot"),
     "WriteResult": ("mvtable.connector.results", "WriteResult"),
@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # what type checkers read; test_front_door holds it to _EXPOR
     from mvtable.connector import register as register
     from mvtable.connector.export.common import ExportResult as ExportResult
     from mvtable.connector.lifecycle import ActionResult as ActionResult
+    from mvtable.connector.multi_table import transaction as transaction
     from mvtable.connector.parameters import Keys as Keys
     from mvtable.connector.parameters import Timestamp as Timestamp
     from mvtable.connector.parameters import WriteMode as WriteMode
@@ -95,6 +96,7 @@ if TYPE_CHECKING:  # what type checkers read; test_front_door holds it to _EXPOR
     from mvtable.connector.spark.compaction import compact as compact
     from mvtable.connector.spark.native import read_native as read_native
     from mvtable.connector.spark.stream_stop import stop_stream as stop_stream
+    from mvtable.connector.spark.transaction_views import create_views as create_views
     from mvtable.connector.spark.views import create_view as create_view
     from mvtable.connector.spark.views import drop_view as drop_view
     from mvtable.connector.spark.views import refresh_view as refresh_view
@@ -102,8 +104,6 @@ if TYPE_CHECKING:  # what type checkers read; test_front_door holds it to _EXPOR
     from mvtable.connector.transactions.consistent import consistent_versions as consistent_versions
     from mvtable.connector.transactions.rollback import rollback_transaction as rollback_transaction
     from mvtable.connector.transactions.transaction import Transaction as Transaction
-    from mvtable.connector.transactions.transaction import transaction as transaction
-    from mvtable.connector.transactions.views import create_views as create_views
     from mvtable.lineage.snapshot import Snapshot as Snapshot
 
 

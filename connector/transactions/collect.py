@@ -20,8 +20,8 @@ from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.lineage.transactions import is_transaction
 
-from .decision import DECISION_DIR, read_decision, rollback_path
-from .recovery import Stores, recover_table
+from ..recovery.transaction_decisions import DECISION_DIR, read_decision, rollback_path
+from ..recovery.transactions import Stores, recover_table
 
 logger = logging.getLogger("mvtable.connector")
 

@@ -21,7 +21,7 @@ from mvtable.storage import LocalFileIO, open_file_io
 
 from ..parallel import ordered_map
 from ..post_commit import open_log
-from .recovery import Stores, prepared_part, recover_table, settle
+from ..recovery.transactions import Stores, prepared_part, recover_table, settle
 from .tables import TableRef, resolve
 
 __all__ = ["consistent_versions", "open_tables"]

@@ -20,10 +20,10 @@ from mvtable.lineage.snapshot import revert_blocker
 from mvtable.lineage.transactions import Outcome, is_transaction
 
 from ..post_commit import open_log
+from ..recovery.transaction_decisions import decide, read_decision
+from ..recovery.transactions import PreparedPart, finalize_part, prepared_part, settle
 from ..results import TransactionResult
 from .consistent import open_tables
-from .decision import decide, read_decision
-from .recovery import PreparedPart, finalize_part, prepared_part, settle
 from .tables import TableRef
 
 __all__ = ["rollback_transaction"]

@@ -48,17 +48,17 @@ from .. import write_intents, writes
 from ..deletes import matching_positions
 from ..expressions import check_filter, referenced_columns
 from ..parallel import ordered_map
+from ..recovery.transaction_decisions import Decision, decide, read_decision
+from ..recovery.transactions import Stores, finalize_part, recover_table
 from ..results import TransactionResult
 from ..scan import plan_scan
 from ..schema import schema_from_json
 from ..segments import new_segment_id, write_segments
-from .decision import Decision, decide, read_decision
-from .recovery import Stores, finalize_part, recover_table
 from .tables import TableRef, resolve
 
 logger = logging.getLogger("mvtable.connector")
 
-__all__ = ["Transaction", "transaction"]
+__all__ = ["Transaction"]
 
 
 @dataclass
@@ -93,8 +93,7 @@ class Transaction:
         InvalidOptionError: A call after the transaction ended, or a keyed table.
     """
 
-    def __init__(self, *, storage_options: Mapping[str, Any] | None = None, spark: Any = None) -> None:
-        self.spark = spark
+    def __init__(self, *, storage_options: Mapping[str, Any] | None = None) -> None:
         self.id = new_entry_id(protocol.TRANSACTION_PREFIX.rstrip("-"))
         self.storage_options = dict(storage_options or {})
         self.result: TransactionResult | None = None
@@ -153,32 +152,6 @@ class Transaction:
             write_segments(part.io, aligned, row_group_rows=plan.row_group_rows, intent=plan.intent) if data.num_rows else []
         )
         return self._written(part, segments, mode=mode)
-
-    def write(
-        self,
-        df: Any,
-        path: TableRef | str,
-        *,
-        mode: str = writes.APPEND,
-        storage_options: Mapping[str, Any] | None = None,
-    ) -> int:
-        """Write a Spark DataFrame to ``path`` when the transaction commits (``mode``: append or overwrite); the rows written.
-
-        The DataFrame's tasks write the files on the cluster, now; the transaction commits
-        them with its other writes. Executors must reach the table, as for any Spark write.
-
-        Raises:
-            InvalidOptionError: An unknown mode, the transaction ended, or the table is keyed.
-            SchemaMismatchError: The DataFrame does not fit the table's schema.
-            UnsupportedTypeError: A column has a type mvtable does not store (Spark's variant).
-            StorageError: The store refused a write.
-        """
-        from .spark_writes import write_frame
-
-        if mode not in (writes.APPEND, writes.OVERWRITE):
-            raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
-        part = self._part(path, storage_options)
-        return self._written(part, write_frame(lambda schema: self._begin(part, schema, mode=mode), df), mode=mode)
 
     def append(
         self, table: TableRef | str, data: pa.Table | pa.RecordBatch, *, storage_options: Mapping[str, Any] | None = None
@@ -471,17 +444,3 @@ class Transaction:
                         write_intents.release(part.io, intent)
                 except Exception as exc:
                     logger.warning("transaction %s: an intent or pin in %s expires on its own: %s", self.id, part.uri, exc)
-
-
-def transaction(*, storage_options: Mapping[str, Any] | None = None, spark: Any = None) -> Transaction:
-    """A new multi-table transaction: ``with mvtable.transaction() as tx: tx.append(t1, …); tx.overwrite(t2, …)``.
-
-    ``storage_options`` serve the tables given as URIs (a ``Table`` brings its own). All the
-    writes land together when the block ends, or none does. With ``spark`` (a
-    ``SparkSession``), ``tx.write(df, path, mode=…)`` writes DataFrames on the cluster too.
-
-    Raises:
-        TransactionConflictError: On leaving the block: a table conflicted; nothing landed.
-        TransactionAbortedError: On leaving the block: another writer aborted it; nothing landed.
-    """
-    return Transaction(storage_options=storage_options, spark=spark)

@@ -12,7 +12,7 @@ from support.s3_fault_proxy import FaultProxy, FaultRule
 
 import mvtable
 from mvtable.connector import Table
-from mvtable.connector.transactions.decision import read_decision
+from mvtable.connector.recovery.transaction_decisions import read_decision
 from mvtable.lineage.transactions import Outcome
 
 TIMEOUT_S = 2.0

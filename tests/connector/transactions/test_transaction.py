@@ -11,7 +11,7 @@ import pytest
 import mvtable
 from mvtable import faults
 from mvtable.connector import Table
-from mvtable.connector.transactions.decision import decide, decision_path, read_decision
+from mvtable.connector.recovery.transaction_decisions import decide, decision_path, read_decision
 from mvtable.errors import (
     ConcurrentReplaceError,
     InvalidLineageTransitionError,

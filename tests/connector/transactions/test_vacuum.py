@@ -8,7 +8,7 @@ import pytest
 import mvtable
 from mvtable import faults
 from mvtable.connector import Table
-from mvtable.connector.transactions.decision import DECISION_DIR, decision_path
+from mvtable.connector.recovery.transaction_decisions import DECISION_DIR, decision_path
 from mvtable.lineage.enums import LineageState
 
 PROPS = {

@@ -13,8 +13,8 @@ from typing import Any
 
 from mvtable.errors import InvalidOptionError
 
-from .consistent import consistent_versions
-from .tables import TableRef, resolve
+from ..transactions.consistent import consistent_versions
+from ..transactions.tables import TableRef, resolve
 
 __all__ = ["create_views"]
 

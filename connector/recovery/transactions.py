@@ -36,8 +36,9 @@ from mvtable.paths import location_uri
 from mvtable.storage import FileIO, open_file_io
 from mvtable.visibility import load_dv, process_cache, write_dvs
 
-from .. import recovery as push_recovery
-from .decision import Decision, decide, read_decision
+from . import liveness_of
+from .leases import now_ms as wall_ms
+from .transaction_decisions import Decision, decide, read_decision
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -194,9 +195,9 @@ def settle(commit_log: CommitLog, entry: LineageEntry, *, stores: Stores, now_ms
     coordinator = stores.io(part.decision_uri)
     decision, rolled_back = standing_target(coordinator, entry.id)
     if decision is None and not rolled_back and entry.state == LineageState.IN_PROGRESS:
-        facts = push_recovery.liveness_of(coordinator, entry)
+        facts = liveness_of(coordinator, entry)
         snapshot_props = TableProperties.tolerant(commit_log.snapshot().properties)[0]
-        now = push_recovery.now_ms() if now_ms is None else now_ms
+        now = wall_ms() if now_ms is None else now_ms
         v = verdict(dataclasses.replace(entry, staged=False), facts, now_ms=now, default_lease_ms=snapshot_props.push_lease_ms)
         if not v.recoverable:
             return None
