@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,6 +13,7 @@ import mvtable
 from mvtable import faults
 from mvtable.connector import Table
 from mvtable.connector.recovery.transaction_decisions import decide, decision_path, read_decision
+from mvtable.connector.recovery.transactions import Stores, settle
 from mvtable.errors import (
     ConcurrentReplaceError,
     InvalidLineageTransitionError,
@@ -261,3 +263,24 @@ def test_commit_and_abort_inside_the_block(tables):
         tx2.abort()
         raise KeyError("after the abort")  # the block's own error, not "has ended"
     assert ids(dim1) == [11, 12]
+
+
+def test_a_prepared_transaction_whose_lease_ran_out_is_aborted_by_the_next_finder(tables):
+    # the owner (this process) still runs, but stopped renewing long ago: the lease decides
+    fact, dim1, _ = tables
+    tx = mvtable.transaction()
+    tx.overwrite(fact, rows(100))
+    tx.append(dim1, rows(13))
+    later = int(time.time() * 1000) + 24 * 3600 * 1000
+    found = {}
+
+    def finder() -> None:
+        (entry,) = [e for e in fact.commit_log.snapshot().lineage.values() if e.id == tx.id]
+        found["state"] = settle(fact.commit_log, entry, stores=Stores(), now_ms=later)
+
+    with faults.run_at("transaction.after_prepare.2", finder), pytest.raises(TransactionAbortedError, match="lease expired"):
+        tx.commit()
+    assert found["state"] == LineageState.REVERTED
+    assert read_decision(fact.io, tx.id).outcome == Outcome.ABORTED
+    assert ids(fact) == [1, 2] and ids(dim1) == [11, 12]
+    assert mvtable.consistent_versions([fact, dim1]) == {fact.uri: fact.version, dim1.uri: dim1.version}
