@@ -82,9 +82,15 @@ def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Ma
         participants: dict[str, tuple[str, ...]] = {}
         for uri, snapshot in snapshots.items():
             for entry in protocol.transaction_entries(snapshot):
-                if entry.id not in participants:
-                    parts = prepared_part(logs[uri], entry).participants
-                    participants[entry.id] = tuple(p for p in parts if (entry.id, p) not in purged)
+                if entry.id in participants:
+                    continue
+                holders = tuple(u for u, snap in snapshots.items() if entry.id in snap.lineage)
+                if len(holders) == len(snapshots) or not any(protocol.visible_in(snapshots[u], entry.id) for u in holders):
+                    # every table holds it (their entries say it all), or none shows it: no prepare record to read
+                    participants[entry.id] = holders
+                    continue
+                parts = prepared_part(logs[uri], entry).participants
+                participants[entry.id] = tuple(p for p in parts if (entry.id, p) not in purged)
         bad = protocol.mismatched(snapshots, participants)
         if not bad:
             return {name: snapshots[uri].version for name, uri, _ in opened}
