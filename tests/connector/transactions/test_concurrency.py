@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     from mvtable.errors import TransactionConflictError
 
     cfg = json.loads(sys.argv[1])
-    tables = {name: mvtable.Table(uri) for name, uri in cfg["uris"].items()}
+    tables = {name: mvtable.Table(uri, storage_options=cfg["options"]) for name, uri in cfg["uris"].items()}
     sets, proc, count = cfg["sets"], cfg["proc"], cfg["count"]
     done, conflicts = [], 0
     for i in range(count):
@@ -53,7 +53,6 @@ CHILD = textwrap.dedent(
 
 SETS = {0: [["A", "B"], ["A"]], 1: [["B", "C"], ["B", "C", "D"]], 2: [["C", "D"], ["D"]]}
 COUNT = 12
-SEEDS = [f"seed:{p}:{i}" for p in SETS for i in range(COUNT)]
 
 
 def participants(p: int, i: int) -> set[str]:
@@ -69,24 +68,38 @@ def tags_by_table(tables: dict[str, Table], versions: dict[str, int] | None) -> 
     return out
 
 
-def check_whole(shown: dict[str, set[str]]) -> None:
+def check_whole(shown: dict[str, set[str]], seeds: list[str]) -> None:
     for tag, names in shown.items():
         if not tag.startswith("seed:"):
             assert names == set(tag.split(":")[1].split(",")), f"{tag} shows in {sorted(names)} only"
-    for seed in SEEDS:
+    for seed in seeds:
         _, p, i = seed.split(":")
         gone = set("ABCD") - shown.get(seed, set())
         assert gone in (set(), participants(int(p), int(i))), f"{seed} is gone from {sorted(gone)} only"
 
 
 def test_concurrent_transactions_from_several_processes_are_always_seen_whole(tmp_path):
-    tables = {name: Table(str(tmp_path / name)) for name in "ABCD"}
+    run_concurrently({name: str(tmp_path / name) for name in "ABCD"}, {}, count=COUNT)
+
+
+def test_concurrent_transactions_on_s3(seaweedfs_s3):
+    run_concurrently({name: seaweedfs_s3.url(name) for name in "ABCD"}, seaweedfs_s3.storage_options(), count=6)
+
+
+def run_concurrently(locations: dict[str, str], options: dict, *, count: int) -> None:
+    seeds = [f"seed:{p}:{i}" for p in SETS for i in range(count)]
+    tables = {name: Table(uri, storage_options=options) for name, uri in locations.items()}
     for t in tables.values():
-        t.append(pa.table({"tag": SEEDS}))
+        t.append(pa.table({"tag": seeds}))
     uris = {name: t.uri for name, t in tables.items()}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, json.dumps({"uris": uris, "sets": sets, "proc": p, "count": COUNT})],
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                json.dumps({"uris": uris, "options": options, "sets": sets, "proc": p, "count": count}),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -96,7 +109,7 @@ def test_concurrent_transactions_from_several_processes_are_always_seen_whole(tm
     reads = 0
     try:
         while any(p.poll() is None for p in procs):
-            check_whole(tags_by_table(tables, mvtable.consistent_versions(list(tables.values()))))
+            check_whole(tags_by_table(tables, mvtable.consistent_versions(list(tables.values()))), seeds)
             reads += 1
             time.sleep(0.02)
         outputs = [p.communicate(timeout=60) for p in procs]
@@ -109,12 +122,12 @@ def test_concurrent_transactions_from_several_processes_are_always_seen_whole(tm
         assert p.returncode == 0, err[-3000:]
     results = [json.loads(out) for out, _ in outputs]
     final = tags_by_table(tables, mvtable.consistent_versions(list(tables.values())))
-    check_whole(final)
+    check_whole(final, seeds)
     committed = {tag for r in results for tag in r["done"]}
     assert (
         {tag for tag in final if not tag.startswith("seed:")}
         == committed
-        == {f"p{p}-{i}:{','.join(SETS[p][i % len(SETS[p])])}" for p in SETS for i in range(COUNT)}
+        == {f"p{p}-{i}:{','.join(SETS[p][i % len(SETS[p])])}" for p in SETS for i in range(count)}
     )
-    assert {s for s in SEEDS if final.get(s) == set("ABCD") - participants(*map(int, s.split(":")[1:]))} == set(SEEDS)
+    assert {s for s in seeds if final.get(s) == set("ABCD") - participants(*map(int, s.split(":")[1:]))} == set(seeds)
     assert reads >= 3  # the consistent reads really ran while transactions did
