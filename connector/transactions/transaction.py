@@ -27,6 +27,7 @@ from mvtable.conf import TableProperties
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import (
     CommitConflictError,
+    CommitStateUnknownError,
     InvalidLineageTransitionError,
     InvalidOptionError,
     TransactionAbortedError,
@@ -341,6 +342,9 @@ class Transaction:
                 metrics={"added_rows": sum(s.num_rows for s in part.segments), "added_segments": len(part.segments)},
                 build=build,
             )
+        except CommitStateUnknownError:
+            part.prepared = True  # it may have landed: the abort decides ABORTED and keeps its files
+            raise
         except (CommitConflictError, InvalidLineageTransitionError) as exc:
             raise TransactionConflictError(
                 f"transaction {self.id} aborted: table {part.uri} conflicts with a concurrent commit ({exc.message}); "
