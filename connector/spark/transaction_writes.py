@@ -17,8 +17,10 @@ import pyarrow as pa
 
 from mvtable.errors import InvalidOptionError
 from mvtable.lineage.actions import SegmentFile
+from mvtable.lineage.snapshot import Snapshot
 
 from .. import writes
+from ..keys.commit import check_absent, segment_keys
 from ..transactions.tables import TableRef
 from ..transactions.transaction import Transaction
 
@@ -50,7 +52,7 @@ class SparkTransaction(Transaction):
     """A ``Transaction`` that also writes Spark DataFrames (``mvtable.transaction(spark=…)``).
 
     Raises:
-        InvalidOptionError: A call after the transaction ended, or a keyed table.
+        InvalidOptionError: A call after the transaction ended.
     """
 
     def __init__(self, spark: Any, *, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -66,7 +68,9 @@ class SparkTransaction(Transaction):
         them with its other writes. Executors must reach the table, as for any Spark write.
 
         Raises:
-            InvalidOptionError: An unknown mode, the transaction ended, or the table is keyed.
+            InvalidOptionError: An unknown mode, or the transaction ended.
+            DuplicateKeyError: On a keyed table, a key repeats, is in the table already (an
+                append), or this transaction wrote it already.
             SchemaMismatchError: The DataFrame does not fit the table's schema.
             UnsupportedTypeError: A column has a type mvtable does not store (Spark's variant).
             StorageError: The store refused a write.
@@ -74,4 +78,21 @@ class SparkTransaction(Transaction):
         if mode not in (writes.APPEND, writes.OVERWRITE):
             raise InvalidOptionError(f"unknown write mode {mode!r}; use 'append' or 'overwrite'")
         part = self._part(path, storage_options)
-        return self._written(part, write_frame(lambda schema: self._begin(part, schema, mode=mode), df), mode=mode)
+        plans: list[writes.WritePlan] = []
+
+        def begin(schema: pa.Schema) -> writes.WritePlan:
+            plans.append(self._begin(part, schema, mode=mode))
+            return plans[-1]
+
+        segments = write_frame(begin, df)
+        if part.key and segments:  # keyed: checked like a keyed Spark write, on the keys the tasks wrote
+            read = plans[-1].read_snapshot or Snapshot()
+            try:
+                rows = segment_keys(part.io, segments, part.key)
+                if mode == writes.APPEND:
+                    check_absent(part.io, read, rows)
+                self._add_keys(part, rows, read, upsert=False)
+            except BaseException:
+                self._drop_files(part, segments)
+                raise
+        return self._written(part, segments, mode=mode)

@@ -15,10 +15,14 @@ from typing import Any
 
 from mvtable import faults
 from mvtable.errors import InvalidOptionError, TransactionNotFoundError, TransactionRollbackError
+from mvtable.lineage import operations as ops
 from mvtable.lineage.enums import LineageState, Operation
-from mvtable.lineage.snapshot import revert_blocker
+from mvtable.lineage.log import CommitLog
+from mvtable.lineage.snapshot import Snapshot, revert_blocker
 from mvtable.lineage.transactions import Outcome, is_transaction
 
+from ..keys.commit import live_segment_keys, present_keys
+from ..keys.validate import describe_keys
 from ..post_commit import open_log
 from ..recovery.transaction_decisions import decide, read_decision
 from ..recovery.transactions import PreparedPart, finalize_part, prepared_part, settle
@@ -27,6 +31,27 @@ from .consistent import open_tables
 from .tables import TableRef
 
 __all__ = ["rollback_transaction"]
+
+
+def _key_blocker(commit_log: CommitLog, snapshot: Snapshot, transaction_id: str) -> str | None:
+    """Why reverting the transaction's part of a keyed table would show a key twice, or None.
+
+    The rows it brings back (what it replaced or deleted) must hold no key that a row
+    committed since holds, as for a single push's rollback (``keys.rollback``)."""
+    if not snapshot.primary_key:
+        return None
+    returning, staying = ops.revert_effect(snapshot, transaction_id)
+    if not returning:
+        return None
+    rows = live_segment_keys(commit_log.io, snapshot, returning, snapshot.primary_key)
+    hidden = set(snapshot.lineage[transaction_id].segments_to) | set(returning)
+    dup = present_keys(commit_log.io, snapshot, rows, segment_ids=[sid for sid in staying if sid not in hidden])
+    if dup is None:
+        return None
+    return (
+        f"{dup.num_rows} key(s) of the rows it would bring back were committed after it ({describe_keys(dup)}); "
+        "delete those rows (delete by key) and roll back again"
+    )
 
 
 def rollback_transaction(
@@ -78,7 +103,7 @@ def rollback_transaction(
                 snapshot = commit_log.catch_up(snapshot)
                 entry = snapshot.lineage[transaction_id]
             if entry.state == LineageState.COMPLETED:
-                blocker = revert_blocker(snapshot, entry)
+                blocker = revert_blocker(snapshot, entry) or _key_blocker(commit_log, snapshot, transaction_id)
                 if blocker:
                     raise TransactionRollbackError(f"transaction {transaction_id} cannot be rolled back in {uri}: {blocker}")
         decide(coordinator, transaction_id, Outcome.ROLLED_BACK, participants=part.participants)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -36,6 +36,7 @@ from mvtable.errors import (
 from mvtable.ids import new_entry_id
 from mvtable.lineage import transactions as protocol
 from mvtable.lineage.actions import Action, MetadataAction, SegmentFile
+from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
@@ -48,6 +49,8 @@ from .. import recovery as push_recovery
 from .. import write_intents, writes
 from ..deletes import matching_positions
 from ..expressions import check_filter, referenced_columns
+from ..keys.commit import KeyedRows, check_absent, commit_keyed, keyed_rows, lookup, write_keyed
+from ..keys.validate import check_unique
 from ..parallel import ordered_map
 from ..recovery.transaction_decisions import Decision, decide, read_decision
 from ..recovery.transactions import Stores, finalize_part, recover_table
@@ -55,6 +58,7 @@ from ..results import TransactionResult
 from ..scan import plan_scan
 from ..schema import schema_from_json
 from ..segments import new_segment_id, write_segments
+from ..upsert import require_key
 from .tables import TableRef, resolve
 
 logger = logging.getLogger("mvtable.connector")
@@ -74,11 +78,17 @@ class _Part:
     replaced: list[str] = field(default_factory=list)
     segments: list[SegmentFile] = field(default_factory=list)
     deletes: dict[str, BitMap64] = field(default_factory=dict)  # segment id → rows this transaction deletes
-    delete_read: Snapshot | None = None
     plans: list[writes.WritePlan] = field(default_factory=list)
     intents: list[write_intents.WriteIntent] = field(default_factory=list)
     operations: list[str] = field(default_factory=list)
     clones: dict[str, tuple[SegmentFile, DeletionVectorRef]] = field(default_factory=dict)
+    # the segment (and its deletion vector) each delete was found in, as the snapshot it was read from had them
+    delete_bases: dict[str, tuple[SegmentDescriptor, DeletionVectorRef | None]] = field(default_factory=dict)
+    cloned: dict[str, int] = field(default_factory=dict)  # segment id → rows its clone's DV was written with
+    key: tuple[str, ...] = ()  # the table's primary key (its writes are checked like a keyed write's)
+    rows: KeyedRows | None = None  # the keys this transaction writes to the table
+    key_read: Snapshot | None = None  # the snapshot those keys were first checked against
+    upsert: bool = False  # the keyed writes are upserts (rows with the same key are replaced)
     prepared: bool = False
     version: int | None = None
 
@@ -91,7 +101,7 @@ class Transaction:
     transaction in every table's lineage and history.
 
     Raises:
-        InvalidOptionError: A call after the transaction ended, or a keyed table.
+        InvalidOptionError: A call after the transaction ended.
     """
 
     def __init__(self, *, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -122,10 +132,7 @@ class Transaction:
         plan = writes.begin_write(part.uri, storage_options=part.options, incoming=schema, mode=mode)
         part.plans.append(plan)
         self._keepers.enter_context(write_intents.keep(part.io, plan.intent))
-        if plan.primary_key:
-            raise InvalidOptionError(
-                f"{part.uri} has a primary key; transactions write tables without one (write keyed tables on their own)"
-            )
+        part.key = plan.primary_key
         read = plan.read_snapshot if plan.read_snapshot is not None else Snapshot()
         if plan.create and part.create is None:
             part.create = MetadataAction.model_validate(plan.create)
@@ -133,8 +140,28 @@ class Transaction:
             self._drop_files(part, part.segments)
             part.segments = []
             part.deletes.clear()
+            part.delete_bases.clear()
+            part.rows = part.key_read = None
             part.replaced = list(read.visible_segment_ids()) if read.exists else []
         return plan
+
+    def _add_keys(self, part: _Part, rows: KeyedRows, read: Snapshot, *, upsert: bool) -> None:
+        """Record the keys of one keyed call; a key written twice in one transaction is refused.
+
+        Raises:
+            InvalidOptionError: Upserts mixed with appends or overwrites of one table.
+            DuplicateKeyError: The transaction wrote the key to the table already."""
+        if part.rows is not None and part.upsert != upsert:
+            raise InvalidOptionError(
+                f"{part.uri}: a transaction either upserts into a keyed table or appends/overwrites it, not both"
+            )
+        if part.rows is not None:
+            keys = pa.concat_tables([part.rows.keys, rows.keys.cast(part.rows.keys.schema)])
+            rows = KeyedRows(rows.columns, np.concatenate([part.rows.hashes, rows.hashes]), keys)
+            check_unique(rows.keys, rows.hashes)
+        part.rows, part.upsert = rows, upsert
+        if part.key_read is None:
+            part.key_read = read
 
     def _written(self, part: _Part, segments: list[SegmentFile], *, mode: str) -> int:
         part.segments += segments
@@ -148,10 +175,26 @@ class Transaction:
         if not isinstance(data, pa.Table):
             raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
         plan = self._begin(part, data.schema, mode=mode)
-        aligned = writes.align(plan, data)
-        segments = (
-            write_segments(part.io, aligned, row_group_rows=plan.row_group_rows, intent=plan.intent) if data.num_rows else []
+
+        def write() -> list[SegmentFile]:
+            aligned = writes.align(plan, data)
+            if not data.num_rows:
+                return []
+            return write_segments(
+                part.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent
+            )
+
+        if not plan.primary_key:
+            return self._written(part, write(), mode=mode)
+        read = plan.read_snapshot if plan.read_snapshot is not None else Snapshot()
+        rows, segments = write_keyed(
+            part.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE, write=write
         )
+        try:
+            self._add_keys(part, rows, read, upsert=False)
+        except BaseException:
+            self._drop_files(part, segments)
+            raise
         return self._written(part, segments, mode=mode)
 
     def append(
@@ -163,7 +206,11 @@ class Transaction:
         a table that does not exist yet is created with ``data``'s schema.
 
         Raises:
-            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or the table is keyed.
+            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or it also
+                upserts into the keyed table.
+            DuplicateKeyError: On a keyed table, a key repeats in ``data``, is in the table
+                already, or this transaction wrote it already.
+            NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
             SchemaMismatchError: ``data`` does not fit the table's schema.
             StorageError: The store refused a write.
         """
@@ -184,7 +231,10 @@ class Transaction:
         transaction's, so ``rollback_transaction`` can revert it.
 
         Raises:
-            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or the table is keyed.
+            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or it also
+                upserts into the keyed table.
+            DuplicateKeyError: On a keyed table, a key repeats in ``data``.
+            NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
             SchemaMismatchError: ``data`` does not fit the table's schema.
             StorageError: The store refused a write.
         """
@@ -206,8 +256,6 @@ class Transaction:
         """
         part = self._part(table, storage_options)
         snapshot = part.commit_log.snapshot()
-        if snapshot.primary_key:
-            raise InvalidOptionError(f"{part.uri} has a primary key; transactions write tables without one")
         schema = schema_from_json(snapshot.table_schema)
         check_filter(filter, schema, what="delete filter")
         needed = referenced_columns(filter, schema)
@@ -218,14 +266,61 @@ class Transaction:
             if sid in replaced:
                 continue
             hits = bitmap_from_array(matching_positions(part.io, task, filter, needed).astype(np.uint64))
-            if len(hits):
-                before = part.deletes.get(sid)
-                part.deletes[sid] = hits if before is None else before | hits
-                count += len(hits)
-        if part.deletes:
-            part.delete_read = snapshot
+            count += self._delete_rows(part, snapshot, sid, hits)
         part.operations.append("delete")
         return count
+
+    def _delete_rows(self, part: _Part, snapshot: Snapshot, sid: str, rows: BitMap64) -> int:
+        """Add rows of segment ``sid`` (as ``snapshot`` has it) to what the transaction deletes; how many."""
+        if not len(rows) or sid in part.replaced:
+            return 0
+        before = part.deletes.get(sid)
+        part.deletes[sid] = rows if before is None else before | rows
+        part.delete_bases.setdefault(sid, (snapshot.segments[sid].file, snapshot.dvs.get(sid)))
+        return len(rows)
+
+    def upsert(
+        self, table: TableRef | str, data: pa.Table | pa.RecordBatch, *, storage_options: Mapping[str, Any] | None = None
+    ) -> int:
+        """Replace the rows of keyed ``table`` whose keys ``data`` holds and insert the rest, when the transaction commits.
+
+        Returns how many rows it replaces as the table is now. Rows found by key are deleted
+        by deletion vector (no data file rewritten), as ``Table.upsert`` does; a key another
+        writer inserts before the transaction commits is replaced too. A key can be written
+        once per table per transaction.
+
+        Raises:
+            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or the
+                transaction also appends to or overwrites the table.
+            TableNotFoundError: There is no table at ``table``.
+            NoPrimaryKeyError: The table has no primary key.
+            NullKeyError: A key column of ``data`` holds nulls.
+            DuplicateKeyError: A key repeats in ``data``, or the transaction wrote it already.
+            SchemaMismatchError: ``data`` does not fit the table's schema.
+            StorageError: The store refused a read or a write.
+        """
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if not isinstance(data, pa.Table):
+            raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
+        part = self._part(table, storage_options)
+        key = require_key(writes.load_snapshot(part.commit_log), uri=part.uri, what="upsert")
+        plan = self._begin(part, data.schema, mode=writes.APPEND)
+        read = plan.read_snapshot if plan.read_snapshot is not None else Snapshot()
+        rows = keyed_rows(plan.arrow_schema, key, data)
+        self._add_keys(part, rows, read, upsert=True)
+        aligned = writes.align(plan, data)
+        segments = (
+            write_segments(part.io, aligned, row_group_rows=plan.row_group_rows, primary_key=key, intent=plan.intent)
+            if data.num_rows
+            else []
+        )
+        found = lookup(part.io, read, rows)
+        replaced = 0
+        for sid, positions in found.positions.items():
+            replaced += self._delete_rows(part, read, sid, bitmap_from_array(positions.astype(np.uint64)))
+        self._written(part, segments, mode="upsert")
+        return replaced
 
     # -- the commit -------------------------------------------------------------------------
     def __enter__(self) -> Transaction:
@@ -247,6 +342,8 @@ class Transaction:
                 (the message names the table); every table was aborted.
             TransactionAbortedError: Another writer aborted the transaction first (its lease
                 ran out); nothing is visible.
+            DuplicateKeyError: A keyed table's key was made visible by a concurrent commit
+                after the transaction checked it; nothing is visible.
             InvalidOptionError: The transaction ended already.
             StorageError: The store refused a write before the decision (the transaction aborted).
         """
@@ -269,6 +366,10 @@ class Transaction:
                 coordinator.io, self.id, lease_ms=lease_ms, owner=push_recovery.process_owner().describe()
             ):
                 for part in parts:  # before the threads: it takes write intents
+                    if part.deletes or part.upsert:
+                        intent = write_intents.take(part.io, operation="transaction delete")
+                        part.intents.append(intent)
+                        self._keepers.enter_context(write_intents.keep(part.io, intent))
                     self._clone_deletes(part)
 
                 def prepare(part: _Part) -> None:
@@ -334,14 +435,15 @@ class Transaction:
                 metadata=part.create,
             )
 
+        parameters = {"transaction": self.id, "participants": list(participants), "operations": part.operations}
+        metrics = {"added_rows": sum(s.num_rows for s in part.segments), "added_segments": len(part.segments)}
         try:
-            part.commit_log.commit(
-                read=current,
-                operation=Operation.TXN_PREPARE,
-                parameters={"transaction": self.id, "participants": list(participants), "operations": part.operations},
-                metrics={"added_rows": sum(s.num_rows for s in part.segments), "added_segments": len(part.segments)},
-                build=build,
-            )
+            if part.key and part.rows is not None and len(part.rows.hashes):
+                self._prepare_keyed(part, current, build, parameters=parameters, metrics=metrics)
+            else:
+                part.commit_log.commit(
+                    read=current, operation=Operation.TXN_PREPARE, parameters=parameters, metrics=metrics, build=build
+                )
         except CommitStateUnknownError:
             part.prepared = True  # it may have landed: the abort decides ABORTED and keeps its files
             raise
@@ -353,33 +455,68 @@ class Transaction:
             ) from exc
         part.prepared = True
 
+    def _prepare_keyed(self, part: _Part, current: Snapshot, build: Callable[[Snapshot], list[Action]], **commit: Any) -> None:
+        """The prepare of a keyed table: checked, like a keyed write, against every commit since its keys were read.
+
+        An append or overwrite refuses a key a concurrent commit made visible
+        (``DuplicateKeyError``); an upsert deletes those rows too (more clones). Keys a
+        prepared transaction holds are a conflict (``held_keys``)."""
+        rows = part.rows
+        assert rows is not None
+        replaced = set(part.replaced)
+
+        def on_new_rows(newer: Snapshot, segment_ids: list[str]) -> None:
+            ids = [sid for sid in segment_ids if sid not in replaced]
+            if not part.upsert:
+                check_absent(part.io, newer, rows, segment_ids=ids)
+                return
+            for sid, positions in lookup(part.io, newer, rows, segment_ids=ids).positions.items():
+                self._delete_rows(part, newer, sid, bitmap_from_array(positions.astype(np.uint64)))
+            self._clone_deletes(part)
+
+        commit_keyed(
+            part.commit_log,
+            read=current,
+            current=None,
+            operation=Operation.TXN_PREPARE,
+            build=build,
+            rows=rows,
+            record=True,
+            on_new_rows=on_new_rows,
+            since=part.key_read if part.key_read is not None and part.key_read.exists else None,
+            transaction=self.id,
+            **commit,
+        )
+
     def _clone_deletes(self, part: _Part) -> None:
-        """A clone per segment this transaction deletes from, carrying the deletes as its deletion vector."""
-        if not part.deletes or part.delete_read is None:
+        """A clone per segment this transaction deletes from, carrying the deletes as its deletion vector.
+
+        Incremental: a segment cloned already gets a new deletion vector only when more of its
+        rows were found since (an upsert's prepare finds rows concurrent commits inserted)."""
+        todo = {sid: rows for sid, rows in part.deletes.items() if sid not in part.replaced and part.cloned.get(sid) != len(rows)}
+        if not todo:
             return
-        read = part.delete_read
-        intent = write_intents.take(part.io, operation="transaction delete")
-        part.intents.append(intent)
-        self._keepers.enter_context(write_intents.keep(part.io, intent))
+        intent = part.intents[-1]
         cache = process_cache()
         bitmaps: dict[str, BitMap64] = {}
         clones: dict[str, SegmentFile] = {}
-        for sid, rows in part.deletes.items():
-            if sid in part.replaced:
-                continue
-            base = read.dvs.get(sid)
+        for sid, rows in todo.items():
+            descriptor, base = part.delete_bases[sid]
             bitmaps[sid] = (load_dv(part.io, base, cache=cache) if base is not None else BitMap64()) | rows
-            clones[sid] = read.segments[sid].file.to_segment_file(id=new_segment_id(intent))
-        inline = TableProperties.tolerant(read.properties)[0].dv_inline_max_bytes
+            known = part.clones.get(sid)
+            clones[sid] = known[0] if known is not None else descriptor.to_segment_file(id=new_segment_id(intent))
+        props = TableProperties.tolerant(part.commit_log.snapshot().properties)[0]
         files = {clones[sid].id: location_uri(part.io.uri, clones[sid].path) for sid in bitmaps}
         dvs = write_dvs(
             part.io,
             {clones[sid].id: bm for sid, bm in bitmaps.items()},
-            inline_max_bytes=inline,
+            inline_max_bytes=props.dv_inline_max_bytes,
             data_files=files,
             file_id=intent.new_id,
         )
-        part.clones = {sid: (clones[sid], dvs[clones[sid].id]) for sid in bitmaps}
+        for sid in bitmaps:
+            part.clones[sid] = (clones[sid], dvs[clones[sid].id])
+            part.cloned[sid] = len(todo[sid])
 
     def _finalize(self, part: _Part, target: LineageState) -> int | None:
         clones = {clone.id: sid for sid, (clone, _) in part.clones.items()}

@@ -79,3 +79,15 @@ def test_dataframes_written_on_the_cluster_commit_with_the_other_writes(spark, t
     assert Table(facts).to_arrow().num_rows == 300
     with pytest.raises(InvalidOptionError, match="unknown write mode"):
         mvtable.transaction(spark=spark).write(df, facts, mode="merge")
+
+
+def test_spark_writes_to_a_keyed_table_keep_its_keys_unique(spark, tmp_path):
+    from mvtable.errors import DuplicateKeyError
+
+    keyed = Table.create(str(tmp_path / "k"), schema=pa.schema([("id", pa.int64())]), primary_key=["id"])
+    keyed.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+    with mvtable.transaction(spark=spark) as tx:
+        with pytest.raises(DuplicateKeyError):
+            tx.write(spark.range(2, 5, numPartitions=2), keyed.uri)  # key 2 is in the table
+        assert tx.write(spark.range(5, 8, numPartitions=2), keyed.uri) == 3
+    assert sorted(keyed.to_arrow().column("id").to_pylist()) == [1, 2, 5, 6, 7]

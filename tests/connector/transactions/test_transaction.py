@@ -217,11 +217,8 @@ def test_a_new_table_is_created_by_the_transaction(tmp_path, tables):
     assert read_decision(new.io, tx.id).outcome == Outcome.COMMITTED
 
 
-def test_keyed_tables_and_bad_input_are_refused(tmp_path, tables):
-    keyed = Table.create(str(tmp_path / "k"), schema=pa.schema([("id", pa.int64())]), primary_key=["id"])
+def test_bad_input_is_refused(tables):
     with mvtable.transaction() as tx:
-        with pytest.raises(InvalidOptionError, match="primary key"):
-            tx.append(keyed, rows(1))
         with pytest.raises(InvalidOptionError, match="Table object or a URI"):
             tx.append(42, rows(1))  # type: ignore[arg-type]
         with pytest.raises(InvalidOptionError, match="pyarrow"):
