@@ -10,9 +10,11 @@ ends as soon as no transaction finalizes under its feet.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mvtable.conf import TableProperties
 from mvtable.errors import InvalidOptionError, TooManyRetriesError
 from mvtable.lineage import transactions as protocol
 from mvtable.lineage.log import CommitLog
@@ -21,7 +23,9 @@ from mvtable.storage import LocalFileIO, open_file_io
 
 from ..parallel import ordered_map
 from ..post_commit import open_log
-from ..recovery.transactions import Stores, prepared_part, recover_table, settle
+from ..recovery.leases import now_ms as wall_ms
+from ..recovery.transaction_decisions import read_decision
+from ..recovery.transactions import PreparedPart, Stores, prepared_part, recover_table, settle
 from .tables import TableRef, resolve
 
 __all__ = ["consistent_versions", "open_tables"]
@@ -48,6 +52,24 @@ def open_tables(
             stores.default = dict(options)
         opened.append((name, io.uri, open_log(io)))
     return opened, stores
+
+
+def _purged(newest: Snapshot, record: PreparedPart | None, stores: Stores) -> bool:
+    """Whether a participant that holds no entry of a transaction at its newest version lost it to lineage retention.
+
+    Retention purges an entry no sooner than the table's retention periods after it was
+    finalized, and vacuum collects the decision only once every entry is gone; so while the
+    decision is younger than those periods, the entry must still be there, and its absence
+    means the store does not show the prepare yet (object stores may answer a new key with a
+    404 for a moment)."""
+    if record is None:
+        return True
+    decision = read_decision(stores.io(record.decision_uri), record.transaction_id)
+    if decision is None:
+        return True
+    props, _ = TableProperties.tolerant(newest.properties)
+    keep_s = min(props.replaced_segments_retention_s, props.lineage_entry_retention_s)
+    return wall_ms() - decision.timestamp_ms >= keep_s * 1000
 
 
 def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
@@ -78,7 +100,8 @@ def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Ma
     remote = any(not isinstance(commit_log.io, LocalFileIO) for commit_log in logs.values())
     snapshots = dict(zip(logs, ordered_map(read, logs.values(), workers=len(logs) if remote else 1)))
     purged: set[tuple[str, str]] = set()
-    for _ in range(_MAX_ROUNDS):
+    records: dict[str, PreparedPart] = {}
+    for round_ in range(_MAX_ROUNDS):
         participants: dict[str, tuple[str, ...]] = {}
         for uri, snapshot in snapshots.items():
             for entry in protocol.transaction_entries(snapshot):
@@ -89,8 +112,8 @@ def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Ma
                     # every table holds it (their entries say it all), or none shows it: no prepare record to read
                     participants[entry.id] = holders
                     continue
-                parts = prepared_part(logs[uri], entry).participants
-                participants[entry.id] = tuple(p for p in parts if (entry.id, p) not in purged)
+                records[entry.id] = prepared_part(logs[uri], entry)
+                participants[entry.id] = tuple(p for p in records[entry.id].participants if (entry.id, p) not in purged)
         bad = protocol.mismatched(snapshots, participants)
         if not bad:
             return {name: snapshots[uri].version for name, uri, _ in opened}
@@ -101,10 +124,16 @@ def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Ma
                 if found is not None:
                     settle(logs[uri], found, stores=stores)
                 stale.add(uri)
+        lagging = False
         for uri in stale:
             newest = logs[uri].catch_up(snapshots[uri])
             for txn, uris in bad.items():
                 if uri in uris and txn not in newest.lineage and newest.version == snapshots[uri].version:
-                    purged.add((txn, uri))  # read at its newest already: its entry was purged after it finished
+                    if _purged(newest, records.get(txn), stores):
+                        purged.add((txn, uri))
+                    else:
+                        lagging = True
             snapshots[uri] = newest
+        if lagging:  # the store does not show a participant's prepare yet: ask again shortly
+            time.sleep(min(0.5, 0.02 * (round_ + 1)))
     raise TooManyRetriesError(f"transactions kept finalizing while {len(logs)} tables were read {_MAX_ROUNDS} times; try again")

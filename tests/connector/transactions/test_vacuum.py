@@ -61,6 +61,8 @@ def test_decisions_go_once_no_participant_holds_an_entry_and_state_stays_bounded
     assert not [e for e in a.lineage() if e.id in ids]
     assert len(a.io.list_names(DECISION_DIR)) == 6
     assert [e.state for e in b.lineage()][-1] == LineageState.COMPLETED
+    # a's entries are gone, b's not: a consistent read tells purged from not-yet-seen by the decision's age
+    assert mvtable.consistent_versions([a, b]) == {a.uri: a.version, b.uri: b.version}
     b.vacuum(force=True)
     assert not b.lineage()
     report = a.vacuum(force=True)
