@@ -151,6 +151,7 @@ class TableProperties(_Settings):
     dv_inline_max_bytes: int = Field(ge=0)
     iceberg_compat: bool
     push_lease_period: str
+    streaming_app_retention_period: str
     compact_target_file_size: int = Field(ge=1)
     compact_min_input_files: int = Field(ge=1)
     compact_delete_ratio: float = Field(gt=0, le=1)
@@ -185,6 +186,7 @@ class TableProperties(_Settings):
         "version_retention_period",
         "orphan_grace_period",
         "push_lease_period",
+        "streaming_app_retention_period",
     )
     @classmethod
     def _period(cls, v: str, info: Any) -> str:
@@ -211,6 +213,10 @@ class TableProperties(_Settings):
     @property
     def push_lease_ms(self) -> int:
         return int(parse_period(self.push_lease_period, name="pushLeasePeriod") * 1000)
+
+    @property
+    def streaming_app_retention_s(self) -> float:
+        return parse_period(self.streaming_app_retention_period, name="streamingAppRetentionPeriod")
 
     @classmethod
     def from_strings(cls, stored: Mapping[str, str]) -> TableProperties:

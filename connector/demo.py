@@ -2,7 +2,8 @@
 
 Create and append, delete with deletion vectors (no data file rewritten), a consistent push, time
 travel, a bad push rolled back in one call, a pushing process killed mid-write and cleaned up by the
-next push, the lineage timeline, and vacuum.
+next push, two tables refreshed as one transaction and rolled back as one, the lineage timeline, and
+vacuum.
 
 Run: ``python -m mvtable.connector.demo [TABLE_DIR]`` (a temporary folder by default)."""
 
@@ -142,6 +143,23 @@ def _story(spark: Any, path: str, console: Console) -> None:
     console.print(
         f"the next push went through in {time.perf_counter() - t0:.1f} s (no lease to wait for: "
         f"the dead writer's push was reverted in the same commit); {count()} rows"
+    )
+
+    step("two tables refreshed as one transaction, and rolled back as one")
+    import mvtable
+
+    stores = path.rstrip("/") + "_stores"
+    spark.range(7).selectExpr("id AS store", "concat('store ', id) AS name").write.format("mvtable").mode("append").save(stores)
+    with mvtable.transaction(spark=spark) as tx:  # each DataFrame's tasks write on the cluster; one commit decides
+        tx.write(orders(0, 1300, "round((id + 1) * 1.40, 2)"), path, mode="overwrite")
+        tx.write(spark.range(7).selectExpr("id AS store", "concat('renamed ', id) AS name"), stores, mode="overwrite")
+    versions = mvtable.consistent_versions([path, stores])
+    console.print(f"transaction {tx.id} changed both tables together (consistent versions: {versions})")
+    rows = spark.sql(f"SELECT * FROM mvtable_rollback(table => '{stores}', transaction => '{tx.id}')").collect()
+    names = sorted(r.name for r in spark.read.format("mvtable").load(stores).collect())[:2]
+    console.print(
+        f"mvtable_rollback(transaction => …) reverted {sum(r.changed for r in rows)} tables in one call: "
+        f"{count()} orders again, stores named {names}…"
     )
 
     step("lineage timeline")

@@ -21,6 +21,7 @@ from mvtable.lineage.actions import Action, MetadataAction
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.transactions import is_transaction
 from mvtable.visibility import encode_dv
 
 from . import write_intents
@@ -65,6 +66,11 @@ def _transition(
 
     Also when a concurrent or retried call got there first. ``commit(snapshot, build)`` lands the
     commit when plain ``CommitLog.commit`` is not enough."""
+    if is_transaction(entry_id):  # one table's part alone would break the transaction's all-or-nothing
+        raise InvalidLineageTransitionError(
+            f"lineage entry {entry_id} is a multi-table transaction's part; roll the transaction back as one "
+            f"(mvtable.rollback_transaction({entry_id!r}, tables=…) / mvtable rollback --transaction {entry_id})"
+        )
     snapshot, entry = _entry(commit_log, entry_id)
     if entry.state == target:
         return ActionResult(operation, entry.state_version, False, f"lineage entry {entry_id} is already {target}")

@@ -37,6 +37,7 @@ __all__ = [
     "DeleteResult",
     "DroppedBin",
     "GCResult",
+    "TransactionResult",
     "UpsertResult",
     "VacuumResult",
     "WriteResult",
@@ -292,3 +293,28 @@ class GCResult(_FromTally):
     replans: int = 0
     deleted: tuple[str, ...] = ()
     held_back: tuple[Hold, ...] = ()  # why files stayed: pins, retention, grace, checkpoints
+
+
+@dataclass(frozen=True)
+class TransactionResult:
+    """What a multi-table transaction did: its id and, per table (by URI), the version that made its writes visible.
+
+    A version is None where the table's finalize was left to the next reader or writer (the
+    transaction is committed all the same: ``consistent_versions`` finishes it). ``outcome``
+    is ``COMMITTED`` for a transaction's commit, ``ROLLED_BACK`` for ``rollback_transaction``;
+    ``changed`` lists the tables this call committed to (a repeated rollback changes none)."""
+
+    transaction_id: str
+    versions: tuple[tuple[str, int | None], ...]
+    outcome: str
+    changed: tuple[str, ...] = ()
+
+    def version_of(self, uri: str) -> int | None:
+        """The finalized version of the table at ``uri``; None when it is not finalized yet.
+
+        Raises:
+            KeyError: The transaction did not write ``uri``."""
+        for table, version in self.versions:
+            if table == uri or table.rstrip("/") == uri.rstrip("/"):
+                return version
+        raise KeyError(uri)

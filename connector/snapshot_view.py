@@ -48,6 +48,7 @@ def read_only(snapshot: Snapshot) -> Snapshot:
         schema_id=snapshot.schema_id,
         last_field_id=snapshot.last_field_id,
         schema_break_version=snapshot.schema_break_version,
+        transaction_times=_proxy(snapshot.transaction_times),
     )
 
 

@@ -41,6 +41,7 @@ from mvtable.lineage.lineage_retention import EntryCleanup, plan_entry_cleanup
 from mvtable.lineage.log import LOG_DIR, CommitLog
 from mvtable.lineage.log_retention import retention_version, safe_version
 from mvtable.lineage.snapshot import Snapshot, apply_commit
+from mvtable.lineage.transactions import has_prepared
 from mvtable.storage import FileIO, is_temp_name
 from mvtable.visibility.gc import batches
 
@@ -51,6 +52,7 @@ from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbag
 from .holds import Hold, grace_hold, version_holds
 from .key_index import segment_path_of
 from .pinning import pin_scan
+from .post_commit import open_log
 from .segments import DATA_DIR
 
 ENTRIES_PER_COMMIT = 50
@@ -106,6 +108,8 @@ def vacuum(
         batch_bytes=batch_bytes,
         now_ms=now_ms,
     )
+    if not run.dry_run:  # multi-table transactions decided or abandoned: finished first, as any writer does
+        run.snapshot = _finish_transactions(run.commit_log, run.snapshot)
     report = VacuumReport(dry_run=run.dry_run, retention_s=run.retention_s, safe_version=run.snapshot.version)
     plan = _plan(run, report)
     freed = _free_first(run, plan.data, report) if plan.commits else set()  # 1. space first
@@ -116,7 +120,29 @@ def vacuum(
     if not _delete_data(run, plan.data, report):  # 2. data files and old orphans
         return report
     _collect_garbage(run, plan.gc_plan, report)  # 3. deletion vectors, log files, pins
+    _collect_decisions(run, report)  # 4. transaction decisions no participant needs
     return report
+
+
+def _finish_transactions(commit_log: CommitLog, snapshot: Snapshot) -> Snapshot:
+    from .transactions.collect import finish_found
+
+    return finish_found(commit_log, snapshot) if has_prepared(snapshot) else snapshot
+
+
+def _collect_decisions(run: _Run, report: VacuumReport) -> None:
+    """Remove the decision objects of transactions this table coordinated that no participant needs any more."""
+    from .recovery.transaction_decisions import DECISION_DIR
+    from .transactions.collect import collectable_decisions
+
+    if run.out_of_time() or not run.commit_log.io.list_names(DECISION_DIR):
+        return
+    doomed = collectable_decisions(
+        run.commit_log, run.commit_log.snapshot(), now_ms=run.now, grace_s=run.props.orphan_grace_s, open_log=open_log
+    )
+    if doomed and not run.dry_run:
+        run.commit_log.io.delete(doomed)
+    report.files += doomed
 
 
 @dataclass
@@ -158,6 +184,7 @@ class _Plan:
     data: _DataPlan
     prune: PruneState | None
     gc_plan: GCPlan | None  # for the GC pass, unless the log moves meanwhile
+    idle_times: dict[str, int] = field(default_factory=dict)  # the prune's idle streaming apps: last batch time planned
 
 
 def _start(
@@ -240,13 +267,22 @@ def _plan(run: _Run, report: VacuumReport) -> _Plan:
         _simulate(simulated, [a for c in chunk for a in c.actions], now_ms=now)
     gc_plan = plan_garbage(commit_log, now_ms=now, retention_s=run.retention_s)
     data = _plan_files(commit_log, simulated, now_ms=now, retention_s=run.retention_s, grace_s=grace_s)
-    prune = prune_action(simulated, safe_version=data.safe, gc_plan=gc_plan, cleanups=bool(cleanups))
+    prune = prune_action(
+        simulated,
+        safe_version=data.safe,
+        gc_plan=gc_plan,
+        cleanups=bool(cleanups),
+        idle_apps=idle_apps(simulated, now_ms=now, retention_s=run.props.streaming_app_retention_s),
+    )
     report.safe_version = data.safe
     report.orphans = data.orphans
     report.held_back = _holds(commit_log, snapshot, data, now_ms=now, retention_s=run.retention_s, grace_s=grace_s)
     report.segments_pruned = len(prune.segment_ids) if prune else 0
     commits = ([*chunks] if chunks else ([[]] if prune else [])) if not run.dry_run else []
-    return _Plan(plan_cleanup=plan_cleanup, chunks=chunks, commits=commits, data=data, prune=prune, gc_plan=gc_plan)
+    idle_times = {a: simulated.transaction_times.get(a, simulated.timestamp_ms) for a in (prune.app_ids if prune else ())}
+    return _Plan(
+        plan_cleanup=plan_cleanup, chunks=chunks, commits=commits, data=data, prune=prune, gc_plan=gc_plan, idle_times=idle_times
+    )
 
 
 def _entry_cleanup_planner(run: _Run) -> Callable[[Snapshot], list[EntryCleanup]]:
@@ -282,7 +318,7 @@ def _commit_retention(run: _Run, plan: _Plan, report: VacuumReport) -> bool:
     try:
         for i, chunk in enumerate(commits):
             prune = plan.prune if i == len(commits) - 1 else None
-            version = _commit_cleanup(commit_log, chunk, plan.plan_cleanup, prune=prune)
+            version = _commit_cleanup(commit_log, chunk, plan.plan_cleanup, prune=prune, idle_times=plan.idle_times)
             if version is not None:
                 report.retention_commits.append(version)
             faults.point("vacuum.after_retention_commit")
@@ -366,7 +402,15 @@ def _simulate(state: Snapshot, actions: list[Action], *, now_ms: int) -> None:
     apply_commit(state, commit)
 
 
-def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan, cleanups: bool) -> PruneState | None:
+def idle_apps(state: Snapshot, *, now_ms: int, retention_s: float) -> tuple[str, ...]:
+    """Streaming applications whose last batch was committed longer than ``retention_s`` ago (streamingAppRetentionPeriod)."""
+    cutoff = now_ms - retention_s * 1000
+    return tuple(app for app in state.transactions if state.transaction_times.get(app, state.timestamp_ms) < cutoff)
+
+
+def prune_action(
+    state: Snapshot, *, safe_version: int, gc_plan: GCPlan, cleanups: bool, idle_apps: tuple[str, ...] = ()
+) -> PruneState | None:
     """What a table that lives for years forgets (``PruneState``); ``None``: nothing to forget.
 
     Segments removed at or before the safe version that no lineage entry names (vacuum deletes their files in
@@ -382,9 +426,9 @@ def prune_action(state: Snapshot, *, safe_version: int, gc_plan: GCPlan, cleanup
     )
     log_start = gc_plan.retention.checkpoint if gc_plan.retention.delete_commits else None
     trim = 0 if log_start is None else bisect.bisect_left(state.history, log_start, key=lambda h: h.version)
-    if not gone and (not cleanups or not trim) and trim < HISTORY_TRIM_ALONE:
+    if not gone and not idle_apps and (not cleanups or not trim) and trim < HISTORY_TRIM_ALONE:
         return None  # a commit only to trim a little history would itself give the next run work
-    return PruneState(segment_ids=gone, history_before=log_start if trim else None)
+    return PruneState(segment_ids=gone, history_before=log_start if trim else None, app_ids=idle_apps)
 
 
 def _commit_cleanup(
@@ -393,8 +437,10 @@ def _commit_cleanup(
     plan_cleanup: Callable[[Snapshot], list[EntryCleanup]],
     *,
     prune: PruneState | None,
+    idle_times: dict[str, int] | None = None,
 ) -> int | None:
     ids = {c.entry_id for c in chunk}
+    idle = dict(idle_times or {})
 
     def build(current: Snapshot) -> list[Action]:
         # re-plan on the newest snapshot: an entry reverted or purged meanwhile changes what to do
@@ -408,8 +454,10 @@ def _commit_cleanup(
                 for sid in prune.segment_ids
                 if sid in trial.segments and trial.segments[sid].removed_version is not None and sid not in named
             )
-            if still or prune.history_before is not None:
-                actions.append(PruneState(segment_ids=still, history_before=prune.history_before))
+            # an application that committed a batch since the plan is no longer idle
+            apps = tuple(a for a in prune.app_ids if a in trial.transactions and trial.transaction_times.get(a) == idle.get(a))
+            if still or prune.history_before is not None or apps:
+                actions.append(PruneState(segment_ids=still, history_before=prune.history_before, app_ids=apps))
         return actions
 
     current = commit_log.snapshot()

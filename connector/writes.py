@@ -35,6 +35,7 @@ from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.schema_ids import highest_id
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.transactions import has_prepared
 from mvtable.storage import FileIO, open_file_io
 
 from . import recovery, write_intents
@@ -45,6 +46,7 @@ from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
+from .recovery.transactions import Stores, recover_table
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .schema_evolution.field_ids import fresh_ids, strip_ids
 from .schema_evolution.merge import merged_schema, replaced_schema
@@ -164,6 +166,7 @@ def begin_write(
         raise InvalidOptionError(
             "overwriteSchema replaces the table's schema with the data's: use it with mode('overwrite') (and a published push)"
         )
+    snapshot = finish_transactions(commit_log, snapshot, storage_options)
     if snapshot.exists:
         target = _existing_table(
             snapshot,
@@ -671,3 +674,15 @@ def revert_push(commit_log: CommitLog, entry_id: str) -> None:
             parameters={"entry": entry_id},
             build=lambda cur: ops.revert(cur, entry_id),
         )
+
+
+def finish_transactions(commit_log: CommitLog, snapshot: Snapshot, storage_options: Mapping[str, Any] | None) -> Snapshot:
+    """``snapshot``, after finishing the multi-table transactions prepared in it that are decided or whose owner died.
+
+    The next writer of a table does it, so that a crashed transaction never holds the
+    table's segments for long; live ones are left alone (``connector.recovery.transactions``)."""
+    if not has_prepared(snapshot):
+        return snapshot
+    if recover_table(commit_log, snapshot, stores=Stores(storage_options)):
+        return commit_log.catch_up(snapshot)
+    return snapshot

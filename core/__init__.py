@@ -7,6 +7,7 @@ The front door::
     mvtable.register(spark)                            # data source + SQL procedures
     mvtable.delete(spark, "/data/t", "id < 10")        # distributed delete
     mvtable.compact(spark, "/data/t")                  # distributed compaction (one task per bin)
+    with mvtable.transaction() as tx: …               # several tables change together or not at all
     except mvtable.errors.MvTableError: …              # one root for every error
 
 The package is four layers (each a folder of the source tree):
@@ -26,7 +27,7 @@ it, and a test holds the imports that type checkers read (under ``TYPE_CHECKING`
 
 What the calls return are frozen values named ``…Result`` (``WriteResult``,
 ``DeleteResult``, ``UpsertResult``, ``CompactionResult``, ``VacuumResult``, ``GCResult``,
-``ActionResult``, ``ExportResult``); ``Table.snapshot()`` is a read-only ``Snapshot``.
+``ActionResult``, ``ExportResult``, ``TransactionResult``); ``Table.snapshot()`` is a read-only ``Snapshot``.
 Parameters are typed by ``WriteMode`` (or its name), ``Timestamp`` and ``Keys``.
 """
 
@@ -50,6 +51,12 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "refresh_view": ("mvtable.connector.spark.views", "refresh_view"),
     "drop_view": ("mvtable.connector.spark.views", "drop_view"),
     "stop_stream": ("mvtable.connector.spark.stream_stop", "stop_stream"),
+    # several tables at once
+    "transaction": ("mvtable.connector.multi_table", "transaction"),
+    "Transaction": ("mvtable.connector.transactions.transaction", "Transaction"),
+    "consistent_versions": ("mvtable.connector.transactions.consistent", "consistent_versions"),
+    "rollback_transaction": ("mvtable.connector.transactions.rollback", "rollback_transaction"),
+    "create_views": ("mvtable.connector.spark.transaction_views", "create_views"),
     # what Table's calls return
     "Snapshot": ("mvtable.lineage.snapshot", "Snapshot"),
     "WriteResult": ("mvtable.connector.results", "WriteResult"),
@@ -58,6 +65,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "CompactionResult": ("mvtable.connector.results", "CompactionResult"),
     "VacuumResult": ("mvtable.connector.results", "VacuumResult"),
     "GCResult": ("mvtable.connector.results", "GCResult"),
+    "TransactionResult": ("mvtable.connector.results", "TransactionResult"),
     "ActionResult": ("mvtable.connector.lifecycle", "ActionResult"),
     "ExportResult": ("mvtable.connector.export.common", "ExportResult"),
     # what they take
@@ -74,22 +82,28 @@ if TYPE_CHECKING:  # what type checkers read; test_front_door holds it to _EXPOR
     from mvtable.connector import register as register
     from mvtable.connector.export.common import ExportResult as ExportResult
     from mvtable.connector.lifecycle import ActionResult as ActionResult
+    from mvtable.connector.multi_table import transaction as transaction
     from mvtable.connector.parameters import Keys as Keys
     from mvtable.connector.parameters import Timestamp as Timestamp
     from mvtable.connector.parameters import WriteMode as WriteMode
     from mvtable.connector.results import CompactionResult as CompactionResult
     from mvtable.connector.results import DeleteResult as DeleteResult
     from mvtable.connector.results import GCResult as GCResult
+    from mvtable.connector.results import TransactionResult as TransactionResult
     from mvtable.connector.results import UpsertResult as UpsertResult
     from mvtable.connector.results import VacuumResult as VacuumResult
     from mvtable.connector.results import WriteResult as WriteResult
     from mvtable.connector.spark.compaction import compact as compact
     from mvtable.connector.spark.native import read_native as read_native
     from mvtable.connector.spark.stream_stop import stop_stream as stop_stream
+    from mvtable.connector.spark.transaction_views import create_views as create_views
     from mvtable.connector.spark.views import create_view as create_view
     from mvtable.connector.spark.views import drop_view as drop_view
     from mvtable.connector.spark.views import refresh_view as refresh_view
     from mvtable.connector.table import Table as Table
+    from mvtable.connector.transactions.consistent import consistent_versions as consistent_versions
+    from mvtable.connector.transactions.rollback import rollback_transaction as rollback_transaction
+    from mvtable.connector.transactions.transaction import Transaction as Transaction
     from mvtable.lineage.snapshot import Snapshot as Snapshot
 
 

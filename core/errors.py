@@ -433,6 +433,24 @@ class TooManyRetriesError(CommitConflictError):
     """Every retry lost the race for the next version."""
 
 
+class TransactionConflictError(CommitConflictError):
+    """A participant of a multi-table transaction conflicted with a concurrent commit, so the whole transaction aborted.
+
+    ``table`` names the participant (its URI); the cause is chained. Nothing of the
+    transaction is visible in any table: run it again."""
+
+    def __init__(self, message: str, *, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class TransactionAbortedError(CommitConflictError):
+    """A multi-table transaction was decided ABORTED before its owner could decide COMMITTED.
+
+    Another writer found it prepared with its owner gone or its lease run out and aborted
+    it. Nothing of it is visible in any table: run it again."""
+
+
 class CommitStateUnknownError(CommitError):
     """The store failed in a way that leaves open whether our commit landed.
 
@@ -462,6 +480,19 @@ class WriteIntentExpiredError(CommitError):
 
     Nothing renewed it for ``writeIntentTtl``, or it was removed: vacuum may have taken its files.
     Nothing was committed; write again."""
+
+
+class TransactionNotFoundError(NotFoundError):
+    """No participant table given holds an entry of that multi-table transaction.
+
+    Pass the tables it wrote (``tables=…``); ``mvtable lineage`` lists transaction ids."""
+
+
+class TransactionRollbackError(InvalidLineageTransitionError):
+    """A multi-table transaction cannot be rolled back as one.
+
+    It did not commit, or a participant's part was since replaced by another push (roll that
+    back first) or is past retention. Nothing was rolled back."""
 
 
 class NothingToCommit(MvTableError):

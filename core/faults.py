@@ -9,8 +9,13 @@ OVERWRITE, PUSH_START, CONSISTENT_PUSH, DELETE, ROLLBACK, RESTORE, RETENTION, â€
 nothing committed), ``delete.after_dv_files``, ``vacuum.after_retention_commit``,
 ``vacuum.after_data_batch``, ``compact.after_outputs`` (a batch's outputs written, not
 committed), ``compact.after_batch`` (a batch committed, the next not started),
-``upsert.after_files`` (an upsert's segments written, nothing committed) and
-``gc.after_batch:N`` (GC dies after its N-th delete batch: ``numbered``).
+``upsert.after_files`` (an upsert's segments written, nothing committed),
+``gc.after_batch:N`` (GC dies after its N-th delete batch: ``numbered``), and the steps of a
+multi-table transaction: ``transaction.after_files`` (a call's files written),
+``transaction.after_prepare.<i>`` (the i-th table prepared, counting from 1),
+``transaction.after_decision``, ``transaction.after_finalize.<i>``,
+``transaction.rollback.after_decision`` and ``transaction.rollback.after_revert.<i>`` (with
+``commit.TXN_PREPARE`` / ``TXN_COMMIT`` / ``TXN_ABORT`` / ``TXN_ROLLBACK`` for their commits).
 
 Every layer names its steps here (the shared core imports no layer), so the commit log and
 the connector's writers, deletes, compaction, vacuum and GC arm their points the same way.

@@ -196,6 +196,9 @@ class PruneState(_Model):
     kind: Literal["prune"] = "prune"
     segment_ids: tuple[_Id, ...] = ()
     history_before: int | None = Field(default=None, ge=0)
+    # streaming applications whose last batch is older than streamingAppRetentionPeriod:
+    # their exactly-once record leaves the snapshot (a query that never runs again)
+    app_ids: tuple[_Id, ...] = ()
 
 
 class LineagePurge(_Model):
@@ -261,6 +264,25 @@ class CompactSegments(_Model):
         return self
 
 
+class TransactionPrepare(_Model):
+    """This commit prepares the lineage entry ``transaction_id`` as one participant of a multi-table transaction.
+
+    The entry started in the same commit, staged, so its segments stay invisible and nothing
+    but the transaction's own driver or recovery ends it. Every participant records where the
+    one decision object lives (``decision_uri``: the coordinator table, whose
+    ``_mvtable/transactions/<id>.json`` says COMMITTED or ABORTED) and who the others are, so
+    that whoever finds the entry can finish the transaction. ``clones`` maps each segment
+    clone a transactional delete added to the segment it replaces: the finalize merges the
+    original's newer deletes into the clone. Replay keeps nothing of it (see
+    ``lineage.transactions``)."""
+
+    kind: Literal["txn_prepare"] = "txn_prepare"
+    transaction_id: _Id
+    participants: tuple[Annotated[str, Field(min_length=1, max_length=2000)], ...] = Field(min_length=1)
+    decision_uri: str = Field(min_length=1, max_length=2000)
+    clones: dict[_Id, _Id] = Field(default_factory=dict)
+
+
 Action = Annotated[
     MetadataAction
     | AddSegment
@@ -274,7 +296,8 @@ Action = Annotated[
     | SetTransaction
     | InsertedKeys
     | CompactSegments
-    | PruneState,
+    | PruneState
+    | TransactionPrepare,
     Field(discriminator="kind"),
 ]
 

@@ -153,6 +153,9 @@ class _Header(_Model):
     schema_id: int = Field(default=0, ge=0)
     last_field_id: int = Field(default=0, ge=0)
     schema_break_version: int = Field(default=-1, ge=-1)
+    # commit time of each streaming writer's last batch; absent in checkpoints written before
+    # vacuum forgot idle applications (they read as of the checkpoint's own time)
+    transaction_times: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -208,6 +211,7 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         schema_id=s.schema_id,
         last_field_id=s.last_field_id,
         schema_break_version=s.schema_break_version,
+        transaction_times=dict(s.transaction_times),
     )
     doc = header.model_dump_json().encode()
     table = pa.Table.from_arrays(
@@ -313,6 +317,7 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, ch
         schema_id=header.schema_id,
         last_field_id=header.last_field_id,
         schema_break_version=header.schema_break_version,
+        transaction_times={app: header.transaction_times.get(app, header.timestamp_ms) for app in header.transactions},
     )
 
 

@@ -27,6 +27,9 @@ from .actions import LineageRevert, PushOwner
 from .enums import LineageState, _Name
 from .snapshot import LineageEntry, Snapshot
 
+# the id prefix of a multi-table transaction's entries (``lineage.transactions``, which builds on this module)
+TRANSACTION_ENTRY_PREFIX = "txn-"
+
 __all__ = ["Liveness", "Verdict", "VerdictKind", "PushClaim", "verdict", "blocking_entries", "recover_blocked"]
 
 
@@ -138,6 +141,14 @@ def recover_blocked(current: Snapshot, replaced: Sequence[str], claim: PushClaim
         v = verdict(entry, facts, now_ms=claim.now_ms, default_lease_ms=claim.lease_ms)
         if facts is None and v.kind != STAGED:  # it appeared after the facts were read: alive
             v = Verdict(ALIVE, "started after this push looked", v.lease_expires_ms)
+        if v.kind == STAGED and entry.id.startswith(TRANSACTION_ENTRY_PREFIX):
+            raise PushInProgressError(
+                f"lineage entry {entry.id} is a multi-table transaction prepared over the same segments; it is "
+                "finished by its decision, or aborted by the next writer once its owner is gone or its lease ends",
+                entry_id=entry.id,
+                owner=entry.owner.describe() if entry.owner is not None else "an unknown writer",
+                lease_expires_ms=v.lease_expires_ms,
+            )
         if v.kind == STAGED:
             raise StagedPushError(
                 f"lineage entry {entry.id} is a staged push over the same segments; publish or rollback it first "

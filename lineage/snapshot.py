@@ -34,6 +34,7 @@ from .actions import (
     RemoveSegment,
     SetDeletionVector,
     SetTransaction,
+    TransactionPrepare,
 )
 from .descriptors import SegmentDescriptor, describe
 from .enums import LineageState, Operation
@@ -117,6 +118,9 @@ class Snapshot:
     schema_id: int = 0
     last_field_id: int = 0
     schema_break_version: int = -1
+    # streaming writers: application id -> commit time of its last micro-batch (vacuum forgets
+    # an application idle past streamingAppRetentionPeriod, so this state stays bounded)
+    transaction_times: dict[str, int] = field(default_factory=dict)
 
     @property
     def exists(self) -> bool:
@@ -153,6 +157,7 @@ class Snapshot:
             schema_id=self.schema_id,
             last_field_id=self.last_field_id,
             schema_break_version=self.schema_break_version,
+            transaction_times=dict(self.transaction_times),
         )
 
 
@@ -350,6 +355,11 @@ def _prune(s: Snapshot, a: PruneState, v: int, ts: int) -> None:
         if sid in named:
             raise InvalidLineageTransitionError(f"cannot prune segment {sid}: a lineage entry still names it")
         del s.segments[sid]
+    for app_id in a.app_ids:
+        if app_id not in s.transactions:
+            raise InvalidLineageTransitionError(f"cannot forget streaming application {app_id}: the table has no record of it")
+        del s.transactions[app_id]
+        s.transaction_times.pop(app_id, None)
     if a.history_before is not None:
         if a.history_before > v:
             raise InvalidLineageTransitionError(f"cannot prune history before version {a.history_before}: it is in the future")
@@ -403,10 +413,15 @@ def _txn(s: Snapshot, a: SetTransaction, v: int, ts: int) -> None:
             f"application {a.app_id} committed batch {last} already; batch {a.batch_id} cannot follow it"
         )
     s.transactions[a.app_id] = a.batch_id
+    s.transaction_times[a.app_id] = ts
 
 
 def _inserted_keys(s: Snapshot, a: InsertedKeys, v: int, ts: int) -> None:
     """Nothing to apply: the filter only matters to writers racing this commit."""
+
+
+def _txn_prepare(s: Snapshot, a: TransactionPrepare, v: int, ts: int) -> None:
+    """Nothing to apply: the lineage entry of the same commit holds the state; this names the transaction's peers."""
 
 
 def held_segments(s: Snapshot) -> set[str]:
@@ -492,4 +507,5 @@ _APPLY: dict[type, Callable[[Snapshot, Any, int, int], None]] = {
     SetTransaction: _txn,
     InsertedKeys: _inserted_keys,
     CompactSegments: _compact,
+    TransactionPrepare: _txn_prepare,
 }

@@ -32,3 +32,23 @@ def test_the_python_tour_runs_as_written(tmp_path: Path):
     assert out.returncode == 0, out.stderr
     # after the rollback: the two rows left by the delete; version 1 is the first append
     assert out.stdout.split() == ["2", "3"]
+
+
+def test_the_transaction_example_runs_as_written(tmp_path: Path):
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    example = next(b for b in blocks if "mvtable.transaction()" in b)
+    setup = (
+        "import pyarrow as pa\n"
+        "from mvtable import Table\n"
+        "Table('/data/sales').append(pa.table({'id': [1]}))\n"
+        "Table('/data/stores').append(pa.table({'store': [1]}))\n"
+        "new_sales, all_stores = pa.table({'id': [2]}), pa.table({'store': [7]})\n"
+    )
+    check = (
+        "\nprint(sorted(Table('/data/sales').to_arrow().column('id').to_pylist()),"
+        " Table('/data/stores').to_arrow().column('store').to_pylist(), len(versions))\n"
+    )
+    script = (setup + example + check).replace("'/data/", f"'{tmp_path}/").replace('"/data/', f'"{tmp_path}/')
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "[1] [1] 2"  # committed together, then rolled back together

@@ -4,7 +4,7 @@
 
     mvtable lineage  URI                       lineage entries (consistent pushes)
     mvtable history  URI [--limit N]           commits, oldest first
-    mvtable rollback URI (--entry ID | --version N)
+    mvtable rollback URI (--entry ID | --version N | --transaction ID)
     mvtable restore  URI --version N
     mvtable publish  URI --entry ID
     mvtable vacuum   URI [--dry-run] [--retention 7d] [--force] [--time-budget S]

@@ -91,8 +91,24 @@ def _report_action(args: argparse.Namespace, result) -> int:
 
 def cmd_rollback(args: argparse.Namespace) -> int:
     t = open_table(args)
+    if getattr(args, "transaction", None) is not None:
+        return _report_transaction(args, t)
     result = t.rollback(entry=args.entry) if args.entry is not None else t.rollback(version=args.version)
     return _report_action(args, result)
+
+
+def _report_transaction(args: argparse.Namespace, table: Any) -> int:
+    """Roll back transaction ``args.transaction`` in every table it wrote, ``table`` being one of them."""
+    from mvtable.connector.transactions import rollback_transaction
+
+    result = rollback_transaction(args.transaction, tables=[table], storage_options=table.storage_options)
+    if args.json:
+        print_json([result])
+        return EXIT_OK
+    out = stdout_console()
+    for uri, version in result.versions:
+        out.print(as_text(f"{result.outcome}: transaction {result.transaction_id} in {uri} (version {version})"))
+    return EXIT_OK
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

@@ -139,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--entry", metavar="ID", help="lineage entry to revert (see `mvtable lineage`)")
     which.add_argument("--version", type=_version, metavar="N", help="restore the table as of version N")
+    which.add_argument(
+        "--transaction",
+        metavar="ID",
+        help="roll back a multi-table transaction in every table it wrote (URI is one of them; see `mvtable lineage`)",
+    )
 
     p = sub.add_parser("restore", parents=[common], help="restore the table as of a version (one new commit)")
     p.add_argument("--version", type=_version, metavar="N", required=True, help="version to restore (see `mvtable history`)")

@@ -23,10 +23,11 @@ from pyroaring import BitMap64
 from mvtable.errors import ConcurrentKeyError, DuplicateKeyError
 from mvtable.lineage.actions import Action, Commit, SegmentFile
 from mvtable.lineage.descriptors import SegmentDescriptor
-from mvtable.lineage.enums import Operation
+from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.key_filters import inserted_keys, key_effects, possible_conflicts
 from mvtable.lineage.log import Builder, CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.transactions import is_transaction
 from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array
 
@@ -44,6 +45,7 @@ __all__ = [
     "KeyedRows",
     "check_absent",
     "commit_keyed",
+    "held_keys",
     "keyed_rows",
     "live_segment_keys",
     "lookup",
@@ -218,6 +220,7 @@ def commit_keyed(
     parameters: dict[str, Any] | None = None,
     metrics: Mapping[str, float | int] | Callable[[], Mapping[str, float | int]] | None = None,
     since: Snapshot | None = None,
+    transaction: str | None = None,
 ) -> CommitResult:
     """Commit ``build``'s actions once no commit since the last look may have made one of ``rows``' keys visible.
 
@@ -229,12 +232,16 @@ def commit_keyed(
     that snapshot. The look happens inside the commit's own attempts, so a keyed commit
     retries in one loop, the commit log's. ``since`` is the snapshot the keys were last
     checked against when that is older than ``read`` (a staged push is published long
-    after its data was checked).
+    after its data was checked). Keys that a prepared multi-table transaction writes are
+    held until it finishes (``held_keys``); ``transaction`` is the committing transaction's
+    own id, whose rows do not count.
 
     Raises:
         ConcurrentKeyError: concurrent commits touched the keys too many times in a row.
     """
-    keys = _KeyCheck(commit_log, rows, operation, on_new_rows, checked=since if since is not None else read)
+    keys = _KeyCheck(
+        commit_log, rows, operation, on_new_rows, checked=since if since is not None else read, transaction=transaction
+    )
     recorded: list[Action] = [inserted_keys(rows.columns, rows.hashes)] if record else []
 
     def checked_build(cur: Snapshot) -> Sequence[Action]:
@@ -251,6 +258,25 @@ def commit_keyed(
     )
 
 
+def held_keys(io: FileIO, snapshot: Snapshot, rows: KeyedRows, *, own: str | None = None) -> tuple[str, pa.Table] | None:
+    """(a prepared multi-table transaction, the keys of ``rows`` its new rows hold), or None.
+
+    A prepared transaction's rows are invisible until its finalize, which no key check can
+    stop any more (the decision is taken), so its keys are held from the prepare on: a
+    concurrent write of one would be a duplicate the moment the transaction commits. Its
+    new rows are the segments it adds, not the clones a delete or upsert makes of existing
+    ones (those rows are visible already and checked as such)."""
+    for entry in snapshot.lineage.values():
+        if entry.state != LineageState.IN_PROGRESS or not is_transaction(entry.id) or entry.id == own:
+            continue
+        replaced = {snapshot.segments[sid].file.path for sid in entry.segments_from if sid in snapshot.segments}
+        new = [sid for sid in entry.segments_to if sid in snapshot.segments and snapshot.segments[sid].file.path not in replaced]
+        found = present_keys(io, snapshot, rows, segment_ids=new) if new else None
+        if found is not None:
+            return entry.id, found
+    return None
+
+
 @dataclass
 class _KeyCheck:
     """The keys of one keyed commit and the snapshot they were last looked at in.
@@ -265,12 +291,22 @@ class _KeyCheck:
     checked: Snapshot
     commits: dict[int, Commit] = field(default_factory=dict)
     looks: int = 0
+    transaction: str | None = None  # the committing multi-table transaction (its own rows are no conflict)
 
     def look_again(self, cur: Snapshot) -> None:
         """Look at the commits up to ``cur`` that may have made one of the keys visible.
 
         Nothing happens when there are none; else ``on_new_rows`` looks at what those commits made
-        visible and ``cur`` becomes the last look."""
+        visible and ``cur`` becomes the last look. First, keys a prepared transaction writes are
+        refused until it finishes (a delete by key need not wait: it removes what is visible)."""
+        if self.operation != Operation.DELETE_BY_KEY:
+            held = held_keys(self.commit_log.io, cur, self.rows, own=self.transaction)
+            if held is not None:
+                txn, keys = held
+                raise ConcurrentKeyError(
+                    f"{self.operation.lower()}: {keys.num_rows} key(s) ({describe_keys(keys)}) are written by multi-table "
+                    f"transaction {txn}, prepared and not finished yet; run it again once that transaction commits or aborts"
+                )
         if not possible_conflicts(self.rows.hashes, self._effects(cur)):
             return
         self.looks += 1

@@ -19,7 +19,7 @@ from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, LineageRevert, MetadataAction, PushOwner
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
-from mvtable.lineage.ownership import Liveness, PushClaim, Verdict, verdict
+from mvtable.lineage.ownership import TRANSACTION_ENTRY_PREFIX, Liveness, PushClaim, Verdict, verdict
 from mvtable.lineage.snapshot import LineageEntry, Snapshot
 from mvtable.storage import FileIO
 
@@ -81,11 +81,15 @@ def entry_verdicts(io: FileIO, snapshot: Snapshot, *, default_lease_ms: int, at_
     This is vacuum's and ``mvtable lineage``'s view."""
     facts = gather_liveness(io, snapshot)
     now = now_ms() if at_ms is None else at_ms
-    return {
+    out = {
         e.id: verdict(e, facts.get(e.id), now_ms=now, default_lease_ms=default_lease_ms)
         for e in snapshot.lineage.values()
         if e.state == LineageState.IN_PROGRESS
     }
+    for entry_id, v in out.items():
+        if entry_id.startswith(TRANSACTION_ENTRY_PREFIX):  # its decision ends it, never a person alone
+            out[entry_id] = Verdict(v.kind, "prepared part of a multi-table transaction: its decision finishes it", None)
+    return out
 
 
 def start_push(

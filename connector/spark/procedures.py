@@ -7,6 +7,7 @@ arguments::
     SELECT * FROM mvtable_history(table => '/data/t')
     SELECT * FROM mvtable_rollback(table => '/data/t', entry => '<entry id>')
     SELECT * FROM mvtable_rollback(table => '/data/t', version => 12)
+    SELECT * FROM mvtable_rollback(table => '/data/t', transaction => 'txn-…')   -- every table it wrote
     SELECT * FROM mvtable_restore(table => '/data/t', version => 12)
     SELECT * FROM mvtable_publish(table => '/data/t', entry => '<entry id>')
     SELECT * FROM mvtable_vacuum(table => '/data/t', dry_run => true, retention => '7d', force => false)
@@ -231,6 +232,17 @@ def action_row(result) -> tuple:
     return (result.operation.value, result.version, result.changed, result.message)
 
 
+def transaction_rows(table, transaction_id: str) -> Iterator[tuple]:
+    """Roll back a multi-table transaction that wrote ``table``: one action row per table it wrote."""
+    from mvtable.connector.transactions import rollback_transaction
+
+    result = rollback_transaction(transaction_id, tables=[table], storage_options=table.storage_options)
+    for uri, version in result.versions:
+        changed = uri in result.changed
+        what = "rolled back" if changed else "was rolled back already"
+        yield ("TXN_ROLLBACK", version, changed, f"transaction {transaction_id} {what} in {uri}")
+
+
 def vacuum_row(report) -> tuple:
     from mvtable.connector.describe import vacuum_changed, vacuum_summary
 
@@ -305,18 +317,28 @@ class HistoryProcedure:
 
 
 class RollbackProcedure:
-    """``mvtable_rollback(table, entry => id | version => n [, options])``.
+    """``mvtable_rollback(table, entry => id | version => n | transaction => id [, options])``.
 
-    It reverts one consistent push, or restores the table as of a version."""
+    It reverts one consistent push, restores the table as of a version, or rolls a
+    multi-table transaction back in every table it wrote (one row per table)."""
 
     def eval(
-        self, table: str, entry: str | None = None, version: int | None = None, options: str | None = None
+        self,
+        table: str,
+        entry: str | None = None,
+        version: int | None = None,
+        options: str | None = None,
+        transaction: str | None = None,
     ) -> Iterator[tuple]:
         name = "mvtable_rollback"
         entry_id, v = _str_arg(entry, "entry", name), _version_arg(version, name)
-        if (entry_id is None) == (v is None):
-            raise _invalid(f"{name} takes exactly one of entry => '<lineage entry id>' and version => <n>")
+        txn = _str_arg(transaction, "transaction", name)
+        if sum(x is not None for x in (entry_id, v, txn)) != 1:
+            raise _invalid(f"{name} takes exactly one of entry => '<lineage entry id>', version => <n> and transaction => '<id>'")
         t = _open(table, options, name)
+        if txn is not None:
+            yield from transaction_rows(t, txn)
+            return
         yield action_row(t.rollback(entry=entry_id) if entry_id is not None else t.rollback(version=v))
 
 

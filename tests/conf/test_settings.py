@@ -51,6 +51,7 @@ def test_a_writers_overrides_win_over_the_stored_properties() -> None:
         ("compactDeleteRatio", "2"),
         ("autoCompact", "maybe"),
         ("pushLeasePeriod", "5 minutes"),
+        ("streamingAppRetentionPeriod", "forever"),
     ],
 )
 def test_every_bad_value_is_a_settings_error_naming_the_property(name: str, value: str) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from mvtable.errors import CorruptMetadataError, InvalidLineageTransitionError, NothingToCommit
 from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import AddSegment, Commit, MetadataAction, SegmentFile, SetTransaction, parse_commit
+from mvtable.lineage.actions import AddSegment, Commit, MetadataAction, PruneState, SegmentFile, SetTransaction, parse_commit
 from mvtable.lineage.checkpoint import checkpoint_bytes, parse_checkpoint
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.snapshot import Snapshot, apply_commit, replay
@@ -89,3 +89,32 @@ def test_complete_mode_batch_is_a_revertible_push_in_one_commit():
     apply_commit(s, commit(3, *ops.revert(s, "push-1")))
     assert s.visible_segment_ids() == ["old"]
     assert s.transactions == {"q": 0}
+
+
+def test_each_application_keeps_the_time_of_its_last_batch_through_checkpoints():
+    s = replay(
+        [commit(1, SetTransaction(app_id="q1", batch_id=0)), commit(2, SetTransaction(app_id="q2", batch_id=0))], base=base()
+    )
+    apply_commit(s, commit(3, SetTransaction(app_id="q1", batch_id=1)))
+    assert s.transaction_times == {"q1": 1003, "q2": 1002}
+    back = parse_checkpoint(checkpoint_bytes(s), source="cp")
+    assert back.transaction_times == s.transaction_times and back.transactions == s.transactions
+
+
+def test_a_checkpoint_from_before_the_times_reads_them_as_its_own_time():
+    s = replay([commit(1, SetTransaction(app_id="q", batch_id=4))], base=base())
+    s.transaction_times.clear()  # what a checkpoint written before the times were kept holds
+    back = parse_checkpoint(checkpoint_bytes(s), source="cp")
+    assert back.transaction_times == {"q": s.timestamp_ms}  # never older than it can be: forgotten no sooner
+
+
+def test_prune_forgets_idle_applications_and_only_known_ones():
+    s = replay(
+        [commit(1, SetTransaction(app_id="old", batch_id=9)), commit(2, SetTransaction(app_id="live", batch_id=1))], base=base()
+    )
+    apply_commit(s, commit(3, PruneState(app_ids=("old",))))
+    assert s.transactions == {"live": 1} and set(s.transaction_times) == {"live"}
+    # a forgotten application starts over: its next batch is new again
+    assert ops.stream_batch(s, [], app_id="old", batch_id=0)
+    with pytest.raises(InvalidLineageTransitionError, match="no record of it"):
+        apply_commit(s, commit(4, PruneState(app_ids=("never",))))
