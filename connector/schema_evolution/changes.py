@@ -76,18 +76,7 @@ class EvolvingSchema:
                 where = f"struct {'.'.join(spelled)}" if spelled else "the table"
                 raise SchemaEvolutionError(f"column {path!r}: {where} has no field {parts[k]!r} (rule: the column must exist)")
             spelled.append(struct["fields"][i]["name"])
-            t = struct["fields"][i]["type"]
-            k += 1
-            while isinstance(t, dict) and t.get("type") in ("array", "map") and k < len(parts):
-                step = parts[k].lower()
-                if t["type"] == "array" and step == "element":
-                    t = t["elementType"]
-                elif t["type"] == "map" and step in ("key", "value"):
-                    t = t["keyType" if step == "key" else "valueType"]
-                else:
-                    break
-                spelled.append(step)
-                k += 1
+            t, k = _step_over_containers(struct["fields"][i]["type"], parts, k + 1, spelled)
             struct = _struct_of(t, path)
         return struct
 
@@ -222,6 +211,14 @@ def _index(struct: dict[str, Any], name: str) -> int | None:
 
 def _descend(t: Any, parts: list[str], k: int, path: str, spelled: list[str]) -> tuple[dict[str, Any], int]:
     """The struct ``parts[k:]`` goes on into from a field of type ``t``, stepping over ``element``/``key``/``value`` of arrays and maps."""
+    t, k = _step_over_containers(t, parts, k, spelled)
+    if not isinstance(t, dict) or t.get("type") != "struct" or k == len(parts):
+        raise SchemaEvolutionError(f"column {path!r}: {'.'.join(spelled)} is not a struct (rule: nested fields live in structs)")
+    return t, k
+
+
+def _step_over_containers(t: Any, parts: list[str], k: int, spelled: list[str]) -> tuple[Any, int]:
+    """``t`` after the ``element`` / ``key`` / ``value`` steps of ``parts[k:]`` into arrays and maps, and the next part."""
     while isinstance(t, dict) and t.get("type") in ("array", "map") and k < len(parts):
         step = parts[k].lower()
         if t["type"] == "array" and step == "element":
@@ -232,8 +229,6 @@ def _descend(t: Any, parts: list[str], k: int, path: str, spelled: list[str]) ->
             break
         spelled.append(step)
         k += 1
-    if not isinstance(t, dict) or t.get("type") != "struct" or k == len(parts):
-        raise SchemaEvolutionError(f"column {path!r}: {'.'.join(spelled)} is not a struct (rule: nested fields live in structs)")
     return t, k
 
 
