@@ -53,6 +53,8 @@ from .summary import CommitSummary, TableSummary, parse_commit_summary
 logger = logging.getLogger("mvtable.lineage")
 
 LOG_DIR = "_mvtable/log"
+# how long a read waits between tries for a commit a listing showed (``_read_listed_commit``)
+_LISTED_READ_PAUSES = (0.02, 0.1, 0.3)
 # Listings taken of a log whose missing versions GC cannot explain before the versions
 # still missing are read directly: a listing that raced a writer is whole the next time
 # (every file that existed when it began is in it), so the second look settles a race.
@@ -284,7 +286,20 @@ class CommitLog:
         base = self.newest_base(target, listing, self.read_checkpoint)
         start = base.version + 1 if base else 0
         # a checkpoint just parsed is ours alone: advance it in place instead of copying it
-        return replay((self.read_commit(v) for v in range(start, target + 1)), base=base, in_place=True)
+        return replay((self._read_listed_commit(v) for v in range(start, target + 1)), base=base, in_place=True)
+
+    def _read_listed_commit(self, version: int) -> Commit:
+        """Commit ``version``, which a listing showed: read again a few times if the store says it is not there.
+
+        An object store may list a fresh object a moment before a GET finds it (SeaweedFS
+        does, under load); the listing is the proof that it was written. Only if it stays
+        missing (GC took it since) is that the answer."""
+        for pause in _LISTED_READ_PAUSES:
+            try:
+                return self.read_commit(version)
+            except VersionNotFoundError:
+                time.sleep(pause)
+        return self.read_commit(version)
 
     def newest_base(self, target: int, listing: Listing, read: Callable[[int], _Base]) -> _Base | None:
         """What version ``target`` is rebuilt from; ``None``: replay from version 0.
