@@ -7,6 +7,7 @@ so in its result."""
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from pyroaring import BitMap64
 
 from mvtable import checks
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, NothingToCommit
+from mvtable.errors import FilesMissingError, InvalidLineageTransitionError, NothingToCommit, VersionNotFoundError
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, MetadataAction
 from mvtable.lineage.enums import LineageState, Operation
@@ -28,6 +29,8 @@ from . import write_intents
 from .keys.publish import commit_publish
 from .keys.rollback import commit_rollback
 from .segments import new_segment_id
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -141,15 +144,25 @@ def rollback_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
 def _schema_before(commit_log: CommitLog, entry_id: str) -> dict[str, Any] | None:
     """The schema the table had before push ``entry_id`` replaced it, or None when its publishing commit changed no schema.
 
-    Raises:
-        VersionNotFoundError: the log no longer holds the versions around the push (GC removed them)."""
+    None too when GC has removed the log around the push (past ``versionRetentionPeriod``):
+    the rows still roll back, under the current schema (old segments read by field id), and
+    a warning says the schema was kept."""
     entry = commit_log.snapshot().lineage.get(entry_id)
     if entry is None or entry.state != LineageState.COMPLETED:
         return None  # a push changes the schema only as it publishes
-    published = commit_log.read_commit(entry.state_version)
-    if not any(isinstance(a, MetadataAction) for a in published.actions):
+    try:
+        published = commit_log.read_commit(entry.state_version)
+        if not any(isinstance(a, MetadataAction) for a in published.actions):
+            return None
+        return commit_log.snapshot(entry.state_version - 1).table_schema
+    except VersionNotFoundError:
+        logger.warning(
+            "rollback of push %s: the log around version %s was garbage-collected, so whether the push changed the "
+            "schema is unknown; the rows roll back under the current schema",
+            entry_id,
+            entry.state_version,
+        )
         return None
-    return commit_log.snapshot(entry.state_version - 1).table_schema
 
 
 def publish_entry(commit_log: CommitLog, entry_id: str) -> ActionResult:
