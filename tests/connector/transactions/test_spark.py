@@ -12,7 +12,7 @@ from mvtable.errors import InvalidOptionError
 
 
 class Stop(Exception):
-    pass
+    """Raised at a protocol step to stop the driver there, as a crash of the block would."""
 
 
 def _stop():

@@ -20,7 +20,7 @@ PROPS = {
 
 
 class Stop(Exception):
-    pass
+    """Raised at a protocol step to stop the driver there, as a crash of the block would."""
 
 
 def _stop():
