@@ -151,12 +151,16 @@ class PushInProgressError(PushBlockedError):
     """Another push over the same segments is alive: its owner still runs (or cannot be checked) and its lease holds.
 
     Carries the owner and the end of the lease (``lease_expires_ms``, epoch milliseconds):
-    retry after it, or roll the entry back if you know its writer is gone."""
+    retry after it, or roll the entry back if you know its writer is gone. Between scoped
+    pushes, ``partitions`` names the partitions both would replace (``ts_day=2024-01-05``)."""
 
-    def __init__(self, message: str, *, entry_id: str, owner: str, lease_expires_ms: int | None) -> None:
+    def __init__(
+        self, message: str, *, entry_id: str, owner: str, lease_expires_ms: int | None, partitions: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message, entry_id=entry_id)
         self.owner = owner
         self.lease_expires_ms = lease_expires_ms
+        self.partitions = partitions
 
 
 class StagedPushError(PushBlockedError):

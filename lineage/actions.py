@@ -14,7 +14,17 @@ import zlib
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError
@@ -22,6 +32,7 @@ from mvtable.ids import Id as _Id
 from mvtable.paths import safe_path_value as _safe_path
 
 from .enums import Operation
+from .push_scopes import PushScope
 
 FORMAT_VERSION = 2
 # Commits of format 1 (written before commits carried a checksum) are still read. From
@@ -150,7 +161,10 @@ class LineageStart(_Model):
     """A consistent push begins.
 
     ``owner`` and ``lease_expires_ms`` (the first lease; the writer renews it in a lease file, not
-    in the log) are absent in logs written before mvtable recorded owners."""
+    in the log) are absent in logs written before mvtable recorded owners. ``scope``: the
+    partitions a scoped push replaces (``push_scopes``); None, the whole table. It is written
+    only when set, so the log of a table without scoped pushes stays readable by an mvtable
+    from before them."""
 
     kind: Literal["lineage_start"] = "lineage_start"
     entry_id: _Id
@@ -158,6 +172,14 @@ class LineageStart(_Model):
     segments_to: tuple[_Id, ...] = ()
     owner: PushOwner | None = None
     lease_expires_ms: int | None = Field(default=None, ge=0)
+    scope: PushScope | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("scope", 0) is None:
+            del data["scope"]
+        return data
 
 
 class LineageEnd(_Model):

@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CorruptMetadataError, UnsupportedFormatError
@@ -53,6 +53,7 @@ from mvtable.paths import check_relative_path
 from .actions import PushOwner, check_envelope, validation_error
 from .descriptors import RowGroupDescriptor, SegmentDescriptor, paused_gc, stats_json
 from .enums import LineageState, Operation
+from .push_scopes import PushScope
 from .snapshot import HistoryItem, LineageEntry, SegmentState, Snapshot
 from .summary import TableSummary
 
@@ -129,6 +130,14 @@ class _Entry(_Model):
     lease_expires_ms: int | None = None
     staged: bool = False
     revert_reason: str | None = None
+    scope: PushScope | None = None  # written only when set: checkpoints without scoped pushes read as before
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("scope", 0) is None:
+            del data["scope"]
+        return data
 
 
 class _History(_Model):
@@ -299,7 +308,7 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, ch
         _build(batch, source, segments, dvs)
     if len(segments) != table.num_rows:
         raise CorruptMetadataError(source, "segment ids are not unique")
-    lineage = {e.id: LineageEntry(**{**e.model_dump(), "owner": e.owner}) for e in header.lineage}
+    lineage = {e.id: LineageEntry(**{**e.model_dump(), "owner": e.owner, "scope": e.scope}) for e in header.lineage}
     _check_lineage(lineage, segments, source)
     h = header.history
     return Snapshot(
@@ -363,7 +372,9 @@ def read_checkpoint_summary(
     if len(ids) != rows:
         raise CorruptMetadataError(source, "segment ids are not unique")
     if full_check:
-        _check_lineage({e.id: LineageEntry(**{**e.model_dump(), "owner": e.owner}) for e in header.lineage}, ids, source)
+        _check_lineage(
+            {e.id: LineageEntry(**{**e.model_dump(), "owner": e.owner, "scope": e.scope}) for e in header.lineage}, ids, source
+        )
     h = header.history
     return TableSummary(header.version, header.timestamp_ms, dict(header.properties), _history(h), dvs)
 

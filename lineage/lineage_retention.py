@@ -8,7 +8,8 @@
   a dead writer (``ownership``: its process is gone or its lease ran out) are reverted,
   and cleaned up the same way once that old; staged ones are left to a person.
 * Starting a push removes the snapshots older than the previous one, so storage holds at
-  most two snapshots besides the one being pushed.
+  most two snapshots besides the one being pushed; per scope for a scoped push (the
+  snapshots of other partitions stay, so their last push can still be rolled back).
 
 Ages come from the commit times recorded in the log (``LineageEntry.timestamp_ms``), never
 from file modification times. Removal is logical here; vacuum deletes the files later,
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from .actions import Action, LineagePurge, LineageRevert, RemoveSegment
 from .enums import LineageState
 from .ownership import Verdict
+from .push_scopes import PushScope, scopes_overlap
 from .snapshot import LineageEntry, Snapshot
 
 
@@ -93,12 +95,17 @@ def plan_entry_cleanup(
     return out
 
 
-def keep_two_snapshots(s: Snapshot) -> list[Action]:
-    """Actions for the start of a new push: drop every COMPLETED entry but the newest.
+def keep_two_snapshots(s: Snapshot, *, scope: PushScope | None = None) -> list[Action]:
+    """Actions for the start of a new push within ``scope`` (None: the whole table): drop every COMPLETED entry of that scope but the newest.
 
-    Each dropped entry goes with the segments it replaced, so what remains is the snapshot
-    before the previous one."""
-    completed = sorted((e for e in s.lineage.values() if e.state == LineageState.COMPLETED), key=lambda e: e.state_version)
+    An entry is of the scope when the two overlap (``push_scopes.scopes_overlap``). Each
+    dropped entry goes with the segments it replaced, so what remains of that scope is the
+    snapshot before the previous one, while the last push of every other partition can
+    still be rolled back."""
+    completed = sorted(
+        (e for e in s.lineage.values() if e.state == LineageState.COMPLETED and scopes_overlap(scope, e.scope)),
+        key=lambda e: e.state_version,
+    )
     actions: list[Action] = []
     for entry in completed[:-1]:
         actions.extend(_remove_then_purge(s, entry, entry.segments_from))

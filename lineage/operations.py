@@ -47,6 +47,7 @@ from .actions import (
 from .enums import LineageState, Operation
 from .lineage_retention import keep_two_snapshots
 from .ownership import PushClaim, recover_blocked
+from .push_scopes import PushScope
 from .snapshot import Snapshot, held_segments, origins
 
 
@@ -122,33 +123,41 @@ def push_start(
     *,
     claim: PushClaim | None = None,
     metadata: MetadataAction | None = None,
+    replaced: Sequence[str] | None = None,
+    scope: PushScope | None = None,
 ) -> list[Action]:
-    """Open an IN_PROGRESS entry replacing everything the writer read, and drop snapshots older than the previous one.
+    """Open an IN_PROGRESS entry replacing what the writer read, and drop snapshots older than the previous one.
 
-    Dropping uses ``lineage_retention.keep_two_snapshots``. An IN_PROGRESS push over the
-    same segments is reverted in this same commit when the ``claim``'s facts show its owner
-    died or its lease ran out (``ownership``): a crash can never leave the revert without
-    the new start or the other way round.
+    ``replaced`` are the segments it replaces, visible at ``read`` (None: every visible
+    one, a whole-table push); ``scope`` the partitions a scoped push replaces (recorded in
+    the entry; None: the whole table). Appends that land after ``read`` are not replaced,
+    so they stay visible once the push completes. Dropping uses
+    ``lineage_retention.keep_two_snapshots`` within the scope. An IN_PROGRESS push over the
+    same segments or overlapping partitions is reverted in this same commit when the
+    ``claim``'s facts show its owner died or its lease ran out (``ownership``): a crash can
+    never leave the revert without the new start or the other way round.
 
     Raises:
-        PushInProgressError: A live push holds the same segments.
-        StagedPushError: A staged push holds the same segments.
+        PushInProgressError: A live push holds the same segments or partitions.
+        StagedPushError: A staged push holds the same segments or partitions.
         ConcurrentCompactionError: A segment the writer read was compacted since.
         ConcurrentReplaceError: A segment the writer read was replaced or removed since.
         ConcurrentMetadataError: The table was created concurrently with another schema."""
-    replaced = read.visible_segment_ids() if read.exists else []
+    if replaced is None:
+        replaced = read.visible_segment_ids() if read.exists else []
     require_visible(current, replaced, what="consistent push")
     # without a claim the clock stands at the epoch: no lease has ended, nothing is recovered
     claim = claim or PushClaim(owner=None, lease_ms=0, now_ms=0)
     return [
         *create_or_check(current, metadata),
-        *recover_blocked(current, replaced, claim),
-        *keep_two_snapshots(current),
+        *recover_blocked(current, replaced, claim, scope=scope),
+        *keep_two_snapshots(current, scope=scope),
         LineageStart(
             entry_id=entry_id,
             segments_from=tuple(replaced),
             owner=claim.owner,
             lease_expires_ms=claim.lease_expires_ms if claim.owner is not None else None,
+            scope=scope,
         ),
     ]
 

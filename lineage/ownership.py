@@ -25,6 +25,7 @@ from mvtable.errors import PushInProgressError, StagedPushError
 
 from .actions import LineageRevert, PushOwner
 from .enums import LineageState, _Name
+from .push_scopes import PushScope, describe_scope, scopes_overlap, shared_partitions
 from .snapshot import LineageEntry, Snapshot
 
 # the id prefix of a multi-table transaction's entries (``lineage.transactions``, which builds on this module)
@@ -95,19 +96,43 @@ def verdict(entry: LineageEntry, facts: Liveness | None, *, now_ms: int, default
     return Verdict(ALIVE, f"owner alive: {facts.detail}" if facts else "owner not checked", expires)
 
 
-def blocking_entries(current: Snapshot, replaced: Sequence[str]) -> list[LineageEntry]:
-    """IN_PROGRESS entries over the same base as a push replacing ``replaced``.
+def blocking_entries(current: Snapshot, replaced: Sequence[str], *, scope: PushScope | None = None) -> list[LineageEntry]:
+    """IN_PROGRESS entries in the way of a push replacing ``replaced`` within ``scope`` (None: the whole table).
 
-    They share a replaced segment, or both replace nothing (two pushes into an empty table)."""
+    One blocks when it holds a segment the push replaces, or when the two may replace the
+    same rows: two whole-table pushes that both replace nothing (two pushes into an empty
+    table), or scopes that overlap (``push_scopes.scopes_overlap``; a whole-table push
+    overlaps every scoped one). Pushes on disjoint partitions pass each other by."""
     ours = set(replaced)
     out = []
     for entry in sorted(current.lineage.values(), key=lambda e: e.started_version):
         if entry.state != LineageState.IN_PROGRESS:
             continue
         theirs = set(entry.segments_from)
-        if (ours & theirs) or (not ours and not theirs):
+        if ours & theirs:
+            out.append(entry)
+        elif scope is None and entry.scope is None:
+            if not ours and not theirs:
+                out.append(entry)
+        elif scopes_overlap(scope, entry.scope):
             out.append(entry)
     return out
+
+
+def _what(entry: LineageEntry, scope: PushScope | None, replaced: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """What a blocking entry and a new push share, in words, and the shared partitions' labels."""
+    if scope is None and entry.scope is None:
+        return "the same segments", ()
+    shared = shared_partitions(scope, entry.scope)
+    if shared:
+        return describe_scope(entry.scope, only=shared), tuple(shared)
+    if entry.scope is None:
+        return "the whole table", ()
+    if scope is not None and scope.spec_id != entry.scope.spec_id:
+        return f"{describe_scope(entry.scope)} of partition spec {entry.scope.spec_id} (this push uses spec {scope.spec_id})", ()
+    if set(replaced) & set(entry.segments_from):
+        return f"the same segments ({describe_scope(entry.scope)})", ()
+    return describe_scope(entry.scope), ()
 
 
 @dataclass(frozen=True)
@@ -128,41 +153,46 @@ class PushClaim:
         return self.now_ms + self.lease_ms
 
 
-def recover_blocked(current: Snapshot, replaced: Sequence[str], claim: PushClaim) -> list[LineageRevert]:
-    """The reverts that clear the way for a push replacing ``replaced``.
+def recover_blocked(
+    current: Snapshot, replaced: Sequence[str], claim: PushClaim, *, scope: PushScope | None = None
+) -> list[LineageRevert]:
+    """The reverts that clear the way for a push replacing ``replaced`` within ``scope``.
 
     Raises:
-        PushInProgressError: A push over the same segments is alive (its owner runs, or its
-            lease holds).
-        StagedPushError: A staged push holds the same segments."""
+        PushInProgressError: A push over the same segments or partitions is alive (its owner
+            runs, or its lease holds); the message names the partitions and the owner.
+        StagedPushError: A staged push holds the same segments or partitions."""
     reverts: list[LineageRevert] = []
-    for entry in blocking_entries(current, replaced):
+    for entry in blocking_entries(current, replaced, scope=scope):
         facts = claim.liveness.get(entry.id)
         v = verdict(entry, facts, now_ms=claim.now_ms, default_lease_ms=claim.lease_ms)
         if facts is None and v.kind != STAGED:  # it appeared after the facts were read: alive
             v = Verdict(ALIVE, "started after this push looked", v.lease_expires_ms)
+        over, partitions = _what(entry, scope, replaced)
         if v.kind == STAGED and entry.id.startswith(TRANSACTION_ENTRY_PREFIX):
             raise PushInProgressError(
-                f"lineage entry {entry.id} is a multi-table transaction prepared over the same segments; it is "
+                f"lineage entry {entry.id} is a multi-table transaction prepared over {over}; it is "
                 "finished by its decision, or aborted by the next writer once its owner is gone or its lease ends",
                 entry_id=entry.id,
                 owner=entry.owner.describe() if entry.owner is not None else "an unknown writer",
                 lease_expires_ms=v.lease_expires_ms,
+                partitions=partitions,
             )
         if v.kind == STAGED:
             raise StagedPushError(
-                f"lineage entry {entry.id} is a staged push over the same segments; publish or rollback it first "
+                f"lineage entry {entry.id} is a staged push over {over}; publish or rollback it first "
                 f"(mvtable publish … --entry {entry.id} / mvtable rollback … --entry {entry.id})",
                 entry_id=entry.id,
             )
         if v.kind == ALIVE:
             owner = entry.owner.describe() if entry.owner is not None else "an unknown writer"
             raise PushInProgressError(
-                f"lineage entry {entry.id} is a consistent push in progress over the same segments, owned by {owner}; "
+                f"lineage entry {entry.id} is a consistent push in progress over {over}, owned by {owner}; "
                 f"its lease ends at {_iso(v.lease_expires_ms or 0)}. Wait for it, or roll it back if you know it is dead",
                 entry_id=entry.id,
                 owner=owner,
                 lease_expires_ms=v.lease_expires_ms,
+                partitions=partitions,
             )
         reverts.append(LineageRevert(entry_id=entry.id, reason=f"cleaned up by a new push: {v.reason}"))
     return reverts

@@ -38,6 +38,7 @@ from .actions import (
 )
 from .descriptors import SegmentDescriptor, describe
 from .enums import LineageState, Operation
+from .push_scopes import PushScope
 from .schema_ids import breaking_change, key_follows_ids
 
 
@@ -81,6 +82,7 @@ class LineageEntry:
     lease_expires_ms: int | None = None  # the first lease, from the start; renewals live in a lease file
     staged: bool = False  # a publish=False push whose data landed: waits for a person
     revert_reason: str | None = None  # why mvtable reverted it by itself, if it did
+    scope: PushScope | None = None  # the partitions a scoped push replaces (None: the whole table)
 
     @property
     def live(self) -> bool:
@@ -300,6 +302,7 @@ def _start(s: Snapshot, a: LineageStart, v: int, ts: int) -> None:
         state_version=v,
         owner=a.owner,
         lease_expires_ms=a.lease_expires_ms,
+        scope=a.scope,
     )
 
 
