@@ -23,6 +23,7 @@ from mvtable.errors import (
 )
 from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
+from mvtable.lineage.push_scopes import PushScope, describe_scope
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, make_root, open_file_io
 from mvtable.visibility import bitmap_from_array
@@ -35,6 +36,7 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
+from .partitions import scoped_push
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
 from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
@@ -78,10 +80,24 @@ class LineageView:
     lease_expires: dt.datetime | None = None  # IN_PROGRESS only: when its lease ends (renewals included)
     status: str | None = None  # IN_PROGRESS only: alive / dead / expired / staged, and why
     revert_reason: str | None = None  # why mvtable reverted it by itself, if it did
+    # a scoped push: what it replaces, as the user asked (``replace_where`` as written, or
+    # "dynamic partition overwrite") and the partitions it holds (``ts_day=2024-01-05``); a
+    # push of the whole table has neither
+    scope: str | None = None
+    partitions: tuple[str, ...] = ()
 
 
 def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+
+def _scope_text(scope: PushScope | None) -> str | None:
+    """A scoped push's scope in words: its predicate, or how its partitions were chosen."""
+    if scope is None:
+        return None
+    if scope.predicate is not None:
+        return f"replace_where {scope.predicate}"
+    return "dynamic partition overwrite" if scope.dynamic else describe_scope(scope)
 
 
 def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -435,6 +451,8 @@ class Table:
                     lease_expires=_utc(v.lease_expires_ms) if v is not None and v.lease_expires_ms is not None else None,
                     status=f"{v.kind}: {v.reason}" if v is not None else None,
                     revert_reason=e.revert_reason,
+                    scope=_scope_text(e.scope),
+                    partitions=tuple(e.scope.labels) if e.scope is not None else (),
                 )
             )
         return out
@@ -470,15 +488,24 @@ class Table:
         publish: bool = True,
         merge_schema: bool = False,
         overwrite_schema: bool = False,
+        replace_where: pc.Expression | None = None,
+        partition_overwrite: str | None = None,
     ) -> WriteResult:
         """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``).
 
         ``merge_schema`` adds ``data``'s new columns (and widens types); ``overwrite_schema``
-        replaces the schema with ``data``'s (see ``write``).
+        replaces the schema with ``data``'s (see ``write``). With ``consistent_push``,
+        ``replace_where`` replaces only the rows that predicate matches and
+        ``partition_overwrite="dynamic"`` only the partitions ``data`` has rows in (a scoped
+        push, see ``write``).
 
         Raises:
-            InvalidOptionError: ``publish=False`` without ``consistent_push``, or ``data`` is not a
+            InvalidOptionError: ``publish=False`` without ``consistent_push``, ``replace_where`` or
+                ``partition_overwrite`` without it (or both at once), or ``data`` is not a
                 pyarrow ``Table`` or ``RecordBatch``.
+            InvalidFilterError: ``replace_where`` does not fit the table's schema.
+            ReplaceWhereViolationError: A row of ``data`` is outside ``replace_where``; nothing was
+                committed.
             SchemaMismatchError: ``data`` does not fit the table's schema; the message names the columns.
             DuplicateKeyError: On a keyed table, a key repeats in ``data`` or is in the table already.
             NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
@@ -502,6 +529,8 @@ class Table:
             publish=publish,
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            replace_where=replace_where,
+            partition_overwrite=partition_overwrite,
         )
 
     def write(
@@ -513,6 +542,8 @@ class Table:
         publish: bool = True,
         merge_schema: bool = False,
         overwrite_schema: bool = False,
+        replace_where: pc.Expression | None = None,
+        partition_overwrite: str | None = None,
     ) -> WriteResult:
         """Write ``data`` in one commit, as ``mode`` says (a ``WriteMode`` or its name).
 
@@ -521,9 +552,18 @@ class Table:
         ``merge_schema`` adds ``data``'s new columns (and widens types) in the same commit;
         ``overwrite_schema`` (overwrite only) replaces the schema with ``data``'s (docs/schema.md).
 
+        A consistent push may be scoped (docs/partitions.md, "Scoped pushes"): ``replace_where``
+        (a ``pyarrow.compute`` expression) replaces the rows it matches, and every row of
+        ``data`` must satisfy it; ``partition_overwrite="dynamic"`` replaces the partitions
+        ``data`` has rows in. Only the segments those rows are in take part: pushes of other
+        partitions run at the same time, and rows appended meanwhile stay.
+
         Raises:
             InvalidOptionError: An unknown mode, options that do not fit it, or ``data`` that is not
                 a pyarrow ``Table`` or ``RecordBatch``.
+            InvalidFilterError: ``replace_where`` does not fit the table's schema.
+            ReplaceWhereViolationError: A row of ``data`` is outside ``replace_where``; nothing was
+                committed.
             SchemaMismatchError: ``data`` does not fit the table's schema; the message names the columns.
             DuplicateKeyError: On a keyed table, a key repeats in ``data`` or is in the table already.
             NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
@@ -542,6 +582,7 @@ class Table:
         """
         mode = WriteMode.parse(mode)
         data = _as_table(data)
+        scope = scoped_push.request(data, replace_where=replace_where, partition_overwrite=partition_overwrite)
         plan = writes.begin_write(
             self.uri,
             storage_options=self.storage_options,
@@ -552,6 +593,7 @@ class Table:
             snapshot=self._latest_or_empty(),
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            scope=scope,
         )
         segments: list[SegmentFile] = []
         try:
@@ -559,13 +601,16 @@ class Table:
             with recovery.keep_lease(self.io, plan.entry_id, lease_ms=plan.lease_ms), write_intents.keep(self.io, plan.intent):
                 rows = None
 
-                def write() -> list[SegmentFile]:
-                    aligned = writes.align(plan, data)
-                    if not data.num_rows:
+                def write_rows(rows: pa.Table) -> list[SegmentFile]:
+                    aligned = writes.align(plan, rows)
+                    if not rows.num_rows:
                         return []
                     return write_segments(
                         self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent
                     )
+
+                def write() -> list[SegmentFile]:
+                    return write_rows(data)
 
                 if plan.primary_key:  # key errors (nulls …) before the schema cast complains
                     read = writes.read_snapshot(self.commit_log, plan)
@@ -574,6 +619,9 @@ class Table:
                     )
                 else:
                     segments = write()
+                if plan.scoped is not None:  # copy-on-write: the rows rewritten segments keep
+                    read = writes.read_snapshot(self.commit_log, plan)
+                    segments += scoped_push.write_kept(self.io, read, plan.scoped, write=write_rows)
                 faults.point("write.after_files")
             result = writes.finish_write(plan, segments, keys=rows)
             self._seen = result.snapshot

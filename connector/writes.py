@@ -44,6 +44,8 @@ from .key_index import index_path
 from .keys.commit import KeyedRows, check_absent, commit_keyed, segment_keys
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
+from .partitions import scoped_push
+from .partitions.scoped_push import ScopedPlan, ScopeRequest
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
 from .recovery.transactions import Stores, recover_table
@@ -93,6 +95,9 @@ class WritePlan:
     # (``table_schema`` above is already the new one): {"table_schema", "last_field_id", "changes"}
     evolve: dict[str, Any] | None = None
     fill_missing: bool = False  # merge_schema: nullable columns the data lacks are written as nulls
+    # a scoped push (replace_where, dynamic partition overwrite): what it replaces and rewrites,
+    # and its scope (``partitions.scoped_push``); None: a push replaces the whole table
+    scoped: ScopedPlan | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -128,6 +133,7 @@ def begin_write(
     take_intent: bool | None = None,
     merge_schema: bool = False,
     overwrite_schema: bool = False,
+    scope: ScopeRequest | None = None,
 ) -> WritePlan:
     """Plan a write on the driver: check it against the table, then pin, take an intent, start a push.
 
@@ -141,11 +147,16 @@ def begin_write(
     intent the files are named after, owned by ``owner`` too (``write_intents``); a
     streaming writer plans without one, a write of no files needs none. ``merge_schema`` adds the
     data's new columns and widens types in the write's own commit; ``overwrite_schema`` (an
-    overwrite) replaces the schema with the data's (``schema_evolution.merge``).
+    overwrite) replaces the schema with the data's (``schema_evolution.merge``). ``scope``
+    makes the push a scoped one (``partitions.scoped_push``): what it replaces is decided at
+    the read snapshot, before the push starts, and the data's rows are checked against
+    ``replace_where`` first when the request carries them.
 
     Raises:
         InvalidOptionError: an unknown mode, options that do not go together, properties or a
             primary key on an existing table.
+        InvalidFilterError: ``replace_where`` does not fit the table's schema.
+        ReplaceWhereViolationError: a row of the data is outside ``replace_where``; nothing started.
         SchemaMismatchError: the data does not fit the table's schema, or a new table's columns are reserved.
         KeyColumnMissingError: a key column is missing from the data.
         KeyTypeMismatchError: a key column's type differs from the table's.
@@ -191,6 +202,8 @@ def begin_write(
     )
     if merge_schema:
         plan = dataclasses.replace(plan, fill_missing=True)
+    if scope is not None:
+        plan = _with_scope(io, snapshot, plan, scope, consistent_push=consistent_push)
     if pin if take_intent is None else take_intent:
         plan = _with_intent(io, plan, owner=owner)
     if consistent_push:
@@ -343,6 +356,32 @@ def _pinned_plan(
     )
 
 
+def _with_scope(io: FileIO, snapshot: Snapshot, plan: WritePlan, request: ScopeRequest, *, consistent_push: bool) -> WritePlan:
+    """``plan`` with what its scoped push replaces, the data checked against ``replace_where`` first; on failure the pin is released.
+
+    Raises:
+        InvalidOptionError: the scope's options do not fit the write.
+        InvalidFilterError: ``replace_where`` does not fit the table's schema.
+        ReplaceWhereViolationError: a row of the data is outside ``replace_where``."""
+    try:
+        scoped_push.check_options(
+            mode=plan.mode,
+            consistent_push=consistent_push,
+            replace_where=request.predicate,
+            partition_overwrite=scoped_push.DYNAMIC if request.dynamic else None,
+            primary_key=plan.primary_key,
+        )
+        if request.data is not None:
+            request = dataclasses.replace(request, data=align(plan, request.data))
+            if request.predicate is not None:
+                scoped_push.check_rows(request.data, request.predicate, schema=plan.arrow_schema)
+        scoped = scoped_push.plan_scoped(io, snapshot, request)
+    except BaseException:
+        release_pin(plan)
+        raise
+    return dataclasses.replace(plan, scoped=scoped)
+
+
 def _with_intent(io: FileIO, plan: WritePlan, *, owner: PushOwner | None) -> WritePlan:
     """``plan`` with the write intent its files are named after; on failure the pin is released.
 
@@ -373,6 +412,9 @@ def _start_push(
             owner=owner or recovery.process_owner(),
             lease_ms=lease_ms,
             metadata=target.create,
+            replaced=plan.scoped.segments_from if plan.scoped is not None else None,
+            scope=plan.scoped.scope if plan.scoped is not None else None,
+            parameters=plan.scoped.parameters() if plan.scoped is not None else None,
         )
     except BaseException:
         release_pin(plan)
@@ -502,7 +544,8 @@ def _commit_write(
     if plan.consistent_push:
         assert plan.entry_id is not None
         operation = Operation.CONSISTENT_PUSH if plan.publish else Operation.PUSH_STAGE
-        data = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish)
+        rewritten = plan.scoped.dvs if plan.scoped is not None else None
+        data = lambda cur: ops.push_segments(cur, plan.entry_id, segments, publish=plan.publish, rewritten=rewritten)
     elif plan.mode == OVERWRITE:
         operation = Operation.OVERWRITE
         data = lambda cur: ops.overwrite(read, cur, segments, metadata=create)
@@ -514,6 +557,7 @@ def _commit_write(
         "mode": plan.mode,
         **({"entry": plan.entry_id} if plan.entry_id else {}),
         **({"schemaChanges": plan.evolve["changes"], "schemaId": read.schema_id + 1} if plan.evolve else {}),
+        **(plan.scoped.parameters() if plan.scoped is not None else {}),
         **plan.parameters,
     }
     if plan.primary_key and segments:

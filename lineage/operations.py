@@ -17,7 +17,7 @@ commit or raises a typed conflict. The rules:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mvtable.dvref import DeletionVectorRef
@@ -203,18 +203,36 @@ def stream_batch(
     ]
 
 
-def push_segments(current: Snapshot, entry_id: str, segments: Sequence[SegmentFile], *, publish: bool) -> list[Action]:
+def push_segments(
+    current: Snapshot,
+    entry_id: str,
+    segments: Sequence[SegmentFile],
+    *,
+    publish: bool,
+    rewritten: Mapping[str, DeletionVectorRef | None] | None = None,
+) -> list[Action]:
     """Add the pushed segments to the entry and, when publishing, complete it.
+
+    ``rewritten``: the segments a scoped push rewrote (copied their rows it keeps), each
+    with its deletion vector when they were read; a delete on one since would be lost with
+    the copy, so it is a conflict.
 
     Raises:
         ConcurrentLineageError: The entry is gone or no longer IN_PROGRESS.
         ConcurrentCompactionError: A segment the push replaces was compacted since.
-        ConcurrentReplaceError: A segment the push replaces was replaced or removed since."""
+        ConcurrentReplaceError: A segment the push replaces was replaced or removed since, or
+            one it rewrote had rows deleted since."""
     entry = current.lineage.get(entry_id)
     if entry is None or entry.state != LineageState.IN_PROGRESS:
         state = "gone" if entry is None else entry.state
         raise ConcurrentLineageError(f"lineage entry {entry_id} is {state}; the push can no longer complete")
     require_visible(current, entry.segments_from, what=f"consistent push {entry_id}")
+    changed = [sid for sid, dv in (rewritten or {}).items() if current.dvs.get(sid) != dv]
+    if changed:
+        raise ConcurrentReplaceError(
+            f"consistent push {entry_id}: rows of segment {changed[0]}, which it rewrites, were deleted by a concurrent "
+            f"commit (table now at version {current.version}); nothing of the push is visible: run it again"
+        )
     actions: list[Action] = [AddSegment(segment=s, lineage_entry=entry_id) for s in segments]
     actions.append(LineageEnd(entry_id=entry_id) if publish else LineageStage(entry_id=entry_id))
     return actions

@@ -20,12 +20,13 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         out.print(as_text(f"no lineage entries in {args.table} (only consistent pushes create them)"))
         return EXIT_OK
     grid = Grid(title=as_text(f"lineage of {args.table}"), title_justify="left")  # a path is no markup
-    for name in ("id", "state", "segments_from", "segments_to", "started", "changed", "timestamp", "owner / lease"):
+    for name in ("id", "state", "scope", "segments_from", "segments_to", "started", "changed", "timestamp", "owner / lease"):
         grid.add_column(name, no_wrap=name in ("id", "state", "segments_from", "segments_to"))
     for e in entries:
         grid.add_row(
             as_text(e.id),
             as_text(e.state),
+            as_text(_scope_cell(e)),
             as_text("\n".join(e.segments_from) or "-"),
             as_text("\n".join(e.segments_to) or "-"),
             as_text(f"v{e.started_version}"),
@@ -35,6 +36,14 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         )
     out.print(grid)
     return EXIT_OK
+
+
+def _scope_cell(e: Any) -> str:
+    """What a push replaces: the whole table, or its predicate and the partitions it holds (a few, then how many more)."""
+    if e.scope is None:
+        return "whole table"
+    shown = list(e.partitions[:5]) + ([f"… {len(e.partitions) - 5} more"] if len(e.partitions) > 5 else [])
+    return "\n".join([e.scope, *shown])
 
 
 def _owner_cell(e: Any) -> str:

@@ -12,6 +12,7 @@ the same commit, ``PushInProgressError`` and ``StagedPushError``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -20,6 +21,7 @@ from mvtable.lineage.actions import Action, LineageRevert, MetadataAction, PushO
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.ownership import TRANSACTION_ENTRY_PREFIX, Liveness, PushClaim, Verdict, verdict
+from mvtable.lineage.push_scopes import PushScope
 from mvtable.lineage.snapshot import LineageEntry, Snapshot
 from mvtable.storage import FileIO
 
@@ -100,26 +102,33 @@ def start_push(
     owner: PushOwner,
     lease_ms: int,
     metadata: MetadataAction | None,
+    replaced: Sequence[str] | None = None,
+    scope: PushScope | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> CommitResult:
     """Commit the start of a consistent push, cleaning up dead pushes in its way in the same commit.
 
-    Its parameters record each entry cleaned up and why (``recovered``).
+    ``replaced`` and ``scope`` make it a scoped push (``ops.push_start``); ``parameters``
+    are added to the commit's. Its parameters record each entry cleaned up and why
+    (``recovered``).
 
     Raises:
-        PushInProgressError: A live push holds the same segments.
-        StagedPushError: A staged push holds the same segments."""
+        PushInProgressError: A live push holds the same segments or partitions.
+        StagedPushError: A staged push holds the same segments or partitions."""
     claim = push_claim(commit_log.io, snapshot, owner=owner, lease_ms=lease_ms)
     recovered: list[dict[str, str | None]] = []
 
     def build(current: Snapshot) -> list[Action]:
-        actions = ops.push_start(snapshot, current, entry_id, claim=claim, metadata=metadata)
+        actions = ops.push_start(snapshot, current, entry_id, claim=claim, metadata=metadata, replaced=replaced, scope=scope)
         recovered[:] = [{"entry": a.entry_id, "reason": a.reason} for a in actions if isinstance(a, LineageRevert)]
         return actions
 
-    def parameters() -> dict[str, Any]:
-        return {"entry": entry_id, **({"recovered": list(recovered)} if recovered else {})}
+    extra = dict(parameters or {})
 
-    result = commit_log.commit(read=snapshot, operation=Operation.PUSH_START, parameters=parameters, build=build)
+    def commit_parameters() -> dict[str, Any]:
+        return {"entry": entry_id, **extra, **({"recovered": list(recovered)} if recovered else {})}
+
+    result = commit_log.commit(read=snapshot, operation=Operation.PUSH_START, parameters=commit_parameters, build=build)
     for item in recovered:
         logger.warning("consistent push %s reverted push %s: %s", entry_id, item["entry"], item["reason"])
         drop(commit_log.io, str(item["entry"]))

@@ -1,0 +1,656 @@
+"""Scoped consistent pushes: replace the rows a predicate matches, or the partitions the data holds.
+
+``t.overwrite(data, consistent_push=True, replace_where=pc.field("ts") >= …)`` replaces the
+rows ``replace_where`` matches; ``partition_overwrite="dynamic"`` replaces the partitions
+``data`` has rows in (Delta's ``replaceWhere`` and dynamic partition overwrite, Iceberg's
+``ReplacePartitions``). Either is a consistent push like any other (one lineage entry,
+all-or-nothing, rolled back in one call), whose entry records its scope
+(``lineage.push_scopes``) so that pushes of disjoint partitions run at the same time.
+
+The phases, in the order a write runs them:
+
+1. ``check_rows``: every row of the data must satisfy ``replace_where`` (a row where it is
+   false or null is a ``ReplaceWhereViolationError`` naming the row), before anything starts.
+2. ``classify``: each segment visible at the read snapshot, from metadata alone (its
+   partition values and row-group statistics): none of its rows can match (kept), every row
+   provably matches (replaced whole: a metadata change), or some may (``probe``d).
+3. ``probe`` reads only the predicate's columns of the segments ``classify`` could not
+   decide: no live row matches (kept), all do (replaced whole), or some (rewritten:
+   copy-on-write, its live rows that do not match move to new segments of the push).
+4. ``scope_of``: the partitions of the data and of every replaced segment.
+5. After the push started, ``write_kept`` writes the rows the rewritten segments keep.
+
+The segments replaced are those of the read snapshot, never the newest: an append that
+lands while the push runs stays visible after it (the push replaces what it read). A
+delete that lands meanwhile on a segment the push *rewrites* would be lost with the copy,
+so it is a conflict at the push's end (``lineage.operations.push_segments``).
+
+A predicate aligned to partitions (or to the statistics, which partitioned segments have
+tight) is decided by ``classify`` alone: no data file is read or written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mvtable.dvref import DeletionVectorRef
+from mvtable.errors import InvalidOptionError, ReplaceWhereViolationError
+from mvtable.lineage.actions import SegmentFile
+from mvtable.lineage.descriptors import RowGroupDescriptor
+from mvtable.lineage.partitioning import UNPARTITIONED, PartitionSpec
+from mvtable.lineage.push_scopes import PushScope, ScopeValue
+from mvtable.lineage.snapshot import SegmentState, Snapshot
+from mvtable.storage import FileIO
+
+from ..deletes import evaluate
+from ..expressions import check_filter, referenced_columns
+from ..scan import ScanTask, read_task, stats_apply
+from ..schema import schema_from_json
+from ..stats import COMPARISONS, Predicate, decode, row_groups_to_read
+from .conjuncts import conjuncts
+from .spec import spec_columns
+from .transforms import Transform
+from .values import decode_value, encode_value
+
+__all__ = [
+    "DYNAMIC",
+    "ScopeRequest",
+    "ScopedPlan",
+    "check_options",
+    "check_rows",
+    "classify",
+    "data_partitions",
+    "plan_scoped",
+    "probe",
+    "request",
+    "scope_of",
+    "write_kept",
+]
+
+DYNAMIC = "dynamic"
+KEEP, REPLACE, PROBE = "keep", "replace", "probe"
+_PartitionKey = tuple[ScopeValue, ...]
+
+
+# -- options ------------------------------------------------------------------------------
+
+
+def request(
+    data: pa.Table | None, *, replace_where: object, partition_overwrite: object, text: str | None = None
+) -> ScopeRequest | None:
+    """The scope a write's options ask for (None: no scope, the push replaces the whole table).
+
+    ``text`` is the predicate as the user wrote it (Spark's SQL), for the lineage entry.
+
+    Raises:
+        InvalidOptionError: both options, ``replace_where`` that is no expression, or an unknown
+            ``partition_overwrite``."""
+    if replace_where is None and partition_overwrite is None:
+        return None
+    if replace_where is not None and partition_overwrite is not None:
+        raise InvalidOptionError(
+            "replace_where and partition_overwrite both say what a push replaces: give one "
+            "(replace_where=<predicate>, or partition_overwrite='dynamic' for the partitions the data holds)"
+        )
+    if partition_overwrite is not None:
+        if partition_overwrite != DYNAMIC:
+            raise InvalidOptionError(
+                f"partition_overwrite takes 'dynamic' (replace the partitions the data holds), not {partition_overwrite!r}"
+            )
+        return ScopeRequest(dynamic=True, data=data)
+    if not isinstance(replace_where, pc.Expression):
+        raise InvalidOptionError(
+            f"replace_where must be a pyarrow.compute.Expression (e.g. pc.field('day') == date(2024, 1, 5)), "
+            f"not {type(replace_where).__name__}"
+        )
+    return ScopeRequest(predicate=replace_where, predicate_text=text, data=data)
+
+
+def check_options(
+    *, mode: str, consistent_push: bool, replace_where: object, partition_overwrite: object, primary_key: Sequence[str] = ()
+) -> None:
+    """Refuse scoped-push options that do not go together.
+
+    A scoped push is a consistent push: ``replace_where`` and ``partition_overwrite`` need
+    ``consistent_push=True`` and mode overwrite (a plain overwrite replaces the whole table).
+
+    Raises:
+        InvalidOptionError: one without ``consistent_push`` or overwrite, both at once, an
+            unknown ``partition_overwrite``, or a table with a primary key."""
+    if replace_where is None and partition_overwrite is None:
+        return
+    what = "replace_where" if replace_where is not None else "partition_overwrite"
+    if replace_where is not None and partition_overwrite is not None:
+        raise InvalidOptionError(
+            "replace_where and partition_overwrite both say what a push replaces: give one "
+            "(replace_where=<predicate>, or partition_overwrite='dynamic' for the partitions the data holds)"
+        )
+    if partition_overwrite is not None and partition_overwrite != DYNAMIC:
+        raise InvalidOptionError(
+            f"partition_overwrite takes 'dynamic' (replace the partitions the data holds), not {partition_overwrite!r}"
+        )
+    if mode != "overwrite" or not consistent_push:
+        raise InvalidOptionError(
+            f"{what} scopes a consistent push: use it with mode('overwrite') and consistent_push=True "
+            "(a plain overwrite replaces the whole table)"
+        )
+    if primary_key:
+        raise InvalidOptionError(
+            f"{what} is not supported on a table with a primary key ({list(primary_key)}) yet: "
+            "use upsert() to replace rows by key, or a whole-table consistent push"
+        )
+
+
+# -- 1. the data ----------------------------------------------------------------------------
+
+
+def check_rows(data: pa.Table, predicate: pc.Expression, *, schema: pa.Schema) -> None:
+    """Refuse data with a row that ``predicate`` does not hold for (false or null), naming the first.
+
+    Raises:
+        InvalidFilterError: ``predicate`` does not fit the table's schema.
+        ReplaceWhereViolationError: a row of ``data`` is outside ``predicate``."""
+    check_filter(predicate, schema, what="replace_where")
+    if not data.num_rows:
+        return
+    holds = evaluate(data, predicate)
+    bad = pc.invert(pc.fill_null(holds, False))
+    first = pc.index(bad, True).as_py()
+    if first < 0:
+        return
+    row = data.slice(first, 1).to_pylist()[0]
+    count = pc.sum(bad).as_py()
+    raise ReplaceWhereViolationError(
+        f"row {first} of the data is outside replace_where {predicate}: {_row_text(row)} "
+        f"({count} row(s) are); a scoped push only writes rows it replaces. Nothing was committed"
+    )
+
+
+def _row_text(row: Mapping[str, Any]) -> str:
+    items = [f"{k}={v!r}" if isinstance(v, (str, bytes)) else f"{k}={v}" for k, v in list(row.items())[:12]]
+    return "{" + ", ".join(items) + (", …" if len(row) > 12 else "") + "}"
+
+
+def data_partitions(data: pa.Table, spec: PartitionSpec, table_schema: dict[str, Any]) -> list[_PartitionKey]:
+    """The partition tuples (the log's JSON form) of ``data``'s rows under ``spec``, each once, in first-seen order."""
+    if not spec.fields:
+        return [()] if data.num_rows else []
+    columns = _spec_values(data, spec, table_schema)
+    seen: dict[_PartitionKey, None] = {}
+    rows = (
+        pa.table({str(i): c for i, (c, _, _) in enumerate(columns)}).group_by([str(i) for i in range(len(columns))]).aggregate([])
+    )
+    for r in rows.to_pylist():
+        seen[tuple(encode_value(r[str(i)], t, src) for i, (_, t, src) in enumerate(columns))] = None
+    return list(seen)
+
+
+def _spec_values(
+    data: pa.Table, spec: PartitionSpec, table_schema: dict[str, Any]
+) -> list[tuple[pa.Array, Transform, pa.DataType]]:
+    """Each field's partition values of ``data``'s rows, with its transform and source type."""
+    arrow = schema_from_json(table_schema)
+    out = []
+    for f, column, transform in spec_columns(spec, table_schema):
+        if column is None:
+            raise InvalidOptionError(f"partition field {f.name} reads a column the table no longer has")
+        out.append((transform.apply(data.column(column)), transform, arrow.field(column).type))
+    return out
+
+
+# -- 2. what metadata decides ----------------------------------------------------------------
+
+
+def classify(snapshot: Snapshot, seg: SegmentState, predicates: Sequence[Predicate] | None, schema: pa.Schema) -> str:
+    """``KEEP``, ``REPLACE`` or ``PROBE`` for one segment, from its partition values and row-group statistics only.
+
+    ``predicates``: the ``replace_where`` as a conjunction (None: not one, nothing is
+    decided here)."""
+    if predicates is None:
+        return PROBE
+    facts = _partition_facts(snapshot, seg, schema)
+    if any(_never(p, facts.get(p.column)) for p in predicates):
+        return KEEP
+    groups = seg.file.row_groups
+    if predicates and all(_always(p, facts.get(p.column), None, schema) for p in predicates):
+        return REPLACE  # the partition alone proves it: no statistic is looked at
+    if not stats_apply(snapshot, seg) or not groups:
+        return PROBE
+    if not row_groups_to_read(groups, predicates, schema):
+        return KEEP
+    if all(all(_always(p, facts.get(p.column), rg, schema) for p in predicates) for rg in groups):
+        return REPLACE
+    return PROBE
+
+
+@dataclass(frozen=True)
+class _Range:
+    """What a segment's partition says about a column: every row's value is in ``[lo, hi]`` (or null when ``null``)."""
+
+    lo: Any
+    hi: Any
+    null: bool = False
+    exact: bool = False  # lo == hi is every row's value (an identity partition)
+
+
+def _partition_facts(snapshot: Snapshot, seg: SegmentState, schema: pa.Schema) -> dict[str, _Range]:
+    """Column → the range its segment's partition values allow, for identity and time partitions."""
+    spec_id, partition = segment_partition(seg)
+    spec = partition_specs(snapshot).get(spec_id, UNPARTITIONED)
+    if not spec.fields or len(partition) != len(spec.fields):
+        return {}
+    out: dict[str, _Range] = {}
+    for (_, column, transform), stored in zip(spec_columns(spec, snapshot.table_schema), partition):
+        if column is None or column not in schema.names:
+            continue
+        source = schema.field(column).type
+        try:
+            value = decode_value(stored, transform, source)
+        except Exception:
+            continue
+        if value is None:
+            out[column] = _Range(None, None, null=True)
+        elif transform.name == "identity":
+            out[column] = _Range(value, value, exact=True)
+        elif transform.temporal:
+            bounds = _time_bounds(transform.name, value, source)
+            if bounds is not None:
+                out[column] = _Range(*bounds)
+    return out
+
+
+def _time_bounds(name: str, value: Any, source: pa.DataType) -> tuple[Any, Any] | None:
+    """The first and last source values of one year/month/day/hour partition, as statistics decode them."""
+    if name == "day":
+        start = dt.datetime.combine(value, dt.time())
+        end = start + dt.timedelta(days=1)
+    elif name == "hour":
+        start = dt.datetime(1970, 1, 1) + dt.timedelta(hours=value)
+        end = start + dt.timedelta(hours=1)
+    elif name == "month":
+        start = dt.datetime(1970 + value // 12, value % 12 + 1, 1)
+        end = dt.datetime(start.year + (start.month == 12), start.month % 12 + 1, 1)
+    else:
+        start, end = dt.datetime(1970 + value, 1, 1), dt.datetime(1971 + value, 1, 1)
+    if pa.types.is_date32(source):
+        return start.date(), (end - dt.timedelta(days=1)).date()
+    if pa.types.is_timestamp(source):
+        last = end - dt.timedelta(microseconds=1)
+        if source.tz is not None:
+            return start.replace(tzinfo=dt.timezone.utc), last.replace(tzinfo=dt.timezone.utc)
+        return start, last
+    return None
+
+
+def _never(p: Predicate, r: _Range | None) -> bool:
+    """Whether the partition proves no row satisfies ``p``."""
+    if r is None:
+        return False
+    if r.null:
+        return p.op != "is_null"
+    if p.op == "is_null":
+        return True
+    return _compare(p, r.lo, r.hi, none=True)
+
+
+def _always(p: Predicate, r: _Range | None, rg: RowGroupDescriptor | Any | None, schema: pa.Schema) -> bool:
+    """Whether the partition, else row group ``rg``'s statistics, prove every row satisfies ``p``."""
+    if r is not None:
+        if r.null:
+            return p.op == "is_null"
+        if p.op == "not_null":
+            return True
+        if p.op in (*COMPARISONS, "in") and _compare(p, r.lo, r.hi, none=False):
+            return True
+    if rg is None:
+        return False
+    if rg.num_rows == 0:
+        return True
+    stats = rg.stats.get(p.column)
+    if stats is None or stats.null_count is None:
+        return False
+    if p.op == "is_null":
+        return stats.null_count == rg.num_rows
+    if p.op == "not_null":
+        return stats.null_count == 0
+    if stats.null_count or stats.min is None or stats.max is None or p.op not in (*COMPARISONS, "in"):
+        return False
+    t = schema.field(p.column).type
+    return _compare(p, decode(stats.min, t), decode(stats.max, t), none=False)
+
+
+def _compare(p: Predicate, lo: Any, hi: Any, *, none: bool) -> bool:
+    """For values in ``[lo, hi]``: whether none (``none=True``) or all of them satisfy ``p``; False when unsure."""
+    try:
+        if none:
+            if p.op == "==":
+                return bool(p.value < lo or p.value > hi)
+            if p.op == "in":
+                return all(v < lo or v > hi for v in p.value)
+            if p.op == "<":
+                return bool(lo >= p.value)
+            if p.op == "<=":
+                return bool(lo > p.value)
+            if p.op == ">":
+                return bool(hi <= p.value)
+            if p.op == ">=":
+                return bool(hi < p.value)
+            if p.op == "!=":
+                return bool(lo == hi == p.value)
+            return False
+        if p.op == "==":
+            return bool(lo == hi == p.value)
+        if p.op == "in":
+            return bool(lo == hi and lo in p.value)
+        if p.op == "<":
+            return bool(hi < p.value)
+        if p.op == "<=":
+            return bool(hi <= p.value)
+        if p.op == ">":
+            return bool(lo > p.value)
+        if p.op == ">=":
+            return bool(lo >= p.value)
+        if p.op == "!=":
+            return bool(p.value < lo or p.value > hi)
+    except TypeError:  # a literal of another type than the column's: not decided here
+        return False
+    return False
+
+
+# -- 3. what the rows decide ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    kind: str  # KEEP, REPLACE or "rewrite"
+    matched: int  # live rows the predicate matches
+
+
+def probe(io: FileIO, snapshot: Snapshot, seg: SegmentState, match: RowMatch, schema: pa.Schema) -> ProbeResult:
+    """Read the columns ``match`` needs of ``seg``'s live rows: none match (keep), all do (replace whole), or some (rewrite)."""
+    columns = match.columns(schema)
+    task = ScanTask(seg.file, tuple(range(len(seg.file.row_groups))), snapshot.dvs.get(seg.id))
+    matched = live = 0
+    for table in read_task(io, task, columns=columns, use_threads=True, read_rows=1 << 20, schema=schema):
+        live += table.num_rows
+        matched += int(pc.sum(match.rows(table)).as_py() or 0)
+    if matched == 0:
+        return ProbeResult(KEEP, 0)
+    return ProbeResult(REPLACE if matched == live else "rewrite", matched)
+
+
+class RowMatch:
+    """Which rows a scoped push replaces: a predicate's true rows, or the rows of some partitions."""
+
+    def columns(self, schema: pa.Schema) -> list[str] | None:
+        raise NotImplementedError
+
+    def rows(self, table: pa.Table) -> pa.Array:
+        """A boolean per row of ``table`` (no nulls): True for the rows the push replaces."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PredicateMatch(RowMatch):
+    predicate: pc.Expression
+
+    def columns(self, schema: pa.Schema) -> list[str] | None:
+        return referenced_columns(self.predicate, schema)
+
+    def rows(self, table: pa.Table) -> pa.Array:
+        return pc.fill_null(evaluate(table, self.predicate), False).combine_chunks()
+
+
+@dataclass(frozen=True)
+class PartitionMatch(RowMatch):
+    """The rows whose partition under ``spec`` is one of ``keys`` (``_row_keys`` of the data)."""
+
+    spec: PartitionSpec
+    table_schema: dict[str, Any]
+    keys: frozenset[str]
+
+    def columns(self, schema: pa.Schema) -> list[str] | None:
+        return [c for _, c, _ in spec_columns(self.spec, self.table_schema) if c is not None]
+
+    def rows(self, table: pa.Table) -> pa.Array:
+        keys = _row_keys(table, self.spec, self.table_schema)
+        return pc.is_in(keys, value_set=pa.array(sorted(self.keys), pa.string())).combine_chunks()
+
+
+def _row_keys(table: pa.Table, spec: PartitionSpec, table_schema: dict[str, Any]) -> pa.Array:
+    """One text per row naming its partition under ``spec`` (the same text for the same partition)."""
+    parts = [pc.fill_null(pc.cast(values, pa.string()), "\u0000null") for values, _, _ in _spec_values(table, spec, table_schema)]
+    if not parts:
+        return pa.array([""] * table.num_rows, pa.string())
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, "\u001f")
+
+
+# -- 4. the plan -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScopeRequest:
+    """What the caller asked a scoped push to replace.
+
+    ``predicate`` (``replace_where``) with its text for people, or ``dynamic``; ``data`` the
+    rows it writes when known before the push starts (the Python API; Spark's tasks write
+    them later)."""
+
+    predicate: pc.Expression | None = None
+    predicate_text: str | None = None
+    dynamic: bool = False
+    data: pa.Table | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ScopedPlan:
+    """What a scoped push replaces, decided at its read snapshot.
+
+    ``replaced`` go whole; ``rewritten`` go too, but their live rows that ``match`` leaves
+    alone move to new segments of the push (``write_kept``); ``dvs`` are the rewritten
+    segments' deletion vectors at the read (a delete on one since is a conflict)."""
+
+    scope: PushScope
+    replaced: tuple[str, ...] = ()
+    rewritten: tuple[str, ...] = ()
+    dvs: dict[str, DeletionVectorRef | None] = field(default_factory=dict)
+    match: RowMatch | None = None
+    probed: int = 0  # segments whose rows were read to decide
+
+    @property
+    def segments_from(self) -> tuple[str, ...]:
+        return (*self.replaced, *self.rewritten)
+
+    def parameters(self) -> dict[str, Any]:
+        """What the push's commits record of its scope (``history()``, ``mvtable history``)."""
+        s = self.scope
+        return {
+            **({"replaceWhere": s.predicate} if s.predicate is not None else {}),
+            **({"partitionOverwriteMode": DYNAMIC} if s.dynamic else {}),
+            "partitions": list(s.labels[:20]) + ([f"… {len(s.labels) - 20} more"] if len(s.labels) > 20 else []),
+            "replacedSegments": len(self.replaced),
+            "rewrittenSegments": len(self.rewritten),
+            "probedSegments": self.probed,
+        }
+
+
+def plan_scoped(io: FileIO, snapshot: Snapshot, request: ScopeRequest) -> ScopedPlan:
+    """Which segments of ``snapshot`` a scoped push replaces or rewrites, and its scope (phases 2 to 4).
+
+    Raises:
+        InvalidFilterError: the predicate does not fit the table's schema."""
+    schema = schema_from_json(snapshot.table_schema) if snapshot.exists else None
+    spec = default_spec(snapshot)
+    written = data_partitions(request.data, spec, snapshot.table_schema) if request.data is not None and schema else []
+    if not snapshot.exists or schema is None:
+        return ScopedPlan(scope=_scope(snapshot, spec, written, request))
+    match: RowMatch
+    decide: Callable[[SegmentState], str]
+    if request.dynamic:
+        keys = (
+            frozenset(_row_keys(request.data, spec, snapshot.table_schema).to_pylist())
+            if request.data is not None
+            else frozenset()
+        )
+        match = PartitionMatch(spec, snapshot.table_schema, keys)
+        wanted = set(written)
+
+        def decide(seg: SegmentState) -> str:
+            spec_id, partition = segment_partition(seg)
+            if spec_id == spec.spec_id:
+                return REPLACE if partition in wanted else KEEP
+            return PROBE  # an older grain: its rows of the data's partitions are found by reading
+
+    else:
+        assert request.predicate is not None
+        check_filter(request.predicate, schema, what="replace_where")
+        match = PredicateMatch(request.predicate)
+        terms = conjuncts(request.predicate, schema)
+
+        def decide(seg: SegmentState) -> str:
+            return classify(snapshot, seg, terms, schema)
+
+    replaced: list[str] = []
+    rewritten: list[str] = []
+    probed = 0
+    for seg in snapshot.visible_segments():
+        kind = decide(seg)
+        if kind == PROBE:
+            probed += 1
+            kind = probe(io, snapshot, seg, match, schema).kind
+        if kind == REPLACE:
+            replaced.append(seg.id)
+        elif kind != KEEP:
+            rewritten.append(seg.id)
+    touched = [snapshot.segments[sid] for sid in (*replaced, *rewritten)]
+    return ScopedPlan(
+        scope=scope_of(snapshot, spec, written, touched, request),
+        replaced=tuple(replaced),
+        rewritten=tuple(rewritten),
+        dvs={sid: snapshot.dvs.get(sid) for sid in rewritten},
+        match=match,
+        probed=probed,
+    )
+
+
+def scope_of(
+    snapshot: Snapshot,
+    spec: PartitionSpec,
+    written: Sequence[_PartitionKey],
+    touched: Sequence[SegmentState],
+    request: ScopeRequest,
+) -> PushScope:
+    """The push's scope: the partitions the data writes and those of every segment it replaces or rewrites."""
+    keys: dict[_PartitionKey, None] = dict.fromkeys(written)
+    for seg in touched:
+        spec_id, partition = segment_partition(seg)
+        if spec_id == spec.spec_id:
+            keys[partition] = None
+        # a segment of an older grain is named by no partition of this spec: a push that
+        # wants its rows too probes it, finds them and holds the same segment, which blocks
+    return _scope(snapshot, spec, list(keys), request)
+
+
+def _scope(snapshot: Snapshot, spec: PartitionSpec, keys: Sequence[_PartitionKey], request: ScopeRequest) -> PushScope:
+    keys = [k for k in keys if len(k) == len(spec.fields)]
+    return PushScope(
+        spec_id=spec.spec_id,
+        partitions=tuple(keys),
+        labels=tuple(partition_label(spec, snapshot.table_schema, k) for k in keys),
+        predicate=request.predicate_text
+        if request.predicate_text is not None
+        else (str(request.predicate) if request.predicate is not None else None),
+        dynamic=request.dynamic,
+    )
+
+
+# -- 5. after the push started: the rows rewritten segments keep -------------------------------
+
+
+def write_kept(
+    io: FileIO,
+    snapshot: Snapshot,
+    plan: ScopedPlan,
+    *,
+    write: Callable[[pa.Table], list[SegmentFile]],
+) -> list[SegmentFile]:
+    """Copy-on-write: each rewritten segment's live rows that the push does not replace, written by ``write``.
+
+    They join the push's segments, so readers see them exactly when the push's own rows."""
+    if not plan.rewritten:
+        return []
+    assert plan.match is not None
+    schema = schema_from_json(snapshot.table_schema)
+    out: list[SegmentFile] = []
+    try:
+        for sid in plan.rewritten:
+            seg = snapshot.segments[sid]
+            task = ScanTask(seg.file, tuple(range(len(seg.file.row_groups))), plan.dvs.get(sid))
+            kept = []
+            for table in read_task(io, task, columns=None, use_threads=True, read_rows=1 << 20, schema=schema):
+                keep = pc.invert(plan.match.rows(table))
+                kept.append(table.filter(keep))
+            rows = pa.concat_tables(kept) if kept else schema.empty_table()
+            if rows.num_rows:
+                out.extend(write(rows))
+    except BaseException:
+        io.delete([s.path for s in out])
+        raise
+    return out
+
+
+# -- the table's partitioning, as ptcore's snapshot carries it ---------------------------------
+
+
+def partition_specs(snapshot: Snapshot) -> dict[int, PartitionSpec]:
+    """The table's specs (spec 0, unpartitioned, always)."""
+    specs = getattr(snapshot, "partition_specs", None)
+    return dict(specs) if specs else {0: UNPARTITIONED}
+
+
+def default_spec(snapshot: Snapshot) -> PartitionSpec:
+    """The spec new writes use."""
+    return partition_specs(snapshot).get(getattr(snapshot, "default_spec_id", 0), UNPARTITIONED)
+
+
+def segment_partition(seg: SegmentState) -> tuple[int, _PartitionKey]:
+    """``(spec id, partition tuple)`` of a segment; an unpartitioned one is ``(0, ())``."""
+    spec_id = getattr(seg.file, "spec_id", None)
+    partition = getattr(seg.file, "partition", None)
+    return (spec_id or 0, tuple(partition) if partition is not None else ())
+
+
+def partition_label(spec: PartitionSpec, table_schema: dict[str, Any], key: _PartitionKey) -> str:
+    """A partition for people, as Hive paths spell it: ``ts_day=2024-01-05/region=eu``."""
+    if not spec.fields:
+        return "the whole table (unpartitioned)"
+    arrow = schema_from_json(table_schema)
+    parts = []
+    for (f, column, transform), stored in zip(spec_columns(spec, table_schema), key):
+        parts.append(f"{f.name}={_human(stored, transform, arrow.field(column).type if column in arrow.names else None)}")
+    return "/".join(parts)
+
+
+def _human(stored: ScopeValue, transform: Transform, source: pa.DataType | None) -> str:
+    if stored is None:
+        return "null"
+    if isinstance(stored, int) and not isinstance(stored, bool):
+        if transform.name == "year":
+            return f"{1970 + stored:04d}"
+        if transform.name == "month":
+            return f"{1970 + stored // 12:04d}-{stored % 12 + 1:02d}"
+        if transform.name == "day":
+            return (dt.date(1970, 1, 1) + dt.timedelta(days=stored)).isoformat()
+        if transform.name == "hour":
+            return (dt.datetime(1970, 1, 1) + dt.timedelta(hours=stored)).strftime("%Y-%m-%d-%H")
+    if source is not None and pa.types.is_timestamp(source) and isinstance(stored, int):
+        return str(decode(stored, source))
+    return str(stored)
