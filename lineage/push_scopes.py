@@ -94,6 +94,8 @@ def describe_scope(scope: PushScope | None, *, only: Sequence[str] | None = None
     ``only`` narrows it to some labels (the ones two pushes share)."""
     if scope is None:
         return "the whole table"
+    if scope.partitions == ((),):
+        return "the whole table (unpartitioned)"
     labels = list(only) if only is not None else [scope.label(i) for i in range(len(scope.partitions))]
     if not labels:
         return f"no partition yet (spec {scope.spec_id})"
