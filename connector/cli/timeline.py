@@ -11,11 +11,11 @@ from .output import EXIT_OK, as_text, fmt_size, open_table, print_json, stdout_c
 def cmd_timeline(args: argparse.Namespace) -> int:
     from ..partitions.timeline_html import timeline_html
 
+    html_path = _html_path(args.html) if args.html is not None else None
     table = open_table(args)
     timeline = table.timeline(args.version)
-    if args.html is not None:
-        page = timeline_html(timeline, title=args.table, max_partitions=args.max_partitions)
-        Path(args.html).write_text(page, encoding="utf-8")
+    if html_path is not None:
+        html_path.write_text(timeline_html(timeline, title=args.table, max_partitions=args.max_partitions), encoding="utf-8")
     if args.json:
         print_json([timeline])
         return EXIT_OK
@@ -37,6 +37,21 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         )
     out = stdout_console()
     out.print(grid)
-    if args.html is not None:
+    if html_path is not None:
         out.print(as_text(f"wrote {args.html} (open it in a browser; it loads nothing from the network)"))
     return EXIT_OK
+
+
+def _html_path(text: str) -> Path:
+    """Where ``--html`` writes, checked before the table is read.
+
+    Raises:
+        InvalidOptionError: The path is a folder, or its folder does not exist."""
+    from mvtable.errors import InvalidOptionError
+
+    path = Path(text)
+    if path.is_dir():
+        raise InvalidOptionError(f"--html {text} is a folder; name the file to write, e.g. {path / 'timeline.html'}")
+    if not path.parent.is_dir():
+        raise InvalidOptionError(f"--html {text}: the folder {path.parent} does not exist; create it or write elsewhere")
+    return path

@@ -38,7 +38,7 @@ _MIN_LANE = 4.0  # a lane (one of several segments alive at once) is never narro
 _MIN_HEIGHT = 2.0  # a segment alive for a sliver of the version axis still shows
 _GAP = 1.0  # between columns
 _LABEL_CHARS = 32
-_LABEL_SPACING = 13.0  # between axis labels
+_LABEL_SPACING = 16.0  # between axis labels
 
 _COLOURS: dict[SegmentStateName, tuple[str, str]] = {  # fill, outline
     "visible": ("#2f7ed8", "#1d5a9e"),
@@ -77,16 +77,16 @@ def timeline_html(timeline: Timeline, *, title: str = "mvtable timeline", max_pa
     max_partitions = checks.count(max_partitions, name="max_partitions")
     shown = timeline.partitions[-max_partitions:]
     left_out = timeline.partitions[: len(timeline.partitions) - len(shown)]
-    columns = _layout(shown)
     top = timeline.version + 1
-    drawn = [s for c in columns for s in c.partition.segments]
+    drawn = [s for p in shown for s in p.segments]
     bottom = min((s.added_version for s in drawn), default=max(timeline.version, 0))
     bottom = min(bottom, top - 1)
+    scale = _PLOT_HEIGHT / (top - bottom)  # pixels per version
+    columns = _layout(shown, min_span=_MIN_HEIGHT / scale)
     plot_width = columns[-1].x + columns[-1].width - _LEFT if columns else _PLOT_WIDTH / 4
     label_room = 14 + 6.2 * min(_LABEL_CHARS, max((len(c.partition.short_label) for c in columns), default=4)) * 0.82
     width = _LEFT + plot_width + _RIGHT
     height = _TOP + _PLOT_HEIGHT + label_room + 22
-    scale = _PLOT_HEIGHT / (top - bottom)
 
     def y_of(version: float) -> float:
         return _TOP + (top - version) * scale
@@ -103,25 +103,28 @@ def timeline_html(timeline: Timeline, *, title: str = "mvtable timeline", max_pa
     return _page(title, timeline, drawn, left_out, "".join(parts))
 
 
-def _layout(partitions: Sequence[TimelinePartition]) -> list[_Column]:
+def _layout(partitions: Sequence[TimelinePartition], *, min_span: float) -> list[_Column]:
     base = min(_MAX_COLUMN, max(_MIN_COLUMN, _PLOT_WIDTH / max(len(partitions), 1)))
     out: list[_Column] = []
     x = float(_LEFT)
     for p in partitions:
-        lanes, count = _lanes(p.segments)
+        lanes, count = _lanes(p.segments, min_span=min_span)
         width = max(base, count * _MIN_LANE + 2 * _GAP)
         out.append(_Column(p, x, width, lanes, count))
         x += width
     return out
 
 
-def _lanes(segments: Sequence[TimelineSegment]) -> tuple[dict[str, int], int]:
-    """Lane of each segment: the first whose last segment ended when it started (interval colouring)."""
-    ends: list[int | None] = []  # per lane: the version its last segment stopped at (None: still there)
+def _lanes(segments: Sequence[TimelineSegment], *, min_span: float) -> tuple[dict[str, int], int]:
+    """Lane of each segment: the first whose last segment ended when it started (interval colouring).
+
+    A segment alive for less than ``min_span`` versions is drawn ``min_span`` tall, so it ends
+    there as far as the next segment of its lane is concerned."""
+    ends: list[float | None] = []  # per lane: the version its last drawn segment reaches (None: the top)
     out: dict[str, int] = {}
     for s in sorted(segments, key=lambda s: (s.added_version, s.id)):
-        end = s.replaced_version
-        lane = next((i for i, e in enumerate(ends) if e is not None and e <= s.added_version), None)
+        end = None if s.replaced_version is None else max(float(s.replaced_version), s.added_version + min_span)
+        lane = next((i for i, e in enumerate(ends) if e is not None and e <= s.added_version + 1e-9), None)
         if lane is None:
             lane = len(ends)
             ends.append(end)
