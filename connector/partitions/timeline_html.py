@@ -14,6 +14,7 @@ partitions is drawn up to ``max_partitions`` (the newest); the page says how man
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ _PLOT_HEIGHT = 360
 _LEFT, _TOP, _RIGHT = 70, 16, 24
 _PLOT_WIDTH = 960  # the width the columns share before each gets its minimum
 _MIN_COLUMN, _MAX_COLUMN = 10.0, 56.0
-_MIN_LANE = 4.0  # a lane (one of several segments alive at once) is never narrower
+_MIN_LANE = 4.0  # a lane (one of several segments alive at once) is this wide …
+_MAX_SPREAD = 4096.0  # … unless a partition has so many side by side that they would exceed this
 _MIN_HEIGHT = 2.0  # a segment alive for a sliver of the version axis still shows
 _GAP = 1.0  # between columns
 _LABEL_CHARS = 32
@@ -100,7 +102,8 @@ def timeline_html(timeline: Timeline, *, title: str = "mvtable timeline", max_pa
         parts += _column(column, y_of, top)
     parts += _x_axis(columns, plot_width, label_room)
     parts.append("</svg>")
-    return _page(title, timeline, drawn, left_out, "".join(parts))
+    crowded = [c for c in columns if (c.width - 2 * _GAP) / c.lane_count < 2]
+    return _page(title, timeline, drawn, left_out, crowded, "".join(parts))
 
 
 def _layout(partitions: Sequence[TimelinePartition], *, min_span: float) -> list[_Column]:
@@ -109,29 +112,32 @@ def _layout(partitions: Sequence[TimelinePartition], *, min_span: float) -> list
     x = float(_LEFT)
     for p in partitions:
         lanes, count = _lanes(p.segments, min_span=min_span)
-        width = max(base, count * _MIN_LANE + 2 * _GAP)
+        width = max(base, min(count * _MIN_LANE, _MAX_SPREAD) + 2 * _GAP)
         out.append(_Column(p, x, width, lanes, count))
         x += width
     return out
 
 
 def _lanes(segments: Sequence[TimelineSegment], *, min_span: float) -> tuple[dict[str, int], int]:
-    """Lane of each segment: the first whose last segment ended when it started (interval colouring).
+    """Lane of each segment: the lowest lane free when it starts (interval colouring, with heaps for big partitions).
 
-    A segment alive for less than ``min_span`` versions is drawn ``min_span`` tall, so it ends
-    there as far as the next segment of its lane is concerned."""
-    ends: list[float | None] = []  # per lane: the version its last drawn segment reaches (None: the top)
+    A lane is free once its last segment was hidden. A segment alive for less than
+    ``min_span`` versions is drawn ``min_span`` tall, so it holds its lane that long."""
+    busy: list[tuple[float, int]] = []  # (version the lane frees at, lane), for segments that end
+    free: list[int] = []  # lanes free again, lowest first
+    count = 0
     out: dict[str, int] = {}
     for s in sorted(segments, key=lambda s: (s.added_version, s.id)):
-        end = None if s.replaced_version is None else max(float(s.replaced_version), s.added_version + min_span)
-        lane = next((i for i, e in enumerate(ends) if e is not None and e <= s.added_version + 1e-9), None)
-        if lane is None:
-            lane = len(ends)
-            ends.append(end)
+        while busy and busy[0][0] <= s.added_version + 1e-9:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
         else:
-            ends[lane] = end
+            lane, count = count, count + 1
+        if s.replaced_version is not None:  # a visible or staged segment holds its lane to the top
+            heapq.heappush(busy, (max(float(s.replaced_version), s.added_version + min_span), lane))
         out[s.id] = lane
-    return out, max(len(ends), 1)
+    return out, max(count, 1)
 
 
 def _column(column: _Column, y_of: Callable[[float], float], top: int) -> list[str]:
@@ -156,7 +162,7 @@ def _column(column: _Column, y_of: Callable[[float], float], top: int) -> list[s
         x = column.x + _GAP + column.lanes[s.id] * lane_width
         parts.append(
             f'<rect class="seg {s.state}" data-segment-id="{escape(s.id)}" data-state="{s.state}" '
-            f'x="{x + 0.5:.2f}" y="{y_bottom - height:.2f}" width="{max(lane_width - 1, 1):.2f}" height="{height:.2f}">'
+            f'x="{x:.3f}" y="{y_bottom - height:.2f}" width="{max(lane_width - 1, lane_width * 0.6):.3f}" height="{height:.2f}">'
             f"<title>{escape(_tooltip(s, p))}</title></rect>"
         )
     parts.append("</g>")
@@ -232,7 +238,12 @@ def _x_axis(columns: Sequence[_Column], plot_width: float, label_room: float) ->
 
 
 def _page(
-    title: str, timeline: Timeline, drawn: Sequence[TimelineSegment], left_out: Sequence[TimelinePartition], svg: str
+    title: str,
+    timeline: Timeline,
+    drawn: Sequence[TimelineSegment],
+    left_out: Sequence[TimelinePartition],
+    crowded: Sequence[_Column],
+    svg: str,
 ) -> str:
     everything = state_counts(timeline.segments())
     shown = state_counts(drawn)
@@ -252,6 +263,13 @@ def _page(
             f'<p class="note">Drawn: the newest {len(timeline.partitions) - len(left_out)} of {len(timeline.partitions)} partitions. '
             f"Left out: the {len(left_out)} oldest ({left_out[0].short_label} … {left_out[-1].short_label}), "
             f"holding {hidden_visible} visible segment(s); raise max_partitions to draw them.</p>"
+        )
+    if crowded:
+        most = max(crowded, key=lambda c: c.lane_count)
+        note += (
+            f'<p class="note">{len(crowded)} partition(s) hold more segments side by side than the drawing has room for '
+            f"(the most: {most.lane_count} in {escape(most.partition.short_label)}); they are drawn thinner than 2 pixels. "
+            "Compaction merges small segments.</p>"
         )
     style = "".join(f".seg.{s}{{fill:{fill};stroke:{line}}}" for s, (fill, line) in _COLOURS.items())
     return (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -134,6 +135,72 @@ def test_every_segment_is_one_rect_with_its_state_and_a_tooltip():
         if s.replaced_version is not None:
             assert f"hidden from v{s.replaced_version}" in r["tooltip"]
         assert float(r["width"]) > 0 and float(r["height"]) > 0
+
+
+def test_segments_stand_between_their_versions_and_the_axes_are_labelled():
+    timeline = many_partitions(5)  # versions 1..11: wide bands, no minimum height in play
+    page = timeline_html(timeline, title="days")
+    rects = {r["data-segment-id"]: r for r in parse(page).rects}
+
+    def top(sid: str) -> float:
+        return float(rects[sid]["y"])
+
+    def bottom(sid: str) -> float:
+        return float(rects[sid]["y"]) + float(rects[sid]["height"])
+
+    plot_top = min(top(s) for s in rects)
+    assert all(abs(top(s.id) - plot_top) < 0.01 for s in timeline.segments() if s.state in ("visible", "staged"))
+    # day 1: the push's output and the later append stand on the two segments the push overshadowed
+    assert rects["d1-a1"]["x"] != rects["d1-a0"]["x"]  # alive at the same versions: side by side
+    assert {rects["d1-p"]["x"], rects["d1-a2"]["x"]} == {rects["d1-a0"]["x"], rects["d1-a1"]["x"]}
+    assert abs(bottom("d1-p") - top("d1-a0")) < 0.01 and abs(bottom("d1-a2") - top("d1-a1")) < 0.01
+    # an older version is lower on the page
+    assert bottom("d0-a0") > bottom("d1-a0") > bottom("d2-a0")
+    for p in timeline.partitions:
+        assert f">{p.short_label}</text>" in page
+    assert re.findall(r">v(\d+)</text>", page) == ["2", "4", "6", "8", "10"]  # versions 1..11: a tick every 2
+    assert ">version</text>" in page and ">partition (time →)</text>" in page
+    assert "v12" not in page  # the top of the plot is the newest version's band, not a version
+
+
+def boxes(page: str) -> dict[str, tuple[float, float, float, float]]:
+    """Segment id -> (left, top, right, bottom) as the page places it."""
+    out = {}
+    for r in parse(page).rects:
+        x, y, w, h = (float(r[k]) for k in ("x", "y", "width", "height"))
+        out[r["data-segment-id"]] = (x, y, x + w, y + h)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_segment_covers_another(seed):
+    """Random lifetimes in one partition (short ones drawn taller than their versions): no two rects overlap."""
+    rng = random.Random(seed)
+    version = 400 if seed % 2 else 30_000  # few or many versions per pixel
+    segs = []
+    for i in range(300):
+        added = rng.randrange(1, version)
+        state = rng.choice(["visible", "staged", "overshadowed", "reverted", "removed"])
+        replaced = None if state in ("visible", "staged") else rng.randrange(added + 1, version + 1)
+        segs.append(segment(f"s{i}", 0, state, added, replaced))
+    page = timeline_html(Timeline(version=version, partitions=(partition(0, segs),)))
+    placed = sorted(boxes(page).items(), key=lambda item: item[1])
+    assert len(placed) == 300
+    for i, (a, (l1, t1, r1, b1)) in enumerate(placed):
+        assert r1 > l1 and b1 > t1
+        for b, (l2, t2, _, b2) in placed[i + 1 :]:
+            if l2 >= r1 - 1e-6:
+                break  # sorted by left edge: nothing further right overlaps
+            assert b1 <= t2 + 0.015 or b2 <= t1 + 0.015, (a, b)  # the page rounds to 0.01 px
+
+
+def test_a_partition_with_thousands_of_segments_side_by_side_stays_a_bounded_width():
+    segs = [segment(f"s{i}", 0, "visible", i + 1) for i in range(5000)]
+    page = timeline_html(Timeline(version=5001, partitions=(partition(0, segs),)))
+    placed = boxes(page)
+    assert len(placed) == 5000 and all(r > left and b > t for left, t, r, b in placed.values())
+    assert max(r for _, _, r, _ in placed.values()) - min(left for left, _, _, _ in placed.values()) <= 4096 + 2
+    assert "hold more segments side by side than the drawing has room for (the most: 5000" in page
 
 
 def test_the_page_loads_nothing_and_forbids_every_load():
