@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mvtable.lineage.enums import LineageState
-from mvtable.lineage.schema_ids import field_id, iter_fields
+from mvtable.lineage.schema_ids import field_id, iter_fields, with_ids
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 
 __all__ = [
@@ -151,7 +151,7 @@ def timeline_of(snapshot: Snapshot) -> Timeline:
     types = _source_types(snapshot.table_schema)
     groups: dict[tuple[int | None, tuple[Any, ...]], list[TimelineSegment]] = {}
     for seg in snapshot.segments.values():
-        spec_id, values = _partition_of(seg, specs)
+        spec_id, values = _partition_of(seg)
         segment = _segment(seg, spec_id, values, visible, hidden_by, snapshot)
         groups.setdefault((spec_id, values), []).append(segment)
     partitions = [
@@ -178,7 +178,7 @@ def _hidden_by(snapshot: Snapshot) -> dict[str, tuple[SegmentStateName, int | No
     return out
 
 
-def _partition_of(seg: SegmentState, specs: Mapping[int, Any]) -> tuple[int | None, tuple[Any, ...]]:
+def _partition_of(seg: SegmentState) -> tuple[int | None, tuple[Any, ...]]:
     # getattr: segment partitions arrive with the partition model; files without one are unpartitioned
     values = getattr(seg.file, "partition", None)
     spec_id = getattr(seg.file, "spec_id", None)
@@ -228,9 +228,9 @@ def _segment(
 
 
 def _source_types(schema: Mapping[str, Any]) -> dict[int, Any]:
-    """Field id → the field's type JSON, at any depth."""
+    """Field id → the field's type JSON, at any depth (ids by position in a schema stored before field ids)."""
     out: dict[int, Any] = {}
-    for _, f in iter_fields(dict(schema)):
+    for _, f in iter_fields(with_ids(dict(schema))):
         fid = field_id(f)
         if fid is not None:
             out[fid] = f.get("type")

@@ -311,3 +311,10 @@ def test_timeline_values_are_frozen(table):
         timeline.partitions[0].segments[0].state = "removed"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         timeline.version = 3  # type: ignore[misc]
+
+
+def test_a_schema_stored_before_field_ids_finds_source_columns_by_position():
+    no_ids = {"type": "struct", "fields": [{k: v for k, v in f.items() if k != "metadata"} for f in SCHEMA["fields"]]}
+    ts = Field(1, 1000, "ts", "identity")
+    snap = snapshot_of({1: Spec(1, (ts,))}, [(1, (3_600_000_000,), 1)], schema=no_ids)
+    assert [p.label for p in timeline_of(snap).partitions] == ["ts=1970-01-01T01:00:00"]

@@ -335,7 +335,7 @@ def test_every_segment_of_a_real_tables_timeline_is_drawn_in_chromium(table_uri,
     t.overwrite(orders(1000, 50), consistent_push=True)  # overshadows the three appends
     for i in range(3):
         t.append(orders(2000 + i * 10, 10))
-    t.compact(min_input_files=2)  # removes the push's output and the appends, one visible output
+    t.compact(min_input_files=2)  # merges the three appends (removed) into one visible output
     t.overwrite(orders(3000, 20), consistent_push=True)
     t.rollback(entry=t.lineage()[-1].id)  # reverted
     t.delete(pc.field("status") == "cancelled")
