@@ -28,6 +28,7 @@ from .output import (
 from .parser import UsageExit, build_parser, join_dash_values
 from .pins import cmd_pins
 from .schema import cmd_schema
+from .timeline import cmd_timeline
 from .wording import cli_message
 
 __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
@@ -44,6 +45,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "inspect": cmd_inspect,
     "pins": cmd_pins,
     "schema": cmd_schema,
+    "timeline": cmd_timeline,
     "export": cmd_export,
     "spark-jar": cmd_spark_jar,
 }
