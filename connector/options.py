@@ -159,6 +159,18 @@ class WriteOptions(_Options):
     properties: dict[str, str] = Field(default_factory=dict)
     # Spark's save mode where Spark does not hand it to a Python source (set by mvtable.spark_save)
     save_mode: Literal["errorifexists", "ignore"] | None = None
+    # a scoped consistent push (docs/partitions.md): the SQL predicate of the rows it replaces,
+    # or "dynamic" (the partitions the data holds; "static", Spark's default, is the whole table)
+    replace_where: str | None = Field(default=None, max_length=10_000)
+    partition_overwrite_mode: Literal["static", "dynamic"] | None = None
+
+    @field_validator("partition_overwrite_mode", mode="before")
+    @classmethod
+    def _overwrite_mode(cls, v: str | None) -> str | None:
+        text = None if v is None else str(v).strip().lower()
+        if text in (None, "static", "dynamic"):
+            return text
+        raise ValueError(f"{v!r} is not a partition overwrite mode; use dynamic (the partitions the data holds) or static")
 
     @field_validator("save_mode", mode="before")
     @classmethod
@@ -237,6 +249,8 @@ _WRITE_NAMES = {
     "saveMode": "save_mode",
     "mergeSchema": "merge_schema",
     "overwriteSchema": "overwrite_schema",
+    "replaceWhere": "replace_where",
+    "partitionOverwriteMode": "partition_overwrite_mode",
 }
 _STREAM_WRITE_NAMES = {
     "path": "path",

@@ -98,6 +98,9 @@ class WritePlan:
     # a scoped push (replace_where, dynamic partition overwrite): what it replaces and rewrites,
     # and its scope (``partitions.scoped_push``); None: a push replaces the whole table
     scoped: ScopedPlan | None = None
+    # a dynamic partition overwrite whose partitions only its segments will tell (Spark): no
+    # push starts at planning; finish_write plans it and commits start, segments and end at once
+    deferred_scope: bool = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -206,8 +209,10 @@ def begin_write(
         plan = _with_scope(io, snapshot, plan, scope, consistent_push=consistent_push)
     if pin if take_intent is None else take_intent:
         plan = _with_intent(io, plan, owner=owner)
-    if consistent_push:
+    if consistent_push and not plan.deferred_scope:
         plan = _start_push(io, commit_log, snapshot, plan, target, owner=owner)
+    elif plan.deferred_scope:
+        plan = dataclasses.replace(plan, lease_ms=target.props.push_lease_ms)
     return plan
 
 
@@ -371,6 +376,8 @@ def _with_scope(io: FileIO, snapshot: Snapshot, plan: WritePlan, request: ScopeR
             partition_overwrite=scoped_push.DYNAMIC if request.dynamic else None,
             primary_key=plan.primary_key,
         )
+        if request.deferred:
+            return dataclasses.replace(plan, deferred_scope=True)
         if request.data is not None:
             request = dataclasses.replace(request, data=align(plan, request.data))
             if request.predicate is not None:
@@ -435,6 +442,7 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
 
     Raises:
         WriteIntentExpiredError: the intent lapsed while the task wrote.
+        ReplaceWhereViolationError: a scoped push's row is outside its ``replace_where``.
     """
     io = open_file_io(plan.uri, plan.storage_options)
     schema = plan.arrow_schema
@@ -445,6 +453,8 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
         io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix, intent=intent
     )
     order: list[str | None] | None = None
+    check = plan.scoped.check if plan.scoped is not None else None
+    seen = 0
     try:
         keeper: AbstractContextManager[object] = (
             write_intents.IntentKeeper(io, intent, renew_first=own is None) if intent is not None else nullcontext()
@@ -457,6 +467,10 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
                     batch = cast_columns(
                         pa.RecordBatch, _table_named(batch, order, schema), schema, data_names=_names(order, schema)
                     )
+                if check is not None:  # a scoped push writes only rows it replaces
+                    rows = pa.Table.from_batches([batch])
+                    scoped_push.check_rows(rows, check, schema=schema, first_row=seen, source="a write task's rows")
+                    seen += batch.num_rows
                 writer.write(batch)
             segment = writer.close()
     except BaseException:
@@ -514,7 +528,10 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
     commit_log = plan.commit_log()
     with write_intents.keep(commit_log.io, plan.intent):
         try:
-            result = _commit_write(commit_log, plan, segments, keys=keys)
+            if plan.deferred_scope:
+                result = _commit_dynamic(commit_log, plan, segments)
+            else:
+                result = _commit_write(commit_log, plan, segments, keys=keys)
         except CommitStateUnknownError as exc:
             plan.unsettled.append(exc.txn or "")  # abort_write keeps its files, and the intent lapses
             raise
@@ -583,6 +600,64 @@ def _commit_write(
             read=read, current=current, operation=operation, build=build, parameters=params, metrics=metrics
         )
     return result
+
+
+def _commit_dynamic(commit_log: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResult:
+    """A dynamic partition overwrite planned only now that its segments tell its partitions: one commit.
+
+    It replaces the segments of those partitions in the newest snapshot (so, unlike a push
+    planned before its data, rows appended into them while the data was written are
+    replaced too), rewrites what older-grain segments keep, and commits start, segments and
+    end together, its conflicts checked against the newest snapshot then
+    (``ops.push_complete``)."""
+    io = commit_log.io
+    read = read_snapshot(commit_log, plan)
+    newest = commit_log.catch_up(read) if read.exists else load_snapshot(commit_log)
+    written = tuple(dict.fromkeys(scoped_push.file_partition(s) for s in segments))
+    scoped = scoped_push.plan_scoped(io, newest, ScopeRequest(dynamic=True, written=written))
+    plain = dataclasses.replace(plan, scoped=None, deferred_scope=False)
+    kept = scoped_push.write_kept(io, newest, scoped, write=lambda rows: write_data(plain, rows.to_batches()))
+    entry_id = new_entry_id()
+    claim = recovery.push_claim(io, newest, owner=recovery.process_owner(), lease_ms=plan.lease_ms)
+    create = MetadataAction.model_validate(plan.create) if plan.create else None
+    added = [*segments, *kept]
+
+    def build(cur: Snapshot) -> list[Any]:
+        return [
+            *schema_change(cur, plan.evolve),
+            *ops.push_complete(
+                cur,
+                entry_id,
+                added,
+                replaced=scoped.segments_from,
+                scope=scoped.scope,
+                claim=claim,
+                publish=plan.publish,
+                rewritten=scoped.dvs,
+                metadata=create,
+            ),
+        ]
+
+    params = {"mode": plan.mode, "entry": entry_id, **scoped.parameters(), **plan.parameters}
+    metrics = {
+        "added_rows": sum(s.num_rows for s in added),
+        "added_segments": len(added),
+        "added_bytes": sum(s.size_bytes for s in added),
+    }
+    try:
+        return commit_log.commit(
+            read=read,
+            current=newest,
+            operation=Operation.CONSISTENT_PUSH if plan.publish else Operation.PUSH_STAGE,
+            build=build,
+            parameters=params,
+            metrics=metrics,
+        )
+    except CommitStateUnknownError:
+        raise  # the commit may still land: the kept rows' files stay
+    except BaseException:
+        io.delete([s.path for s in kept])
+        raise
 
 
 def schema_change(current: Snapshot, evolve: dict[str, Any] | None) -> list[MetadataAction]:

@@ -162,6 +162,55 @@ def push_start(
     ]
 
 
+def push_complete(
+    current: Snapshot,
+    entry_id: str,
+    segments: Sequence[SegmentFile],
+    *,
+    replaced: Sequence[str],
+    scope: PushScope | None,
+    claim: PushClaim,
+    publish: bool = True,
+    rewritten: Mapping[str, DeletionVectorRef | None] | None = None,
+    metadata: MetadataAction | None = None,
+) -> list[Action]:
+    """A whole consistent push in one commit: its start, its segments and its end (or stage).
+
+    For a push whose scope is known only once its data is written (Spark's dynamic partition
+    overwrite): ``replaced`` were read at a snapshot just before this commit, and the
+    conflict checks of a start (``push_start``) and of an end (``push_segments``) run
+    against ``current``.
+
+    Raises:
+        PushInProgressError: A live push holds the same segments or partitions.
+        StagedPushError: A staged push holds the same segments or partitions.
+        ConcurrentCompactionError: A segment it replaces was compacted since it was read.
+        ConcurrentReplaceError: A segment it replaces was replaced or removed since, or one
+            it rewrote had rows deleted since.
+        ConcurrentMetadataError: The table was created concurrently with another schema."""
+    require_visible(current, replaced, what=f"consistent push {entry_id}")
+    changed = [sid for sid, dv in (rewritten or {}).items() if current.dvs.get(sid) != dv]
+    if changed:
+        raise ConcurrentReplaceError(
+            f"consistent push {entry_id}: rows of segment {changed[0]}, which it rewrites, were deleted by a concurrent "
+            f"commit (table now at version {current.version}); nothing of the push is visible: run it again"
+        )
+    return [
+        *create_or_check(current, metadata),
+        *recover_blocked(current, replaced, claim, scope=scope),
+        *keep_two_snapshots(current, scope=scope),
+        LineageStart(
+            entry_id=entry_id,
+            segments_from=tuple(replaced),
+            owner=claim.owner,
+            lease_expires_ms=claim.lease_expires_ms if claim.owner is not None else None,
+            scope=scope,
+        ),
+        *(AddSegment(segment=s, lineage_entry=entry_id) for s in segments),
+        LineageEnd(entry_id=entry_id) if publish else LineageStage(entry_id=entry_id),
+    ]
+
+
 def check_new_batch(current: Snapshot, *, app_id: str, batch_id: int) -> None:
     """Refuse a batch of ``app_id`` that ``current`` records already.
 

@@ -150,8 +150,13 @@ def check_options(
 # -- 1. the data ----------------------------------------------------------------------------
 
 
-def check_rows(data: pa.Table, predicate: pc.Expression, *, schema: pa.Schema) -> None:
+def check_rows(
+    data: pa.Table, predicate: pc.Expression, *, schema: pa.Schema, first_row: int = 0, source: str = "the data"
+) -> None:
     """Refuse data with a row that ``predicate`` does not hold for (false or null), naming the first.
+
+    ``first_row`` is the position of ``data``'s first row in what the write was given, and
+    ``source`` what that is (a Spark task checks its batches one at a time).
 
     Raises:
         InvalidFilterError: ``predicate`` does not fit the table's schema.
@@ -167,8 +172,8 @@ def check_rows(data: pa.Table, predicate: pc.Expression, *, schema: pa.Schema) -
     row = data.slice(first, 1).to_pylist()[0]
     count = pc.sum(bad).as_py()
     raise ReplaceWhereViolationError(
-        f"row {first} of the data is outside replace_where {predicate}: {_row_text(row)} "
-        f"({count} row(s) are); a scoped push only writes rows it replaces. Nothing was committed"
+        f"row {first_row + first} of {source} is outside replace_where {predicate}: {_row_text(row)} "
+        f"({count} row(s) are); a scoped push only writes rows it replaces, so it is refused and nothing of it becomes visible"
     )
 
 
@@ -409,28 +414,24 @@ class PredicateMatch(RowMatch):
 
 @dataclass(frozen=True)
 class PartitionMatch(RowMatch):
-    """The rows whose partition under ``spec`` is one of ``keys`` (``_row_keys`` of the data)."""
+    """The rows whose partition under ``spec`` (the log's JSON form) is one of ``partitions``.
+
+    Used only for segments of an older spec (after the partitioning changed): rows are
+    mapped one by one, which only such segments pay."""
 
     spec: PartitionSpec
     table_schema: dict[str, Any]
-    keys: frozenset[str]
+    partitions: frozenset[_PartitionKey]
 
     def columns(self, schema: pa.Schema) -> list[str] | None:
         return [c for _, c, _ in spec_columns(self.spec, self.table_schema) if c is not None]
 
     def rows(self, table: pa.Table) -> pa.Array:
-        keys = _row_keys(table, self.spec, self.table_schema)
-        return pc.is_in(keys, value_set=pa.array(sorted(self.keys), pa.string())).combine_chunks()
-
-
-def _row_keys(table: pa.Table, spec: PartitionSpec, table_schema: dict[str, Any]) -> pa.Array:
-    """One text per row naming its partition under ``spec`` (the same text for the same partition)."""
-    parts = [pc.fill_null(pc.cast(values, pa.string()), "\u0000null") for values, _, _ in _spec_values(table, spec, table_schema)]
-    if not parts:
-        return pa.array([""] * table.num_rows, pa.string())
-    if len(parts) == 1:
-        return parts[0]
-    return pc.binary_join_element_wise(*parts, "\u001f")
+        if not self.spec.fields:
+            return pa.array([() in self.partitions] * table.num_rows, pa.bool_())
+        fields = _spec_values(table, self.spec, self.table_schema)
+        encoded = [[encode_value(v, t, src) for v in values.to_pylist()] for values, t, src in fields]
+        return pa.array([key in self.partitions for key in zip(*encoded)], pa.bool_())
 
 
 # -- 4. the plan -------------------------------------------------------------------------------
@@ -448,6 +449,14 @@ class ScopeRequest:
     predicate_text: str | None = None
     dynamic: bool = False
     data: pa.Table | None = field(default=None, compare=False, repr=False)
+    # the partitions (default spec, JSON form) the data writes, when known from its segments
+    # rather than its rows (a Spark dynamic overwrite, planned once the tasks ran)
+    written: tuple[_PartitionKey, ...] | None = None
+
+    @property
+    def deferred(self) -> bool:
+        """A dynamic overwrite whose partitions are not known yet: planned and committed at its end."""
+        return self.dynamic and self.data is None and self.written is None
 
 
 @dataclass(frozen=True)
@@ -464,6 +473,7 @@ class ScopedPlan:
     dvs: dict[str, DeletionVectorRef | None] = field(default_factory=dict)
     match: RowMatch | None = None
     probed: int = 0  # segments whose rows were read to decide
+    check: pc.Expression | None = None  # replace_where: every written row must satisfy it (checked by write_data)
 
     @property
     def segments_from(self) -> tuple[str, ...]:
@@ -489,19 +499,17 @@ def plan_scoped(io: FileIO, snapshot: Snapshot, request: ScopeRequest) -> Scoped
         InvalidFilterError: the predicate does not fit the table's schema."""
     schema = schema_from_json(snapshot.table_schema) if snapshot.exists else None
     spec = default_spec(snapshot)
-    written = data_partitions(request.data, spec, snapshot.table_schema) if request.data is not None and schema else []
+    if request.data is not None and schema is not None:
+        written = data_partitions(request.data, spec, snapshot.table_schema)
+    else:
+        written = list(request.written or ())
     if not snapshot.exists or schema is None:
-        return ScopedPlan(scope=_scope(snapshot, spec, written, request))
+        return ScopedPlan(scope=_scope(snapshot, spec, written, request), check=request.predicate)
     match: RowMatch
     decide: Callable[[SegmentState], str]
     if request.dynamic:
-        keys = (
-            frozenset(_row_keys(request.data, spec, snapshot.table_schema).to_pylist())
-            if request.data is not None
-            else frozenset()
-        )
-        match = PartitionMatch(spec, snapshot.table_schema, keys)
         wanted = set(written)
+        match = PartitionMatch(spec, snapshot.table_schema, frozenset(wanted))
 
         def decide(seg: SegmentState) -> str:
             spec_id, partition = segment_partition(seg)
@@ -538,6 +546,7 @@ def plan_scoped(io: FileIO, snapshot: Snapshot, request: ScopeRequest) -> Scoped
         dvs={sid: snapshot.dvs.get(sid) for sid in rewritten},
         match=match,
         probed=probed,
+        check=request.predicate,
     )
 
 
@@ -626,6 +635,12 @@ def segment_partition(seg: SegmentState) -> tuple[int, _PartitionKey]:
     spec_id = getattr(seg.file, "spec_id", None)
     partition = getattr(seg.file, "partition", None)
     return (spec_id or 0, tuple(partition) if partition is not None else ())
+
+
+def file_partition(segment: SegmentFile) -> _PartitionKey:
+    """The partition tuple a written segment records (``()``: unpartitioned)."""
+    partition = getattr(segment, "partition", None)
+    return tuple(partition) if partition is not None else ()
 
 
 def partition_label(spec: PartitionSpec, table_schema: dict[str, Any], key: _PartitionKey) -> str:

@@ -12,12 +12,17 @@ from pyspark.sql.types import StructType
 
 from mvtable.errors import InvalidOptionError, TableAlreadyExistsError
 from mvtable.lineage.actions import SegmentFile
+from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from .. import recovery, writes
 from ..keys.validate import parse_primary_key
 from ..options import WriteOptions
+from ..partitions import scoped_push
+from ..partitions.scoped_push import ScopeRequest
+from ..partitions.sql_predicate import parse_replace_where
 from ..post_commit import open_log
+from ..schema import schema_from_json
 from ..upsert import require_key
 from .arrow_types import write_schema
 from .delete_writer import make_delete_writer
@@ -34,15 +39,27 @@ class SegmentsWritten(WriterCommitMessage):
 class MvTableWriter(DataSourceArrowWriter):
     def __init__(self, plan: writes.WritePlan) -> None:
         self.plan = plan
+        self.kept: list[SegmentFile] = []  # a scoped push's copy-on-write, written on the driver
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
         return SegmentsWritten(writes.write_data(self.plan, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        writes.finish_write(self.plan, written_segments(messages))
+        self.kept = keep_rewritten(self.plan)
+        writes.finish_write(self.plan, [*written_segments(messages), *self.kept])
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        writes.abort_write(self.plan, written_segments(messages))
+        writes.abort_write(self.plan, [*written_segments(messages), *self.kept])
+
+
+def keep_rewritten(plan: writes.WritePlan) -> list[SegmentFile]:
+    """The rows a scoped push's rewritten segments keep, written on the driver before the commit (``scoped_push.write_kept``)."""
+    if plan.scoped is None or not plan.scoped.rewritten:
+        return []
+    plain = replace(plan, scoped=None)  # the kept rows are outside replaceWhere: not checked against it
+    read = writes.read_snapshot(plan.commit_log(), plan)
+    io = open_file_io(plan.uri, plan.storage_options)
+    return scoped_push.write_kept(io, read, plan.scoped, write=lambda rows: writes.write_data(plain, rows.to_batches()))
 
 
 def written_segments(messages: list[WriterCommitMessage | None]) -> list[SegmentFile]:
@@ -66,6 +83,27 @@ class IgnoredWrite(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         pass
+
+
+def _scope_request(opts: WriteOptions, incoming: pa.Schema, *, snapshot: Snapshot | None) -> ScopeRequest | None:
+    """The scoped push ``replaceWhere`` or ``partitionOverwriteMode=dynamic`` ask for (None: none).
+
+    The SQL predicate is read on the driver, against the table's columns (the data's for a
+    table this write creates).
+
+    Raises:
+        InvalidOptionError: the predicate cannot be read, or both options are given."""
+    dynamic = opts.partition_overwrite_mode == "dynamic"
+    if opts.replace_where is None and not dynamic:
+        return None
+    if opts.replace_where is not None and dynamic:
+        raise InvalidOptionError("replaceWhere and partitionOverwriteMode=dynamic both say what a push replaces: give one")
+    if dynamic:
+        return ScopeRequest(dynamic=True)
+    if snapshot is None:
+        snapshot = writes.load_snapshot(open_log(open_file_io(opts.path, opts.storage_options)))
+    columns = schema_from_json(snapshot.table_schema) if snapshot.exists else incoming
+    return ScopeRequest(predicate=parse_replace_where(opts.replace_where or "", columns), predicate_text=opts.replace_where)
 
 
 def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> DataSourceArrowWriter:
@@ -92,6 +130,7 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
     if opts.operation == "upsert" and overwrite:
         raise InvalidOptionError("operation=upsert changes rows of the table: use mode('append')")
     incoming = write_schema(schema)
+    scope = _scope_request(opts, incoming, snapshot=snapshot)
     if opts.operation == "upsert":
         require_key(writes.load_snapshot(open_log(open_file_io(opts.path, opts.storage_options))), uri=opts.path, what="upsert")
     plan = writes.begin_write(
@@ -108,6 +147,7 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         snapshot=snapshot,
         merge_schema=opts.merge_schema,
         overwrite_schema=opts.overwrite_schema,
+        scope=scope,
     )
     if snapshot is not None and opts.save_mode == "errorifexists":
         plan = replace(plan, create_only=True)
