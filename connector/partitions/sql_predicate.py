@@ -136,7 +136,7 @@ def _term(tokens: _Tokens, schema: pa.Schema) -> pc.Expression:
             values.append(_literal(tokens, t, column))
         tokens.expect("punct", ")")
         matched = field.isin(pa.array(values, type=t))
-        return ~matched if negated else matched
+        return (~matched & field.is_valid()) if negated else matched  # SQL: NULL NOT IN (…) is not true
     if tokens.keyword("BETWEEN"):
         low = _literal(tokens, t, column)
         tokens.expect("word", "AND")
