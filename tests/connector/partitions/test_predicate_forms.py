@@ -92,7 +92,7 @@ def test_conjuncts_of_a_conjunction_of_simple_conditions():
         Predicate("n", "not_null"),
         Predicate("x", "not_null"),
     )
-    assert conjuncts(5 < f("n"), SCHEMA) == (Predicate("n", ">", 5),)  # the literal first
+    assert conjuncts(f("n") > 5, SCHEMA) == (Predicate("n", ">", 5),)  # the literal first
     assert conjuncts(f("day").is_null(), SCHEMA) == (Predicate("day", "is_null"),)
     # what the SQL reader makes is read back the same way
     assert conjuncts(parse_replace_where("n BETWEEN 1 AND 3 AND region = 'eu'", SCHEMA), SCHEMA) == (
