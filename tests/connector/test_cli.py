@@ -119,8 +119,9 @@ def test_lineage_for_people_and_scripts(pushed):
     for item, view in zip(data, views):
         assert set(item) == {
             *("id", "segments_from", "segments_to", "state", "timestamp", "started_version", "state_version"),
-            *("owner", "lease_expires", "status", "revert_reason"),
+            *("owner", "lease_expires", "status", "revert_reason", "scope", "partitions"),
         }
+        assert item["scope"] is None and item["partitions"] == []  # whole-table pushes
         assert item["owner"] == view.owner and item["status"] == view.status
         assert item["segments_from"] == list(view.segments_from)
         assert item["segments_to"] == list(view.segments_to)
