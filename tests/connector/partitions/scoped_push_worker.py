@@ -27,7 +27,9 @@ def main() -> None:
     data = pa.table({"day": [day] * len(ids), "id": ids, "v": [f"pushed by {sys.argv[2]}"] * len(ids)}, schema=SCHEMA)
     scope = scoped_push.request(data, replace_where=pc.field("day") == day, partition_overwrite=None)
     try:
-        plan = writes.begin_write(path, storage_options=None, incoming=SCHEMA, mode="overwrite", consistent_push=True, scope=scope)
+        plan = writes.begin_write(
+            path, storage_options=None, incoming=SCHEMA, mode="overwrite", consistent_push=True, scope=scope
+        )
     except MvTableError as exc:
         error = {"error": type(exc).__name__, "message": exc.message}
         error.update({k: getattr(exc, k) for k in ("owner", "partitions", "entry_id") if hasattr(exc, k)})
