@@ -212,14 +212,27 @@ def _spec_values(
 # -- 2. what metadata decides ----------------------------------------------------------------
 
 
-def classify(snapshot: Snapshot, seg: SegmentState, predicates: Sequence[Predicate] | None, schema: pa.Schema) -> str:
+def classify(
+    snapshot: Snapshot,
+    seg: SegmentState,
+    predicates: Sequence[Predicate] | None,
+    schema: pa.Schema,
+    *,
+    cache: dict[tuple[int, _PartitionKey], dict[str, _Range]] | None = None,
+) -> str:
     """``KEEP``, ``REPLACE`` or ``PROBE`` for one segment, from its partition values and row-group statistics only.
 
     ``predicates``: the ``replace_where`` as a conjunction (None: not one, nothing is
-    decided here)."""
+    decided here). ``cache`` keeps what each partition says across the segments of one
+    plan (a table of thousands of partitions decodes each once)."""
     if predicates is None:
         return PROBE
-    facts = _partition_facts(snapshot, seg, schema)
+    key = segment_partition(seg)
+    facts = cache.get(key) if cache is not None else None
+    if facts is None:
+        facts = _partition_facts(snapshot, seg, schema)
+        if cache is not None:
+            cache[key] = facts
     if any(_never(p, facts.get(p.column)) for p in predicates):
         return KEEP
     groups = seg.file.row_groups
@@ -522,9 +535,10 @@ def plan_scoped(io: FileIO, snapshot: Snapshot, request: ScopeRequest) -> Scoped
         check_filter(request.predicate, schema, what="replace_where")
         match = PredicateMatch(request.predicate)
         terms = conjuncts(request.predicate, schema)
+        cache: dict[tuple[int, _PartitionKey], dict[str, _Range]] = {}
 
         def decide(seg: SegmentState) -> str:
-            return classify(snapshot, seg, terms, schema)
+            return classify(snapshot, seg, terms, schema, cache=cache)
 
     replaced: list[str] = []
     rewritten: list[str] = []
@@ -569,11 +583,12 @@ def scope_of(
 
 
 def _scope(snapshot: Snapshot, spec: PartitionSpec, keys: Sequence[_PartitionKey], request: ScopeRequest) -> PushScope:
+    arrow = schema_from_json(snapshot.table_schema) if spec.fields else None
     keys = [k for k in keys if len(k) == len(spec.fields)]
     return PushScope(
         spec_id=spec.spec_id,
         partitions=tuple(keys),
-        labels=tuple(partition_label(spec, snapshot.table_schema, k) for k in keys),
+        labels=tuple(partition_label(spec, snapshot.table_schema, k, arrow=arrow) for k in keys),
         predicate=request.predicate_text
         if request.predicate_text is not None
         else (str(request.predicate) if request.predicate is not None else None),
@@ -643,11 +658,13 @@ def file_partition(segment: SegmentFile) -> _PartitionKey:
     return tuple(partition) if partition is not None else ()
 
 
-def partition_label(spec: PartitionSpec, table_schema: dict[str, Any], key: _PartitionKey) -> str:
+def partition_label(
+    spec: PartitionSpec, table_schema: dict[str, Any], key: _PartitionKey, *, arrow: pa.Schema | None = None
+) -> str:
     """A partition for people, as Hive paths spell it: ``ts_day=2024-01-05/region=eu``."""
     if not spec.fields:
         return "the whole table (unpartitioned)"
-    arrow = schema_from_json(table_schema)
+    arrow = arrow if arrow is not None else schema_from_json(table_schema)
     parts = []
     for (f, column, transform), stored in zip(spec_columns(spec, table_schema), key):
         parts.append(f"{f.name}={_human(stored, transform, arrow.field(column).type if column in arrow.names else None)}")
