@@ -98,6 +98,18 @@ class SchemaEvolutionError(InvalidInputError):
     The message names the column and the rule; nothing was committed."""
 
 
+class PartitionSpecError(InvalidInputError):
+    """A partition spec that cannot be built: an unknown or nested column, a transform on a type it does not take, a field given twice, a bad width.
+
+    The message names the field; nothing was created or changed."""
+
+
+class ReplaceWhereViolationError(InvalidInputError):
+    """A scoped push's data holds a row outside its ``replace_where`` predicate (or outside the partitions it replaces).
+
+    The message names the row; nothing was committed."""
+
+
 class UnsupportedTypeError(InvalidInputError, TypeError):
     """An Arrow type that Spark SQL cannot hold (unsigned ints, float16, time, …)."""
 

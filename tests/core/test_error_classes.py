@@ -17,6 +17,8 @@ STABLE = {
     "SettingsError": "MVTABLE_SETTINGS",
     "SchemaMismatchError": "MVTABLE_SCHEMA_MISMATCH",
     "SchemaEvolutionError": "MVTABLE_SCHEMA_EVOLUTION",
+    "PartitionSpecError": "MVTABLE_PARTITION_SPEC",
+    "ReplaceWhereViolationError": "MVTABLE_REPLACE_WHERE_VIOLATION",
     "UnsupportedTypeError": "MVTABLE_UNSUPPORTED_TYPE",
     "InvalidRowAddressError": "MVTABLE_INVALID_ROW_ADDRESS",
     "RetentionTooShortError": "MVTABLE_RETENTION_TOO_SHORT",
