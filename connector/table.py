@@ -35,6 +35,7 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
+from .partitions.writing import write_partitioned
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
 from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
@@ -42,7 +43,6 @@ from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
 from .schema_evolution.update import UpdateSchema
-from .segments import write_segments
 from .snapshot_view import read_only
 from .stats import Predicate
 from .table_scan import TableScan
@@ -142,17 +142,23 @@ class Table:
         storage_options: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
         primary_key: Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
     ) -> Table:
         """A new, empty table.
 
         ``primary_key``: one or more non-null columns whose values identify a row (appends then
         refuse duplicates; ``upsert`` and ``delete(keys=…)`` work); fixed for the table's life.
+        ``partition_by``: the partition spec, each field a column (identity) or an Iceberg
+        transform of one: ``["day(ts)", "region", "bucket(16, id)", "truncate(4, name)"]``
+        (docs/partitions.md). Every segment then holds the rows of one partition.
 
         Raises:
             InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``, ``primary_key`` is not one or
                 more distinct column names, or a property is unknown or malformed (``SettingsError``).
             SchemaMismatchError: A column name is one mvtable reserves.
             PrimaryKeyError: A key column is not in ``schema`` or has a type keys cannot have.
+            PartitionSpecError: ``partition_by`` names an unknown or nested column, a transform on a
+                column of a type it does not take, or a field twice; nothing is created.
             TableAlreadyExistsError: A table exists at ``uri`` already (``exist_ok`` not set), or
                 another writer created one at the same time.
             StorageLocationError: ``uri`` cannot hold a table (an empty path, a file, an unknown protocol).
@@ -179,6 +185,7 @@ class Table:
             properties=properties,
             primary_key=parse_primary_key(primary_key),
             take_intent=False,  # no file to protect
+            partition_by=partition_by,
         )
         writes.finish_write(plan, [])
         return table
@@ -440,11 +447,13 @@ class Table:
         return out
 
     # -- writing -------------------------------------------------------------------------
-    def append(self, data: pa.Table | pa.RecordBatch, *, merge_schema: bool = False) -> WriteResult:
+    def append(
+        self, data: pa.Table | pa.RecordBatch, *, merge_schema: bool = False, partition_by: Sequence[str] | None = None
+    ) -> WriteResult:
         """Add ``data``'s rows in one commit (``write(data, mode="append")``).
 
-        A table that does not exist yet is created with ``data``'s schema. ``merge_schema``
-        adds ``data``'s new columns (and widens types) in the same commit.
+        A table that does not exist yet is created with ``data``'s schema (and ``partition_by``,
+        see ``create``). ``merge_schema`` adds ``data``'s new columns (and widens types) in the same commit.
 
         Raises:
             InvalidOptionError: ``data`` is not a pyarrow ``Table`` or ``RecordBatch``.
@@ -460,7 +469,7 @@ class Table:
                 ``history()`` before running it again.
             StorageError: The store refused or failed a write (full, read-only, no permission).
         """
-        return self.write(data, mode=WriteMode.APPEND, merge_schema=merge_schema)
+        return self.write(data, mode=WriteMode.APPEND, merge_schema=merge_schema, partition_by=partition_by)
 
     def overwrite(
         self,
@@ -470,6 +479,7 @@ class Table:
         publish: bool = True,
         merge_schema: bool = False,
         overwrite_schema: bool = False,
+        partition_by: Sequence[str] | None = None,
     ) -> WriteResult:
         """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``).
 
@@ -502,6 +512,7 @@ class Table:
             publish=publish,
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            partition_by=partition_by,
         )
 
     def write(
@@ -513,6 +524,7 @@ class Table:
         publish: bool = True,
         merge_schema: bool = False,
         overwrite_schema: bool = False,
+        partition_by: Sequence[str] | None = None,
     ) -> WriteResult:
         """Write ``data`` in one commit, as ``mode`` says (a ``WriteMode`` or its name).
 
@@ -520,6 +532,9 @@ class Table:
         readers see all at once or not at all; ``publish=False`` stages it for ``publish``.
         ``merge_schema`` adds ``data``'s new columns (and widens types) in the same commit;
         ``overwrite_schema`` (overwrite only) replaces the schema with ``data``'s (docs/schema.md).
+        ``partition_by`` is the partition spec of a table this write creates (see ``create``); on
+        an existing table it may only repeat the table's. On a partitioned table every segment
+        written holds one partition's rows.
 
         Raises:
             InvalidOptionError: An unknown mode, options that do not fit it, or ``data`` that is not
@@ -552,6 +567,7 @@ class Table:
             snapshot=self._latest_or_empty(),
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            partition_by=partition_by,
         )
         segments: list[SegmentFile] = []
         try:
@@ -563,8 +579,14 @@ class Table:
                     aligned = writes.align(plan, data)
                     if not data.num_rows:
                         return []
-                    return write_segments(
-                        self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent
+                    return write_partitioned(
+                        self.io,
+                        aligned,
+                        spec=plan.partition_spec,
+                        table_schema=plan.table_schema,
+                        row_group_rows=plan.row_group_rows,
+                        primary_key=plan.primary_key,
+                        intent=plan.intent,
                     )
 
                 if plan.primary_key:  # key errors (nulls …) before the schema cast complains
