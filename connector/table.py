@@ -327,7 +327,12 @@ class Table:
             if filter is not None:
                 check_filter(filter, schema_from_json(pinned.snapshot.table_schema))
             plan = plan_scan(
-                pinned.snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry
+                pinned.snapshot,
+                columns=columns,
+                predicates=predicates,
+                row_address=with_row_address,
+                lineage_entry=lineage_entry,
+                filter=filter,
             )
         except BaseException:
             pinned.release()
@@ -389,15 +394,25 @@ class Table:
                 out.append(HistoryEntry(item.version, _utc(item.timestamp_ms), item.operation))
         return out
 
-    def changes(self, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
+    def changes(
+        self,
+        start_version: int,
+        end_version: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> pa.Table:
         """The change feed: the rows each version from ``start_version`` to ``end_version`` inserted and deleted.
 
         ``end_version`` None means the newest. Rows carry ``_change_type`` (``insert``, ``delete``,
         ``update_preimage``/``update_postimage`` for upserts), ``_commit_version`` and
         ``_commit_timestamp``. Derived from segments and deletion vectors: nothing extra is written
-        at commit time (see ``mvtable.connector.streaming.changes``).
+        at commit time (see ``mvtable.connector.streaming.changes``). ``filter`` (a ``pyarrow.compute``
+        expression, as ``scan``'s) keeps the changed rows it matches; on a partitioned table the
+        segments of partitions it cannot match are not read.
 
         Raises:
+            InvalidFilterError: ``filter`` does not fit the table's schema.
             VersionNotFoundError: A version of the range does not exist, or its commit is no longer
                 in the log (retention removed it).
             InvalidOptionError: ``start_version`` is after ``end_version``, or malformed or unknown ``columns``.
@@ -410,7 +425,7 @@ class Table:
         """
         from .streaming import read_changes
 
-        return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns))
+        return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns), filter=filter)
 
     def lineage(self) -> list[LineageView]:
         """Lineage entries, oldest first.
@@ -678,7 +693,7 @@ class Table:
             schema = schema_from_json(snapshot.table_schema)
             check_filter(filter, schema, what="delete filter")
             needed = referenced_columns(filter, schema)
-            plan = plan_scan(snapshot, columns=needed)
+            plan = plan_scan(snapshot, columns=needed, filter=filter)  # partitions the filter cannot match are skipped
             workers = min(default_workers(), len(plan.tasks))
 
             def find(task: ScanTask) -> tuple[str, BitMap64]:

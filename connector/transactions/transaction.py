@@ -268,7 +268,7 @@ class Transaction:
         needed = referenced_columns(filter, schema)
         replaced = set(part.replaced)
         count = 0
-        for task in plan_scan(snapshot, columns=needed).tasks:
+        for task in plan_scan(snapshot, columns=needed, filter=filter).tasks:
             sid = task.segment.id
             if sid in replaced:
                 continue
