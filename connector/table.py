@@ -427,6 +427,23 @@ class Table:
 
         return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns), filter=filter)
 
+    def partitions(self, *, version: int | None = None) -> pa.Table:
+        """One row per partition of ``version`` (the newest by default), from the log alone (Iceberg's ``partitions`` table).
+
+        The partition values (a column per field, e.g. ``ts_day``), ``spec_id``, ``segments``,
+        ``rows`` (live), ``deleted_rows``, ``bytes`` and ``last_modified_version``; see
+        ``mvtable.connector.partitions.summary``. An unpartitioned table has one row, of spec 0.
+
+        Raises:
+            VersionNotFoundError: No such version (or no longer).
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
+        from .partitions.summary import partitions_table
+
+        return partitions_table(self._latest() if version is None else self.commit_log.snapshot(version))
+
     def lineage(self) -> list[LineageView]:
         """Lineage entries, oldest first.
 

@@ -26,6 +26,7 @@ from .output import (
     stderr_console,
 )
 from .parser import UsageExit, build_parser, join_dash_values
+from .partitions import cmd_partitions
 from .pins import cmd_pins
 from .schema import cmd_schema
 from .wording import cli_message
@@ -43,6 +44,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compact": cmd_compact,
     "inspect": cmd_inspect,
     "pins": cmd_pins,
+    "partitions": cmd_partitions,
     "schema": cmd_schema,
     "export": cmd_export,
     "spark-jar": cmd_spark_jar,

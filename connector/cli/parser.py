@@ -179,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", type=_version, metavar="N", help="inspect version N instead of the newest")
     p.add_argument("--row-groups", action="store_true", help="also list every row group")
 
+    p = sub.add_parser("partitions", parents=[common], help="one row per partition: segments, rows, deleted rows, bytes")
+    p.add_argument("--version", type=_version, metavar="N", help="the partitions of version N instead of the newest")
+
     p = sub.add_parser("schema", parents=[common], help="the schema with field ids; --history: each schema change")
     p.add_argument("--history", action="store_true", help="every schema change and the version it landed in")
     p.add_argument("--version", type=_version, metavar="N", help="the schema of version N instead of the newest")
