@@ -48,36 +48,38 @@ def split_by_partition(
     if not table.num_rows:
         return []
     codes = np.zeros(table.num_rows, dtype=np.int64)
-    dictionaries: list[tuple[pa.Array, Any, pa.DataType]] = []
+    fields: list[tuple[pa.Array, np.ndarray, Any, pa.DataType]] = []
     for field, column, transform in spec_columns(spec, table_schema):
         if column is None:
             raise PartitionSpecError(f"partition field {field.name!r}: its column (field id {field.source_id}) is gone")
         source = table.schema.field(column).type
         encoded = pc.dictionary_encode(transform.apply(table.column(column)), null_encoding="encode")
         indices = np.asarray(encoded.indices, dtype=np.int64)
-        codes = codes * len(encoded.dictionary) + indices
-        dictionaries.append((encoded.dictionary, transform, source))
+        size = len(encoded.dictionary)
+        if int(codes.max()) + 1 > (1 << 62) // max(size, 1):  # keep the combined code in range: renumber first
+            codes = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        codes = codes * size + indices
+        fields.append((encoded.dictionary, indices, transform, source))
     unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
     if len(unique) == 1:
-        return [(_partition(dictionaries, codes[0]), table)]
+        return [(_partition(fields, 0), table)]
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(unique) + 1))
     groups = [
-        (int(first[g]), _partition(dictionaries, unique[g]), table.take(pa.array(order[bounds[g] : bounds[g + 1]])))
+        (int(first[g]), _partition(fields, int(first[g])), table.take(pa.array(order[bounds[g] : bounds[g + 1]])))
         for g in range(len(unique))
     ]
     groups.sort(key=lambda g: g[0])
     return [(part, rows) for _, part, rows in groups]
 
 
-def _partition(dictionaries: list[tuple[pa.Array, Any, pa.DataType]], code: int) -> Partition:
-    """The partition tuple of a combined code (mixed radix over the fields' dictionaries, last field fastest)."""
-    values: list[PartitionValue] = []
-    code = int(code)
-    for dictionary, transform, source in reversed(dictionaries):
-        code, index = divmod(code, len(dictionary))
-        values.append(encode_value(dictionary[index].as_py(), transform, source))
-    return tuple(reversed(values))
+def _partition(fields: list[tuple[pa.Array, np.ndarray, Any, pa.DataType]], row: int) -> Partition:
+    """The partition tuple of row ``row``, as the log stores it."""
+    return tuple(
+        encode_value(dictionary[int(indices[row])].as_py(), transform, source)
+        for dictionary, indices, transform, source in fields
+    )
 
 
 def with_partition(segment: SegmentFile, spec: PartitionSpec, partition: Partition) -> SegmentFile:

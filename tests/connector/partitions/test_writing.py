@@ -4,6 +4,7 @@ transaction), null values included; compaction keeps partitions apart."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -104,3 +105,19 @@ def test_compaction_never_mixes_partitions(tmp_path) -> None:
     assert sorted(seg.file.partition for seg in s.visible_segments()) == [("apac",), ("eu",), ("us",)]
     check_one_partition_per_segment(t)
     assert t.to_arrow().sort_by("id").equals(events(120))
+
+
+def test_split_with_many_distinct_values_in_many_fields() -> None:
+    """The combined partition code of five high-cardinality fields would overflow 64 bits: it is renumbered."""
+    import numpy as np
+
+    from mvtable.connector.partitions.spec import parse_partition_by
+    from mvtable.connector.schema import schema_to_json
+    from mvtable.connector.schema_evolution.field_ids import fresh_ids
+
+    n = 20_000
+    data = pa.table({c: np.arange(n) * k for c, k in zip("abcde", (1, 7, 3, 11, 13))})
+    schema_json, _ = fresh_ids(schema_to_json(data.schema))
+    groups = split_by_partition(data, parse_partition_by(list("abcde"), schema_json), schema_json)
+    assert len(groups) == n
+    assert all(part == tuple(rows.to_pylist()[0].values()) for part, rows in groups[:: n // 50])
