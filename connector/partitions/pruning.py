@@ -105,6 +105,9 @@ def project(p: Predicate, transform: Transform, source: pa.DataType) -> _Test | 
         return lambda part: part is None
     if p.op == "not_null":
         return lambda part: part is not None
+    values = p.value if p.op == "in" else (p.value,)
+    if any(_ambiguous_time(v, source) for v in values):
+        return None  # a naive time for a zoned column (or the reverse): what instant it means is not ours to guess
     try:
         if transform.name == "identity":
             return _exact(p)
@@ -132,6 +135,12 @@ def project(p: Predicate, transform: Transform, source: pa.DataType) -> _Test | 
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None  # a literal the column's type cannot hold: no projection, the rows are filtered exactly
     return None
+
+
+def _ambiguous_time(value: Any, source: pa.DataType) -> bool:
+    if not isinstance(value, dt.datetime) or not pa.types.is_timestamp(source):
+        return False
+    return (value.tzinfo is None) != (source.tz is None)
 
 
 def _exact(p: Predicate) -> _Test | None:

@@ -138,6 +138,10 @@ def test_no_projection_where_none_is_sound() -> None:
     assert project(Predicate("id", "<", 5), parse_transform("bucket[4]"), pa.int64()) is None
     assert project(Predicate("ts", "!=", at(1)), parse_transform("day"), TS) is None
     assert project(Predicate("ts", "==", "not a time"), parse_transform("day"), TS) is None
+    aware = at(1).replace(tzinfo=dt.timezone.utc)
+    assert project(Predicate("ts", "<", aware), parse_transform("day"), TS) is None  # which instant is meant: unknown
+    assert project(Predicate("ts", "<", at(1)), parse_transform("day"), pa.timestamp("us", tz="UTC")) is None
+    assert project(Predicate("ts", "<", aware), parse_transform("day"), pa.timestamp("us", tz="UTC")) is not None
 
 
 def test_deletes_prune_partitions_and_delete_the_same_rows(tmp_path) -> None:
