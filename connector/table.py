@@ -569,8 +569,9 @@ class Table:
         written holds one partition's rows.
 
         Raises:
-            InvalidOptionError: An unknown mode, options that do not fit it, or ``data`` that is not
-                a pyarrow ``Table`` or ``RecordBatch``.
+            InvalidOptionError: An unknown mode, options that do not fit it, ``data`` that is not
+                a pyarrow ``Table`` or ``RecordBatch``, or a ``partition_by`` other than the table's.
+            PartitionSpecError: ``partition_by`` does not fit the data's columns (a table this write creates).
             SchemaMismatchError: ``data`` does not fit the table's schema; the message names the columns.
             DuplicateKeyError: On a keyed table, a key repeats in ``data`` or is in the table already.
             NullKeyError: On a keyed table, a key column of ``data`` holds nulls.

@@ -4,6 +4,7 @@ differs from an existing table's refused."""
 
 from __future__ import annotations
 
+import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
@@ -57,3 +58,17 @@ def test_the_streaming_sink_creates_a_partitioned_table(spark, tmp_path):
     t = Table.open(dst)
     assert t.to_arrow().num_rows == 240
     assert sorted(seg.file.partition for seg in t.snapshot().visible_segments()) == [(19723 + d,) for d in range(20)]
+
+
+def test_a_keyed_partitioned_table_from_spark(spark, tmp_path):
+    path = str(tmp_path / "k")
+    write = frame(spark, 60).write.format("mvtable").mode("append")
+    write.option("partitionBy", "region").option("primaryKey", "id").save(path)
+    changes = frame(spark, 20, 50).selectExpr("id", "ts", "'apac' AS region")  # 10 updates move rows to apac, 10 inserts
+    changes.write.format("mvtable").mode("append").option("operation", "upsert").save(path)
+    t = Table.open(path)
+    rows = t.to_arrow()
+    assert rows.num_rows == 70 and sorted(rows.column("id").to_pylist()) == list(range(70))
+    assert {seg.file.partition for seg in t.snapshot().visible_segments()} == {("eu",), ("us",), ("apac",)}
+    apac = t.to_arrow(filter=pc.field("region") == "apac")
+    assert sorted(apac.column("id").to_pylist()) == list(range(50, 70))
