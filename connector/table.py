@@ -35,6 +35,7 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
+from .partitions.timeline import Timeline, timeline_of
 from .partitions.writing import write_partitioned
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
@@ -477,6 +478,20 @@ class Table:
                 )
             )
         return out
+
+    def timeline(self, version: int | None = None) -> Timeline:
+        """Per partition, every segment of ``version`` (the newest by default) with the versions that added and replaced it.
+
+        Visible, overshadowed, staged, reverted and removed segments, ordered along time (see
+        ``mvtable.connector.partitions.timeline``); ``timeline_html`` draws it.
+
+        Raises:
+            VersionNotFoundError: No such version (or no longer).
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
+        return timeline_of(self.snapshot(version))
 
     # -- writing -------------------------------------------------------------------------
     def append(

@@ -29,6 +29,7 @@ from .parser import UsageExit, build_parser, join_dash_values
 from .partitions import cmd_partitions
 from .pins import cmd_pins
 from .schema import cmd_schema
+from .timeline import cmd_timeline
 from .wording import cli_message
 
 __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
@@ -46,6 +47,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pins": cmd_pins,
     "partitions": cmd_partitions,
     "schema": cmd_schema,
+    "timeline": cmd_timeline,
     "export": cmd_export,
     "spark-jar": cmd_spark_jar,
 }
