@@ -187,7 +187,9 @@ class ExpressionPruner:
     Arrow's fragment filtering, each partition a fragment whose partition expression is
     its guarantee (no file is opened)."""
 
-    def __init__(self, specs: dict[int, PartitionSpec], table_schema: dict[str, Any], arrow: pa.Schema, filter: pc.Expression):
+    def __init__(
+        self, specs: dict[int, PartitionSpec], table_schema: dict[str, Any], arrow: pa.Schema, filter: pc.Expression
+    ) -> None:
         self.specs = specs
         self.table_schema = table_schema
         self.arrow = arrow

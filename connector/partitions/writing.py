@@ -10,7 +10,7 @@ and ``Table.partitions`` read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -146,7 +146,7 @@ class PartitionedWriter:
     for every distinct partition among its rows: a task over data sorted or clustered by the
     partition columns meets few. ``make_writer`` opens a writer (the task's settings)."""
 
-    def __init__(self, spec: PartitionSpec, table_schema: dict[str, Any], make_writer: Any) -> None:
+    def __init__(self, spec: PartitionSpec, table_schema: dict[str, Any], make_writer: Callable[[], SegmentWriter]) -> None:
         self.spec = spec
         self.table_schema = table_schema
         self.make_writer = make_writer
