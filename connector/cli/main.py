@@ -26,6 +26,7 @@ from .output import (
     stderr_console,
 )
 from .parser import UsageExit, build_parser, join_dash_values
+from .partitions import cmd_partitions
 from .pins import cmd_pins
 from .schema import cmd_schema
 from .timeline import cmd_timeline
@@ -44,6 +45,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compact": cmd_compact,
     "inspect": cmd_inspect,
     "pins": cmd_pins,
+    "partitions": cmd_partitions,
     "schema": cmd_schema,
     "timeline": cmd_timeline,
     "export": cmd_export,

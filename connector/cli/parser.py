@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", type=_version, metavar="N", help="inspect version N instead of the newest")
     p.add_argument("--row-groups", action="store_true", help="also list every row group")
 
+    p = sub.add_parser("partitions", parents=[common], help="one row per partition: segments, rows, deleted rows, bytes")
+    p.add_argument("--version", type=_version, metavar="N", help="the partitions of version N instead of the newest")
+
     p = sub.add_parser("timeline", parents=[common], help="per partition: visible, overshadowed and staged segments by version")
     p.add_argument("--version", type=_version, metavar="N", help="the timeline of version N instead of the newest")
     p.add_argument("--html", metavar="FILE", help="also write the timeline as one self-contained HTML page (inline SVG)")

@@ -631,31 +631,28 @@ def write_kept(
     return out
 
 
-# -- the table's partitioning, as ptcore's snapshot carries it ---------------------------------
+# -- the table's partitioning ------------------------------------------------------------------
 
 
 def partition_specs(snapshot: Snapshot) -> dict[int, PartitionSpec]:
     """The table's specs (spec 0, unpartitioned, always)."""
-    specs = getattr(snapshot, "partition_specs", None)
-    return dict(specs) if specs else {0: UNPARTITIONED}
+    return snapshot.partition_specs or {0: UNPARTITIONED}
 
 
 def default_spec(snapshot: Snapshot) -> PartitionSpec:
     """The spec new writes use."""
-    return partition_specs(snapshot).get(getattr(snapshot, "default_spec_id", 0), UNPARTITIONED)
+    return partition_specs(snapshot).get(snapshot.default_spec_id, UNPARTITIONED)
 
 
 def segment_partition(seg: SegmentState) -> tuple[int, _PartitionKey]:
     """``(spec id, partition tuple)`` of a segment; an unpartitioned one is ``(0, ())``."""
-    spec_id = getattr(seg.file, "spec_id", None)
-    partition = getattr(seg.file, "partition", None)
-    return (spec_id or 0, tuple(partition) if partition is not None else ())
+    f = seg.file
+    return (f.spec_id or 0, tuple(f.partition) if f.partition is not None else ())
 
 
 def file_partition(segment: SegmentFile) -> _PartitionKey:
     """The partition tuple a written segment records (``()``: unpartitioned)."""
-    partition = getattr(segment, "partition", None)
-    return tuple(partition) if partition is not None else ()
+    return tuple(segment.partition) if segment.partition is not None else ()
 
 
 def partition_label(
