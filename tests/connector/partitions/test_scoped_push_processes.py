@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytest
 
 from mvtable.connector import Table
 
