@@ -97,3 +97,32 @@ def test_dynamic_partition_overwrite_is_one_commit(spark, tmp_path):
     assert "PUSH_START" not in [h.operation for h in t.history()]
     (entry,) = t.lineage()
     assert entry.scope == "dynamic partition overwrite" and entry.state == "COMPLETED"
+
+
+def test_dynamic_partition_overwrite_of_a_partitioned_table_replaces_the_datas_days(spark, tmp_path):
+    path = str(tmp_path / "t")
+    t = Table.create(path, schema=SCHEMA, partition_by=["day"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3, 4), rows(dt.date(2024, 1, 7), 5)]))
+    push(frame(spark, ("2024-01-05", 10, "new"), ("2024-01-07", 30, "new")), path, partitionOverwriteMode="dynamic")
+    assert content(t) == [
+        ("2024-01-05", 10, "new"),
+        ("2024-01-06", 3, "old"),
+        ("2024-01-06", 4, "old"),
+        ("2024-01-07", 30, "new"),
+    ]
+    (entry,) = t.lineage()
+    assert entry.partitions == ("day=2024-01-05", "day=2024-01-07")
+    params = [h for h in t.history() if h.operation == "CONSISTENT_PUSH"][-1].parameters
+    assert (params["replacedSegments"], params["rewrittenSegments"], params["probedSegments"]) == (2, 0, 0)
+
+
+def test_replace_where_of_one_partition_from_spark_reads_no_data_file(spark, tmp_path):
+    path = str(tmp_path / "t")
+    t = Table.create(path, schema=SCHEMA, partition_by=["day"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3, 4)]))
+    push(frame(spark, ("2024-01-06", 40, "new")), path, replaceWhere="day = '2024-01-06'")
+    assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-06", 40, "new")]
+    (entry,) = t.lineage()
+    assert entry.partitions == ("day=2024-01-06",)
+    params = [h for h in t.history() if h.operation == "CONSISTENT_PUSH"][-1].parameters
+    assert (params["replacedSegments"], params["rewrittenSegments"], params["probedSegments"]) == (1, 0, 0)
