@@ -28,7 +28,7 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, make_root, open_file_io
 from mvtable.visibility import bitmap_from_array
 
-from . import recovery, write_intents, writes
+from . import recovery, scoped_push, write_intents, writes
 from .deletes import commit_deletes, matching_positions
 from .export import ExportResult, export
 from .expressions import check_filter, referenced_columns
@@ -36,7 +36,6 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
-from .partitions import scoped_push
 from .partitions.timeline import Timeline, timeline_of
 from .partitions.writing import write_partitioned
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version

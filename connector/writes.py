@@ -39,14 +39,12 @@ from mvtable.lineage.snapshot import Snapshot
 from mvtable.lineage.transactions import has_prepared
 from mvtable.storage import FileIO, open_file_io
 
-from . import recovery, write_intents
+from . import recovery, scoped_push, write_intents
 from .casting import cast_columns
 from .key_index import index_path
 from .keys.commit import KeyedRows, check_absent, commit_keyed, segment_keys
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
-from .partitions import scoped_push
-from .partitions.scoped_push import ScopedPlan, ScopeRequest
 from .partitions.spec import parse_partition_by
 from .partitions.writing import PartitionedWriter
 from .pinning import SnapshotPin, pin_version, release
@@ -55,6 +53,7 @@ from .recovery.transactions import Stores, recover_table
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .schema_evolution.field_ids import fresh_ids, strip_ids
 from .schema_evolution.merge import merged_schema, replaced_schema
+from .scoped_push import ScopedPlan, ScopeRequest
 from .segments import SegmentWriter
 from .write_intents import WriteIntent
 
@@ -99,7 +98,7 @@ class WritePlan:
     evolve: dict[str, Any] | None = None
     fill_missing: bool = False  # merge_schema: nullable columns the data lacks are written as nulls
     # a scoped push (replace_where, dynamic partition overwrite): what it replaces and rewrites,
-    # and its scope (``partitions.scoped_push``); None: a push replaces the whole table
+    # and its scope (``scoped_push``); None: a push replaces the whole table
     scoped: ScopedPlan | None = None
     # a dynamic partition overwrite whose partitions only its segments will tell (Spark): no
     # push starts at planning; finish_write plans it and commits start, segments and end at once
@@ -159,7 +158,7 @@ def begin_write(
     overwrite) replaces the schema with the data's (``schema_evolution.merge``).
     ``partition_by`` (``["day(ts)", "region"]``) is the partition spec of a table this write
     creates (spec 1); on an existing table it may only repeat the table's spec. ``scope``
-    makes the push a scoped one (``partitions.scoped_push``): what it replaces is decided at
+    makes the push a scoped one (``scoped_push``): what it replaces is decided at
     the read snapshot, before the push starts, and the data's rows are checked against
     ``replace_where`` first when the request carries them.
 

@@ -15,14 +15,13 @@ from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
-from .. import recovery, writes
+from .. import recovery, scoped_push, writes
 from ..keys.validate import parse_primary_key
 from ..options import WriteOptions
-from ..partitions import scoped_push
-from ..partitions.scoped_push import ScopeRequest
 from ..partitions.sql_predicate import parse_replace_where
 from ..post_commit import open_log
 from ..schema import schema_from_json
+from ..scoped_push import ScopeRequest
 from ..upsert import require_key
 from .arrow_types import write_schema
 from .delete_writer import make_delete_writer

@@ -14,8 +14,7 @@ import sys
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mvtable.connector import recovery, writes
-from mvtable.connector.partitions import scoped_push
+from mvtable.connector import recovery, scoped_push, writes
 from mvtable.errors import MvTableError
 from mvtable.storage import open_file_io
 

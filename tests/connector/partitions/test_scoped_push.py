@@ -15,8 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from mvtable.connector import Table, cli, writes
-from mvtable.connector.partitions import scoped_push
+from mvtable.connector import Table, cli, scoped_push, writes
 from mvtable.errors import (
     ConcurrentReplaceError,
     InvalidFilterError,

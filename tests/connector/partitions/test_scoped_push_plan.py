@@ -15,8 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from mvtable.connector import Table
-from mvtable.connector.partitions import scoped_push
+from mvtable.connector import Table, scoped_push
 from mvtable.connector.scan import ScanTask, read_task
 from mvtable.connector.schema import schema_from_json
 

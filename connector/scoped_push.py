@@ -48,15 +48,15 @@ from mvtable.lineage.push_scopes import PushScope, ScopeValue
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
 
-from ..deletes import evaluate
-from ..expressions import check_filter, referenced_columns
-from ..scan import ScanTask, read_task, stats_apply
-from ..schema import schema_from_json
-from ..stats import COMPARISONS, Predicate, decode, row_groups_to_read
-from .conjuncts import conjuncts
-from .spec import spec_columns
-from .transforms import Transform
-from .values import decode_value, encode_value
+from .deletes import evaluate
+from .expressions import check_filter, referenced_columns
+from .partitions.conjuncts import conjuncts
+from .partitions.spec import spec_columns
+from .partitions.transforms import Transform
+from .partitions.values import decode_value, encode_value
+from .scan import ScanTask, read_task, stats_apply
+from .schema import schema_from_json
+from .stats import COMPARISONS, Predicate, decode, row_groups_to_read
 
 __all__ = [
     "DYNAMIC",
