@@ -45,7 +45,7 @@ def test_scoped_pushes_on_a_cluster(spark_cluster, mvtable_wheel_site, tmp_path)
     run = spark_cluster.run(SCRIPT, env={"TABLE": path}, pythonpath=[mvtable_wheel_site], work_dir=tmp_path / "driver")
     result = run.result[0]
     assert result["violation"].startswith("ReplaceWhereViolationError: "), result
-    assert "day=2024-02-01, id=20850" in result["violation"]
+    assert "{id=20850, day=2024-02-01}" in result["violation"]
     assert result["per_day"] == {"2024-01-05": [1000, 0], "2024-01-06": [900, 10000], "2024-01-07": [600, 30000]}
     t = Table.open(path)
     entries = t.lineage()
