@@ -50,6 +50,7 @@ from mvtable.storage import FileIO
 
 from .deletes import evaluate
 from .expressions import check_filter, referenced_columns
+from .keys.commit import KeyedRows, check_absent, keyed_rows, segment_keys
 from .partitions.conjuncts import conjuncts
 from .partitions.spec import spec_columns
 from .partitions.transforms import Transform
@@ -63,6 +64,7 @@ __all__ = [
     "ScopeRequest",
     "ScopedPlan",
     "check_options",
+    "check_keys",
     "check_rows",
     "classify",
     "data_partitions",
@@ -113,16 +115,24 @@ def request(
 
 
 def check_options(
-    *, mode: str, consistent_push: bool, replace_where: object, partition_overwrite: object, primary_key: Sequence[str] = ()
+    *,
+    mode: str,
+    consistent_push: bool,
+    replace_where: object,
+    partition_overwrite: object,
+    primary_key: Sequence[str] = (),
+    keyed: bool = True,
 ) -> None:
     """Refuse scoped-push options that do not go together.
 
     A scoped push is a consistent push: ``replace_where`` and ``partition_overwrite`` need
     ``consistent_push=True`` and mode overwrite (a plain overwrite replaces the whole table).
+    ``keyed``: whether this writer checks a keyed table's keys for a scoped push (the Python
+    API does; Spark's keyed writer not yet).
 
     Raises:
         InvalidOptionError: one without ``consistent_push`` or overwrite, both at once, an
-            unknown ``partition_overwrite``, or a table with a primary key."""
+            unknown ``partition_overwrite``, or a table with a primary key where ``keyed`` is off."""
     if replace_where is None and partition_overwrite is None:
         return
     what = "replace_where" if replace_where is not None else "partition_overwrite"
@@ -140,10 +150,10 @@ def check_options(
             f"{what} scopes a consistent push: use it with mode('overwrite') and consistent_push=True "
             "(a plain overwrite replaces the whole table)"
         )
-    if primary_key:
+    if primary_key and not keyed:
         raise InvalidOptionError(
-            f"{what} is not supported on a table with a primary key ({list(primary_key)}) yet: "
-            "use upsert() to replace rows by key, or a whole-table consistent push"
+            f"{what} from Spark is not supported on a table with a primary key ({list(primary_key)}) yet: "
+            "use the Python API (Table.overwrite), operation=upsert, or a whole-table consistent push"
         )
 
 
@@ -629,6 +639,26 @@ def write_kept(
         io.delete([s.path for s in out])
         raise
     return out
+
+
+# -- keys ----------------------------------------------------------------------------------------
+
+
+def check_keys(io: FileIO, read: Snapshot, plan: ScopedPlan, rows: KeyedRows, kept: Sequence[SegmentFile]) -> KeyedRows:
+    """The keys a scoped push on a keyed table makes visible, checked: the data's and those of the rows it keeps.
+
+    They must repeat neither among themselves (a new row with the key of a row a rewritten
+    segment keeps) nor in the segments it leaves alone. Keys of the rows it replaces are free.
+
+    Raises:
+        DuplicateKeyError: a key repeats, or is in a segment the push does not replace."""
+    if kept:
+        kept_keys = segment_keys(io, kept, rows.columns).keys
+        keys = pa.concat_tables([rows.keys, kept_keys.cast(rows.keys.schema)])
+        rows = keyed_rows(keys.schema, rows.columns, keys)
+    replaced = set(plan.segments_from)
+    check_absent(io, read, rows, segment_ids=[sid for sid in read.visible_segment_ids() if sid not in replaced])
+    return rows
 
 
 # -- the table's partitioning ------------------------------------------------------------------

@@ -690,7 +690,10 @@ class Table:
                     segments = write()
                 if plan.scoped is not None:  # copy-on-write: the rows rewritten segments keep
                     read = writes.read_snapshot(self.commit_log, plan)
-                    segments += scoped_push.write_kept(self.io, read, plan.scoped, write=write_rows)
+                    kept = scoped_push.write_kept(self.io, read, plan.scoped, write=write_rows)
+                    segments += kept
+                    if rows is not None:
+                        rows = scoped_push.check_keys(self.io, read, plan.scoped, rows, kept)
                 faults.point("write.after_files")
             result = writes.finish_write(plan, segments, keys=rows)
             self._seen = result.snapshot

@@ -421,6 +421,7 @@ def _with_scope(io: FileIO, snapshot: Snapshot, plan: WritePlan, request: ScopeR
             replace_where=request.predicate,
             partition_overwrite=scoped_push.DYNAMIC if request.dynamic else None,
             primary_key=plan.primary_key,
+            keyed=request.data is not None,  # the Python API checks a scoped push's keys (Table.write)
         )
         if request.deferred:
             return dataclasses.replace(plan, deferred_scope=True)
@@ -634,7 +635,10 @@ def _commit_write(
     }
     if plan.primary_key and segments:
         rows = keys if keys is not None else segment_keys(commit_log.io, segments, plan.primary_key)
-        replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
+        if plan.scoped is not None:  # a scoped push replaces only some segments: keys elsewhere still count
+            replaced = set(plan.scoped.segments_from)
+        else:
+            replaced = set(read.visible_segment_ids()) if plan.mode == OVERWRITE and read.exists else set()
         result = commit_keyed(
             commit_log,
             read=read,

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
-from mvtable.errors import StagedPushError
+from mvtable.errors import DuplicateKeyError, StagedPushError
 
 DAY_A, DAY_B, DAY_C = dt.date(2024, 1, 5), dt.date(2024, 1, 6), dt.date(2024, 1, 7)
 SCHEMA = pa.schema([("day", pa.date32()), ("id", pa.int64()), ("v", pa.string())])
@@ -161,3 +161,28 @@ def test_a_predicate_that_cuts_a_partition_rewrites_only_that_partitions_segment
     assert (params["replacedSegments"], params["rewrittenSegments"], params["probedSegments"]) == (0, 1, 1)
     assert params["partitions"] == ["day=2024-01-07"]
     assert [r for r in content(t) if r[0] == "2024-01-07"] == [("2024-01-07", 5, "old"), ("2024-01-07", 6, "new")]
+
+
+def test_a_keyed_table_keeps_its_keys_unique_across_scoped_pushes(tmp_path):
+    t = Table.create(str(tmp_path / "k"), schema=SCHEMA, primary_key=["id"], partition_by=["day"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, v="a1"), rows(DAY_A, 2, v="a2"), rows(DAY_B, 3, 4)]))
+    # the day's own keys may come back: the rows holding them are replaced
+    t.overwrite(
+        pa.concat_tables([rows(DAY_A, 1, v="a1"), rows(DAY_A, 2, v="a2")]), consistent_push=True, replace_where=on_day(DAY_A)
+    )
+    before = content(t)
+    # a key another day holds is a duplicate
+    with pytest.raises(DuplicateKeyError, match="already in the table"):
+        t.overwrite(rows(DAY_A, 3), consistent_push=True, replace_where=on_day(DAY_A))
+    # so is the key of a row the push keeps (it rewrites day A's segment and keeps id 2)
+    with pytest.raises(DuplicateKeyError):
+        t.overwrite(rows(DAY_A, 2, v="a1"), consistent_push=True, replace_where=on_day(DAY_A) & (pc.field("v") == "a1"))
+    assert content(t) == before
+    assert [e.state for e in t.lineage()][-2:] == ["REVERTED", "REVERTED"]
+    # replacing the row with key 1 alone, keeping key 2
+    t.overwrite(rows(DAY_A, 1, 9, v="a1"), consistent_push=True, replace_where=on_day(DAY_A) & (pc.field("v") == "a1"))
+    assert [r for r in content(t) if r[0] == "2024-01-05"] == [
+        ("2024-01-05", 1, "a1"),
+        ("2024-01-05", 2, "a2"),
+        ("2024-01-05", 9, "a1"),
+    ]
