@@ -11,7 +11,7 @@ The phases, in the order a write runs them:
 
 1. ``check_rows``: every row of the data must satisfy ``replace_where`` (a row where it is
    false or null is a ``ReplaceWhereViolationError`` naming the row), before anything starts.
-2. ``classify``: each segment visible at the read snapshot, from metadata alone (its
+2. ``scoped_classify.classify``: each segment visible at the read snapshot, from metadata alone (its
    partition values and row-group statistics): none of its rows can match (kept), every row
    provably matches (replaced whole: a metadata change), or some may (``probe``d).
 3. ``probe`` reads only the predicate's columns of the segments ``classify`` could not
@@ -31,7 +31,6 @@ tight) is decided by ``classify`` alone: no data file is read or written.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,8 +41,7 @@ import pyarrow.compute as pc
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import InvalidOptionError, ReplaceWhereViolationError
 from mvtable.lineage.actions import SegmentFile
-from mvtable.lineage.descriptors import RowGroupDescriptor
-from mvtable.lineage.partitioning import UNPARTITIONED, PartitionSpec
+from mvtable.lineage.partitioning import PartitionSpec
 from mvtable.lineage.push_scopes import PushScope, ScopeValue
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
@@ -52,12 +50,13 @@ from .deletes import evaluate
 from .expressions import check_filter, referenced_columns
 from .keys.commit import KeyedRows, check_absent, keyed_rows, segment_keys
 from .partitions.conjuncts import conjuncts
+from .partitions.scope_labels import default_spec, partition_label, segment_partition
 from .partitions.spec import spec_columns
 from .partitions.transforms import Transform
-from .partitions.values import decode_value, encode_value
-from .scan import ScanTask, read_task, stats_apply
+from .partitions.values import encode_value
+from .scan import ScanTask, read_task
 from .schema import schema_from_json
-from .stats import COMPARISONS, Predicate, decode, row_groups_to_read
+from .scoped_classify import KEEP, PROBE, REPLACE, classify
 
 __all__ = [
     "DYNAMIC",
@@ -66,7 +65,6 @@ __all__ = [
     "check_options",
     "check_keys",
     "check_rows",
-    "classify",
     "data_partitions",
     "plan_scoped",
     "probe",
@@ -76,7 +74,6 @@ __all__ = [
 ]
 
 DYNAMIC = "dynamic"
-KEEP, REPLACE, PROBE = "keep", "replace", "probe"
 _PartitionKey = tuple[ScopeValue, ...]
 
 
@@ -219,176 +216,7 @@ def _spec_values(
     return out
 
 
-# -- 2. what metadata decides ----------------------------------------------------------------
-
-
-def classify(
-    snapshot: Snapshot,
-    seg: SegmentState,
-    predicates: Sequence[Predicate] | None,
-    schema: pa.Schema,
-    *,
-    cache: dict[tuple[int, _PartitionKey], dict[str, _Range]] | None = None,
-) -> str:
-    """``KEEP``, ``REPLACE`` or ``PROBE`` for one segment, from its partition values and row-group statistics only.
-
-    ``predicates``: the ``replace_where`` as a conjunction (None: not one, nothing is
-    decided here). ``cache`` keeps what each partition says across the segments of one
-    plan (a table of thousands of partitions decodes each once)."""
-    if predicates is None:
-        return PROBE
-    key = segment_partition(seg)
-    facts = cache.get(key) if cache is not None else None
-    if facts is None:
-        facts = _partition_facts(snapshot, seg, schema)
-        if cache is not None:
-            cache[key] = facts
-    if any(_never(p, facts.get(p.column)) for p in predicates):
-        return KEEP
-    groups = seg.file.row_groups
-    if predicates and all(_always(p, facts.get(p.column), None, schema) for p in predicates):
-        return REPLACE  # the partition alone proves it: no statistic is looked at
-    if not stats_apply(snapshot, seg) or not groups:
-        return PROBE
-    if not row_groups_to_read(groups, predicates, schema):
-        return KEEP
-    if all(all(_always(p, facts.get(p.column), rg, schema) for p in predicates) for rg in groups):
-        return REPLACE
-    return PROBE
-
-
-@dataclass(frozen=True)
-class _Range:
-    """What a segment's partition says about a column: every row's value is in ``[lo, hi]`` (or null when ``null``)."""
-
-    lo: Any
-    hi: Any
-    null: bool = False
-    exact: bool = False  # lo == hi is every row's value (an identity partition)
-
-
-def _partition_facts(snapshot: Snapshot, seg: SegmentState, schema: pa.Schema) -> dict[str, _Range]:
-    """Column → the range its segment's partition values allow, for identity and time partitions."""
-    spec_id, partition = segment_partition(seg)
-    spec = partition_specs(snapshot).get(spec_id, UNPARTITIONED)
-    if not spec.fields or len(partition) != len(spec.fields):
-        return {}
-    out: dict[str, _Range] = {}
-    for (_, column, transform), stored in zip(spec_columns(spec, snapshot.table_schema), partition):
-        if column is None or column not in schema.names:
-            continue
-        source = schema.field(column).type
-        try:
-            value = decode_value(stored, transform, source)
-        except Exception:
-            continue
-        if value is None:
-            out[column] = _Range(None, None, null=True)
-        elif transform.name == "identity":
-            out[column] = _Range(value, value, exact=True)
-        elif transform.temporal:
-            bounds = _time_bounds(transform.name, value, source)
-            if bounds is not None:
-                out[column] = _Range(*bounds)
-    return out
-
-
-def _time_bounds(name: str, value: Any, source: pa.DataType) -> tuple[Any, Any] | None:
-    """The first and last source values of one year/month/day/hour partition, as statistics decode them."""
-    if name == "day":
-        start = dt.datetime.combine(value, dt.time())
-        end = start + dt.timedelta(days=1)
-    elif name == "hour":
-        start = dt.datetime(1970, 1, 1) + dt.timedelta(hours=value)
-        end = start + dt.timedelta(hours=1)
-    elif name == "month":
-        start = dt.datetime(1970 + value // 12, value % 12 + 1, 1)
-        end = dt.datetime(start.year + (start.month == 12), start.month % 12 + 1, 1)
-    else:
-        start, end = dt.datetime(1970 + value, 1, 1), dt.datetime(1971 + value, 1, 1)
-    if pa.types.is_date32(source):
-        return start.date(), (end - dt.timedelta(days=1)).date()
-    if pa.types.is_timestamp(source):
-        last = end - dt.timedelta(microseconds=1)
-        if source.tz is not None:
-            return start.replace(tzinfo=dt.timezone.utc), last.replace(tzinfo=dt.timezone.utc)
-        return start, last
-    return None
-
-
-def _never(p: Predicate, r: _Range | None) -> bool:
-    """Whether the partition proves no row satisfies ``p``."""
-    if r is None:
-        return False
-    if r.null:
-        return p.op != "is_null"
-    if p.op == "is_null":
-        return True
-    return _compare(p, r.lo, r.hi, none=True)
-
-
-def _always(p: Predicate, r: _Range | None, rg: RowGroupDescriptor | Any | None, schema: pa.Schema) -> bool:
-    """Whether the partition, else row group ``rg``'s statistics, prove every row satisfies ``p``."""
-    if r is not None:
-        if r.null:
-            return p.op == "is_null"
-        if p.op == "not_null":
-            return True
-        if p.op in (*COMPARISONS, "in") and _compare(p, r.lo, r.hi, none=False):
-            return True
-    if rg is None:
-        return False
-    if rg.num_rows == 0:
-        return True
-    stats = rg.stats.get(p.column)
-    if stats is None or stats.null_count is None:
-        return False
-    if p.op == "is_null":
-        return stats.null_count == rg.num_rows
-    if p.op == "not_null":
-        return stats.null_count == 0
-    if stats.null_count or stats.min is None or stats.max is None or p.op not in (*COMPARISONS, "in"):
-        return False
-    t = schema.field(p.column).type
-    return _compare(p, decode(stats.min, t), decode(stats.max, t), none=False)
-
-
-def _compare(p: Predicate, lo: Any, hi: Any, *, none: bool) -> bool:
-    """For values in ``[lo, hi]``: whether none (``none=True``) or all of them satisfy ``p``; False when unsure."""
-    try:
-        if none:
-            if p.op == "==":
-                return bool(p.value < lo or p.value > hi)
-            if p.op == "in":
-                return all(v < lo or v > hi for v in p.value)
-            if p.op == "<":
-                return bool(lo >= p.value)
-            if p.op == "<=":
-                return bool(lo > p.value)
-            if p.op == ">":
-                return bool(hi <= p.value)
-            if p.op == ">=":
-                return bool(hi < p.value)
-            if p.op == "!=":
-                return bool(lo == hi == p.value)
-            return False
-        if p.op == "==":
-            return bool(lo == hi == p.value)
-        if p.op == "in":
-            return bool(lo == hi and lo in p.value)
-        if p.op == "<":
-            return bool(hi < p.value)
-        if p.op == "<=":
-            return bool(hi <= p.value)
-        if p.op == ">":
-            return bool(lo > p.value)
-        if p.op == ">=":
-            return bool(lo >= p.value)
-        if p.op == "!=":
-            return bool(p.value < lo or p.value > hi)
-    except TypeError:  # a literal of another type than the column's: not decided here
-        return False
-    return False
+# -- 2. what metadata decides: ``scoped_classify.classify`` -----------------------------------
 
 
 # -- 3. what the rows decide ------------------------------------------------------------------
@@ -545,7 +373,7 @@ def plan_scoped(io: FileIO, snapshot: Snapshot, request: ScopeRequest) -> Scoped
         check_filter(request.predicate, schema, what="replace_where")
         match = PredicateMatch(request.predicate)
         terms = conjuncts(request.predicate, schema)
-        cache: dict[tuple[int, _PartitionKey], dict[str, _Range]] = {}
+        cache: dict[tuple[int, _PartitionKey], Any] = {}
 
         def decide(seg: SegmentState) -> str:
             return classify(snapshot, seg, terms, schema, cache=cache)
@@ -659,57 +487,3 @@ def check_keys(io: FileIO, read: Snapshot, plan: ScopedPlan, rows: KeyedRows, ke
     replaced = set(plan.segments_from)
     check_absent(io, read, rows, segment_ids=[sid for sid in read.visible_segment_ids() if sid not in replaced])
     return rows
-
-
-# -- the table's partitioning ------------------------------------------------------------------
-
-
-def partition_specs(snapshot: Snapshot) -> dict[int, PartitionSpec]:
-    """The table's specs (spec 0, unpartitioned, always)."""
-    return snapshot.partition_specs or {0: UNPARTITIONED}
-
-
-def default_spec(snapshot: Snapshot) -> PartitionSpec:
-    """The spec new writes use."""
-    return partition_specs(snapshot).get(snapshot.default_spec_id, UNPARTITIONED)
-
-
-def segment_partition(seg: SegmentState) -> tuple[int, _PartitionKey]:
-    """``(spec id, partition tuple)`` of a segment; an unpartitioned one is ``(0, ())``."""
-    f = seg.file
-    return (f.spec_id or 0, tuple(f.partition) if f.partition is not None else ())
-
-
-def file_partition(segment: SegmentFile) -> _PartitionKey:
-    """The partition tuple a written segment records (``()``: unpartitioned)."""
-    return tuple(segment.partition) if segment.partition is not None else ()
-
-
-def partition_label(
-    spec: PartitionSpec, table_schema: dict[str, Any], key: _PartitionKey, *, arrow: pa.Schema | None = None
-) -> str:
-    """A partition for people, as Hive paths spell it: ``ts_day=2024-01-05/region=eu``."""
-    if not spec.fields:
-        return "the whole table (unpartitioned)"
-    arrow = arrow if arrow is not None else schema_from_json(table_schema)
-    parts = []
-    for (f, column, transform), stored in zip(spec_columns(spec, table_schema), key):
-        parts.append(f"{f.name}={_human(stored, transform, arrow.field(column).type if column in arrow.names else None)}")
-    return "/".join(parts)
-
-
-def _human(stored: ScopeValue, transform: Transform, source: pa.DataType | None) -> str:
-    if stored is None:
-        return "null"
-    if isinstance(stored, int) and not isinstance(stored, bool):
-        if transform.name == "year":
-            return f"{1970 + stored:04d}"
-        if transform.name == "month":
-            return f"{1970 + stored // 12:04d}-{stored % 12 + 1:02d}"
-        if transform.name == "day":
-            return (dt.date(1970, 1, 1) + dt.timedelta(days=stored)).isoformat()
-        if transform.name == "hour":
-            return (dt.datetime(1970, 1, 1) + dt.timedelta(hours=stored)).strftime("%Y-%m-%d-%H")
-    if source is not None and pa.types.is_timestamp(source) and isinstance(stored, int):
-        return str(decode(stored, source))
-    return str(stored)

@@ -45,6 +45,7 @@ from .key_index import index_path
 from .keys.commit import KeyedRows, check_absent, commit_keyed, segment_keys
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
+from .partitions.scope_labels import file_partition
 from .partitions.spec import parse_partition_by
 from .partitions.writing import PartitionedWriter
 from .pinning import SnapshotPin, pin_version, release
@@ -672,7 +673,7 @@ def _commit_dynamic(commit_log: CommitLog, plan: WritePlan, segments: Sequence[S
     io = commit_log.io
     read = read_snapshot(commit_log, plan)
     newest = commit_log.catch_up(read) if read.exists else load_snapshot(commit_log)
-    written = tuple(dict.fromkeys(scoped_push.file_partition(s) for s in segments))
+    written = tuple(dict.fromkeys(file_partition(s) for s in segments))
     scoped = scoped_push.plan_scoped(io, newest, ScopeRequest(dynamic=True, written=written))
     plain = dataclasses.replace(plan, scoped=None, deferred_scope=False)
     kept = scoped_push.write_kept(io, newest, scoped, write=lambda rows: write_data(plain, rows.to_batches()))
