@@ -478,12 +478,16 @@ def check_keys(io: FileIO, read: Snapshot, plan: ScopedPlan, rows: KeyedRows, ke
     They must repeat neither among themselves (a new row with the key of a row a rewritten
     segment keeps) nor in the segments it leaves alone. Keys of the rows it replaces are free.
 
+    ``rows`` may already hold every key (a writer that read them back from all of its
+    segments, kept ones included: ``kept`` is then empty); they are checked for repeats
+    either way.
+
     Raises:
         DuplicateKeyError: a key repeats, or is in a segment the push does not replace."""
+    keys = rows.keys
     if kept:
-        kept_keys = segment_keys(io, kept, rows.columns).keys
-        keys = pa.concat_tables([rows.keys, kept_keys.cast(rows.keys.schema)])
-        rows = keyed_rows(keys.schema, rows.columns, keys)
+        keys = pa.concat_tables([keys, segment_keys(io, kept, rows.columns).keys.cast(keys.schema)])
+    rows = keyed_rows(keys.schema, rows.columns, keys)
     replaced = set(plan.segments_from)
     check_absent(io, read, rows, segment_ids=[sid for sid in read.visible_segment_ids() if sid not in replaced])
     return rows

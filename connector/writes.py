@@ -636,6 +636,8 @@ def _commit_write(
     }
     if plan.primary_key and segments:
         rows = keys if keys is not None else segment_keys(commit_log.io, segments, plan.primary_key)
+        if plan.scoped is not None and keys is None:  # keys read back here: check them as Table.write does
+            rows = scoped_push.check_keys(commit_log.io, read, plan.scoped, rows, ())
         if plan.scoped is not None:  # a scoped push replaces only some segments: keys elsewhere still count
             replaced = set(plan.scoped.segments_from)
         else:

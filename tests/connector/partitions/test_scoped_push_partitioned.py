@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from mvtable.connector import Table
+from mvtable.connector import Table, scoped_push, writes
 from mvtable.errors import DuplicateKeyError, StagedPushError
 
 DAY_A, DAY_B, DAY_C = dt.date(2024, 1, 5), dt.date(2024, 1, 6), dt.date(2024, 1, 7)
@@ -186,3 +186,48 @@ def test_a_keyed_table_keeps_its_keys_unique_across_scoped_pushes(tmp_path):
         ("2024-01-05", 2, "a2"),
         ("2024-01-05", 9, "a1"),
     ]
+
+
+def test_an_upsert_into_another_day_does_not_conflict_with_a_running_push(tmp_path):
+    t = Table.create(str(tmp_path / "k"), schema=SCHEMA, primary_key=["id"], partition_by=["day"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3, 4)]))
+    data = rows(DAY_A, 1, 5, v="pushed")
+    plan = writes.begin_write(
+        t.uri,
+        storage_options=None,
+        incoming=SCHEMA,
+        mode="overwrite",
+        consistent_push=True,
+        scope=scoped_push.request(data, replace_where=on_day(DAY_A), partition_overwrite=None),
+    )
+    result = t.upsert(pa.concat_tables([rows(DAY_B, 3, v="updated"), rows(DAY_B, 6, v="inserted")]))
+    assert (result.updated_rows, result.inserted_rows) == (1, 1)
+    segments = writes.write_data(plan, data.to_batches())
+    writes.finish_write(plan, segments)
+    assert content(t) == [
+        ("2024-01-05", 1, "pushed"),
+        ("2024-01-05", 5, "pushed"),
+        ("2024-01-06", 3, "updated"),
+        ("2024-01-06", 4, "old"),
+        ("2024-01-06", 6, "inserted"),
+    ]
+
+
+def test_the_write_protocol_checks_a_scoped_pushs_keys_at_its_commit(tmp_path):
+    """``begin_write``/``write_data``/``finish_write`` (the path Spark's writers build on) read the keys back and check them."""
+    t = Table.create(str(tmp_path / "k"), schema=SCHEMA, primary_key=["id"], partition_by=["day"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3, 4)]))
+    data = rows(DAY_A, 4, v="pushed")  # key 4 lives in day B, which the push leaves alone
+    plan = writes.begin_write(
+        t.uri,
+        storage_options=None,
+        incoming=SCHEMA,
+        mode="overwrite",
+        consistent_push=True,
+        scope=scoped_push.request(data, replace_where=on_day(DAY_A), partition_overwrite=None),
+    )
+    segments = writes.write_data(plan, data.to_batches())
+    with pytest.raises(DuplicateKeyError, match="already in the table"):
+        writes.finish_write(plan, segments)
+    writes.abort_write(plan, segments)
+    assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-06", 3, "old"), ("2024-01-06", 4, "old")]
