@@ -35,6 +35,7 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
+from .partitions.evolution import PartitioningResult, update_partitioning
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
 from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
@@ -283,6 +284,26 @@ class Table:
             StorageError: The store refused or failed a read or write.
         """
         return UpdateSchema(self.commit_log, self._latest())
+
+    def update_partitioning(self, partition_by: Sequence[str]) -> PartitioningResult:
+        """Partition new writes by ``partition_by`` (``["day(ts)"]``; ``[]``: unpartitioned) from the next commit on.
+
+        Iceberg's partition evolution: one commit, no data file rewritten; old segments keep the
+        spec they were written with and pruning reads each through its own. ``compact()`` then
+        rewrites old segments into the new grain where each falls in one new partition (see
+        ``mvtable.connector.partitions``). The result says whether anything changed.
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI.
+            PartitionSpecError: A bad field (unknown or nested column, a transform on a type it does not
+                take, a field given twice); the message names it and nothing is committed.
+            CommitConflictError: Every attempt lost its race to concurrent commits; run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read or write.
+        """
+        return update_partitioning(self.commit_log, self._latest(), partition_by)
 
     def scan(
         self,
