@@ -35,6 +35,7 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
+from .partitions.covering import covered_segments, drop_candidates
 from .partitions.evolution import PartitioningResult, update_partitioning
 from .partitions.timeline import Timeline, timeline_of
 from .partitions.writing import write_partitioned
@@ -748,7 +749,11 @@ class Table:
             check_filter(filter, schema, what="delete filter")
             needed = referenced_columns(filter, schema)
             plan = plan_scan(snapshot, columns=needed, filter=filter)  # partitions the filter cannot match are skipped
-            workers = min(default_workers(), len(plan.tasks))
+            # segments whose partition the filter covers go whole: no file read, no deletion vector
+            planned = {t.segment.id: len(t.row_groups) for t in plan.tasks}
+            whole = covered_segments(snapshot, drop_candidates(snapshot, planned), filter, schema)
+            tasks = [t for t in plan.tasks if t.segment.id not in whole]
+            workers = min(default_workers(), len(tasks))
 
             def find(task: ScanTask) -> tuple[str, BitMap64]:
                 # the bitmap is built here too, on the reader threads, beside other segments' decode
@@ -756,7 +761,7 @@ class Table:
                 return task.segment.id, bitmap_from_array(hits.astype(np.uint64))
 
             found: dict[str, BitMap64] = {}
-            for sid, hits in ordered_map(find, plan.tasks, workers=workers):
+            for sid, hits in ordered_map(find, tasks, workers=workers):
                 if len(hits):
                     found[sid] = found[sid] | hits if sid in found else hits
             result = commit_deletes(
@@ -766,6 +771,7 @@ class Table:
                 found,
                 inline_max_bytes=TableProperties.of(snapshot.properties).dv_inline_max_bytes,
                 parameters={"predicate": str(filter)},
+                drop=sorted(whole),
             )
             return result
 
