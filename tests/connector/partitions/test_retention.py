@@ -91,3 +91,14 @@ def test_the_plan_is_a_pure_function_of_the_snapshot(tmp_path) -> None:
 def test_a_bad_retention_is_refused_at_create(tmp_path) -> None:
     with pytest.raises(SettingsError, match="partitionRetention"):
         _table(str(tmp_path / "t"), partition_by=["day(ts)"], retention="ninety days")
+
+
+def test_the_cli_names_the_dropped_partitions(tmp_path, capsys) -> None:
+    from mvtable.connector.cli import main
+
+    uri = str(tmp_path / "t")
+    t = _table(uri, partition_by=["day(ts)"])
+    t.append(_rows([100, 101]))
+    assert main(["vacuum", uri, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would drop 2 partition(s) past partitionRetention: ts_day=1970-04-11, ts_day=1970-04-12" in out
