@@ -1023,17 +1023,22 @@ class Table:
         max_bytes_per_commit: int | str | None = None,
         dry_run: bool = False,
         progress: Callable[[int, int, str], None] | None = None,
+        where: pc.Expression | None = None,
     ) -> CompactionResult:
         """Merge small segments and rewrite segments worn by deletes, beside concurrent appends and deletes.
 
         Neither ever fails because of it. Defaults come from the table properties
         ``compactTargetFileSize`` (sizes take ``128MiB``-style units), ``compactMinInputFiles``,
         ``compactDeleteRatio`` and ``compactMaxBytesPerCommit`` (see
-        ``mvtable.connector.compaction``).
+        ``mvtable.connector.compaction``). Bins never mix partitions; ``where`` (an expression
+        over the table's columns) limits the run to the partitions it may match. After
+        ``update_partitioning``, segments of an older spec are rewritten into the new grain
+        where all their rows fall in one new partition.
 
         Raises:
             InvalidOptionError: A malformed size, count, ratio or flag (``SettingsError`` names the
                 option).
+            InvalidFilterError: ``where`` does not fit the table's schema.
             CorruptSegmentError: A segment to rewrite is not what the log recorded; nothing of its
                 bin is committed.
             FilesMissingError: A segment to rewrite is gone (vacuumed or deleted by hand).
@@ -1056,6 +1061,7 @@ class Table:
             max_bytes_per_commit=max_bytes_per_commit,
             dry_run=dry_run,
             progress=progress,
+            where=where,
         )
         return CompactionResult.of(report)
 
