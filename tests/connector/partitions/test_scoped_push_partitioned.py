@@ -231,3 +231,25 @@ def test_the_write_protocol_checks_a_scoped_pushs_keys_at_its_commit(tmp_path):
         writes.finish_write(plan, segments)
     writes.abort_write(plan, segments)
     assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-06", 3, "old"), ("2024-01-06", 4, "old")]
+
+
+def test_dynamic_overwrite_after_the_grain_changed_rewrites_old_grain_segments(tmp_path):
+    """Month segments of the old spec hold several days: a dynamic overwrite of one day under
+    the new day spec reads their partition column and keeps their other days' rows."""
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, partition_by=["month(day)"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3, 4)]))  # one January segment
+    t.update_partitioning(["day"])
+    t.append(rows(DAY_C, 5))  # a segment of the new grain
+    result = t.overwrite(rows(DAY_B, 30, v="new"), consistent_push=True, partition_overwrite="dynamic")
+    assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-06", 30, "new"), ("2024-01-07", 5, "old")]
+    params = last_push_parameters(t)
+    assert (params["replacedSegments"], params["rewrittenSegments"], params["probedSegments"]) == (0, 1, 1)
+    assert params["partitions"] == ["day=2024-01-06"]
+    t.rollback(entry=result.entry)
+    assert content(t) == [
+        ("2024-01-05", 1, "old"),
+        ("2024-01-05", 2, "old"),
+        ("2024-01-06", 3, "old"),
+        ("2024-01-06", 4, "old"),
+        ("2024-01-07", 5, "old"),
+    ]
