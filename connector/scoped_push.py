@@ -124,8 +124,8 @@ def check_options(
 
     A scoped push is a consistent push: ``replace_where`` and ``partition_overwrite`` need
     ``consistent_push=True`` and mode overwrite (a plain overwrite replaces the whole table).
-    ``keyed``: whether this writer checks a keyed table's keys for a scoped push (the Python
-    API does; Spark's keyed writer not yet).
+    ``keyed``: whether this write checks a keyed table's keys for a scoped push (all do but
+    Spark's dynamic overwrite, planned only at its commit).
 
     Raises:
         InvalidOptionError: one without ``consistent_push`` or overwrite, both at once, an
@@ -149,8 +149,8 @@ def check_options(
         )
     if primary_key and not keyed:
         raise InvalidOptionError(
-            f"{what} from Spark is not supported on a table with a primary key ({list(primary_key)}) yet: "
-            "use the Python API (Table.overwrite), operation=upsert, or a whole-table consistent push"
+            f"Spark's dynamic partition overwrite is not supported on a table with a primary key ({list(primary_key)}) "
+            "yet: use replaceWhere, operation=upsert, or Table.overwrite(…, partition_overwrite='dynamic')"
         )
 
 

@@ -422,7 +422,7 @@ def _with_scope(io: FileIO, snapshot: Snapshot, plan: WritePlan, request: ScopeR
             replace_where=request.predicate,
             partition_overwrite=scoped_push.DYNAMIC if request.dynamic else None,
             primary_key=plan.primary_key,
-            keyed=request.data is not None,  # the Python API checks a scoped push's keys (Table.write)
+            keyed=not request.deferred,  # a deferred dynamic overwrite (Spark) does not check keys yet
         )
         if request.deferred:
             return dataclasses.replace(plan, deferred_scope=True)

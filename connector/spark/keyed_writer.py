@@ -10,7 +10,7 @@ commit, checked against concurrent commits like every keyed write."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from mvtable.lineage.actions import SegmentFile
 from mvtable.storage import FileIO, open_file_io
 
-from .. import recovery, write_intents, writes
+from .. import recovery, scoped_push, write_intents, writes
 from ..key_hashing import hash_keys
 from ..key_index import index_path
 from ..keys.commit import KeyedDeletes, KeyedRows, check_absent, lookup, segment_keys
@@ -43,6 +43,7 @@ class KeyedWriter(DataSourceArrowWriter):
     def __init__(self, plan: writes.WritePlan, *, upsert: bool) -> None:
         self.plan = plan
         self.upsert = upsert
+        self.kept: list[SegmentFile] = []  # a scoped push's copy-on-write, written on the driver
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KeyedSegmentsWritten:
         plan = self.plan
@@ -75,10 +76,16 @@ class KeyedWriter(DataSourceArrowWriter):
         plan = self.plan
         schema = plan.arrow_schema
         parts: list[pa.Table] = []
+        check = plan.scoped.check if plan.scoped is not None else None
+        seen = 0
         for batch in iterator:
             data = pa.Table.from_batches([batch])
             parts.append(key_table(data, schema, plan.primary_key))  # key errors before schema ones
-            writer.write(writes.align(plan, data))
+            aligned = writes.align(plan, data)
+            if check is not None:  # a scoped push writes only rows it replaces
+                scoped_push.check_rows(aligned, check, schema=schema, first_row=seen, source="a write task's rows")
+                seen += aligned.num_rows
+            writer.write(aligned)
         message = KeyedSegmentsWritten()
         keys = pa.concat_tables(parts) if parts else None
         if keys is not None and keys.num_rows:
@@ -110,7 +117,11 @@ class KeyedWriter(DataSourceArrowWriter):
             hashes = None  # not in segment order (see _write)
         rows = segment_keys(commit_log.io, segments, plan.primary_key, hashes=hashes)  # keys repeated across tasks
         if not self.upsert:
-            writes.finish_write(plan, segments, keys=rows)
+            if plan.scoped is not None:  # copy what rewritten segments keep; keys unique and absent elsewhere
+                read = writes.read_snapshot(commit_log, plan)
+                self.kept = keep_rewritten(plan)
+                rows = scoped_push.check_keys(commit_log.io, read, plan.scoped, rows, self.kept)
+            writes.finish_write(plan, [*segments, *self.kept], keys=rows)
             return
         deletes = KeyedDeletes()
         for m in got:
@@ -142,7 +153,17 @@ class KeyedWriter(DataSourceArrowWriter):
             writes.release_pin(self.plan)
             write_intents.release(commit_log.io, self.plan.intent)
             return
-        writes.abort_write(self.plan, segments)
+        writes.abort_write(self.plan, [*segments, *self.kept])
+
+
+def keep_rewritten(plan: writes.WritePlan) -> list[SegmentFile]:
+    """The rows a scoped push's rewritten segments keep, written on the driver before the commit (``scoped_push.write_kept``)."""
+    if plan.scoped is None or not plan.scoped.rewritten:
+        return []
+    plain = replace(plan, scoped=None)  # the kept rows are outside replaceWhere: not checked against it
+    read = writes.read_snapshot(plan.commit_log(), plan)
+    io = open_file_io(plan.uri, plan.storage_options)
+    return scoped_push.write_kept(io, read, plan.scoped, write=lambda rows: writes.write_data(plain, rows.to_batches()))
 
 
 def _bitmap(positions: np.ndarray) -> BitMap64:

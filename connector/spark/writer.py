@@ -15,7 +15,7 @@ from mvtable.lineage.actions import SegmentFile
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
-from .. import recovery, scoped_push, writes
+from .. import recovery, writes
 from ..keys.validate import parse_primary_key
 from ..options import WriteOptions
 from ..partitions.sql_predicate import parse_replace_where
@@ -25,7 +25,7 @@ from ..scoped_push import ScopeRequest
 from ..upsert import require_key
 from .arrow_types import write_schema
 from .delete_writer import make_delete_writer
-from .keyed_writer import KeyedWriter
+from .keyed_writer import KeyedWriter, keep_rewritten
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -49,16 +49,6 @@ class MvTableWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         writes.abort_write(self.plan, [*written_segments(messages), *self.kept])
-
-
-def keep_rewritten(plan: writes.WritePlan) -> list[SegmentFile]:
-    """The rows a scoped push's rewritten segments keep, written on the driver before the commit (``scoped_push.write_kept``)."""
-    if plan.scoped is None or not plan.scoped.rewritten:
-        return []
-    plain = replace(plan, scoped=None)  # the kept rows are outside replaceWhere: not checked against it
-    read = writes.read_snapshot(plan.commit_log(), plan)
-    io = open_file_io(plan.uri, plan.storage_options)
-    return scoped_push.write_kept(io, read, plan.scoped, write=lambda rows: writes.write_data(plain, rows.to_batches()))
 
 
 def written_segments(messages: list[WriterCommitMessage | None]) -> list[SegmentFile]:

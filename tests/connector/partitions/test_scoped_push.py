@@ -194,14 +194,14 @@ def test_options_that_do_not_go_together(tmp_path):
         t.write(rows(DAY_A, 1), mode="append", consistent_push=False, replace_where=on_day(DAY_A))
     assert t.lineage() == [] and len(t.history()) == 3
     keyed = Table.create(str(tmp_path / "k"), schema=SCHEMA, primary_key=["id"])
-    with pytest.raises(InvalidOptionError, match="from Spark is not supported on a table with a primary key"):
-        writes.begin_write(  # Spark's keyed writer does not check a scoped push's keys yet
+    with pytest.raises(InvalidOptionError, match="dynamic partition overwrite is not supported on a table with a primary key"):
+        writes.begin_write(  # planned only at its commit (Spark): its keys are not checked yet
             keyed.uri,
             storage_options=None,
             incoming=SCHEMA,
             mode="overwrite",
             consistent_push=True,
-            scope=scoped_push.ScopeRequest(predicate=on_day(DAY_A)),
+            scope=scoped_push.ScopeRequest(dynamic=True),
         )
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from mvtable.connector import Table
-from mvtable.errors import InvalidOptionError, ReplaceWhereViolationError, from_spark
+from mvtable.errors import DuplicateKeyError, InvalidOptionError, ReplaceWhereViolationError, from_spark
 
 pytestmark = pytest.mark.spark
 
@@ -126,3 +126,26 @@ def test_replace_where_of_one_partition_from_spark_reads_no_data_file(spark, tmp
     assert entry.partitions == ("day=2024-01-06",)
     params = [h for h in t.history() if h.operation == "CONSISTENT_PUSH"][-1].parameters
     assert (params["replacedSegments"], params["rewrittenSegments"], params["probedSegments"]) == (1, 0, 0)
+
+
+def test_replace_where_on_a_keyed_table_from_spark_keeps_keys_unique(spark, tmp_path):
+    path = str(tmp_path / "t")
+    t = Table.create(path, schema=SCHEMA, primary_key=["id"], partition_by=["day"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3, 4)]))
+    # key 3 lives in day B, which the push leaves alone
+    with pytest.raises(Exception) as err:
+        push(frame(spark, ("2024-01-05", 3, "new")), path, replaceWhere="day = '2024-01-05'")
+    assert isinstance(from_spark(err.value), DuplicateKeyError), err.value
+    # a predicate cutting day A: key 2 is kept by the copy, key 1 replaced and written again
+    push(
+        frame(spark, ("2024-01-05", 1, "new"), ("2024-01-05", 7, "new")), path, replaceWhere="day = '2024-01-05' AND id IN (1, 7)"
+    )
+    assert content(t) == [
+        ("2024-01-05", 1, "new"),
+        ("2024-01-05", 2, "old"),
+        ("2024-01-05", 7, "new"),
+        ("2024-01-06", 3, "old"),
+        ("2024-01-06", 4, "old"),
+    ]
+    params = [h for h in t.history() if h.operation == "CONSISTENT_PUSH"][-1].parameters
+    assert params["rewrittenSegments"] == 1
