@@ -14,8 +14,9 @@ list of actions (``actions``). Everything else here is a function of those actio
   loop (build → validate by replaying onto a copy → put-if-absent → on a lost race catch up
   and build again).
 * ``checkpoint`` (Parquet snapshots), ``lineage_retention`` / ``log_retention`` (what may
-  go), ``ownership`` (is a push's owner alive), ``key_filters`` and ``summary`` (GC's light
-  view) are pure too.
+  go), ``ownership`` (is a push's owner alive), ``push_scopes`` (which partitions a scoped
+  push holds, and which pushes are in each other's way), ``key_filters`` and ``summary``
+  (GC's light view) are pure too.
 
 This package imports neither ``mvtable.visibility`` nor pyspark: deletion vectors appear
 only as ``mvtable.dvref.DeletionVectorRef`` descriptors."""
