@@ -42,7 +42,7 @@ def classify(
     predicates: Sequence[Predicate] | None,
     schema: pa.Schema,
     *,
-    cache: dict[tuple[int, _PartitionKey], Any] | None = None,
+    cache: dict[tuple[int, _PartitionKey | None], Any] | None = None,
 ) -> str:
     """``KEEP``, ``REPLACE`` or ``PROBE`` for one segment, from its partition values and row-group statistics only.
 
@@ -54,7 +54,12 @@ def classify(
     key = segment_partition(seg)
     facts = cache.get(key) if cache is not None else None
     if facts is None:
-        facts = _partition_facts(snapshot, seg, schema)
+        columns = cache.get((key[0], None)) if cache is not None else None  # the spec's fields, parsed once
+        if columns is None:
+            columns = _spec_fields(snapshot, key[0])
+            if cache is not None:
+                cache[(key[0], None)] = columns
+        facts = _partition_facts(columns, key[1], schema)
         if cache is not None:
             cache[key] = facts
     if any(_never(p, facts.get(p.column)) for p in predicates):
@@ -81,14 +86,20 @@ class _Range:
     exact: bool = False  # lo == hi is every row's value (an identity partition)
 
 
-def _partition_facts(snapshot: Snapshot, seg: SegmentState, schema: pa.Schema) -> dict[str, _Range]:
-    """Column → the range its segment's partition values allow, for identity and time partitions."""
-    spec_id, partition = segment_partition(seg)
+def _spec_fields(snapshot: Snapshot, spec_id: int) -> list[tuple[Any, str | None, Any]]:
+    """Each field of spec ``spec_id`` with its source column's current name and its transform."""
     spec = partition_specs(snapshot).get(spec_id, UNPARTITIONED)
-    if not spec.fields or len(partition) != len(spec.fields):
+    return spec_columns(spec, snapshot.table_schema)
+
+
+def _partition_facts(
+    fields: Sequence[tuple[Any, str | None, Any]], partition: _PartitionKey, schema: pa.Schema
+) -> dict[str, _Range]:
+    """Column → the range a partition's values allow, for identity and time partitions."""
+    if not fields or len(partition) != len(fields):
         return {}
     out: dict[str, _Range] = {}
-    for (_, column, transform), stored in zip(spec_columns(spec, snapshot.table_schema), partition):
+    for (_, column, transform), stored in zip(fields, partition):
         if column is None or column not in schema.names:
             continue
         source = schema.field(column).type

@@ -373,7 +373,7 @@ def plan_scoped(io: FileIO, snapshot: Snapshot, request: ScopeRequest) -> Scoped
         check_filter(request.predicate, schema, what="replace_where")
         match = PredicateMatch(request.predicate)
         terms = conjuncts(request.predicate, schema)
-        cache: dict[tuple[int, _PartitionKey], Any] = {}
+        cache: dict[tuple[int, _PartitionKey | None], Any] = {}
 
         def decide(seg: SegmentState) -> str:
             return classify(snapshot, seg, terms, schema, cache=cache)
