@@ -111,25 +111,15 @@ def request(
     return ScopeRequest(predicate=replace_where, predicate_text=text, data=data)
 
 
-def check_options(
-    *,
-    mode: str,
-    consistent_push: bool,
-    replace_where: object,
-    partition_overwrite: object,
-    primary_key: Sequence[str] = (),
-    keyed: bool = True,
-) -> None:
+def check_options(*, mode: str, consistent_push: bool, replace_where: object, partition_overwrite: object) -> None:
     """Refuse scoped-push options that do not go together.
 
     A scoped push is a consistent push: ``replace_where`` and ``partition_overwrite`` need
     ``consistent_push=True`` and mode overwrite (a plain overwrite replaces the whole table).
-    ``keyed``: whether this write checks a keyed table's keys for a scoped push (all do but
-    Spark's dynamic overwrite, planned only at its commit).
 
     Raises:
-        InvalidOptionError: one without ``consistent_push`` or overwrite, both at once, an
-            unknown ``partition_overwrite``, or a table with a primary key where ``keyed`` is off."""
+        InvalidOptionError: one without ``consistent_push`` or overwrite, both at once, or an
+            unknown ``partition_overwrite``."""
     if replace_where is None and partition_overwrite is None:
         return
     what = "replace_where" if replace_where is not None else "partition_overwrite"
@@ -146,11 +136,6 @@ def check_options(
         raise InvalidOptionError(
             f"{what} scopes a consistent push: use it with mode('overwrite') and consistent_push=True "
             "(a plain overwrite replaces the whole table)"
-        )
-    if primary_key and not keyed:
-        raise InvalidOptionError(
-            f"Spark's dynamic partition overwrite is not supported on a table with a primary key ({list(primary_key)}) "
-            "yet: use replaceWhere, operation=upsert, or Table.overwrite(…, partition_overwrite='dynamic')"
         )
 
 

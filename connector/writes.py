@@ -421,8 +421,6 @@ def _with_scope(io: FileIO, snapshot: Snapshot, plan: WritePlan, request: ScopeR
             consistent_push=consistent_push,
             replace_where=request.predicate,
             partition_overwrite=scoped_push.DYNAMIC if request.dynamic else None,
-            primary_key=plan.primary_key,
-            keyed=not request.deferred,  # a deferred dynamic overwrite (Spark) does not check keys yet
         )
         if request.deferred:
             return dataclasses.replace(plan, deferred_scope=True)
@@ -586,7 +584,7 @@ def finish_write(plan: WritePlan, segments: Sequence[SegmentFile], *, keys: Keye
     with write_intents.keep(commit_log.io, plan.intent):
         try:
             if plan.deferred_scope:
-                result = _commit_dynamic(commit_log, plan, segments)
+                result = _commit_dynamic(commit_log, plan, segments, keys=keys)
             else:
                 result = _commit_write(commit_log, plan, segments, keys=keys)
         except CommitStateUnknownError as exc:
@@ -664,14 +662,20 @@ def _commit_write(
     return result
 
 
-def _commit_dynamic(commit_log: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile]) -> CommitResult:
+def _commit_dynamic(
+    commit_log: CommitLog, plan: WritePlan, segments: Sequence[SegmentFile], *, keys: KeyedRows | None
+) -> CommitResult:
     """A dynamic partition overwrite planned only now that its segments tell its partitions: one commit.
 
     It replaces the segments of those partitions in the newest snapshot (so, unlike a push
     planned before its data, rows appended into them while the data was written are
     replaced too), rewrites what older-grain segments keep, and commits start, segments and
     end together, its conflicts checked against the newest snapshot then
-    (``ops.push_complete``)."""
+    (``ops.push_complete``). On a keyed table the keys it makes visible (``keys``, else read
+    back) are checked against the segments it leaves alone, and against concurrent commits.
+
+    Raises:
+        DuplicateKeyError: a key repeats, or is in a segment the push leaves alone."""
     io = commit_log.io
     read = read_snapshot(commit_log, plan)
     newest = commit_log.catch_up(read) if read.exists else load_snapshot(commit_log)
@@ -706,12 +710,24 @@ def _commit_dynamic(commit_log: CommitLog, plan: WritePlan, segments: Sequence[S
         "added_segments": len(added),
         "added_bytes": sum(s.size_bytes for s in added),
     }
+    operation = Operation.CONSISTENT_PUSH if plan.publish else Operation.PUSH_STAGE
     try:
-        return commit_log.commit(
+        if not (plan.primary_key and added):
+            return commit_log.commit(
+                read=read, current=newest, operation=operation, build=build, parameters=params, metrics=metrics
+            )
+        rows = keys if keys is not None else segment_keys(io, segments, plan.primary_key)
+        rows = scoped_push.check_keys(io, newest, scoped, rows, kept)
+        replaced = set(scoped.segments_from)
+        return commit_keyed(
+            commit_log,
             read=read,
             current=newest,
-            operation=Operation.CONSISTENT_PUSH if plan.publish else Operation.PUSH_STAGE,
+            operation=operation,
             build=build,
+            rows=rows,
+            record=True,
+            on_new_rows=lambda newer, ids: check_absent(io, newer, rows, segment_ids=[i for i in ids if i not in replaced]),
             parameters=params,
             metrics=metrics,
         )

@@ -193,16 +193,6 @@ def test_options_that_do_not_go_together(tmp_path):
     with pytest.raises(InvalidOptionError, match="mode\\('overwrite'\\)"):
         t.write(rows(DAY_A, 1), mode="append", consistent_push=False, replace_where=on_day(DAY_A))
     assert t.lineage() == [] and len(t.history()) == 3
-    keyed = Table.create(str(tmp_path / "k"), schema=SCHEMA, primary_key=["id"])
-    with pytest.raises(InvalidOptionError, match="dynamic partition overwrite is not supported on a table with a primary key"):
-        writes.begin_write(  # planned only at its commit (Spark): its keys are not checked yet
-            keyed.uri,
-            storage_options=None,
-            incoming=SCHEMA,
-            mode="overwrite",
-            consistent_push=True,
-            scope=scoped_push.ScopeRequest(dynamic=True),
-        )
 
 
 def test_two_pushes_of_one_day_of_an_unpartitioned_table_block_each_other(tmp_path):

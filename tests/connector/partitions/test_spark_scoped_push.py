@@ -149,3 +149,15 @@ def test_replace_where_on_a_keyed_table_from_spark_keeps_keys_unique(spark, tmp_
     ]
     params = [h for h in t.history() if h.operation == "CONSISTENT_PUSH"][-1].parameters
     assert params["rewrittenSegments"] == 1
+
+
+def test_dynamic_overwrite_of_a_keyed_table_from_spark_checks_keys_at_its_commit(spark, tmp_path):
+    path = str(tmp_path / "t")
+    t = Table.create(path, schema=SCHEMA, primary_key=["id"], partition_by=["day"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3, 4)]))
+    with pytest.raises(Exception) as err:  # key 3 lives in day B, which the push leaves alone
+        push(frame(spark, ("2024-01-05", 3, "new")), path, partitionOverwriteMode="dynamic")
+    assert isinstance(from_spark(err.value), DuplicateKeyError), err.value
+    assert [h.operation for h in t.history()][-1] == "APPEND"  # nothing committed
+    push(frame(spark, ("2024-01-05", 1, "new"), ("2024-01-05", 9, "new")), path, partitionOverwriteMode="dynamic")
+    assert content(t) == [("2024-01-05", 1, "new"), ("2024-01-05", 9, "new"), ("2024-01-06", 3, "old"), ("2024-01-06", 4, "old")]
