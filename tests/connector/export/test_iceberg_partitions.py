@@ -258,3 +258,16 @@ def test_an_evolved_spec_exports_every_spec_and_prunes_both(tmp_path: Path) -> N
     # older versions read under the specs they had
     for v in range(t.version + 1):
         assert sorted_rows(table.scan(snapshot_id=v + 1).to_arrow()) == sorted_rows(t.scan(version=v).to_arrow())
+
+
+def test_a_renamed_source_column_still_prunes(tmp_path: Path) -> None:
+    """A spec names its column by field id: after a rename pyiceberg prunes by the new name."""
+    t = partitioned(tmp_path / "t", ["region", "day(ts)"])
+    with t.update_schema() as u:
+        u.rename_column("region", "area")
+    table = StaticTable.from_metadata(t.export_iceberg(all_versions=True).metadata)
+    tasks = list(table.scan(row_filter=EqualTo("area", "eu")).plan_files())
+    eu = [seg for seg in t.snapshot().visible_segments() if seg.file.partition[0] == "eu"]
+    assert len(tasks) == len(eu) < len(t.snapshot().visible_segments()) / 3
+    got = sorted_rows(table.scan(row_filter=EqualTo("area", "eu")).to_arrow())
+    assert got and got == sorted_rows(t.scan().to_arrow().filter(pc.field("area") == "eu"))
