@@ -299,7 +299,9 @@ def delta_partitioning(
 
     Delta has one partitioning and identity values only: a column counts when every spec a visible
     file was written under (``used``; None is unpartitioned) has an identity field on it. Transforms
-    (``day(ts)``, ``bucket``) and a table whose files differ in that export unpartitioned."""
+    (``day(ts)``, ``bucket``) and a table whose files differ in that export unpartitioned. A binary
+    column is left out too: Delta spells its value as a string of escaped bytes, which delta-rs reads
+    back as that string's UTF-8 bytes (any byte above 0x7f comes back wrong)."""
     sources = _sources(table_schema)
     used_ids = {u or 0 for u in used} or {default_spec_id}
     identity_by_spec: dict[int, dict[int, int]] = {}
@@ -309,12 +311,20 @@ def delta_partitioning(
     default = specs.get(default_spec_id, PartitionSpec(spec_id=0))
     order = [f.source_id for f in default.fields if f.transform == "identity"]
     order += sorted({sid for ids in identity_by_spec.values() for sid in ids} - set(order))
-    common = [sid for sid in order if sid in sources and all(sid in ids for ids in identity_by_spec.values())]
+    common = [
+        sid
+        for sid in order
+        if sid in sources and not _binary(sources[sid].arrow) and all(sid in ids for ids in identity_by_spec.values())
+    ]
     return DeltaPartitioning(
         columns=tuple(sources[sid].name for sid in common),
         positions={spec_id: tuple(ids[sid] for sid in common) for spec_id, ids in identity_by_spec.items()},
         arrow=tuple(sources[sid].arrow for sid in common),
     )
+
+
+def _binary(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
 
 
 def _delta_string(value: Any, arrow: pa.DataType) -> str | None:
@@ -329,8 +339,6 @@ def _delta_string(value: Any, arrow: pa.DataType) -> str | None:
         return value.strftime("%Y-%m-%d %H:%M:%S.%f")
     if isinstance(value, dt.date):
         return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("latin-1")  # escaped per byte in the JSON, as Delta writes binary values
     if isinstance(value, float):
         return "NaN" if math.isnan(value) else repr(value)
     return str(value)

@@ -170,3 +170,16 @@ def test_a_renamed_partition_column_keeps_partitioning_under_column_mapping(tmp_
     assert delta_rows(t.uri, "select * from t where area = 'eu'") == sorted_rows(
         t.scan().to_arrow().filter(pc.field("area") == "eu")
     )
+
+
+def test_a_binary_identity_column_is_not_a_delta_partition_column(tmp_path: Path) -> None:
+    """delta-rs reads a binary partition value back as the UTF-8 bytes of its string form: b"\\xff" as b"\\xc3\\xbf"."""
+    schema = pa.schema([("id", pa.int64()), ("b", pa.binary()), ("region", pa.string())])
+    data = pa.table({"id": [1, 2, 3], "b": [b"\x00\xff", b"k", None], "region": ["eu", "us", "eu"]}, schema=schema)
+    t = Table.create(str(tmp_path / "t"), schema=schema)
+    add_spec(t, ["b", "region"])
+    append_by_partition(t, data)
+    t.export_delta()
+    (commit,) = log_actions(t.uri)
+    assert next(a["metaData"] for a in commit if "metaData" in a)["partitionColumns"] == ["region"]
+    assert delta_rows(t.uri) == sorted_rows(data)
