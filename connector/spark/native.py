@@ -46,6 +46,7 @@ from mvtable.errors import InvalidOptionError, SchemaMismatchError
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
+from ..partitions.pruning import prune_segments
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
 from ..scan import stats_apply
@@ -87,8 +88,10 @@ def read_native(
     ``lineage_entry`` reads the staged snapshot of a consistent push (write-audit-publish);
     ``columns`` projects (Spark prunes columns itself, so this is only a convenience);
     ``filters`` (``[("l_shipdate", ">=", date(1994, 1, 1)), …]``) are applied to the result
-    *and* prune whole segments by the log's statistics first, so a one-month query neither
-    lists the other files nor builds their deletion bitmaps (filters written
+    *and* prune whole segments first, by partition (a ``ts`` range drops the other days of a
+    ``day(ts)`` table from the log alone, as ``Table.scan`` does) and then by the log's
+    statistics, so a one-month query neither lists the other files nor builds their deletion
+    bitmaps (filters written
     later on the DataFrame are still pushed into the Parquet scan, but cannot prune the
     bitmaps); ``spark_uri`` is the table root as Spark's file systems name it when that
     differs from ``path``. The version is pinned for ``pin_ttl`` (default ``pinTtl``) so
@@ -166,11 +169,27 @@ def native_frame(
     predicates = to_predicates(filters, table_schema)
     segments = scan_segments(snapshot, lineage_entry)
     if predicates:
+        # by partition first, from the log alone (as plan_scan): no statistic of, footer of or
+        # deletion vector of another partition's segment is looked at
+        segments, by_partition = prune_segments(
+            segments,
+            specs=snapshot.partition_specs,
+            table_schema=snapshot.table_schema,
+            arrow=table_schema,
+            predicates=predicates,
+        )
+        planned = len(segments)
         segments = [
             seg
             for seg in segments
             if not stats_apply(snapshot, seg) or row_groups_to_read(seg.file.row_groups, predicates, table_schema)
         ]
+        logger.debug(
+            "read_native: %d segment(s) read; %d pruned by partition, %d by statistics",
+            len(segments),
+            by_partition,
+            planned - len(segments),
+        )
     full = StructType.fromJson(strip_ids(schema_to_json(table_schema)))  # Spark's schema shows no field ids
     names = list(out_schema.names)
     where = " AND ".join(_sql(p, table_schema) for p in predicates)
