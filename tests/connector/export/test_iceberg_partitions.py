@@ -67,6 +67,11 @@ CASES = {
         And(GreaterThanOrEqual("ts", _iso(day(1))), LessThan("ts", _iso(day(28)))),
         (pc.field("ts") >= day(1)) & (pc.field("ts") < day(28)),
     ),
+    "hour": (
+        ["hour(ts)"],
+        And(GreaterThanOrEqual("ts", _iso(day(3))), LessThan("ts", _iso(day(3) + dt.timedelta(hours=6)))),
+        (pc.field("ts") >= day(3)) & (pc.field("ts") < day(3) + dt.timedelta(hours=6)),
+    ),
     "bucket": (["bucket(8, id)"], EqualTo("id", 417), pc.field("id") == 417),
     "truncate": (["truncate(1, name)"], EqualTo("name", "cy-7"), pc.field("name") == "cy-7"),
 }
