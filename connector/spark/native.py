@@ -178,7 +178,7 @@ def native_frame(
             arrow=table_schema,
             predicates=predicates,
         )
-        planned = len(segments)
+        by_partitions = len(segments)
         segments = [
             seg
             for seg in segments
@@ -188,7 +188,7 @@ def native_frame(
             "read_native: %d segment(s) read; %d pruned by partition, %d by statistics",
             len(segments),
             by_partition,
-            planned - len(segments),
+            by_partitions - len(segments),
         )
     full = StructType.fromJson(strip_ids(schema_to_json(table_schema)))  # Spark's schema shows no field ids
     names = list(out_schema.names)

@@ -16,6 +16,7 @@ from mvtable.connector.partitions.transforms import parse_transform
 from mvtable.connector.spark import native_jvm
 from mvtable.connector.spark.native_mask import _MASKS
 from tests.connector.export.partitioned import add_spec, append_by_partition
+from tests.support.spark_session import assert_route
 
 pytestmark = pytest.mark.spark
 
@@ -86,3 +87,35 @@ def test_a_one_day_view_plans_only_that_days_files(spark, table, monkeypatch) ->
         assert [r.id for r in df.select("id").collect()] == [417]
         if jvm == "off":  # the expression mask: one bitmap, of the planned file only
             assert [len(key[1]) for key in _MASKS] == [1]
+
+
+def test_the_data_source_on_sparks_parquet_scan_skips_other_partitions_files(spark, table) -> None:
+    """``format("mvtable")`` with the jar is planned before Spark knows the filters: its file index
+    drops the files whose partition the query's filters rule out (SQL on a ``USING mvtable`` view too)."""
+    segments = table.snapshot().visible_segments()
+    day3 = (day(3).date() - dt.date(1970, 1, 1)).days
+    # every file but day 3's and id 417's bucket's gone: a scan that opened one would fail
+    bucket = parse_transform("bucket[4]").apply_scalar(417, pa.int64())
+    keep = {seg.file.path for seg in segments if seg.file.partition[0] == day3 or seg.file.partition[1] == bucket}
+    assert len(keep) == 4 + 10 - 1
+    want = sorted(table.scan(filter=(pc.field("ts") >= day(3)) & (pc.field("ts") < day(4))).to_arrow().column("id").to_pylist())
+    df = spark.read.format("mvtable").load(table.uri)  # planned while every file is there
+    for seg in segments:
+        if seg.file.path not in keep:
+            os.remove(os.path.join(table.uri, seg.file.path))
+    assert_route(df, "native")
+    one_day = df.where(f"ts >= timestamp'{day(3):%Y-%m-%d %H:%M:%S}+00:00' AND ts < timestamp'{day(4):%Y-%m-%d %H:%M:%S}+00:00'")
+    assert sorted(r.id for r in one_day.select("id").collect()) == want and len(want) == 180
+    assert [r.id for r in df.where("id = 417 OR id IN (417, 418) AND id = 417").select("id").collect()] == [417]
+    assert [r.id for r in df.where("status = 'ok' AND id <=> 417").select("id").collect()] == [417]
+    df.createOrReplaceTempView("mv_days_where")
+    try:
+        [row] = spark.sql(
+            f"SELECT count(*) AS n FROM mv_days_where WHERE ts BETWEEN timestamp'{day(3):%Y-%m-%d} 00:00:00+00:00' AND timestamp'{day(3):%Y-%m-%d} 23:59:59+00:00'"
+        ).collect()
+        assert row.n == 180
+    finally:
+        spark.catalog.dropTempView("mv_days_where")
+    # a filter on a column no partition bounds keeps every file, and so fails on the missing ones
+    with pytest.raises(Exception, match="(?i)not exist|FileNotFound|FILE_NOT_EXIST|missing"):
+        df.where("status = 'cancelled'").count()
