@@ -9,8 +9,16 @@ demo:
 	$(PYTHON) -m pip install ".[spark]"
 	$(PYTHON) -m mvtable.connector.demo
 
+# the timeline's browser test opens its page in Debian's chromium (installed here when running as root)
 install-test:
 	$(PYTHON) -m pip install -e ".[test]"
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+		else \
+			echo "chromium is missing: the timeline's browser test will fail; as root: apt-get install -y --no-install-recommends chromium" >&2; \
+		fi; \
+	fi
 
 # lint first: a finding fails the run before the (long) suite starts
 test: install-test lint

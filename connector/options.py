@@ -43,6 +43,30 @@ def _bool(value: Any, name: str) -> bool:
     raise InvalidOptionError(f"option {name}: {value!r} is not a boolean; use true or false")
 
 
+def split_partition_by(value: Any) -> tuple[str, ...] | None:
+    """The fields of a ``partitionBy`` option: ``"day(ts), region, bucket(16, id)"`` → three items.
+
+    Commas inside parentheses belong to their field."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v).strip() for v in value)
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in str(value):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            items.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    items.append("".join(current).strip())
+    if any(not item for item in items):
+        raise ValueError(f"{value!r} has an empty field; write e.g. 'day(ts),region'")
+    return tuple(items)
+
+
 class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -159,6 +183,13 @@ class WriteOptions(_Options):
     properties: dict[str, str] = Field(default_factory=dict)
     # Spark's save mode where Spark does not hand it to a Python source (set by mvtable.spark_save)
     save_mode: Literal["errorifexists", "ignore"] | None = None
+    # the partition spec of a table the write creates: "day(ts),region" (see partitions.spec)
+    partition_by: tuple[str, ...] | None = None
+
+    @field_validator("partition_by", mode="before")
+    @classmethod
+    def _fields(cls, v: Any) -> tuple[str, ...] | None:
+        return split_partition_by(v)
 
     @field_validator("save_mode", mode="before")
     @classmethod
@@ -196,6 +227,12 @@ class StreamWriteOptions(_Options):
     txn_app_id: str | None = None
     merge_schema: bool = False  # a batch with new columns adds them (and widens types) in its commit
     properties: dict[str, str] = Field(default_factory=dict)
+    partition_by: tuple[str, ...] | None = None  # the spec of the table the first batch creates
+
+    @field_validator("partition_by", mode="before")
+    @classmethod
+    def _fields(cls, v: Any) -> tuple[str, ...] | None:
+        return split_partition_by(v)
 
     @model_validator(mode="after")
     def _identity(self) -> StreamWriteOptions:
@@ -237,12 +274,14 @@ _WRITE_NAMES = {
     "saveMode": "save_mode",
     "mergeSchema": "merge_schema",
     "overwriteSchema": "overwrite_schema",
+    "partitionBy": "partition_by",
 }
 _STREAM_WRITE_NAMES = {
     "path": "path",
     "checkpointLocation": "checkpoint_location",
     "txnAppId": "txn_app_id",
     "mergeSchema": "merge_schema",
+    "partitionBy": "partition_by",
 }
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
 _STREAM_WRITE_KEYS = {k.lower(): v for k, v in _STREAM_WRITE_NAMES.items()}

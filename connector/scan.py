@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import InvalidOptionError
@@ -20,6 +21,7 @@ from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
 from mvtable.visibility import keep_mask, load_dv_positions, process_cache
 
+from .partitions.pruning import prune_segments
 from .predicates import check_predicates
 from .schema import project, schema_from_json
 from .segments import ROW_ADDRESS_ROW, ROW_ADDRESS_SEGMENT, iter_segment
@@ -50,6 +52,7 @@ class ScanPlan:
     predicates: tuple[Predicate, ...] = ()
     row_address: bool = False
     pruned_row_groups: int = 0
+    pruned_segments: int = 0  # dropped by their partition, before any statistic was read
 
 
 def output_schema(table_schema: pa.Schema, columns: Sequence[str] | None, *, row_address: bool) -> pa.Schema:
@@ -67,12 +70,15 @@ def plan_scan(
     predicates: Sequence[Predicate] = (),
     row_address: bool = False,
     lineage_entry: str | None = None,
+    filter: pc.Expression | None = None,
 ) -> ScanPlan:
     """Which row groups of which segments a read of ``snapshot`` needs.
 
     ``predicates`` are checked against the table's schema here (``InvalidFilterError`` before
     anything is read), prune row groups by statistics, and are kept in the plan for the readers to
-    apply exactly."""
+    apply exactly. On a partitioned table, segments whose partition cannot match ``predicates``
+    or ``filter`` (a checked ``pyarrow.compute`` expression, which the caller applies to the rows)
+    are dropped first, from the log alone (``partitions.pruning``; ``ScanPlan.pruned_segments``)."""
     table_schema = schema_from_json(snapshot.table_schema)
     predicates = check_predicates(predicates, table_schema)
     out = output_schema(table_schema, columns, row_address=row_address)
@@ -80,6 +86,16 @@ def plan_scan(
     pruned = 0
     dvs = snapshot.dvs
     segments = staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
+    pruned_segments = 0
+    if predicates or filter is not None:
+        segments, pruned_segments = prune_segments(
+            segments,
+            specs=snapshot.partition_specs,
+            table_schema=snapshot.table_schema,
+            arrow=table_schema,
+            predicates=predicates,
+            filter=filter,
+        )
     if not predicates:
         # Nothing to prune: no statistics are looked at (they stay unparsed, see
         # lineage.descriptors), and one task per segment with all its row groups.
@@ -110,6 +126,7 @@ def plan_scan(
         predicates=predicates,
         row_address=row_address,
         pruned_row_groups=pruned,
+        pruned_segments=pruned_segments,
     )
 
 

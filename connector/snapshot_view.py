@@ -49,6 +49,8 @@ def read_only(snapshot: Snapshot) -> Snapshot:
         last_field_id=snapshot.last_field_id,
         schema_break_version=snapshot.schema_break_version,
         transaction_times=_proxy(snapshot.transaction_times),
+        partition_specs=_proxy(snapshot.partition_specs),
+        default_spec_id=snapshot.default_spec_id,
     )
 
 
@@ -56,6 +58,6 @@ def is_read_only(snapshot: Snapshot) -> bool:
     return isinstance(cast(Any, snapshot.segments), MappingProxyType)
 
 
-def _proxy(mapping: dict[str, Any]) -> Any:
+def _proxy(mapping: dict[Any, Any]) -> Any:
     # typed as the dict it stands for: readers index, iterate and compare it like one
     return MappingProxyType(mapping)

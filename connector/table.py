@@ -35,6 +35,8 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
+from .partitions.timeline import Timeline, timeline_of
+from .partitions.writing import write_partitioned
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
 from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
@@ -42,7 +44,6 @@ from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json
 from .schema_evolution.update import UpdateSchema
-from .segments import write_segments
 from .snapshot_view import read_only
 from .stats import Predicate
 from .table_scan import TableScan
@@ -142,17 +143,23 @@ class Table:
         storage_options: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
         primary_key: Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
     ) -> Table:
         """A new, empty table.
 
         ``primary_key``: one or more non-null columns whose values identify a row (appends then
         refuse duplicates; ``upsert`` and ``delete(keys=…)`` work); fixed for the table's life.
+        ``partition_by``: the partition spec, each field a column (identity) or an Iceberg
+        transform of one: ``["day(ts)", "region", "bucket(16, id)", "truncate(4, name)"]``
+        (docs/partitions.md). Every segment then holds the rows of one partition.
 
         Raises:
             InvalidOptionError: ``schema`` is not a ``pyarrow.Schema``, ``primary_key`` is not one or
                 more distinct column names, or a property is unknown or malformed (``SettingsError``).
             SchemaMismatchError: A column name is one mvtable reserves.
             PrimaryKeyError: A key column is not in ``schema`` or has a type keys cannot have.
+            PartitionSpecError: ``partition_by`` names an unknown or nested column, a transform on a
+                column of a type it does not take, or a field twice; nothing is created.
             TableAlreadyExistsError: A table exists at ``uri`` already (``exist_ok`` not set), or
                 another writer created one at the same time.
             StorageLocationError: ``uri`` cannot hold a table (an empty path, a file, an unknown protocol).
@@ -179,6 +186,7 @@ class Table:
             properties=properties,
             primary_key=parse_primary_key(primary_key),
             take_intent=False,  # no file to protect
+            partition_by=partition_by,
         )
         writes.finish_write(plan, [])
         return table
@@ -320,7 +328,12 @@ class Table:
             if filter is not None:
                 check_filter(filter, schema_from_json(pinned.snapshot.table_schema))
             plan = plan_scan(
-                pinned.snapshot, columns=columns, predicates=predicates, row_address=with_row_address, lineage_entry=lineage_entry
+                pinned.snapshot,
+                columns=columns,
+                predicates=predicates,
+                row_address=with_row_address,
+                lineage_entry=lineage_entry,
+                filter=filter,
             )
         except BaseException:
             pinned.release()
@@ -382,15 +395,25 @@ class Table:
                 out.append(HistoryEntry(item.version, _utc(item.timestamp_ms), item.operation))
         return out
 
-    def changes(self, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
+    def changes(
+        self,
+        start_version: int,
+        end_version: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> pa.Table:
         """The change feed: the rows each version from ``start_version`` to ``end_version`` inserted and deleted.
 
         ``end_version`` None means the newest. Rows carry ``_change_type`` (``insert``, ``delete``,
         ``update_preimage``/``update_postimage`` for upserts), ``_commit_version`` and
         ``_commit_timestamp``. Derived from segments and deletion vectors: nothing extra is written
-        at commit time (see ``mvtable.connector.streaming.changes``).
+        at commit time (see ``mvtable.connector.streaming.changes``). ``filter`` (a ``pyarrow.compute``
+        expression, as ``scan``'s) keeps the changed rows it matches; on a partitioned table the
+        segments of partitions it cannot match are not read.
 
         Raises:
+            InvalidFilterError: ``filter`` does not fit the table's schema.
             VersionNotFoundError: A version of the range does not exist, or its commit is no longer
                 in the log (retention removed it).
             InvalidOptionError: ``start_version`` is after ``end_version``, or malformed or unknown ``columns``.
@@ -403,7 +426,24 @@ class Table:
         """
         from .streaming import read_changes
 
-        return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns))
+        return read_changes(self.io, start_version, end_version, columns=checks.column_names(columns), filter=filter)
+
+    def partitions(self, *, version: int | None = None) -> pa.Table:
+        """One row per partition of ``version`` (the newest by default), from the log alone (Iceberg's ``partitions`` table).
+
+        The partition values (a column per field, e.g. ``ts_day``), ``spec_id``, ``segments``,
+        ``rows`` (live), ``deleted_rows``, ``bytes`` and ``last_modified_version``; see
+        ``mvtable.connector.partitions.summary``. An unpartitioned table has one row, of spec 0.
+
+        Raises:
+            VersionNotFoundError: No such version (or no longer).
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
+        from .partitions.summary import partitions_table
+
+        return partitions_table(self._latest() if version is None else self.commit_log.snapshot(version))
 
     def lineage(self) -> list[LineageView]:
         """Lineage entries, oldest first.
@@ -439,12 +479,28 @@ class Table:
             )
         return out
 
+    def timeline(self, version: int | None = None) -> Timeline:
+        """Per partition, every segment of ``version`` (the newest by default) with the versions that added and replaced it.
+
+        Visible, overshadowed, staged, reverted and removed segments, ordered along time (see
+        ``mvtable.connector.partitions.timeline``); ``timeline_html`` draws it.
+
+        Raises:
+            VersionNotFoundError: No such version (or no longer).
+            TableNotFoundError: There is no mvtable table at the URI.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read (permissions, network).
+        """
+        return timeline_of(self.snapshot(version))
+
     # -- writing -------------------------------------------------------------------------
-    def append(self, data: pa.Table | pa.RecordBatch, *, merge_schema: bool = False) -> WriteResult:
+    def append(
+        self, data: pa.Table | pa.RecordBatch, *, merge_schema: bool = False, partition_by: Sequence[str] | None = None
+    ) -> WriteResult:
         """Add ``data``'s rows in one commit (``write(data, mode="append")``).
 
-        A table that does not exist yet is created with ``data``'s schema. ``merge_schema``
-        adds ``data``'s new columns (and widens types) in the same commit.
+        A table that does not exist yet is created with ``data``'s schema (and ``partition_by``,
+        see ``create``). ``merge_schema`` adds ``data``'s new columns (and widens types) in the same commit.
 
         Raises:
             InvalidOptionError: ``data`` is not a pyarrow ``Table`` or ``RecordBatch``.
@@ -460,7 +516,7 @@ class Table:
                 ``history()`` before running it again.
             StorageError: The store refused or failed a write (full, read-only, no permission).
         """
-        return self.write(data, mode=WriteMode.APPEND, merge_schema=merge_schema)
+        return self.write(data, mode=WriteMode.APPEND, merge_schema=merge_schema, partition_by=partition_by)
 
     def overwrite(
         self,
@@ -470,6 +526,7 @@ class Table:
         publish: bool = True,
         merge_schema: bool = False,
         overwrite_schema: bool = False,
+        partition_by: Sequence[str] | None = None,
     ) -> WriteResult:
         """Replace every row with ``data``'s in one commit (``write(data, mode="overwrite")``).
 
@@ -502,6 +559,7 @@ class Table:
             publish=publish,
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            partition_by=partition_by,
         )
 
     def write(
@@ -513,6 +571,7 @@ class Table:
         publish: bool = True,
         merge_schema: bool = False,
         overwrite_schema: bool = False,
+        partition_by: Sequence[str] | None = None,
     ) -> WriteResult:
         """Write ``data`` in one commit, as ``mode`` says (a ``WriteMode`` or its name).
 
@@ -520,10 +579,14 @@ class Table:
         readers see all at once or not at all; ``publish=False`` stages it for ``publish``.
         ``merge_schema`` adds ``data``'s new columns (and widens types) in the same commit;
         ``overwrite_schema`` (overwrite only) replaces the schema with ``data``'s (docs/schema.md).
+        ``partition_by`` is the partition spec of a table this write creates (see ``create``); on
+        an existing table it may only repeat the table's. On a partitioned table every segment
+        written holds one partition's rows.
 
         Raises:
-            InvalidOptionError: An unknown mode, options that do not fit it, or ``data`` that is not
-                a pyarrow ``Table`` or ``RecordBatch``.
+            InvalidOptionError: An unknown mode, options that do not fit it, ``data`` that is not
+                a pyarrow ``Table`` or ``RecordBatch``, or a ``partition_by`` other than the table's.
+            PartitionSpecError: ``partition_by`` does not fit the data's columns (a table this write creates).
             SchemaMismatchError: ``data`` does not fit the table's schema; the message names the columns.
             DuplicateKeyError: On a keyed table, a key repeats in ``data`` or is in the table already.
             NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
@@ -552,6 +615,7 @@ class Table:
             snapshot=self._latest_or_empty(),
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            partition_by=partition_by,
         )
         segments: list[SegmentFile] = []
         try:
@@ -563,8 +627,14 @@ class Table:
                     aligned = writes.align(plan, data)
                     if not data.num_rows:
                         return []
-                    return write_segments(
-                        self.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent
+                    return write_partitioned(
+                        self.io,
+                        aligned,
+                        spec=plan.partition_spec,
+                        table_schema=plan.table_schema,
+                        row_group_rows=plan.row_group_rows,
+                        primary_key=plan.primary_key,
+                        intent=plan.intent,
                     )
 
                 if plan.primary_key:  # key errors (nulls …) before the schema cast complains
@@ -656,7 +726,7 @@ class Table:
             schema = schema_from_json(snapshot.table_schema)
             check_filter(filter, schema, what="delete filter")
             needed = referenced_columns(filter, schema)
-            plan = plan_scan(snapshot, columns=needed)
+            plan = plan_scan(snapshot, columns=needed, filter=filter)  # partitions the filter cannot match are skipped
             workers = min(default_workers(), len(plan.tasks))
 
             def find(task: ScanTask) -> tuple[str, BitMap64]:

@@ -26,9 +26,9 @@ from mvtable.storage import FileIO, open_file_io
 from . import writes
 from .key_index import index_path
 from .keys.commit import KeyedDeletes, KeyedRows, commit_keyed, keyed_rows, lookup
+from .partitions.writing import write_partitioned
 from .post_commit import open_log
 from .results import DeleteResult, UpsertResult
-from .segments import write_segments
 from .write_intents import IntentScope, WriteIntent, release
 
 logger = logging.getLogger("mvtable.connector")
@@ -77,7 +77,16 @@ def upsert(
         deletes = KeyedDeletes()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mvtable-upsert") as pool:
             writing = (
-                pool.submit(write_segments, io, aligned, row_group_rows=plan.row_group_rows, primary_key=key, intent=plan.intent)
+                pool.submit(
+                    write_partitioned,
+                    io,
+                    aligned,
+                    spec=plan.partition_spec,
+                    table_schema=plan.table_schema,
+                    row_group_rows=plan.row_group_rows,
+                    primary_key=key,
+                    intent=plan.intent,
+                )
                 if data.num_rows
                 else None
             )

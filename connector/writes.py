@@ -33,6 +33,7 @@ from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, CommitResult
+from mvtable.lineage.partitioning import PartitionSpec
 from mvtable.lineage.schema_ids import highest_id
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.lineage.transactions import has_prepared
@@ -44,6 +45,8 @@ from .key_index import index_path
 from .keys.commit import KeyedRows, check_absent, commit_keyed, segment_keys
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
+from .partitions.spec import parse_partition_by
+from .partitions.writing import PartitionedWriter
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
 from .recovery.transactions import Stores, recover_table
@@ -93,6 +96,8 @@ class WritePlan:
     # (``table_schema`` above is already the new one): {"table_schema", "last_field_id", "changes"}
     evolve: dict[str, Any] | None = None
     fill_missing: bool = False  # merge_schema: nullable columns the data lacks are written as nulls
+    # the spec new segments are written under (the table's default spec); None: unpartitioned
+    partition_spec: PartitionSpec | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "read_snapshot": None}
@@ -128,6 +133,7 @@ def begin_write(
     take_intent: bool | None = None,
     merge_schema: bool = False,
     overwrite_schema: bool = False,
+    partition_by: Sequence[str] | None = None,
 ) -> WritePlan:
     """Plan a write on the driver: check it against the table, then pin, take an intent, start a push.
 
@@ -142,10 +148,14 @@ def begin_write(
     streaming writer plans without one, a write of no files needs none. ``merge_schema`` adds the
     data's new columns and widens types in the write's own commit; ``overwrite_schema`` (an
     overwrite) replaces the schema with the data's (``schema_evolution.merge``).
+    ``partition_by`` (``["day(ts)", "region"]``) is the partition spec of a table this write
+    creates (spec 1); on an existing table it may only repeat the table's spec.
 
     Raises:
         InvalidOptionError: an unknown mode, options that do not go together, properties or a
-            primary key on an existing table.
+            primary key on an existing table, or a ``partition_by`` other than an existing table's.
+        PartitionSpecError: ``partition_by`` names an unknown or nested column, puts a transform on a
+            column of a type it does not take, or gives a field twice; nothing is created.
         SchemaMismatchError: the data does not fit the table's schema, or a new table's columns are reserved.
         KeyColumnMissingError: a key column is missing from the data.
         KeyTypeMismatchError: a key column's type differs from the table's.
@@ -175,9 +185,10 @@ def begin_write(
             primary_key=primary_key,
             merge_schema=merge_schema,
             overwrite_schema=overwrite_schema,
+            partition_by=partition_by,
         )
     else:
-        target = _new_table(snapshot, incoming, properties=properties, primary_key=primary_key)
+        target = _new_table(snapshot, incoming, properties=properties, primary_key=primary_key, partition_by=partition_by)
     plan = _pinned_plan(
         io,
         snapshot,
@@ -191,6 +202,8 @@ def begin_write(
     )
     if merge_schema:
         plan = dataclasses.replace(plan, fill_missing=True)
+    if target.spec is not None and target.spec.partitioned:
+        plan = dataclasses.replace(plan, partition_spec=target.spec)
     if pin if take_intent is None else take_intent:
         plan = _with_intent(io, plan, owner=owner)
     if consistent_push:
@@ -210,6 +223,7 @@ class _Target:
     key: tuple[str, ...]
     create: MetadataAction | None = None
     evolve: dict[str, Any] | None = None  # a schema change the write's commit carries (WritePlan.evolve)
+    spec: PartitionSpec | None = None  # the partition spec new segments follow
 
 
 def _check_mode(mode: str) -> None:
@@ -246,13 +260,14 @@ def _existing_table(
     primary_key: Sequence[str] | None,
     merge_schema: bool = False,
     overwrite_schema: bool = False,
+    partition_by: Sequence[str] | None = None,
 ) -> _Target:
-    """Check a write to an existing table against its schema and key.
+    """Check a write to an existing table against its schema, key and partition spec.
 
     Properties and a primary key belong to the table's creation; a write may only repeat the key.
 
     Raises:
-        InvalidOptionError: properties, or a primary key other than the table's.
+        InvalidOptionError: properties, or a primary key or ``partition_by`` other than the table's.
         SchemaMismatchError: the data does not fit the table's schema.
         KeyColumnMissingError: a key column is missing from the data.
         KeyTypeMismatchError: a key column's type differs from the table's.
@@ -277,13 +292,24 @@ def _existing_table(
     if primary_key and not same_key(primary_key, snapshot.primary_key):
         have = list(snapshot.primary_key) if snapshot.primary_key else "no primary key"
         raise InvalidOptionError(f"the table has {have}; a primary key can only be set when the table is created")
+    if partition_by is not None:
+        same_spec(snapshot, partition_by)
     return _Target(
-        table_schema=table_schema, props=TableProperties.of(snapshot.properties), key=snapshot.primary_key, evolve=evolve
+        table_schema=table_schema,
+        props=TableProperties.of(snapshot.properties),
+        key=snapshot.primary_key,
+        evolve=evolve,
+        spec=snapshot.default_spec,
     )
 
 
 def _new_table(
-    snapshot: Snapshot, incoming: pa.Schema, *, properties: dict[str, str], primary_key: Sequence[str] | None
+    snapshot: Snapshot,
+    incoming: pa.Schema,
+    *,
+    properties: dict[str, str],
+    primary_key: Sequence[str] | None,
+    partition_by: Sequence[str] | None = None,
 ) -> _Target:
     """Plan the table a write creates: its schema from the data, its properties and key from the options.
 
@@ -293,11 +319,14 @@ def _new_table(
         SchemaMismatchError: a column name mvtable reserves.
         KeyColumnMissingError: a key column is not in the data.
         UnsupportedKeyTypeError: a key column has a type keys cannot have.
+        PartitionSpecError: ``partition_by`` does not fit the data's columns.
     """
     check_new_table_columns(incoming)
     table_schema, last_field_id = fresh_ids(schema_to_json(incoming))  # ids 1, 2, … (schema_evolution)
     props = TableProperties.of(snapshot.properties, properties)
     key = check_key_columns(incoming, primary_key or ())  # the schema's spelling of the key
+    spec = parse_partition_by(list(partition_by), table_schema, spec_id=1) if partition_by else None
+    partitioned = spec is not None and spec.partitioned
     create = MetadataAction(
         table_id=uuid.uuid4().hex,
         table_schema=table_schema,
@@ -305,8 +334,26 @@ def _new_table(
         primary_key=key or None,
         schema_id=0,
         last_field_id=last_field_id,
+        partition_specs=(spec,) if partitioned and spec is not None else None,
+        default_spec_id=1 if partitioned else None,
     )
-    return _Target(table_schema=table_schema, props=props, key=key, create=create)
+    return _Target(table_schema=table_schema, props=props, key=key, create=create, spec=spec)
+
+
+def same_spec(snapshot: Snapshot, partition_by: Sequence[str]) -> None:
+    """Refuse a ``partition_by`` on an existing table unless it is the table's spec.
+
+    Raises:
+        InvalidOptionError: the spec differs (the table's partitioning changes only by ``update_partitioning``).
+        PartitionSpecError: ``partition_by`` does not fit the table's columns."""
+    wanted = parse_partition_by(list(partition_by), snapshot.table_schema, spec_id=snapshot.default_spec_id)
+    have = snapshot.default_spec
+    if wanted.fields != have.fields:
+        described = [f"{f.transform}({f.name})" for f in have.fields] or "no partitions"
+        raise InvalidOptionError(
+            f"partitionBy {list(partition_by)} differs from the table's partitioning ({described}); a write cannot "
+            "change it: use Table.update_partitioning to change the spec for new writes"
+        )
 
 
 def _pinned_plan(
@@ -383,7 +430,11 @@ def _start_push(
 
 
 def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[SegmentFile]:
-    """Executor side: write one segment per call (per Spark task).
+    """Executor side: write one segment per call (per Spark task), one per partition on a partitioned table.
+
+    On a partitioned table each batch is split by partition and the task keeps one open
+    writer per partition it meets (``partitions.writing.PartitionedWriter``): memory grows with
+    the number of distinct partitions in the task's rows, at most a row group each.
 
     The write intent (and a
     consistent push's lease) is renewed while the task writes: the planner that took them
@@ -399,8 +450,12 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     intent, own = plan.intent, None
     if intent is None and plan.task_intents:  # the commit finds it by the segment's name
         intent = own = write_intents.take(io, operation="streaming batch task", owner=recovery.spark_driver_owner())
-    writer = SegmentWriter(
+    make_writer = lambda: SegmentWriter(
         io, schema, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, id_prefix=plan.segment_prefix, intent=intent
+    )
+    spec = plan.partition_spec
+    writer: SegmentWriter | PartitionedWriter = (
+        PartitionedWriter(spec, plan.table_schema, make_writer) if spec is not None and spec.partitioned else make_writer()
     )
     order: list[str | None] | None = None
     try:
@@ -416,14 +471,15 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
                         pa.RecordBatch, _table_named(batch, order, schema), schema, data_names=_names(order, schema)
                     )
                 writer.write(batch)
-            segment = writer.close()
+            closed = writer.close()
     except BaseException:
         writer.abort()
         write_intents.release(io, own)
         raise
-    if segment is None:
+    segments = closed if isinstance(closed, list) else [closed] if closed is not None else []
+    if not segments:
         write_intents.release(io, own)
-    return [segment] if segment is not None else []
+    return segments
 
 
 def align(plan: WritePlan, data: pa.Table) -> pa.Table:

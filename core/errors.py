@@ -610,10 +610,10 @@ class JvmMaskUnavailableError(MvTableError):
 
 # -- writing through Spark's DataFrameWriter ----------------------------------------------
 class PartitioningNotSupportedError(InvalidOptionError):
-    """A write asked for Hive-style partitions (Spark's ``partitionBy``): mvtable tables have no partition columns yet.
+    """A write asked for Hive-style partitions (Spark's ``DataFrameWriter.partitionBy``), which mvtable does not take.
 
-    Filters on a column still skip whole segments and row groups by their statistics, so
-    sorting the data by that column before writing gives most of what partitions would."""
+    A table's partition spec is the ``partitionBy`` option of the write that creates it
+    (``.option("partitionBy", "day(ts),region")``), with Iceberg's transforms."""
 
 
 class CatalogTableNotSupportedError(InvalidOptionError):

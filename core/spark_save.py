@@ -103,9 +103,9 @@ def _save(save: Callable[..., Any]) -> Callable[..., Any]:
                 from mvtable.errors import PartitioningNotSupportedError
 
                 raise PartitioningNotSupportedError(
-                    f"partitionBy({', '.join(map(repr, columns))}): mvtable tables have no partition columns yet "
-                    "(not supported yet); drop partitionBy. Filters on a column still skip segments and row groups "
-                    "by their statistics, so sort by it before writing (df.sortWithinPartitions(…)) for most of the gain"
+                    f"partitionBy({', '.join(map(repr, columns))}): Spark's Hive-style partition columns are not supported yet; "
+                    "drop partitionBy and give mvtable's partition spec as an option on the write that creates the table, "
+                    "e.g. .option('partitionBy', 'day(ts),region') (docs/partitions.md)"
                 )
             chosen = str(self.__dict__.get("_mvtable_mode", "errorifexists")).lower()
             if chosen in REFUSED_MODES:

@@ -14,7 +14,17 @@ import zlib
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CorruptMetadataError, UnsafePathError, UnsupportedFormatError
@@ -22,6 +32,7 @@ from mvtable.ids import Id as _Id
 from mvtable.paths import safe_path_value as _safe_path
 
 from .enums import Operation
+from .partitioning import PartitionSpec, PartitionValue, check_partition_values
 
 FORMAT_VERSION = 2
 # Commits of format 1 (written before commits carried a checksum) are still read. From
@@ -37,6 +48,18 @@ _SEAL = re.compile(rb',"' + CHECKSUM_KEY.encode() + rb'":"([0-9a-f]{8})"\}\Z')
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _without_absent(data: Any, keys: tuple[str, ...]) -> Any:
+    """A dumped model without ``keys`` whose value is None.
+
+    Fields added for partitions are written only when set, so the log of a table that never
+    used them stays readable by an mvtable from before them."""
+    if isinstance(data, dict):
+        for key in keys:
+            if key in data and data[key] is None:
+                del data[key]
+    return data
 
 
 class ColumnStats(_Model):
@@ -69,11 +92,25 @@ class SegmentFile(_Model):
     # write time: page checksums cover the pages, this covers offsets, types, names and
     # statistics. None in segments written before mvtable checked footers.
     footer_crc32: int | None = Field(default=None, ge=0, lt=2**32)
+    # The partition spec the segment was written under and its partition tuple (one JSON
+    # scalar per spec field, see ``partitioning``). Both None: an unpartitioned segment, as
+    # every segment written before partitions.
+    spec_id: int | None = Field(default=None, ge=0)
+    partition: tuple[PartitionValue, ...] | None = None
 
     @field_validator("path")
     @classmethod
     def _safe(cls, v: str) -> str:
         return _safe_path(v)
+
+    @field_validator("partition", mode="before")
+    @classmethod
+    def _scalars(cls, v: Any) -> Any:
+        return None if v is None else check_partition_values(v)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_absent(handler(self), ("spec_id", "partition"))
 
     @model_validator(mode="after")
     def _row_groups_cover_file(self) -> SegmentFile:
@@ -101,6 +138,15 @@ class MetadataAction(_Model):
     # or a metadata action that leaves them as they were.
     schema_id: int | None = Field(default=None, ge=0)
     last_field_id: int | None = Field(default=None, ge=0)
+    # Every partition spec the table has (spec 0, unpartitioned, is implicit) and the one new
+    # writes use. None: unchanged (on the first metadata action: unpartitioned). Specs are
+    # never changed once recorded; partition evolution adds one and moves the default.
+    partition_specs: tuple[PartitionSpec, ...] | None = None
+    default_spec_id: int | None = Field(default=None, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_absent(handler(self), ("partition_specs", "default_spec_id"))
 
 
 class AddSegment(_Model):

@@ -34,6 +34,7 @@ longer read.
 
 from __future__ import annotations
 
+import json
 import zlib
 from functools import partial
 from itertools import repeat
@@ -53,6 +54,7 @@ from mvtable.paths import check_relative_path
 from .actions import PushOwner, check_envelope, validation_error
 from .descriptors import RowGroupDescriptor, SegmentDescriptor, paused_gc, stats_json
 from .enums import LineageState, Operation
+from .partitioning import UNPARTITIONED, PartitionSpec, PartitionValue, check_partition_values, partition_problem
 from .snapshot import HistoryItem, LineageEntry, SegmentState, Snapshot
 from .summary import TableSummary
 
@@ -107,9 +109,14 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("dv_offset", pa.int64()),
         pa.field("dv_size", pa.int64()),
         pa.field("footer_crc32", pa.int64()),
+        pa.field("spec_id", pa.int64()),
+        pa.field("partition", pa.string()),  # the partition tuple as a JSON array
     ]
 )
-_SEGMENT_SCHEMA_2 = pa.schema([f for f in SEGMENT_SCHEMA if f.name != "footer_crc32"])  # format 2
+_PARTITION_COLUMNS = ("spec_id", "partition")
+# format 3 as written before partitions, still read (its segments are unpartitioned)
+_SEGMENT_SCHEMA_3 = pa.schema([f for f in SEGMENT_SCHEMA if f.name not in _PARTITION_COLUMNS])
+_SEGMENT_SCHEMA_2 = pa.schema([f for f in _SEGMENT_SCHEMA_3 if f.name != "footer_crc32"])  # format 2
 _SUMMARY_COLUMNS = ["id", "dv_cardinality", "dv_inline", "dv_path", "dv_offset", "dv_size"]
 
 
@@ -156,6 +163,9 @@ class _Header(_Model):
     # commit time of each streaming writer's last batch; absent in checkpoints written before
     # vacuum forgot idle applications (they read as of the checkpoint's own time)
     transaction_times: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    # absent in checkpoints written before partitions (unpartitioned: spec 0 only)
+    partition_specs: tuple[PartitionSpec, ...] = ()
+    default_spec_id: int = Field(default=0, ge=0)
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -192,6 +202,8 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         pa.array([d.offset if d else None for d in dvs], pa.int64()),
         pa.array([d.size if d else None for d in dvs], pa.int64()),
         pa.array([seg.file.footer_crc32 for seg in segs], pa.int64()),
+        pa.array([seg.file.spec_id for seg in segs], pa.int64()),
+        pa.array(_partition_texts(segs), pa.string()),
     ]
     header = _Header(
         format=CHECKPOINT_FORMAT_VERSION,
@@ -212,6 +224,8 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         last_field_id=s.last_field_id,
         schema_break_version=s.schema_break_version,
         transaction_times=dict(s.transaction_times),
+        partition_specs=tuple(spec for sid, spec in sorted(s.partition_specs.items()) if sid != 0),
+        default_spec_id=s.default_spec_id,
     )
     doc = header.model_dump_json().encode()
     table = pa.Table.from_arrays(
@@ -231,6 +245,22 @@ def checkpoint_bytes(s: Snapshot) -> bytes:
         row_group_size=ROWS_PER_ROW_GROUP,
     )
     return seal_file_crc(sink.getvalue().to_pybytes())
+
+
+def _partition_texts(segs: list[SegmentState]) -> list[str | None]:
+    """Each segment's partition tuple as JSON text (None: unpartitioned), encoding each distinct tuple once."""
+    memo: dict[int, str] = {}  # by identity: segments of one partition share their tuple
+    out: list[str | None] = []
+    for seg in segs:
+        part = seg.file.partition
+        if part is None:
+            out.append(None)
+            continue
+        text = memo.get(id(part))
+        if text is None:
+            text = memo[id(part)] = json.dumps(list(part), separators=(",", ":"), allow_nan=False)
+        out.append(text)
+    return out
 
 
 def seal_file_crc(parquet: bytes) -> bytes:
@@ -294,9 +324,11 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, ch
         raise CorruptMetadataError(source, f"unreadable Parquet data ({_brief(exc)})") from None
     segments: dict[str, SegmentState] = {}
     dvs: dict[str, DeletionVectorRef] = {}
+    specs = _specs(header, source)
+    partitions = _PartitionParser(specs, source)
     for batch in table.to_batches():
         _check_segments(batch, source)
-        _build(batch, source, segments, dvs)
+        _build(batch, source, segments, dvs, partitions)
     if len(segments) != table.num_rows:
         raise CorruptMetadataError(source, "segment ids are not unique")
     lineage = {e.id: LineageEntry(**{**e.model_dump(), "owner": e.owner}) for e in header.lineage}
@@ -318,7 +350,53 @@ def _parse_parquet(data: bytes, *, source: str, expected_version: int | None, ch
         last_field_id=header.last_field_id,
         schema_break_version=header.schema_break_version,
         transaction_times={app: header.transaction_times.get(app, header.timestamp_ms) for app in header.transactions},
+        partition_specs=specs,
+        default_spec_id=header.default_spec_id,
     )
+
+
+def _specs(header: _Header, source: str) -> dict[int, PartitionSpec]:
+    """The header's partition specs with the implicit spec 0, checked as replay checks them.
+
+    Raises:
+        CorruptMetadataError: a spec id twice (spec 0 is implicit) or a default spec that does not exist."""
+    specs = {0: UNPARTITIONED}
+    for spec in header.partition_specs:
+        if spec.spec_id in specs:
+            raise CorruptMetadataError(source, f"invalid content: partition spec {spec.spec_id} is listed twice")
+        specs[spec.spec_id] = spec
+    if header.default_spec_id not in specs:
+        raise CorruptMetadataError(source, f"invalid content: the default partition spec {header.default_spec_id} does not exist")
+    return specs
+
+
+class _PartitionParser:
+    """Partition tuples from their JSON text, each distinct (spec, text) parsed and checked once.
+
+    Segments of one partition then share one tuple (memory, and pruning caches by it)."""
+
+    def __init__(self, specs: dict[int, PartitionSpec], source: str) -> None:
+        self.specs = specs
+        self.source = source
+        self.memo: dict[tuple[int | None, str | None], tuple[PartitionValue, ...] | None] = {}
+
+    def __call__(self, spec_id: int | None, text: str | None) -> tuple[PartitionValue, ...] | None:
+        key = (spec_id, text)
+        try:
+            return self.memo[key]
+        except KeyError:
+            pass
+        part: tuple[PartitionValue, ...] | None = None
+        try:
+            if text is not None:
+                part = check_partition_values(json.loads(text))
+        except (ValueError, RecursionError) as exc:
+            raise CorruptMetadataError(self.source, f"invalid content: partition {(text or '')[:200]!r}: {exc}") from None
+        problem = partition_problem(self.specs, spec_id, part)
+        if problem is not None:
+            raise CorruptMetadataError(self.source, f"invalid content: {problem}")
+        self.memo[key] = part
+        return part
 
 
 def read_checkpoint_summary(
@@ -379,7 +457,7 @@ def _open(data: bytes, source: str) -> pq.ParquetFile:
     except Exception as exc:
         raise CorruptMetadataError(source, f"not a readable Parquet checkpoint ({_brief(exc)})") from None
     plain = schema.remove_metadata()
-    if not (plain.equals(SEGMENT_SCHEMA) or plain.equals(_SEGMENT_SCHEMA_2)):
+    if not (plain.equals(SEGMENT_SCHEMA) or plain.equals(_SEGMENT_SCHEMA_3) or plain.equals(_SEGMENT_SCHEMA_2)):
         raise CorruptMetadataError(source, f"unexpected checkpoint columns: {schema.remove_metadata()}"[:500])
     return pf
 
@@ -426,6 +504,8 @@ def _check_segments(b: pa.RecordBatch, source: str) -> None:
         _check_range(b.column(name), source, name)
     if "footer_crc32" in b.schema.names:
         _check_range(b.column("footer_crc32"), source, "footer_crc32", limit=2**32)
+    if "spec_id" in b.schema.names:
+        _check_range(b.column("spec_id"), source, "spec_id")
     entries = b.column("lineage_entry")
     if entries.null_count < len(entries):
         _check_ids(entries.drop_null(), source, what="lineage_entry")
@@ -536,7 +616,13 @@ def _check_lineage(lineage: dict[str, LineageEntry], segments: Any, source: str)
             raise CorruptMetadataError(source, f"lineage entry {e.id} names unknown segments {unknown[:3]}")
 
 
-def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dvs: dict[str, DeletionVectorRef]) -> None:
+def _build(
+    b: pa.RecordBatch,
+    source: str,
+    segments: dict[str, SegmentState],
+    dvs: dict[str, DeletionVectorRef],
+    partitions: _PartitionParser,
+) -> None:
     """Descriptors for one validated batch.
 
     One list per column, then plain objects built with ``map`` (no Python loop body per segment);
@@ -564,6 +650,11 @@ def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dv
         bounds = off.tolist()
         per_segment = (tuple(row_groups[a:z]) for a, z in zip(bounds, bounds[1:]))
     footer_crcs = b.column("footer_crc32").to_pylist() if "footer_crc32" in b.schema.names else repeat(None)
+    if "spec_id" in b.schema.names:
+        spec_ids: Any = b.column("spec_id").to_pylist()
+        parts: Any = map(partitions, spec_ids, b.column("partition").to_pylist())
+    else:
+        spec_ids = parts = repeat(None)
     files = map(
         SegmentDescriptor,
         ids,
@@ -572,6 +663,8 @@ def _build(b: pa.RecordBatch, source: str, segments: dict[str, SegmentState], dv
         b.column("size_bytes").to_pylist(),
         per_segment,
         footer_crcs,
+        spec_ids,
+        parts,
     )
     states = map(
         SegmentState,

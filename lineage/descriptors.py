@@ -29,6 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 from mvtable.errors import CorruptMetadataError
 
 from .actions import ColumnStats, RowGroupInfo, SegmentFile, validation_error
+from .partitioning import PartitionValue
 
 __all__ = ["RowGroupDescriptor", "SegmentDescriptor", "describe", "paused_gc", "stats_json"]
 
@@ -103,9 +104,12 @@ class RowGroupDescriptor:
 
 
 class SegmentDescriptor:
-    """A segment file as a snapshot knows it (see the module docstring)."""
+    """A segment file as a snapshot knows it (see the module docstring).
 
-    __slots__ = ("id", "path", "num_rows", "size_bytes", "row_groups", "footer_crc32")
+    ``spec_id``/``partition``: the partition spec it was written under and its partition
+    tuple (None: unpartitioned). Segments of one partition share one tuple object."""
+
+    __slots__ = ("id", "path", "num_rows", "size_bytes", "row_groups", "footer_crc32", "spec_id", "partition")
 
     def __init__(
         self,
@@ -115,6 +119,8 @@ class SegmentDescriptor:
         size_bytes: int,
         row_groups: tuple[RowGroupDescriptor, ...] = (),
         footer_crc32: int | None = None,
+        spec_id: int | None = None,
+        partition: tuple[PartitionValue, ...] | None = None,
     ) -> None:
         self.id = id
         self.path = path
@@ -122,6 +128,8 @@ class SegmentDescriptor:
         self.size_bytes = size_bytes
         self.row_groups = row_groups
         self.footer_crc32 = footer_crc32
+        self.spec_id = spec_id
+        self.partition = partition
 
     def to_segment_file(self, **update: Any) -> SegmentFile:
         """A validated ``SegmentFile`` with ``update`` applied; statistics are validated on the way.
@@ -134,6 +142,8 @@ class SegmentDescriptor:
             "size_bytes": self.size_bytes,
             "row_groups": tuple(rg.to_row_group_info() for rg in self.row_groups),
             "footer_crc32": self.footer_crc32,
+            "spec_id": self.spec_id,
+            "partition": self.partition,
         }
         fields.update(update)
         return SegmentFile(**fields)
@@ -141,25 +151,40 @@ class SegmentDescriptor:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, (SegmentDescriptor, SegmentFile)):
             return NotImplemented
-        return (self.id, self.path, self.num_rows, self.size_bytes, self.footer_crc32) == (
+        return (self.id, self.path, self.num_rows, self.size_bytes, self.footer_crc32, self.spec_id, self.partition) == (
             other.id,
             other.path,
             other.num_rows,
             other.size_bytes,
             other.footer_crc32,
+            other.spec_id,
+            other.partition,
         ) and (len(self.row_groups) == len(other.row_groups) and all(a == b for a, b in zip(self.row_groups, other.row_groups)))
 
     def __hash__(self) -> int:
         return hash((self.id, self.path, self.num_rows, self.size_bytes))
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self.id, self.path, self.num_rows, self.size_bytes, self.row_groups, self.footer_crc32)
+        if self.spec_id is None and self.partition is None:  # unpartitioned: pickles as before
+            return (self.id, self.path, self.num_rows, self.size_bytes, self.row_groups, self.footer_crc32)
+        return (
+            self.id,
+            self.path,
+            self.num_rows,
+            self.size_bytes,
+            self.row_groups,
+            self.footer_crc32,
+            self.spec_id,
+            self.partition,
+        )
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.id, self.path, self.num_rows, self.size_bytes, self.row_groups, self.footer_crc32 = state
+        self.id, self.path, self.num_rows, self.size_bytes, self.row_groups, self.footer_crc32 = state[:6]
+        self.spec_id, self.partition = state[6:] if len(state) > 6 else (None, None)
 
     def __repr__(self) -> str:
-        return f"SegmentDescriptor(id={self.id!r}, path={self.path!r}, num_rows={self.num_rows}, size_bytes={self.size_bytes}, row_groups={len(self.row_groups)})"
+        part = "" if self.spec_id is None else f", spec_id={self.spec_id}, partition={self.partition!r}"
+        return f"SegmentDescriptor(id={self.id!r}, path={self.path!r}, num_rows={self.num_rows}, size_bytes={self.size_bytes}, row_groups={len(self.row_groups)}{part})"
 
 
 def describe(segment: SegmentFile | SegmentDescriptor) -> SegmentDescriptor:
@@ -173,6 +198,8 @@ def describe(segment: SegmentFile | SegmentDescriptor) -> SegmentDescriptor:
         segment.size_bytes,
         tuple(RowGroupDescriptor(rg.num_rows, rg.first_row, rg.total_byte_size, rg.stats) for rg in segment.row_groups),
         segment.footer_crc32,
+        segment.spec_id,
+        segment.partition,
     )
 
 

@@ -53,7 +53,8 @@ from .snapshot import Snapshot, held_segments, origins
 def create_or_check(current: Snapshot, metadata: MetadataAction | None) -> list[Action]:
     """The metadata action if the table does not exist yet.
 
-    If a concurrent writer created it first, its schema must be the one we meant to create.
+    If a concurrent writer created it first, its schema and partition spec must be the ones
+    we meant to create.
 
     Raises:
         ConcurrentMetadataError: The table was created concurrently with another schema, or
@@ -61,6 +62,12 @@ def create_or_check(current: Snapshot, metadata: MetadataAction | None) -> list[
     if current.exists:
         if metadata is not None and metadata.table_schema != current.table_schema:
             raise ConcurrentMetadataError("the table was created concurrently with a different schema")
+        if (
+            metadata is not None
+            and metadata.partition_specs is not None
+            and any(current.partition_specs.get(spec.spec_id) != spec for spec in metadata.partition_specs)
+        ):
+            raise ConcurrentMetadataError("the table was created concurrently with a different partition spec")
         return []
     if metadata is None:
         raise ConcurrentMetadataError("the table does not exist and this write carries no schema")

@@ -38,6 +38,7 @@ from .actions import (
 )
 from .descriptors import SegmentDescriptor, describe
 from .enums import LineageState, Operation
+from .partitioning import UNPARTITIONED, PartitionSpec, partition_problem
 from .schema_ids import breaking_change, key_follows_ids
 
 
@@ -121,6 +122,15 @@ class Snapshot:
     # streaming writers: application id -> commit time of its last micro-batch (vacuum forgets
     # an application idle past streamingAppRetentionPeriod, so this state stays bounded)
     transaction_times: dict[str, int] = field(default_factory=dict)
+    # partition spec id -> spec (spec 0, unpartitioned, always there) and the spec new writes
+    # use (see ``partitioning``); a table from before partitions reads as unpartitioned
+    partition_specs: dict[int, PartitionSpec] = field(default_factory=lambda: {0: UNPARTITIONED})
+    default_spec_id: int = 0
+
+    @property
+    def default_spec(self) -> PartitionSpec:
+        """The spec new writes use."""
+        return self.partition_specs[self.default_spec_id]
 
     @property
     def exists(self) -> bool:
@@ -158,6 +168,8 @@ class Snapshot:
             last_field_id=self.last_field_id,
             schema_break_version=self.schema_break_version,
             transaction_times=dict(self.transaction_times),
+            partition_specs=dict(self.partition_specs),
+            default_spec_id=self.default_spec_id,
         )
 
 
@@ -220,6 +232,8 @@ def _metadata(s: Snapshot, a: MetadataAction, v: int, ts: int) -> None:
                 f"the highest field id cannot go down from {s.last_field_id} to {a.last_field_id}"
             )
         s.last_field_id = a.last_field_id
+    if a.partition_specs is not None or a.default_spec_id is not None:
+        _partitioning(s, a)
     s.table_id = a.table_id
     s.table_schema = a.table_schema
     s.properties = dict(a.properties)
@@ -227,10 +241,37 @@ def _metadata(s: Snapshot, a: MetadataAction, v: int, ts: int) -> None:
         s.primary_key = tuple(a.primary_key)
 
 
+def _partitioning(s: Snapshot, a: MetadataAction) -> None:
+    """Apply a metadata action's partition specs and default spec.
+
+    Specs only accumulate: one a segment may name never changes or goes (spec 0 stays
+    unpartitioned)."""
+    specs = dict(s.partition_specs)
+    for spec in a.partition_specs or ():
+        old = specs.get(spec.spec_id)
+        if old is not None and old != spec:
+            raise InvalidLineageTransitionError(f"partition spec {spec.spec_id} is recorded already and cannot change")
+        specs[spec.spec_id] = spec
+    if a.partition_specs is not None:
+        kept = {spec.spec_id for spec in a.partition_specs} | {0}
+        dropped = sorted(set(specs) - kept)
+        if dropped:
+            raise InvalidLineageTransitionError(f"partition specs {dropped} cannot be dropped")
+    default = a.default_spec_id if a.default_spec_id is not None else s.default_spec_id
+    if default not in specs:
+        raise InvalidLineageTransitionError(f"the default partition spec {default} does not exist")
+    s.partition_specs = specs
+    s.default_spec_id = default
+
+
 def _add(s: Snapshot, a: AddSegment, v: int, ts: int) -> None:
     sid = a.segment.id
     if sid in s.segments:
         raise InvalidLineageTransitionError(f"segment {sid} was added before")
+    if a.segment.spec_id is not None or a.segment.partition is not None:
+        problem = partition_problem(s.partition_specs, a.segment.spec_id, a.segment.partition)
+        if problem is not None:
+            raise InvalidLineageTransitionError(f"segment {sid}: {problem}")
     if a.lineage_entry is not None:
         entry = _entry(s, a.lineage_entry)
         if entry.state != LineageState.IN_PROGRESS:

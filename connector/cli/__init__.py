@@ -12,6 +12,7 @@
     mvtable compact  URI [--dry-run] [--target-size 128MiB] [--min-input-files N] [--delete-ratio F]
     mvtable inspect  URI [--version N] [--row-groups]
     mvtable pins     URI [--release OWNER]     reader pins; release those of a reader that is gone
+    mvtable timeline URI [--version N] [--html FILE] [--max-partitions N]
     mvtable export   (iceberg | delta) URI [--all-versions]
 
 Every subcommand takes ``--json`` (a JSON array of objects whose field names are those of

@@ -26,8 +26,10 @@ from .output import (
     stderr_console,
 )
 from .parser import UsageExit, build_parser, join_dash_values
+from .partitions import cmd_partitions
 from .pins import cmd_pins
 from .schema import cmd_schema
+from .timeline import cmd_timeline
 from .wording import cli_message
 
 __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "PROG", "main"]
@@ -43,7 +45,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compact": cmd_compact,
     "inspect": cmd_inspect,
     "pins": cmd_pins,
+    "partitions": cmd_partitions,
     "schema": cmd_schema,
+    "timeline": cmd_timeline,
     "export": cmd_export,
     "spark-jar": cmd_spark_jar,
 }

@@ -10,6 +10,7 @@ from typing import NoReturn, TypeVar
 from mvtable import checks
 from mvtable.errors import InvalidOptionError
 
+from ..partitions.timeline_html import DEFAULT_MAX_PARTITIONS
 from .output import PROG
 
 # options whose values may start with '-' (``--retention -1d``): argparse would take such a
@@ -178,6 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", parents=[common], help="segments, row groups, delete density, lineage timeline")
     p.add_argument("--version", type=_version, metavar="N", help="inspect version N instead of the newest")
     p.add_argument("--row-groups", action="store_true", help="also list every row group")
+
+    p = sub.add_parser("partitions", parents=[common], help="one row per partition: segments, rows, deleted rows, bytes")
+    p.add_argument("--version", type=_version, metavar="N", help="the partitions of version N instead of the newest")
+
+    p = sub.add_parser("timeline", parents=[common], help="per partition: visible, overshadowed and staged segments by version")
+    p.add_argument("--version", type=_version, metavar="N", help="the timeline of version N instead of the newest")
+    p.add_argument("--html", metavar="FILE", help="also write the timeline as one self-contained HTML page (inline SVG)")
+    p.add_argument(
+        "--max-partitions",
+        type=_positive_int,
+        metavar="N",
+        default=DEFAULT_MAX_PARTITIONS,
+        help=f"draw at most the newest N partitions in --html (default {DEFAULT_MAX_PARTITIONS})",
+    )
 
     p = sub.add_parser("schema", parents=[common], help="the schema with field ids; --history: each schema change")
     p.add_argument("--history", action="store_true", help="every schema change and the version it landed in")

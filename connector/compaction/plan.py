@@ -13,7 +13,11 @@ back after compaction still hides exactly its rows. Within an origin, segments a
 next-fit in the order they were added, by the bytes their live rows are expected to take,
 up to the target; a bin is worth rewriting when it merges at least ``min_input_files``
 segments (and at least two: rewriting one segment that is not worn changes nothing) or
-holds a worn one."""
+holds a worn one.
+
+A bin never mixes partitions either: inputs are grouped by (origin, spec id, partition tuple),
+so every output holds the rows of one partition, as every segment of a partitioned table
+must (its partition is the inputs', see ``rewrite``)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from mvtable.dvref import DeletionVectorRef
 from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.operations import compaction_candidates
+from mvtable.lineage.partitioning import PartitionValue
 from mvtable.lineage.snapshot import Snapshot
 
 __all__ = ["Bin", "BinInput", "CompactionOptions", "commit_batches", "plan_bins", "why_no_bins"]
@@ -66,6 +71,16 @@ class Bin:
         return tuple(i.segment.id for i in self.inputs)
 
     @property
+    def spec_id(self) -> int | None:
+        """The partition spec every input follows (None: unpartitioned)."""
+        return self.inputs[0].segment.spec_id if self.inputs else None
+
+    @property
+    def partition(self) -> tuple[PartitionValue, ...] | None:
+        """The partition every input holds (None: unpartitioned)."""
+        return self.inputs[0].segment.partition if self.inputs else None
+
+    @property
     def input_bytes(self) -> int:
         return sum(i.segment.size_bytes for i in self.inputs)
 
@@ -80,13 +95,13 @@ def plan_bins(snapshot: Snapshot, options: CompactionOptions, *, only: set[str] 
     ``only`` restricts planning to bins holding at least one of these segments (auto compaction
     after a write looks only at what that write made worse)."""
     small = options.target_file_size * 3 // 4
-    by_origin: dict[str | None, list[BinInput]] = {}
+    by_origin: dict[tuple[str | None, int | None, tuple[PartitionValue, ...] | None], list[BinInput]] = {}
     for sid, origin in compaction_candidates(snapshot).items():
         inp = BinInput(snapshot.segments[sid].file, snapshot.dvs.get(sid))
         if inp.segment.size_bytes < small or _worn(inp, options):
-            by_origin.setdefault(origin, []).append(inp)
+            by_origin.setdefault((origin, inp.segment.spec_id, inp.segment.partition), []).append(inp)
     bins: list[Bin] = []
-    for origin, inputs in by_origin.items():
+    for (origin, _, _), inputs in by_origin.items():
         for group in _next_fit(inputs, options.target_file_size):
             worn = tuple(i.segment.id for i in group if _worn(i, options))
             if len(group) >= max(2, options.min_input_files) or worn:
@@ -111,14 +126,15 @@ def why_no_bins(snapshot: Snapshot, options: CompactionOptions) -> list[str]:
         reasons.append(f"{held} segment(s) belong to a consistent push in progress or staged, which compaction leaves alone")
     small_limit = options.target_file_size * 3 // 4
     inputs = [BinInput(snapshot.segments[sid].file, snapshot.dvs.get(sid)) for sid in candidates]
-    small: dict[str | None, int] = {}
+    small: dict[tuple[str | None, int | None, tuple[PartitionValue, ...] | None], int] = {}
     for sid, inp in zip(candidates, inputs):
         if inp.segment.size_bytes < small_limit:
-            small[candidates[sid]] = small.get(candidates[sid], 0) + 1
+            key = (candidates[sid], inp.segment.spec_id, inp.segment.partition)
+            small[key] = small.get(key, 0) + 1
     need = max(2, options.min_input_files)
     if small:
         most = max(small.values())
-        groups = " of one origin (plain appends, or one push)" if len(small) > 1 else ""
+        groups = " of one origin (plain appends, or one push) and one partition" if len(small) > 1 else ""
         reasons.append(
             f"{sum(small.values())} small segment(s) (under 3/4 of compactTargetFileSize, {_size(small_limit)}), "
             f"at most {most} together{groups}: a bin needs {need} (compactMinInputFiles={options.min_input_files}; "

@@ -88,4 +88,6 @@ def rewrite_bin(io: FileIO, bin: Bin, spec: OutputSpec, *, use_threads: bool = F
     except BaseException:
         out.abort()
         raise
+    if segment is not None and bin.spec_id is not None:  # one partition's rows (plan_bins never mixes them)
+        segment = segment.model_copy(update={"spec_id": bin.spec_id, "partition": bin.partition})
     return RewrittenBin(bin, segment, tuple(inputs))

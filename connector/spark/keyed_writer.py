@@ -25,6 +25,7 @@ from ..key_hashing import hash_keys
 from ..key_index import index_path
 from ..keys.commit import KeyedDeletes, KeyedRows, check_absent, lookup, segment_keys
 from ..keys.validate import check_unique, key_table
+from ..partitions.writing import PartitionedWriter
 from ..segments import SegmentWriter
 from ..upsert import commit_upsert
 
@@ -46,13 +47,18 @@ class KeyedWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KeyedSegmentsWritten:
         plan = self.plan
         io = open_file_io(plan.uri, plan.storage_options)
-        writer = SegmentWriter(
+        make_writer = lambda: SegmentWriter(
             io,
             plan.arrow_schema,
             row_group_rows=plan.row_group_rows,
             primary_key=plan.primary_key,
             id_prefix=plan.segment_prefix,
             intent=plan.intent,
+        )
+        spec = plan.partition_spec
+        # a partitioned table: one writer per partition the task meets (see PartitionedWriter)
+        writer: SegmentWriter | PartitionedWriter = (
+            PartitionedWriter(spec, plan.table_schema, make_writer) if spec is not None and spec.partitioned else make_writer()
         )
         try:
             # a keyed consistent push renews its lease, every write its intent
@@ -63,7 +69,9 @@ class KeyedWriter(DataSourceArrowWriter):
             raise
         return message
 
-    def _write(self, io: FileIO, writer: SegmentWriter, iterator: Iterator[pa.RecordBatch]) -> KeyedSegmentsWritten:
+    def _write(
+        self, io: FileIO, writer: SegmentWriter | PartitionedWriter, iterator: Iterator[pa.RecordBatch]
+    ) -> KeyedSegmentsWritten:
         plan = self.plan
         schema = plan.arrow_schema
         parts: list[pa.Table] = []
@@ -84,8 +92,10 @@ class KeyedWriter(DataSourceArrowWriter):
                     message.replaced = {sid: _bitmap(pos).serialize() for sid, pos in found.positions.items()}
                 else:
                     check_absent(io, read, rows)
-        segment = writer.close()
-        message.segments = [segment] if segment is not None else []
+        closed = writer.close()
+        message.segments = closed if isinstance(closed, list) else [closed] if closed is not None else []
+        if isinstance(writer, PartitionedWriter):
+            message.hashes = b""  # rows were split across segments: the commit reads the keys back in segment order
         return message
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -93,7 +103,11 @@ class KeyedWriter(DataSourceArrowWriter):
         commit_log = plan.commit_log()
         got = [m for m in messages if isinstance(m, KeyedSegmentsWritten)]
         segments = [s for m in got for s in m.segments]
-        hashes = np.concatenate([np.frombuffer(m.hashes, dtype=np.uint64) for m in got]) if got else np.zeros(0, np.uint64)
+        hashes: np.ndarray | None = (
+            np.concatenate([np.frombuffer(m.hashes, dtype=np.uint64) for m in got]) if got else np.zeros(0, np.uint64)
+        )
+        if plan.partition_spec is not None and plan.partition_spec.partitioned:
+            hashes = None  # not in segment order (see _write)
         rows = segment_keys(commit_log.io, segments, plan.primary_key, hashes=hashes)  # keys repeated across tasks
         if not self.upsert:
             writes.finish_write(plan, segments, keys=rows)

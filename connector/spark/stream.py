@@ -381,6 +381,7 @@ class MvTableStreamWriter(DataSourceStreamArrowWriter):
             complete=complete,
             properties=opts.properties,
             merge_schema=opts.merge_schema,
+            partition_by=opts.partition_by,
         )
         # the query's files carry its prefix, so that a later commit can tell its own
         # uncommitted files (a batch that stop() interrupted) from another writer's

@@ -108,6 +108,7 @@ def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> D
         snapshot=snapshot,
         merge_schema=opts.merge_schema,
         overwrite_schema=opts.overwrite_schema,
+        partition_by=opts.partition_by,
     )
     if snapshot is not None and opts.save_mode == "errorifexists":
         plan = replace(plan, create_only=True)

@@ -25,13 +25,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from mvtable import checks
 from mvtable.errors import InvalidOptionError, SchemaMismatchError, VersionNotFoundError
+from mvtable.lineage.snapshot import SegmentState, Snapshot
 from mvtable.storage import FileIO
 from mvtable.visibility import deleted_in_range, load_dv, positions_array, process_cache
 
+from ..expressions import check_filter, referenced_columns
+from ..partitions.pruning import prune_segments
 from ..pinning import pin_version, release
 from ..post_commit import open_log
 from ..scan import ScanTask, read_task
@@ -222,6 +226,22 @@ def plan_changes(
         VersionNotFoundError: ``end_version`` does not exist, or GC has removed the changes of
             ``start_version``.
         InvalidOptionError: ``start_version`` is after ``end_version``."""
+    schema, units, _ = plan_changes_at(io, start_version, end_version, names=names)
+    return schema, units
+
+
+def plan_changes_at(
+    io: FileIO, start_version: int, end_version: int | None = None, *, names: tuple[str, str] = ("start_version", "end_version")
+) -> tuple[pa.Schema, list[ChangeUnit], Snapshot]:
+    """``plan_changes``, and the snapshot of the last version read (its partition specs prune the units).
+
+    ``end_version`` None means the newest. ``names`` are what the caller calls the two
+    bounds (Spark's ``startingVersion``/``endingVersion``), for the errors.
+
+    Raises:
+        VersionNotFoundError: ``end_version`` does not exist, or GC has removed the changes of
+            ``start_version``.
+        InvalidOptionError: ``start_version`` is after ``end_version``."""
     start_name, end_name = names
     start_version = checks.version(start_version, name=start_name)
     end_version = None if end_version is None else checks.version(end_version, name=end_name)
@@ -237,7 +257,7 @@ def plan_changes(
     end_snapshot = commit_log.snapshot(end, listing=listing)
     schema = schema_from_json(end_snapshot.table_schema).with_metadata({_KEY_META: json.dumps(list(end_snapshot.primary_key))})
     walker = VersionWalker(commit_log)
-    return schema, [unit for version in range(start_version, end + 1) for unit in units_of(walker.delta(version))]
+    return schema, [unit for version in range(start_version, end + 1) for unit in units_of(walker.delta(version))], end_snapshot
 
 
 _KEY_META = b"mvtable.primaryKey"  # the key of the schema ``plan_changes`` hands out, in its metadata
@@ -250,24 +270,55 @@ def schema_key(schema: pa.Schema) -> tuple[str, ...]:
 
 
 def read_changes(
-    io: FileIO, start_version: int, end_version: int | None = None, *, columns: Sequence[str] | None = None
+    io: FileIO,
+    start_version: int,
+    end_version: int | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
 ) -> pa.Table:
     """Every change of versions ``start_version`` to ``end_version`` (the newest when None), inclusive, in version order.
 
-    The rows carry the change-feed columns."""
+    The rows carry the change-feed columns. ``filter`` (a ``pyarrow.compute`` expression over
+    the table's columns) keeps the changed rows it matches; on a partitioned table, units
+    whose segments' partitions cannot match it are not read at all (``partitions.pruning``).
+
+    Raises:
+        InvalidFilterError: ``filter`` does not fit the table's schema."""
     start_version = checks.version(start_version, name="start_version")
     pin = pin_version(io, max(start_version - 1, 0), owner="change feed")
     try:
-        full, units = plan_changes(io, start_version, end_version)
+        full, units, end_snapshot = plan_changes_at(io, start_version, end_version)
         key = schema_key(full)
-        schema = project(full.with_metadata(None), columns)
+        plain = full.with_metadata(None)
+        schema = project(plain, columns)
         names = None if columns is None else schema.names
+        read_names = names
+        if filter is not None:
+            check_filter(filter, plain, what="change feed filter")
+            units = prune_units(units, end_snapshot, plain, filter)
+            needed = referenced_columns(filter, plain)
+            if names is not None:
+                read_names = list(dict.fromkeys([*names, *(needed if needed is not None else plain.names)]))
         tables = [
-            t
-            for unit in units
-            for t in read_unit(io, unit, columns=names, with_meta=True, schema=full.with_metadata(None), primary_key=key)
+            t for unit in units for t in read_unit(io, unit, columns=read_names, with_meta=True, schema=plain, primary_key=key)
         ]
+        if filter is not None:
+            keep = [*(names if names is not None else plain.names), *CHANGE_COLUMNS]
+            tables = [t.filter(filter).select(keep) for t in tables]
     finally:
         release(io, pin)
     out_schema = change_schema(schema)
     return pa.concat_tables([t.cast(out_schema) for t in tables]) if tables else out_schema.empty_table()
+
+
+def prune_units(units: Sequence[ChangeUnit], snapshot: Snapshot, schema: pa.Schema, filter: pc.Expression) -> list[ChangeUnit]:
+    """The units of which some segment's partition may match ``filter`` (a unit is read whole or not at all)."""
+    states = [SegmentState(c.segment, 0) for unit in units for c in unit.changes]
+    kept, pruned = prune_segments(
+        states, specs=snapshot.partition_specs, table_schema=snapshot.table_schema, arrow=schema, filter=filter
+    )
+    if not pruned:
+        return list(units)
+    alive = {id(s.file) for s in kept}
+    return [unit for unit in units if any(id(c.segment) in alive for c in unit.changes)]

@@ -103,12 +103,14 @@ def plan_batch(
     complete: bool,
     properties: Mapping[str, str] | None = None,
     merge_schema: bool = False,
+    partition_by: Sequence[str] | None = None,
 ) -> writes.WritePlan:
     """What executors need to write one batch.
 
     No side effects (no pin, no lineage entry, no write intent: each task takes one for its
     files, ``writes.write_data``): Spark creates the writer anew in each process of each
-    batch. ``properties`` apply when the first batch creates the table and are ignored after."""
+    batch. ``properties`` apply when the first batch creates the table and are ignored after;
+    ``partition_by`` is the spec of the table the first batch creates (later batches check it)."""
     if properties and open_log(open_file_io(uri, storage_options)).exists():
         properties = None
     plan = writes.begin_write(
@@ -119,6 +121,7 @@ def plan_batch(
         properties=properties,
         pin=False,
         merge_schema=merge_schema,
+        partition_by=partition_by,
     )
     return dataclasses.replace(plan, task_intents=True)  # each task's files under an intent of its own
 

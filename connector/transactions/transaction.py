@@ -52,12 +52,13 @@ from ..expressions import check_filter, referenced_columns
 from ..keys.commit import KeyedRows, check_absent, commit_keyed, keyed_rows, lookup, write_keyed
 from ..keys.validate import check_unique
 from ..parallel import ordered_map
+from ..partitions.writing import write_partitioned
 from ..recovery.transaction_decisions import Decision, decide, read_decision
 from ..recovery.transactions import Stores, finalize_part, recover_table
 from ..results import TransactionResult
 from ..scan import plan_scan
 from ..schema import schema_from_json
-from ..segments import new_segment_id, write_segments
+from ..segments import new_segment_id
 from ..upsert import require_key
 from .tables import TableRef, resolve
 
@@ -180,8 +181,14 @@ class Transaction:
             aligned = writes.align(plan, data)
             if not data.num_rows:
                 return []
-            return write_segments(
-                part.io, aligned, row_group_rows=plan.row_group_rows, primary_key=plan.primary_key, intent=plan.intent
+            return write_partitioned(
+                part.io,
+                aligned,
+                spec=plan.partition_spec,
+                table_schema=plan.table_schema,
+                row_group_rows=plan.row_group_rows,
+                primary_key=plan.primary_key,
+                intent=plan.intent,
             )
 
         if not plan.primary_key:
@@ -261,7 +268,7 @@ class Transaction:
         needed = referenced_columns(filter, schema)
         replaced = set(part.replaced)
         count = 0
-        for task in plan_scan(snapshot, columns=needed).tasks:
+        for task in plan_scan(snapshot, columns=needed, filter=filter).tasks:
             sid = task.segment.id
             if sid in replaced:
                 continue
@@ -311,7 +318,15 @@ class Transaction:
         self._add_keys(part, rows, read, upsert=True)
         aligned = writes.align(plan, data)
         segments = (
-            write_segments(part.io, aligned, row_group_rows=plan.row_group_rows, primary_key=key, intent=plan.intent)
+            write_partitioned(
+                part.io,
+                aligned,
+                spec=plan.partition_spec,
+                table_schema=plan.table_schema,
+                row_group_rows=plan.row_group_rows,
+                primary_key=key,
+                intent=plan.intent,
+            )
             if data.num_rows
             else []
         )

@@ -70,3 +70,20 @@ def test_commit_batches_are_bounded_by_input_bytes() -> None:
         [("s6", "s7", "s8")],
     ]
     assert len(commit_batches(bins, 1200)) == 2
+
+
+def test_bins_never_mix_partitions() -> None:
+    from mvtable.lineage.actions import MetadataAction
+    from mvtable.lineage.partitioning import PartitionField, PartitionSpec
+
+    spec = PartitionSpec(spec_id=1, fields=(PartitionField(source_id=1, field_id=1000, name="d", transform="day"),))
+    t = Table()
+    t.do([MetadataAction(table_id="t", table_schema={"fields": []}, partition_specs=(spec,), default_spec_id=1)])
+    parted = [
+        AddSegment(segment=seg(sid, 100).model_copy(update={"spec_id": 1, "partition": (day,)}))
+        for sid, day in (("a", 1), ("b", 2), ("c", 1), ("d", 2), ("e", 1), ("f", None))
+    ]
+    t.do(parted + [AddSegment(segment=seg("g", 100)), AddSegment(segment=seg("h", 100)), AddSegment(segment=seg("i", 100))])
+    bins = plan_bins(t.snap, OPTIONS)
+    assert ids(bins) == [("a", "c", "e"), ("g", "h", "i")]  # day 2 and the null partition have too few
+    assert [(b.spec_id, b.partition) for b in bins] == [(1, (1,)), (None, None)]
