@@ -1,8 +1,8 @@
-"""Partitioned tables for the export tests, built through the log.
+"""Partition evolution for the export tests, through the log.
 
-``add_spec`` records a partition spec by a metadata action (as partition evolution does) and
-``append_by_partition`` splits rows by the table's default spec into one segment per
-partition, each with its partition tuple in the log.
+``add_spec`` records a new partition spec by a metadata action and makes it the default, as
+partition evolution does (later appends split by it); ``partition_keys`` is each row's
+partition tuple, the oracle of which files a filter must keep.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from mvtable.connector import Table
 from mvtable.connector.partitions.spec import parse_partition_by, spec_columns
 from mvtable.connector.partitions.values import encode_value
 from mvtable.connector.schema import schema_from_json
-from mvtable.connector.segments import write_segments
-from mvtable.lineage.actions import AddSegment, MetadataAction
+from mvtable.lineage.actions import MetadataAction
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.partitioning import PartitionSpec
 
@@ -51,20 +50,3 @@ def partition_keys(spec: PartitionSpec, table_schema: dict[str, Any], data: pa.T
         values = transform.apply(data.column(column)).to_pylist()
         columns.append([encode_value(v, transform, source) for v in values])
     return list(zip(*columns)) if columns else [() for _ in range(data.num_rows)]
-
-
-def append_by_partition(t: Table, data: pa.Table) -> int:
-    """Append ``data`` as one segment per partition of the default spec; the number of segments."""
-    snap = t.snapshot()
-    spec = snap.default_spec
-    keys = partition_keys(spec, snap.table_schema, data)
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for i, key in enumerate(keys):
-        groups.setdefault(key, []).append(i)
-    actions = []
-    for key, rows in groups.items():
-        part = data.take(pa.array(rows, pa.int64())).cast(schema_from_json(snap.table_schema))
-        for seg in write_segments(t.io, part, row_group_rows=10_000):
-            actions.append(AddSegment(segment=seg.model_copy(update={"spec_id": spec.spec_id, "partition": key})))
-    t.commit_log.commit(read=snap, operation=Operation.APPEND, build=lambda _: actions)
-    return len(actions)

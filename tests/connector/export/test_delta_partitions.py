@@ -18,7 +18,7 @@ from mvtable.lineage.actions import RemoveSegment
 from mvtable.lineage.enums import Operation
 
 from .conftest import sorted_rows
-from .partitioned import add_spec, append_by_partition
+from .partitioned import add_spec
 
 SCHEMA = pa.schema(
     [
@@ -61,9 +61,8 @@ def log_actions(uri: str) -> list[list[dict]]:
 
 
 def test_identity_columns_are_delta_partition_columns_and_prune(tmp_path: Path) -> None:
-    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
-    add_spec(t, ["region", "d"])
-    append_by_partition(t, events(0, 240))
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, partition_by=["region", "d"])
+    t.append(events(0, 240))
     t.delete(pc.equal(pc.bit_wise_and(pc.field("id"), 7), 2))
     t.export_delta()
     (commit,) = log_actions(t.uri)
@@ -94,10 +93,9 @@ def test_identity_columns_are_delta_partition_columns_and_prune(tmp_path: Path) 
 
 
 def test_identity_values_of_other_types_read_back(tmp_path: Path) -> None:
-    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
-    add_spec(t, ["ts", "price", "n", "flag"])
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, partition_by=["ts", "price", "n", "flag"])
     data = events(0, 12)
-    append_by_partition(t, data)
+    t.append(data)
     t.export_delta()
     adds = [a["add"] for a in log_actions(t.uri)[0] if "add" in a]
     values = {tuple(a["partitionValues"].values()) for a in adds}
@@ -110,9 +108,8 @@ def test_identity_values_of_other_types_read_back(tmp_path: Path) -> None:
 
 
 def test_a_table_partitioned_by_a_transform_exports_unpartitioned(tmp_path: Path) -> None:
-    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
-    add_spec(t, ["day(ts)", "bucket(4, id)"])
-    append_by_partition(t, events(0, 100))
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, partition_by=["day(ts)", "bucket(4, id)"])
+    t.append(events(0, 100))
     t.export_delta()
     (commit,) = log_actions(t.uri)
     assert next(a["metaData"] for a in commit if "metaData" in a)["partitionColumns"] == []
@@ -126,9 +123,9 @@ def test_partition_columns_follow_the_specs_of_the_visible_files(tmp_path: Path)
     t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
     t.append(events(0, 40))  # spec 0
     add_spec(t, ["region"])
-    append_by_partition(t, events(40, 40))
+    t.append(events(40, 40))
     add_spec(t, ["day(ts)", "region"])
-    append_by_partition(t, events(80, 40))
+    t.append(events(80, 40))
     first = t.export_delta()
     snap = t.snapshot()
     old = next(seg.id for seg in snap.visible_segments() if seg.file.spec_id is None)
@@ -152,13 +149,12 @@ def test_partition_columns_follow_the_specs_of_the_visible_files(tmp_path: Path)
 
 def test_a_renamed_partition_column_keeps_partitioning_under_column_mapping(tmp_path: Path) -> None:
     """After a rename Delta maps columns by id: partitionColumns name the column, partitionValues its physical name."""
-    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
-    add_spec(t, ["region"])
-    append_by_partition(t, events(0, 40))
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, partition_by=["region"])
+    t.append(events(0, 40))
     t.export_delta()
     with t.update_schema() as u:
         u.rename_column("region", "area")
-    append_by_partition(t, events(40, 8).rename_columns([*(n if n != "region" else "area" for n in SCHEMA.names)]))
+    t.append(events(40, 8).rename_columns([*(n if n != "region" else "area" for n in SCHEMA.names)]))
     t.export_delta()
     meta = next(a["metaData"] for a in log_actions(t.uri)[-1] if "metaData" in a)
     assert meta["partitionColumns"] == ["area"] and meta["configuration"]["delta.columnMapping.mode"] == "id"
@@ -176,9 +172,8 @@ def test_a_binary_identity_column_is_not_a_delta_partition_column(tmp_path: Path
     """delta-rs reads a binary partition value back as the UTF-8 bytes of its string form: b"\\xff" as b"\\xc3\\xbf"."""
     schema = pa.schema([("id", pa.int64()), ("b", pa.binary()), ("region", pa.string())])
     data = pa.table({"id": [1, 2, 3], "b": [b"\x00\xff", b"k", None], "region": ["eu", "us", "eu"]}, schema=schema)
-    t = Table.create(str(tmp_path / "t"), schema=schema)
-    add_spec(t, ["b", "region"])
-    append_by_partition(t, data)
+    t = Table.create(str(tmp_path / "t"), schema=schema, partition_by=["b", "region"])
+    t.append(data)
     t.export_delta()
     (commit,) = log_actions(t.uri)
     assert next(a["metaData"] for a in commit if "metaData" in a)["partitionColumns"] == ["region"]

@@ -17,7 +17,7 @@ from pyiceberg.table import StaticTable
 from mvtable.connector import Table
 
 from .conftest import sorted_rows
-from .partitioned import add_spec, append_by_partition
+from .partitioned import add_spec, partition_keys
 
 SCHEMA = pa.schema(
     [
@@ -78,10 +78,9 @@ CASES = {
 
 
 def partitioned(path: Path, partition_by: list[str]) -> Table:
-    t = Table.create(str(path), schema=SCHEMA)
-    add_spec(t, partition_by)
-    append_by_partition(t, events(0, 600))
-    append_by_partition(t, events(600, 150))
+    t = Table.create(str(path), schema=SCHEMA, partition_by=partition_by)
+    t.append(events(0, 600))
+    t.append(events(600, 150))
     t.delete(pc.equal(pc.bit_wise_and(pc.field("id"), 7), 3))  # deletion vectors in many partitions
     return t
 
@@ -112,8 +111,6 @@ def test_pyiceberg_prunes_data_files_by_each_transform(tmp_path: Path, case: str
 
 def _partitions_of(t: Table, mask: pc.Expression) -> set[tuple]:
     """The partition tuples of the segments holding a row ``mask`` keeps (deleted rows too)."""
-    from .partitioned import partition_keys
-
     snap = t.snapshot()
     everything = pa.concat_tables([events(0, 600), events(600, 150)])
     keys = partition_keys(snap.default_spec, snap.table_schema, everything)
@@ -206,9 +203,9 @@ def test_identity_values_of_each_type_round_trip(tmp_path: Path) -> None:
         },
         schema=schema,
     )
-    t = Table.create(str(tmp_path / "t"), schema=schema)
-    add_spec(t, ["d", "price", "flag", "small", "at", "ratio", "blob"])
-    assert append_by_partition(t, data) == 9  # d by i % 3, the others by i % 2 and i % 4
+    t = Table.create(str(tmp_path / "t"), schema=schema, partition_by=["d", "price", "flag", "small", "at", "ratio", "blob"])
+    t.append(data)
+    assert len(t.snapshot().visible_segments()) == 9  # d by i % 3, the others by i % 2 and i % 4
     table = StaticTable.from_metadata(t.export_iceberg().metadata)
     got = {tuple(task.file.partition) for task in table.scan().plan_files()}
     want = {
@@ -235,9 +232,9 @@ def test_an_evolved_spec_exports_every_spec_and_prunes_both(tmp_path: Path) -> N
     t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
     t.append(events(0, 100))  # spec 0
     add_spec(t, ["day(ts)"])  # spec 1
-    append_by_partition(t, events(100, 300))
+    t.append(events(100, 300))
     add_spec(t, ["month(ts)", "bucket(4, id)"])  # spec 2
-    append_by_partition(t, events(400, 300))
+    t.append(events(400, 300))
     t.delete(pc.equal(pc.bit_wise_and(pc.field("id"), 7), 1))
     result = t.export_iceberg(all_versions=True)
     meta = json.loads(Path(result.metadata.removeprefix("file://")).read_text())

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from mvtable.connector import Table
 from mvtable.connector.partitions.transforms import parse_transform
 from mvtable.connector.spark.native_partitions import file_bounds
-from tests.connector.export.partitioned import add_spec, append_by_partition
+from tests.connector.export.partitioned import add_spec
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -76,7 +76,7 @@ def test_every_row_lies_within_its_files_bounds(tmp_path: Path) -> None:
     ]
     for items in specs:
         add_spec(t, items)
-        append_by_partition(t, data)
+        t.append(data)
     snap = t.snapshot()
     segments = snap.visible_segments()
     bounds = file_bounds(snap, segments)

@@ -15,7 +15,6 @@ from mvtable.connector import Table
 from mvtable.connector.partitions.transforms import parse_transform
 from mvtable.connector.spark import native_jvm
 from mvtable.connector.spark.native_mask import _MASKS
-from tests.connector.export.partitioned import add_spec, append_by_partition
 from tests.support.spark_session import assert_route
 
 pytestmark = pytest.mark.spark
@@ -39,10 +38,9 @@ def events(start: int, n: int) -> pa.Table:
 @pytest.fixture
 def table(tmp_path) -> Table:
     """Ten days by ``day(ts)`` and four buckets of ``id``, two appends, every tenth row deleted."""
-    t = Table.create(str(tmp_path / "t"), schema=events(0, 1).schema)
-    add_spec(t, ["day(ts)", "bucket(4, id)"])
-    append_by_partition(t, events(0, 1000))
-    append_by_partition(t, events(1000, 1000))
+    t = Table.create(str(tmp_path / "t"), schema=events(0, 1).schema, partition_by=["day(ts)", "bucket(4, id)"])
+    t.append(events(0, 1000))
+    t.append(events(1000, 1000))
     t.delete(pc.field("status") == "cancelled")
     return t
 
