@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.errors import ExportError
-from mvtable.lineage.partitioning import PartitionSpec
+from mvtable.lineage.partitioning import PartitionField, PartitionSpec
 from mvtable.lineage.schema_ids import field_id, with_ids
 
 from ..partitions.transforms import Transform, parse_transform
@@ -60,7 +60,7 @@ class _Source:
 
 @dataclass(frozen=True)
 class _Field:
-    spec_field: Any  # PartitionField
+    spec_field: PartitionField
     transform: Transform
     source: _Source
     iceberg: str  # the partition value's Iceberg type
@@ -70,9 +70,9 @@ class _Field:
 class IcebergSpec:
     """One partition spec as Iceberg manifests hold it: the Avro ``partition`` record and each file's values."""
 
-    def __init__(self, spec: PartitionSpec, table_schema: dict[str, Any]) -> None:
+    def __init__(self, spec: PartitionSpec, sources: dict[int, _Source]) -> None:
         self.spec_id = spec.spec_id
-        self.fields = [_field(f, table_schema, spec.spec_id) for f in spec.fields]
+        self.fields = [_field(f, sources, spec.spec_id) for f in spec.fields]
         self.json = spec_json(spec)
 
     def avro_record(self) -> dict[str, Any]:
@@ -144,8 +144,9 @@ def iceberg_specs(specs: dict[int, PartitionSpec], table_schema: dict[str, Any])
     Raises:
         ExportError: a spec partitions by a column the table no longer has.
         UnsupportedExportTypeError: a partition value's type has no Iceberg equivalent."""
-    out = {spec_id: IcebergSpec(spec, table_schema) for spec_id, spec in specs.items()}
-    out.setdefault(0, IcebergSpec(PartitionSpec(spec_id=0), table_schema))
+    sources = _sources(table_schema)
+    out = {spec_id: IcebergSpec(spec, sources) for spec_id, spec in specs.items()}
+    out.setdefault(0, IcebergSpec(PartitionSpec(spec_id=0), sources))
     return dict(sorted(out.items()))
 
 
@@ -162,8 +163,8 @@ def _sources(table_schema: dict[str, Any]) -> dict[int, _Source]:
     return out
 
 
-def _field(spec_field: Any, table_schema: dict[str, Any], spec_id: int) -> _Field:
-    source = _sources(table_schema).get(spec_field.source_id)
+def _field(spec_field: PartitionField, sources: dict[int, _Source], spec_id: int) -> _Field:
+    source = sources.get(spec_field.source_id)
     if source is None:
         raise ExportError(
             f"partition spec {spec_id} partitions by {spec_field.transform} of column id {spec_field.source_id} "
