@@ -158,6 +158,7 @@ class TableProperties(_Settings):
     compact_max_bytes_per_commit: int = Field(ge=1)
     auto_compact: bool
     commit_durability: Literal["fsync", "os"]
+    partition_retention: str
 
     @field_validator("commit_durability", mode="before")
     @classmethod
@@ -169,6 +170,18 @@ class TableProperties(_Settings):
                 "do: a commit survives a crash of the process, not a power loss)"
             )
         return v
+
+    @field_validator("partition_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        if v.strip():
+            parse_period(v, name="partitionRetention")
+        return v
+
+    @property
+    def partition_retention_s(self) -> float | None:
+        """How old a partition's time range must end to be dropped by vacuum; None: never."""
+        return parse_period(self.partition_retention, name="partitionRetention") if self.partition_retention.strip() else None
 
     @property
     def commit_fsync(self) -> bool:

@@ -29,7 +29,7 @@ from mvtable import faults
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CommitStateUnknownError, InvalidOptionError, InvalidRowAddressError, NothingToCommit
 from mvtable.lineage import operations as ops
-from mvtable.lineage.actions import SetDeletionVector
+from mvtable.lineage.actions import Action, RemoveSegment, SetDeletionVector
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
@@ -157,6 +157,7 @@ class DeleteAttempt:
     written: list[str] = field(default_factory=list)  # DV files of every attempt
     counted: dict[str, int] = field(default_factory=dict)  # rows each segment gains in the latest attempt
     remapped: int = 0  # rows the latest attempt found moved by a compaction since the read
+    dropped: int = 0  # segments the latest attempt deletes whole (RemoveSegment, no DV)
     # names a DV file after the write intent that protects it from vacuum until the commit
     # lands (``write_intents.IntentScope``); None: a random name
     names: Callable[[], str] | None = None
@@ -211,8 +212,16 @@ class DeleteAttempt:
                 actions.append(SetDeletionVector(segment_id=sid, dv=done.dv))
         return actions
 
+    def drop(self, current: Snapshot, segment_ids: Sequence[str]) -> None:
+        """Count the live rows of segments deleted whole (at ``current``, after concurrent deletes)."""
+        for sid in segment_ids:
+            dv = current.dvs.get(sid)
+            self.counted[sid] = current.segments[sid].file.num_rows - (dv.cardinality if dv is not None else 0)
+        self.dropped = len(segment_ids)
+
     def metrics(self) -> dict[str, int]:
-        return {"deleted_rows": self.deleted, "touched_segments": len(self.counted), "remapped_rows": self.remapped}
+        out = {"deleted_rows": self.deleted, "touched_segments": len(self.counted), "remapped_rows": self.remapped}
+        return {**out, "dropped_segments": self.dropped} if self.dropped else out
 
     def cleanup(self, io: FileIO, result: CommitResult | None) -> None:
         """Remove the DV files of attempts that did not land (all of them without ``result``)."""
@@ -229,16 +238,25 @@ def commit_deletes(
     inline_max_bytes: int,
     operation: Operation = Operation.DELETE,
     parameters: dict | None = None,
+    drop: Sequence[str] = (),
 ) -> DeleteResult:
     """Delete the rows at ``positions`` (segment id -> row positions of ``read``) in one commit.
+
+    ``drop`` names segments of ``read`` to delete whole: they leave the table (``RemoveSegment``)
+    with no deletion vector written, as a delete whose filter covers their partition does. One
+    a concurrent commit compacted or replaced since ``read`` is a conflict, as for any delete.
 
     Raises:
         InvalidRowAddressError: a segment is unknown or not visible at ``read``, or a position
             is past its end (nothing is committed).
+        ConcurrentCompactionError: a segment to drop was compacted since ``read``; run it again.
+        ConcurrentReplaceError: a segment to drop was replaced or removed since ``read``; run it again.
     """
     bitmaps = {sid: p if isinstance(p, BitMap64) else bitmap_from_array(np.asarray(p)) for sid, p in positions.items() if len(p)}
     validate_addresses(read, bitmaps)
-    if not any(len(bm - load_deleted(io, read, sid)) for sid, bm in bitmaps.items()):
+    drop = tuple(sid for sid in dict.fromkeys(drop) if sid not in bitmaps)
+    validate_addresses(read, {sid: BitMap64() for sid in drop})
+    if not drop and not any(len(bm - load_deleted(io, read, sid)) for sid, bm in bitmaps.items()):
         return DeleteResult(0, None, 0)
     attempt = DeleteAttempt()
     moves = CompactionMoves(log, read.version)  # compactions since the read: their row maps
@@ -247,11 +265,13 @@ def commit_deletes(
     with IntentScope(io, operation=str(operation)) as scope:
         attempt.names = scope.new_id
 
-        def build(current: Snapshot) -> list[SetDeletionVector]:
+        def build(current: Snapshot) -> list[Action]:
             # rows of segments compacted since the read are deleted where they are now
             targets, attempt.remapped = relocate(io, moves, current, bitmaps)
-            ops.require_visible(current, list(targets), what="delete")
-            actions = attempt.actions(io, current, targets, inline_max_bytes=inline_max_bytes)
+            ops.require_visible(current, [*targets, *drop], what="delete")
+            actions: list[Action] = list(attempt.actions(io, current, targets, inline_max_bytes=inline_max_bytes))
+            attempt.drop(current, drop)
+            actions.extend(RemoveSegment(segment_id=sid) for sid in drop)
             if not actions:  # concurrent deletes (or a compaction) got every row first
                 raise NothingToCommit("every addressed row is deleted already")
             return actions

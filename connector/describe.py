@@ -221,7 +221,8 @@ def vacuum_changed(report: Any) -> bool:
 
 def vacuum_summary(report: Any) -> str:
     files, expired, purged = len(report.files), int(report.segments_expired), int(report.entries_purged)
-    if not (files or expired or purged):
+    dropped = list(getattr(report, "partitions_dropped", ()))
+    if not (files or expired or purged or dropped):
         text = "nothing to vacuum"
     else:
         verb = "would delete" if report.dry_run else "deleted"
@@ -229,6 +230,9 @@ def vacuum_summary(report: Any) -> str:
             f"{verb} {files} file(s), {size_text(report.bytes)}; {expired} segment(s) expired, "
             f"{purged} lineage entr{'y' if purged == 1 else 'ies'} purged"
         )
+    if dropped:
+        shown = ", ".join(dropped[:5]) + (f" and {len(dropped) - 5} more" if len(dropped) > 5 else "")
+        text += f"; {'would drop' if report.dry_run else 'dropped'} {len(dropped)} partition(s) past partitionRetention: {shown}"
     return _decorate(text, report, command="vacuum")
 
 

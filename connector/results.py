@@ -269,6 +269,8 @@ class VacuumResult(_FromTally):
     retention_commits: tuple[int, ...] = ()
     segments_pruned: int = 0  # removed segments the newest snapshot forgets
     held_back: tuple[Hold, ...] = ()  # why files stayed: pins, retention, grace
+    partitions_dropped: tuple[str, ...] = ()  # partitionRetention: partitions dropped (dry run: that would be)
+    partition_drop_version: int | None = None  # the DROP_PARTITIONS commit
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
+from .partitions.covering import covered_segments, drop_candidates
+from .partitions.evolution import PartitioningResult, update_partitioning
 from .partitions.timeline import Timeline, timeline_of
 from .partitions.writing import write_partitioned
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
@@ -291,6 +293,26 @@ class Table:
             StorageError: The store refused or failed a read or write.
         """
         return UpdateSchema(self.commit_log, self._latest())
+
+    def update_partitioning(self, partition_by: Sequence[str]) -> PartitioningResult:
+        """Partition new writes by ``partition_by`` (``["day(ts)"]``; ``[]``: unpartitioned) from the next commit on.
+
+        Iceberg's partition evolution: one commit, no data file rewritten; old segments keep the
+        spec they were written with and pruning reads each through its own. ``compact()`` then
+        rewrites old segments into the new grain where each falls in one new partition (see
+        ``mvtable.connector.partitions``). The result says whether anything changed.
+
+        Raises:
+            TableNotFoundError: There is no mvtable table at the URI.
+            PartitionSpecError: A bad field (unknown or nested column, a transform on a type it does not
+                take, a field given twice); the message names it and nothing is committed.
+            CommitConflictError: Every attempt lost its race to concurrent commits; run it again.
+            CommitStateUnknownError: The store never said whether the commit landed; look for it in
+                ``history()`` before running it again.
+            CorruptMetadataError: A log file or checkpoint is damaged; the message names it.
+            StorageError: The store refused or failed a read or write.
+        """
+        return update_partitioning(self.commit_log, self._latest(), partition_by)
 
     def scan(
         self,
@@ -727,7 +749,11 @@ class Table:
             check_filter(filter, schema, what="delete filter")
             needed = referenced_columns(filter, schema)
             plan = plan_scan(snapshot, columns=needed, filter=filter)  # partitions the filter cannot match are skipped
-            workers = min(default_workers(), len(plan.tasks))
+            # segments whose partition the filter covers go whole: no file read, no deletion vector
+            planned = {t.segment.id: len(t.row_groups) for t in plan.tasks}
+            whole = covered_segments(snapshot, drop_candidates(snapshot, planned), filter, schema)
+            tasks = [t for t in plan.tasks if t.segment.id not in whole]
+            workers = min(default_workers(), len(tasks))
 
             def find(task: ScanTask) -> tuple[str, BitMap64]:
                 # the bitmap is built here too, on the reader threads, beside other segments' decode
@@ -735,7 +761,7 @@ class Table:
                 return task.segment.id, bitmap_from_array(hits.astype(np.uint64))
 
             found: dict[str, BitMap64] = {}
-            for sid, hits in ordered_map(find, plan.tasks, workers=workers):
+            for sid, hits in ordered_map(find, tasks, workers=workers):
                 if len(hits):
                     found[sid] = found[sid] | hits if sid in found else hits
             result = commit_deletes(
@@ -745,6 +771,7 @@ class Table:
                 found,
                 inline_max_bytes=TableProperties.of(snapshot.properties).dv_inline_max_bytes,
                 parameters={"predicate": str(filter)},
+                drop=sorted(whole),
             )
             return result
 
@@ -996,17 +1023,22 @@ class Table:
         max_bytes_per_commit: int | str | None = None,
         dry_run: bool = False,
         progress: Callable[[int, int, str], None] | None = None,
+        where: pc.Expression | None = None,
     ) -> CompactionResult:
         """Merge small segments and rewrite segments worn by deletes, beside concurrent appends and deletes.
 
         Neither ever fails because of it. Defaults come from the table properties
         ``compactTargetFileSize`` (sizes take ``128MiB``-style units), ``compactMinInputFiles``,
         ``compactDeleteRatio`` and ``compactMaxBytesPerCommit`` (see
-        ``mvtable.connector.compaction``).
+        ``mvtable.connector.compaction``). Bins never mix partitions; ``where`` (an expression
+        over the table's columns) limits the run to the partitions it may match. After
+        ``update_partitioning``, segments of an older spec are rewritten into the new grain
+        where all their rows fall in one new partition.
 
         Raises:
             InvalidOptionError: A malformed size, count, ratio or flag (``SettingsError`` names the
                 option).
+            InvalidFilterError: ``where`` does not fit the table's schema.
             CorruptSegmentError: A segment to rewrite is not what the log recorded; nothing of its
                 bin is committed.
             FilesMissingError: A segment to rewrite is gone (vacuumed or deleted by hand).
@@ -1029,6 +1061,7 @@ class Table:
             max_bytes_per_commit=max_bytes_per_commit,
             dry_run=dry_run,
             progress=progress,
+            where=where,
         )
         return CompactionResult.of(report)
 

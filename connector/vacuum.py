@@ -51,6 +51,7 @@ from .export.delta import DELTA_LOG_DIR
 from .gc import GCPlan, Progress, budget_and_batch, collect_garbage, plan_garbage
 from .holds import Hold, grace_hold, version_holds
 from .key_index import segment_path_of
+from .partitions.retention import commit_partition_drop, describe_partitions, plan_partition_drop
 from .pinning import pin_scan
 from .post_commit import open_log
 from .segments import DATA_DIR
@@ -74,6 +75,9 @@ class VacuumReport:
     retention_commits: list[int] = field(default_factory=list)
     segments_pruned: int = 0  # removed segments the newest snapshot forgets (PruneState)
     held_back: list[Hold] = field(default_factory=list)  # why files stayed: pins, retention, grace
+    # partitionRetention: the partitions dropped (or that would be), as people read them, and the commit
+    partitions_dropped: list[str] = field(default_factory=list)
+    partition_drop_version: int | None = None
 
 
 def vacuum(
@@ -111,6 +115,7 @@ def vacuum(
     if not run.dry_run:  # multi-table transactions decided or abandoned: finished first, as any writer does
         run.snapshot = _finish_transactions(run.commit_log, run.snapshot)
     report = VacuumReport(dry_run=run.dry_run, retention_s=run.retention_s, safe_version=run.snapshot.version)
+    _drop_old_partitions(run, report)  # 0. partitionRetention: one commit, metadata only
     plan = _plan(run, report)
     freed = _free_first(run, plan.data, report) if plan.commits else set()  # 1. space first
     if not _commit_retention(run, plan, report):
@@ -122,6 +127,29 @@ def vacuum(
     _collect_garbage(run, plan.gc_plan, report)  # 3. deletion vectors, log files, pins
     _collect_decisions(run, report)  # 4. transaction decisions no participant needs
     return report
+
+
+def _drop_old_partitions(run: _Run, report: VacuumReport) -> None:
+    """Drop the partitions past the table's ``partitionRetention`` (a dry run only lists them).
+
+    First, so that the same run's lineage retention and file planning already see them gone
+    (their files still wait for ``versionRetentionPeriod``, like any removed segment's).
+    """
+    retention_s = run.props.partition_retention_s
+    if retention_s is None or not run.snapshot.exists:
+        return
+    text = run.props.partition_retention
+    if run.dry_run:
+        drop = plan_partition_drop(run.snapshot, now_ms=run.now, retention_s=retention_s)
+    else:
+        drop, report.partition_drop_version = commit_partition_drop(
+            run.commit_log, run.snapshot, now_ms=run.now, retention_s=retention_s, retention_text=text
+        )
+        if report.partition_drop_version is not None:
+            run.snapshot = run.commit_log.snapshot()
+    for p in drop.partitions:
+        spec = run.snapshot.partition_specs.get(p.spec_id)
+        report.partitions_dropped.extend(describe_partitions(spec, [p.partition]) if spec is not None else [str(p.partition)])
 
 
 def _finish_transactions(commit_log: CommitLog, snapshot: Snapshot) -> Snapshot:

@@ -58,6 +58,8 @@ class Operation(_Name):
     STREAM_COMPLETE = "STREAM_COMPLETE"  # a streaming micro-batch replaced the table (complete mode)
     COMPACT = "COMPACT"  # segments rewritten: rows moved, none changed
     UPDATE_SCHEMA = "UPDATE_SCHEMA"  # columns added, renamed, dropped or widened (no data file rewritten)
+    UPDATE_PARTITIONING = "UPDATE_PARTITIONING"  # a new partition spec for new writes (old segments keep theirs)
+    DROP_PARTITIONS = "DROP_PARTITIONS"  # whole partitions left the table: past partitionRetention, or a delete covering them
     TXN_PREPARE = "TXN_PREPARE"  # a multi-table transaction prepared its (invisible) entry in this table
     TXN_COMMIT = "TXN_COMMIT"  # a committed transaction's entry became visible in this table
     TXN_ABORT = "TXN_ABORT"  # an aborted transaction's entry was reverted in this table

@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+import pyarrow.compute as pc
+
 from mvtable import checks
 from mvtable.conf import TableProperties, parse_size
 from mvtable.errors import InvalidOptionError
@@ -25,10 +27,13 @@ from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO
 
+from ..expressions import check_filter
 from ..parallel import default_workers, ordered_map
+from ..partitions.pruning import prune_segments
 from ..schema import schema_from_json
 from ..write_intents import WriteIntent
 from .driver import CompactionReport, DroppedBin, Progress, run
+from .grain import grain_of
 from .plan import Bin, CompactionOptions, plan_bins
 from .rewrite import OutputSpec, RewrittenBin, rewrite_bin
 
@@ -101,13 +106,21 @@ def compact(
     rewriter: Rewriter | None = None,
     only: set[str] | None = None,
     max_batches: int | None = None,
+    where: pc.Expression | None = None,
 ) -> CompactionReport:
     """Compact the table ``commit_log`` reads (see ``driver`` for how it stays out of everyone's way).
 
     Options default to the table properties ``compactTargetFileSize``, ``compactMinInputFiles``,
-    ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``."""
+    ``compactDeleteRatio`` and ``compactMaxBytesPerCommit``. ``where`` limits the run to the
+    partitions a filter may match (by partition values alone). Segments written under an
+    older partition spec move into the default spec's grain where they fit one partition
+    (``grain``).
+
+    Raises:
+        InvalidFilterError: ``where`` does not fit the table's schema."""
     dry_run = checks.flag(dry_run, name="dry_run")
     snapshot = snapshot if snapshot is not None else commit_log.snapshot()
+    within = _within(snapshot, where) if where is not None else None
     props = TableProperties.of(snapshot.properties)
     options = compaction_options(
         props,
@@ -133,4 +146,19 @@ def compact(
         progress=progress,
         only=only,
         max_batches=max_batches,
+        within=within,
+        grain=grain_of(snapshot),
     )
+
+
+def _within(snapshot: Snapshot, where: pc.Expression) -> set[str]:
+    """The visible segments whose partition ``where`` may match.
+
+    Raises:
+        InvalidFilterError: ``where`` does not fit the table's schema."""
+    arrow = schema_from_json(snapshot.table_schema)
+    check_filter(where, arrow, what="compaction filter (where=)")
+    kept, _ = prune_segments(
+        snapshot.visible_segments(), specs=snapshot.partition_specs, table_schema=snapshot.table_schema, arrow=arrow, filter=where
+    )
+    return {s.id for s in kept}

@@ -26,6 +26,7 @@ from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import NothingToCommit
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import Action, SetDeletionVector
+from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.schema_ids import schema_race
@@ -37,7 +38,7 @@ from mvtable.visibility import bitmap_from_array, load_dv, positions_array, proc
 from ..pinning import pin_version, release
 from ..results import CompactionResult, DroppedBin
 from ..write_intents import IntentScope, WriteIntent
-from .plan import Bin, BinInput, CompactionOptions, commit_batches, plan_bins, why_no_bins
+from .plan import Bin, BinInput, CompactionOptions, Regrain, commit_batches, plan_bins, why_no_bins
 from .rewrite import RewrittenBin
 from .rowmap import map_positions
 
@@ -93,7 +94,7 @@ def refresh(bins: Sequence[Bin], snapshot: Snapshot) -> tuple[list[Bin], list[Dr
             dropped.append(DroppedBin(b.segment_ids, reason))
             continue
         inputs = tuple(BinInput(snapshot.segments[i.segment.id].file, snapshot.dvs.get(i.segment.id)) for i in b.inputs)
-        live.append(Bin(inputs, b.origin, b.worn))
+        live.append(Bin(inputs, b.origin, b.worn, b.target))
     return live, dropped
 
 
@@ -109,11 +110,14 @@ def run(
     progress: Progress | None = None,
     only: set[str] | None = None,
     max_batches: int | None = None,
+    within: set[str] | None = None,
+    grain: Callable[[SegmentDescriptor], Regrain | None] | None = None,
 ) -> CompactionReport:
     """Plan at ``snapshot``, then rewrite and commit batch by batch (see the module doc).
 
-    ``only`` and ``max_batches`` bound auto compaction to what a write just made worse."""
-    bins = plan_bins(snapshot, options, only=only)
+    ``only`` and ``max_batches`` bound auto compaction to what a write just made worse;
+    ``within`` and ``grain`` are ``plan_bins``'."""
+    bins = plan_bins(snapshot, options, only=only, within=within, grain=grain)
     report = CompactionReport(dry_run=dry_run, bins=len(bins), reasons=[] if bins else why_no_bins(snapshot, options))
     if dry_run:
         for b in bins:

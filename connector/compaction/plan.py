@@ -21,7 +21,7 @@ must (its partition is the inputs', see ``rewrite``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from mvtable.dvref import DeletionVectorRef
@@ -30,7 +30,7 @@ from mvtable.lineage.operations import compaction_candidates
 from mvtable.lineage.partitioning import PartitionValue
 from mvtable.lineage.snapshot import Snapshot
 
-__all__ = ["Bin", "BinInput", "CompactionOptions", "commit_batches", "plan_bins", "why_no_bins"]
+__all__ = ["Bin", "BinInput", "CompactionOptions", "Regrain", "commit_batches", "plan_bins", "why_no_bins"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,14 @@ class CompactionOptions:
     min_input_files: int
     delete_ratio: float
     max_bytes_per_commit: int
+
+
+@dataclass(frozen=True)
+class Regrain:
+    """Where an older-spec segment's rows go: one partition of the default spec."""
+
+    spec_id: int
+    partition: tuple[PartitionValue, ...] | None  # None: the default spec is unpartitioned
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class Bin:
     inputs: tuple[BinInput, ...]
     origin: str | None  # the COMPLETED lineage entry whose segments these are, or None
     worn: tuple[str, ...] = field(default=())  # inputs rewritten for their deletes
+    # the output's partition (``Regrain``): the default spec's, for inputs written under an older one
+    target: Regrain | None = None
 
     @property
     def segment_ids(self) -> tuple[str, ...]:
@@ -72,13 +82,24 @@ class Bin:
 
     @property
     def spec_id(self) -> int | None:
-        """The partition spec every input follows (None: unpartitioned)."""
+        """The partition spec of the output (None: unpartitioned)."""
+        if self.target is not None:
+            return self.target.spec_id
         return self.inputs[0].segment.spec_id if self.inputs else None
 
     @property
     def partition(self) -> tuple[PartitionValue, ...] | None:
-        """The partition every input holds (None: unpartitioned)."""
+        """The partition the output holds (None: unpartitioned)."""
+        if self.target is not None:
+            return self.target.partition
         return self.inputs[0].segment.partition if self.inputs else None
+
+    @property
+    def regrained(self) -> tuple[str, ...]:
+        """Inputs written under an older partition spec, whose rows move into the default spec's grain."""
+        if self.target is None:
+            return ()
+        return tuple(i.segment.id for i in self.inputs if i.segment.spec_id != self.target.spec_id)
 
     @property
     def input_bytes(self) -> int:
@@ -89,26 +110,58 @@ class Bin:
         return sum(i.deleted for i in self.inputs)
 
 
-def plan_bins(snapshot: Snapshot, options: CompactionOptions, *, only: set[str] | None = None) -> list[Bin]:
+def plan_bins(
+    snapshot: Snapshot,
+    options: CompactionOptions,
+    *,
+    only: set[str] | None = None,
+    within: set[str] | None = None,
+    grain: Callable[[SegmentDescriptor], Regrain | None] | None = None,
+) -> list[Bin]:
     """The bins worth rewriting at ``snapshot``, in the order their segments were added.
 
     ``only`` restricts planning to bins holding at least one of these segments (auto compaction
-    after a write looks only at what that write made worse)."""
+    after a write looks only at what that write made worse); ``within`` to these segments
+    (``compact(where=…)``: the partitions a filter may match). ``grain`` says, for a segment
+    written under an older partition spec, which partition of the default spec holds all its
+    rows (None: they do not share one): such a segment is an input whatever its size, binned
+    with that partition's segments, so compaction moves the table to its new grain."""
     small = options.target_file_size * 3 // 4
-    by_origin: dict[tuple[str | None, int | None, tuple[PartitionValue, ...] | None], list[BinInput]] = {}
+    by_key: dict[_Key, list[BinInput]] = {}
+    targets: dict[_Key, Regrain] = {}
     for sid, origin in compaction_candidates(snapshot).items():
+        if within is not None and sid not in within:
+            continue
         inp = BinInput(snapshot.segments[sid].file, snapshot.dvs.get(sid))
-        if inp.segment.size_bytes < small or _worn(inp, options):
-            by_origin.setdefault((origin, inp.segment.spec_id, inp.segment.partition), []).append(inp)
+        seg = inp.segment
+        moved = grain(seg) if grain is not None and _old_spec(snapshot, seg) else None
+        key: _Key
+        if moved is not None:
+            key = (origin, moved.spec_id, moved.partition)
+            targets[key] = moved
+        elif inp.segment.size_bytes < small or _worn(inp, options):
+            key = (origin, seg.spec_id or 0, seg.partition)  # spec 0: unpartitioned, with or without the id
+        else:
+            continue
+        by_key.setdefault(key, []).append(inp)
     bins: list[Bin] = []
-    for (origin, _, _), inputs in by_origin.items():
+    for key, inputs in by_key.items():
+        target = targets.get(key)
         for group in _next_fit(inputs, options.target_file_size):
             worn = tuple(i.segment.id for i in group if _worn(i, options))
-            if len(group) >= max(2, options.min_input_files) or worn:
-                b = Bin(tuple(group), origin, worn)
-                if only is None or only.intersection(b.segment_ids):
-                    bins.append(b)
+            b = Bin(tuple(group), key[0], worn, target)
+            worth = len(group) >= max(2, options.min_input_files) or worn or b.regrained
+            if worth and (only is None or only.intersection(b.segment_ids)):
+                bins.append(b)
     return bins
+
+
+_Key = tuple[str | None, int, tuple[PartitionValue, ...] | None]  # origin, spec, partition: one bin's worth
+
+
+def _old_spec(snapshot: Snapshot, seg: SegmentDescriptor) -> bool:
+    """Whether ``seg`` follows another spec than the one new writes use."""
+    return (seg.spec_id or 0) != snapshot.default_spec_id
 
 
 def why_no_bins(snapshot: Snapshot, options: CompactionOptions) -> list[str]:

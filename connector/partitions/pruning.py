@@ -206,7 +206,7 @@ class ExpressionPruner:
         guarantees: list[tuple[tuple[int, Partition], pc.Expression]] = []
         kept: set[tuple[int, Partition]] = set()
         for key in keys:
-            guarantee = self._guarantee(*key)
+            guarantee = self.partition_guarantee(*key)
             if guarantee is None:
                 kept.add(key)
             else:
@@ -223,7 +223,8 @@ class ExpressionPruner:
             return set(keys)  # an expression Arrow cannot simplify: keep everything
         return kept
 
-    def _guarantee(self, spec_id: int, partition: Partition) -> pc.Expression | None:
+    def partition_guarantee(self, spec_id: int, partition: Partition) -> pc.Expression | None:
+        """What every row of the partition satisfies, over its source columns (None: nothing known)."""
         columns = self._columns.get(spec_id)
         if columns is None or len(partition) != len(columns):
             return None
