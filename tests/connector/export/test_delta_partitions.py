@@ -18,7 +18,6 @@ from mvtable.lineage.actions import RemoveSegment
 from mvtable.lineage.enums import Operation
 
 from .conftest import sorted_rows
-from .partitioned import add_spec
 
 SCHEMA = pa.schema(
     [
@@ -122,9 +121,9 @@ def test_partition_columns_follow_the_specs_of_the_visible_files(tmp_path: Path)
     keeps the export unpartitioned; once it is gone the columns appear, every file re-added with them."""
     t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
     t.append(events(0, 40))  # spec 0
-    add_spec(t, ["region"])
+    t.update_partitioning(["region"])
     t.append(events(40, 40))
-    add_spec(t, ["day(ts)", "region"])
+    t.update_partitioning(["day(ts)", "region"])
     t.append(events(80, 40))
     first = t.export_delta()
     snap = t.snapshot()

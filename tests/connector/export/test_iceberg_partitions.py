@@ -7,6 +7,7 @@ import decimal
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,9 +16,12 @@ from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, IsNull, Less
 from pyiceberg.table import StaticTable
 
 from mvtable.connector import Table
+from mvtable.connector.partitions.spec import spec_columns
+from mvtable.connector.partitions.values import encode_value
+from mvtable.connector.schema import schema_from_json
+from mvtable.lineage.partitioning import PartitionSpec
 
 from .conftest import sorted_rows
-from .partitioned import add_spec, partition_keys
 
 SCHEMA = pa.schema(
     [
@@ -116,6 +120,18 @@ def _partitions_of(t: Table, mask: pc.Expression) -> set[tuple]:
     keys = partition_keys(snap.default_spec, snap.table_schema, everything)
     kept = everything.append_column("_k", pa.array(range(everything.num_rows))).filter(mask).column("_k").to_pylist()
     return {keys[i] for i in kept}
+
+
+def partition_keys(spec: PartitionSpec, table_schema: dict[str, Any], data: pa.Table) -> list[tuple[Any, ...]]:
+    """Each row's partition tuple under ``spec``, as the log stores it."""
+    arrow = schema_from_json(table_schema)
+    columns = []
+    for _, column, transform in spec_columns(spec, table_schema):
+        assert column is not None
+        source = arrow.field(column).type
+        values = transform.apply(data.column(column)).to_pylist()
+        columns.append([encode_value(v, transform, source) for v in values])
+    return list(zip(*columns)) if columns else [() for _ in range(data.num_rows)]
 
 
 def _name(path: str) -> str:
@@ -231,9 +247,9 @@ def test_an_evolved_spec_exports_every_spec_and_prunes_both(tmp_path: Path) -> N
     """Unpartitioned, then day(ts), then bucket(4, id) + month(ts): each file keeps its own spec."""
     t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
     t.append(events(0, 100))  # spec 0
-    add_spec(t, ["day(ts)"])  # spec 1
+    t.update_partitioning(["day(ts)"])  # spec 1
     t.append(events(100, 300))
-    add_spec(t, ["month(ts)", "bucket(4, id)"])  # spec 2
+    t.update_partitioning(["month(ts)", "bucket(4, id)"])  # spec 2
     t.append(events(400, 300))
     t.delete(pc.equal(pc.bit_wise_and(pc.field("id"), 7), 1))
     result = t.export_iceberg(all_versions=True)

@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 from mvtable.connector import Table
 from mvtable.connector.partitions.transforms import parse_transform
 from mvtable.connector.spark.native_partitions import file_bounds
-from tests.connector.export.partitioned import add_spec
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -75,7 +74,7 @@ def test_every_row_lies_within_its_files_bounds(tmp_path: Path) -> None:
         ["bucket(3, d)", "bucket(4, ts)", "name"],
     ]
     for items in specs:
-        add_spec(t, items)
+        t.update_partitioning(items)
         t.append(data)
     snap = t.snapshot()
     segments = snap.visible_segments()
