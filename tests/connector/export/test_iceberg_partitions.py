@@ -289,3 +289,22 @@ def test_a_renamed_source_column_still_prunes(tmp_path: Path) -> None:
     assert len(tasks) == len(eu) < len(t.snapshot().visible_segments()) / 3
     got = sorted_rows(table.scan(row_filter=EqualTo("area", "eu")).to_arrow())
     assert got and got == sorted_rows(t.scan().to_arrow().filter(pc.field("area") == "eu"))
+
+
+def test_compaction_into_a_new_grain_exports_every_version(tmp_path: Path) -> None:
+    """hour(ts) files compacted into day(ts) after update_partitioning: each version reads as it was."""
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, partition_by=["hour(ts)"])
+    t.append(events(0, 300))
+    t.delete(pc.equal(pc.bit_wise_and(pc.field("id"), 7), 1))
+    t.update_partitioning(["day(ts)"])
+    t.append(events(300, 100))
+    t.compact()
+    assert {seg.file.spec_id for seg in t.snapshot().visible_segments()} == {2}
+    table = StaticTable.from_metadata(t.export_iceberg(all_versions=True).metadata)
+    for v in range(t.version + 1):
+        assert sorted_rows(table.scan(snapshot_id=v + 1).to_arrow()) == sorted_rows(t.scan(version=v).to_arrow()), v
+    row_filter = And(GreaterThanOrEqual("ts", _iso(day(3))), LessThan("ts", _iso(day(4))))
+    assert len(list(table.scan(row_filter=row_filter).plan_files())) == 1
+    assert sorted_rows(table.scan(row_filter=row_filter).to_arrow()) == expected(
+        t, (pc.field("ts") >= day(3)) & (pc.field("ts") < day(4))
+    )
