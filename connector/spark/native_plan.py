@@ -261,12 +261,13 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         "idleTtlMs": int(opts.pin_idle_ttl_s * 1000),
         "root": root,
         "rowAddress": opts.with_row_address,  # _mv_segment, _mv_row: filled by MaskedParquetFileFormat
-        "files": [_file_entry(f, bounds.get(f.segment)) for f in files],
+        "files": [file_entry(f, bounds.get(f.segment)) for f in files],
     }
     return _attach(schema, plan)
 
 
-def _file_entry(f: PlannedFile, bounds: list[dict[str, Any]] | None) -> dict[str, Any]:
+def file_entry(f: PlannedFile, bounds: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """One file of a scan plan as the JVM reads it (``NativePlan.java``)."""
     entry: dict[str, Any] = {"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv, "segment": f.segment}
     if bounds:
         entry["bounds"] = bounds

@@ -53,6 +53,8 @@ public final class NativePlan implements Serializable {
   public long renewAfterMs;
   /** withRowAddress: the read has the _mv_segment and _mv_row columns. */
   public boolean rowAddress;
+  /** The pin is held by Python ({@code read_native}, {@code create_view}), not by this plan ({@link PlannedScan}). */
+  public volatile boolean pinnedOutside;
   public volatile long renewedAtMs = System.currentTimeMillis();
   /** The pin lasts only pinIdleTtl: no query has run since it was made or cut ({@link PinLifetime}). */
   public volatile boolean idle;

@@ -87,9 +87,10 @@ def test_a_one_day_view_plans_only_that_days_files(spark, table, monkeypatch) ->
             assert [len(key[1]) for key in _MASKS] == [1]
 
 
-def test_the_data_source_on_sparks_parquet_scan_skips_other_partitions_files(spark, table) -> None:
-    """``format("mvtable")`` with the jar is planned before Spark knows the filters: its file index
-    drops the files whose partition the query's filters rule out (SQL on a ``USING mvtable`` view too)."""
+def test_a_where_on_sparks_parquet_scan_skips_other_partitions_files(spark, table) -> None:
+    """``format("mvtable")`` with the jar, and ``read_native``/``create_view`` without ``filters=``,
+    are planned before Spark knows the query's filters: their file index drops the files whose
+    partition the filters rule out (SQL on a ``USING mvtable`` view and on a ``create_view`` view too)."""
     segments = table.snapshot().visible_segments()
     day3 = (day(3).date() - dt.date(1970, 1, 1)).days
     # every file but day 3's and id 417's bucket's gone: a scan that opened one would fail
@@ -98,6 +99,8 @@ def test_the_data_source_on_sparks_parquet_scan_skips_other_partitions_files(spa
     assert len(keep) == 4 + 10 - 1
     want = sorted(table.scan(filter=(pc.field("ts") >= day(3)) & (pc.field("ts") < day(4))).to_arrow().column("id").to_pylist())
     df = spark.read.format("mvtable").load(table.uri)  # planned while every file is there
+    native = mvtable.read_native(spark, table.uri)  # and read_native / create_view without filters=
+    mvtable.create_view(spark, "mv_where_only", table.uri)
     for seg in segments:
         if seg.file.path not in keep:
             os.remove(os.path.join(table.uri, seg.file.path))
@@ -114,6 +117,14 @@ def test_the_data_source_on_sparks_parquet_scan_skips_other_partitions_files(spa
         assert row.n == 180
     finally:
         spark.catalog.dropTempView("mv_days_where")
+    # read_native and create_view: a WHERE on the result skips the other partitions' files too
+    between = f"ts >= timestamp'{day(3):%Y-%m-%d} 00:00:00+00:00' AND ts < timestamp'{day(4):%Y-%m-%d} 00:00:00+00:00'"
+    try:
+        assert sorted(r.id for r in native.where(between).select("id").collect()) == want
+        assert sorted(r.id for r in spark.sql(f"SELECT id FROM mv_where_only WHERE {between}").collect()) == want
+        assert [r.id for r in spark.sql("SELECT id FROM mv_where_only WHERE id = 417").collect()] == [417]
+    finally:
+        mvtable.drop_view(spark, "mv_where_only")
     # a filter on a column no partition bounds keeps every file, and so fails on the missing ones
     with pytest.raises(Exception, match="(?i)not exist|FileNotFound|FILE_NOT_EXIST|missing"):
         df.where("status = 'cancelled'").count()
