@@ -211,21 +211,23 @@ def native_frame(
     for projection, file_schema, members in by_schema:
         read_schema = full if projection is None else physical_schema(projection, file_schema)
         # files without deletes are a plain scan (no row_index to generate); a union also keeps
-        # their sizes out of the mask's file keys
-        plain = [seg for seg in members if snapshot.dvs.get(seg.id) is None]
-        masked = [seg for seg in members if snapshot.dvs.get(seg.id) is not None]
-        for group in (plain, masked):
+        # their sizes out of the mask's file keys. Partitioned files go on mvtable's file index, so
+        # a WHERE on the result skips other partitions' files (bounds name today's columns: not
+        # for files of an older schema); the others are read as Spark lists them.
+        for deletes, on_index in ((False, True), (False, False), (True, True), (True, False)):
+            group = [
+                seg
+                for seg in members
+                if (snapshot.dvs.get(seg.id) is not None) == deletes and (projection is None and seg.id in bounds) == on_index
+            ]
             if not group:
                 continue
             planned = planned_files(snapshot, group, root=root)
             files = [f.path for f in planned]
-            # partitioned files on mvtable's file index: a WHERE on the result skips other
-            # partitions' files (bounds name today's columns: not for files of an older schema)
-            own = {f.segment: bounds[f.segment] for f in planned if f.segment in bounds} if projection is None else {}
-            if own:
-                mask = None if group is plain else unused_name("_mv_deleted", read_schema.names)
-                df = _planned_scan(spark, read_schema, planned, own, root=root, mask_column=mask)
-            elif group is plain:
+            if on_index:
+                mask = unused_name("_mv_deleted", read_schema.names) if deletes else None
+                df = _planned_scan(spark, read_schema, planned, bounds, root=root, mask_column=mask)
+            elif not deletes:
                 df = spark.read.schema(read_schema).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
             elif jvm:
                 lines = [f.dv for f in planned if f.dv is not None]

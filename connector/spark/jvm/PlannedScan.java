@@ -39,7 +39,8 @@ public final class PlannedScan {
     StructType dataSchema = schema;
     FileFormat format;
     if (maskColumn != null) {
-      dataSchema = schema.add(maskColumn, org.apache.spark.sql.types.DataTypes.ByteType, true);
+      // never null: Spark then infers no isnotnull() filter on it (as NativeScanRule)
+      dataSchema = schema.add(maskColumn, org.apache.spark.sql.types.DataTypes.ByteType, false);
       options.put(MaskedParquetFileFormat.MASK_COLUMN_OPTION, maskColumn);
       options.put(MaskedParquetFileFormat.DVS_OPTION, plan.dvLines());
       format = new MaskedParquetFileFormat();
