@@ -20,6 +20,7 @@ from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 
 from .export import export_status
+from .sizes import size_text
 
 # Segment status: what a reader of this version sees of it.
 VISIBLE = "visible"
@@ -214,16 +215,6 @@ def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
 
 
 # -- maintenance reports (shared by the CLI and the SQL procedures) ---------------------
-def size_text(n: int | float) -> str:
-    """``1536`` -> ``"1.5 KiB"``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def vacuum_changed(report: Any) -> bool:
     return not report.dry_run and bool(report.files or report.segments_expired or report.entries_purged)
 

@@ -8,7 +8,8 @@ records), and the schemas are fixed by the Iceberg spec.
 
 Schemas are Avro JSON as plain dicts; Iceberg's ``field-id`` (and ``key-id``/``value-id``
 for maps) ride along as extra attributes. ``encode`` handles exactly the types those
-schemas use: null, boolean, int, long, string, bytes, records, arrays, and nullable unions.
+schemas use: null, boolean, int, long, float, double, string, bytes, fixed (a decimal
+partition value), records, arrays, and nullable unions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -79,8 +81,14 @@ def encode(schema: Any, value: Any, out: io.BytesIO) -> None:
         _long(int(value), out)
     elif kind == "string":
         _bytes(value.encode("utf-8"), out)
+    elif kind == "float":
+        out.write(struct.pack("<f", value))
+    elif kind == "double":
+        out.write(struct.pack("<d", value))
     elif kind == "bytes":
         _bytes(bytes(value), out)
+    elif kind == "fixed":
+        out.write(bytes(value))
     elif kind == "record":
         for f in schema["fields"]:
             encode(f["type"], value.get(f["name"]), out)

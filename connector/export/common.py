@@ -58,6 +58,8 @@ class LiveFile:
     num_rows: int
     added_version: int
     dv: DeletionVectorRef | None  # None when nothing is deleted
+    spec_id: int = 0  # the partition spec it was written under (0: unpartitioned)
+    partition: tuple[Any, ...] = ()  # its partition tuple as the log stores it, one value per spec field
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[Live
                 f.num_rows,
                 seg.added_version,
                 dv if dv is not None and dv.cardinality > 0 else None,
+                f.spec_id or 0,
+                tuple(f.partition or ()),
             )
         )
     return out

@@ -41,6 +41,7 @@ from .common import (
     table_location,
     table_uuid,
 )
+from .partitioning import delta_partitioning
 from .types import delta_column_mapping, delta_schema, names_by_id, physical_names
 
 __all__ = ["export_delta", "DELTA_LOG_DIR", "z85"]
@@ -206,6 +207,7 @@ def _commit_actions(
     previous: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], int, dict[str, Any] | None]:
     plain, features = delta_schema(snap.table_schema)
+    partitioning = delta_partitioning(snap.partition_specs, snap.default_spec_id, (f.spec_id for f in files), snap.table_schema)
     before = json.loads(previous["schemaString"]) if previous is not None else None
     # Column mapping (mode ``id``) from the first version whose schema renamed, dropped or retyped a
     # column on: Delta readers then resolve columns by field id. Before that names are right, and
@@ -239,7 +241,7 @@ def _commit_actions(
         "id": table_uuid(snap.table_id),
         "format": {"provider": "parquet", "options": {}},
         "schemaString": json.dumps(schema),
-        "partitionColumns": [],
+        "partitionColumns": list(partitioning.columns),
         "configuration": configuration,
         "createdTime": previous["createdTime"] if previous is not None else snap.timestamp_ms,
     }
@@ -247,22 +249,33 @@ def _commit_actions(
         actions.append(
             {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features, "writerFeatures": features}}
         )
-    if first or previous is None or previous.get("schemaString") != meta["schemaString"]:
-        # a schema change is a new metaData action, as Delta writers commit one
+    if (
+        first
+        or previous is None
+        or previous.get("schemaString") != meta["schemaString"]
+        or previous.get("partitionColumns", []) != meta["partitionColumns"]
+    ):
+        # a schema or partitioning change is a new metaData action, as Delta writers commit one
         actions.append({"metaData": meta})
     elif previous is not None:
         meta = previous
     wanted: dict[str, dict[str, Any]] = {}
     copied = 0
+    physical = _physical_top_level(schema) if mapped else {}
     for f in files:
+        values = partitioning.values(f.spec_id, f.partition, where=f"segment {f.segment_id}")
+        values = {physical.get(k, k): v for k, v in values.items()}
         old = state.get(f.path)
-        if old is not None and _same_dv(old, f):
+        if old is not None and _same_dv(old, f) and old.get("partitionValues", {}) == values:
             wanted[f.path] = old
             continue
-        add, n = _add(io, f, snap.timestamp_ms)
+        add, n = _add(io, f, snap.timestamp_ms, values)
         copied += n
         wanted[f.path] = add
-        if old is not None:
+        if old is not None and not _same_dv(old, f):
+            # a new DV is a new (path, DV) pair: the old one is removed. With the same DV (new
+            # partitionValues) the add alone replaces it; removing the same pair in the same commit
+            # would leave readers unsure which comes last (delta-rs drops the file)
             actions.append({"remove": _remove(old, snap.timestamp_ms)})
         actions.append({"add": add})
     for path, old in state.items():
@@ -282,10 +295,20 @@ def _dv_key(f: LiveFile) -> str | None:
     return f"inline:{dv.inline}" if dv.inline is not None else f"{dv.path}@{dv.offset}+{dv.size}"
 
 
-def _add(io: FileIO, f: LiveFile, timestamp_ms: int) -> tuple[dict[str, Any], int]:
+def _physical_top_level(schema: dict[str, Any]) -> dict[str, str]:
+    """Logical → physical name of each top-level column of a schema with column mapping (``partitionValues`` keys)."""
+    out = {}
+    for field in schema["fields"]:
+        physical = (field.get("metadata") or {}).get("delta.columnMapping.physicalName")
+        if physical is not None:
+            out[field["name"]] = str(physical)
+    return out
+
+
+def _add(io: FileIO, f: LiveFile, timestamp_ms: int, partition_values: dict[str, str | None]) -> tuple[dict[str, Any], int]:
     add: dict[str, Any] = {
         "path": quote(f.path, safe="/"),
-        "partitionValues": {},
+        "partitionValues": partition_values,
         "size": f.size_bytes,
         "modificationTime": timestamp_ms,
         "dataChange": True,
@@ -311,7 +334,7 @@ def _remove(add: dict[str, Any], timestamp_ms: int) -> dict[str, Any]:
         "deletionTimestamp": timestamp_ms,
         "dataChange": True,
         "extendedFileMetadata": True,
-        "partitionValues": {},
+        "partitionValues": add.get("partitionValues", {}),
         "size": add["size"],
     }
     if "deletionVector" in add:

@@ -1,16 +1,18 @@
 """Iceberg v3 metadata over mvtable's own files (like Delta UniForm or XTable, nothing copied).
 
-Per exported version: one data manifest naming every visible segment's Parquet file, one
-delete manifest naming each segment's deletion vector as a Puffin ``deletion-vector-v1``
-blob (``referenced_data_file``, ``content_offset``, ``content_size_in_bytes``), a manifest
-list, and then a new ``metadata/vN.metadata.json`` holding every snapshot exported so far
+Per exported version: a data manifest per partition spec naming every visible segment's
+Parquet file with its partition tuple, a delete manifest per spec naming each segment's
+deletion vector as a Puffin ``deletion-vector-v1`` blob (``referenced_data_file``,
+``content_offset``, ``content_size_in_bytes``), a manifest list, and then a new ``metadata/vN.metadata.json`` holding every snapshot exported so far
 plus ``version-hint.text``. The Iceberg snapshot id of mvtable version ``v`` is ``v + 1``
 (ids and sequence numbers start at 1), its sequence number too; the snapshot summary
 carries ``mvtable.version``. Where each DV's bytes are is ``deletion_vectors``' business.
 
 Manifests are Avro files written by ``avro`` (pyiceberg 0.12 writes at most format v2).
-Unpartitioned, no column statistics: readers plan by file, which is what mvtable's own
-segments are.
+The table metadata carries every partition spec the table has had (``partitioning``), each file
+its partition in its spec's types and the manifest list each manifest's partition bounds, so
+Iceberg readers prune files by partition as mvtable does. No column statistics: readers plan
+by file, which is what mvtable's own segments are.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from .common import (
     table_uuid,
 )
 from .deletion_vectors import DVPlacer
+from .partitioning import IcebergSpec, iceberg_specs, last_partition_id, spec_json
 from .types import iceberg_schema
 
 __all__ = ["export_iceberg", "METADATA_DIR"]
@@ -46,31 +49,48 @@ __all__ = ["export_iceberg", "METADATA_DIR"]
 _HINT = f"{METADATA_DIR}/version-hint.text"
 _METADATA_NAME = re.compile(r"v(\d+)\.metadata\.json")
 
-_DATA_FILE = avro.record(
-    "r2",
+
+def _data_file(partition: dict[str, Any]) -> dict[str, Any]:
+    """The ``data_file`` struct of a manifest whose files follow a spec with ``partition`` (its Avro record)."""
+    return avro.record(
+        "r2",
+        [
+            avro.field("content", "int", 134),
+            avro.field("file_path", "string", 100),
+            avro.field("file_format", "string", 101),
+            avro.field("partition", partition, 102),
+            avro.field("record_count", "long", 103),
+            avro.field("file_size_in_bytes", "long", 104),
+            avro.field("lower_bounds", avro.kv_map("k126_v127", "int", 126, "bytes", 127), 125, required=False),
+            avro.field("upper_bounds", avro.kv_map("k129_v130", "int", 129, "bytes", 130), 128, required=False),
+            avro.field("first_row_id", "long", 142, required=False),
+            avro.field("referenced_data_file", "string", 143, required=False),
+            avro.field("content_offset", "long", 144, required=False),
+            avro.field("content_size_in_bytes", "long", 145, required=False),
+        ],
+    )
+
+
+def _manifest_entry(partition: dict[str, Any]) -> dict[str, Any]:
+    return avro.record(
+        "manifest_entry",
+        [
+            avro.field("status", "int", 0),
+            avro.field("snapshot_id", "long", 1, required=False),
+            avro.field("sequence_number", "long", 3, required=False),
+            avro.field("file_sequence_number", "long", 4, required=False),
+            avro.field("data_file", _data_file(partition), 2),
+        ],
+    )
+
+
+_FIELD_SUMMARY = avro.record(
+    "r508",
     [
-        avro.field("content", "int", 134),
-        avro.field("file_path", "string", 100),
-        avro.field("file_format", "string", 101),
-        avro.field("partition", avro.record("r102", []), 102),
-        avro.field("record_count", "long", 103),
-        avro.field("file_size_in_bytes", "long", 104),
-        avro.field("lower_bounds", avro.kv_map("k126_v127", "int", 126, "bytes", 127), 125, required=False),
-        avro.field("upper_bounds", avro.kv_map("k129_v130", "int", 129, "bytes", 130), 128, required=False),
-        avro.field("first_row_id", "long", 142, required=False),
-        avro.field("referenced_data_file", "string", 143, required=False),
-        avro.field("content_offset", "long", 144, required=False),
-        avro.field("content_size_in_bytes", "long", 145, required=False),
-    ],
-)
-_MANIFEST_ENTRY = avro.record(
-    "manifest_entry",
-    [
-        avro.field("status", "int", 0),
-        avro.field("snapshot_id", "long", 1, required=False),
-        avro.field("sequence_number", "long", 3, required=False),
-        avro.field("file_sequence_number", "long", 4, required=False),
-        avro.field("data_file", _DATA_FILE, 2),
+        avro.field("contains_null", "boolean", 509),
+        avro.field("contains_nan", "boolean", 518, required=False),
+        avro.field("lower_bound", "bytes", 510, required=False),
+        avro.field("upper_bound", "bytes", 511, required=False),
     ],
 )
 _MANIFEST_FILE = avro.record(
@@ -89,6 +109,7 @@ _MANIFEST_FILE = avro.record(
         avro.field("added_rows_count", "long", 512),
         avro.field("existing_rows_count", "long", 513),
         avro.field("deleted_rows_count", "long", 514),
+        avro.field("partitions", {"type": "array", "items": _FIELD_SUMMARY, "element-id": 508}, 507, required=False),
         avro.field("first_row_id", "long", 520, required=False),
     ],
 )
@@ -217,36 +238,84 @@ class _OverwriteProducer:
         self.first_row_id = int((meta or {}).get("next-row-id", 0))
         self.parent = (meta or {}).get("current-snapshot-id")
         self.data_rows = sum(f.num_rows for f in files)
+        self.specs = iceberg_specs(snap.partition_specs, snap.table_schema)
+        self.partitions: dict[str, list[Any]] = {}  # file location -> its Iceberg partition values
 
     def commit(self) -> dict[str, Any]:
         """Write the snapshot's files and return the table metadata with the snapshot added.
 
         The caller writes the metadata, once for all the versions of one export."""
-        data = self._data_manifest()
+        by_location = {f.location: f for f in self.files}
+        data = self._data_manifests()
         dv_entries = self.placer.entries(self.files, self.tag)
-        deletes = self._delete_manifest(dv_entries)
-        list_path = self._manifest_list([m for m in (data, deletes) if m is not None])
+        deletes = self._delete_manifests(dv_entries, by_location)
+        list_path = self._manifest_list([*data, *deletes])
         return self._table_metadata(self._snapshot(list_path, delete_files=len(dv_entries)))
 
-    def _data_manifest(self) -> dict[str, Any] | None:
-        """Every live segment's Parquet file (None: the version has none)."""
-        if not self.files:
-            return None
-        entries = [_data_entry(f, self.snap.version) for f in self.files]
-        return self._manifest(f"{METADATA_DIR}/{self.tag}-m0.avro", entries, content=0, first_row_id=self.first_row_id)
+    def _by_spec(self, files: list[LiveFile]) -> dict[int, list[LiveFile]]:
+        """``files`` by the spec they were written under (Iceberg: one manifest per spec), in order of spec id."""
+        out: dict[int, list[LiveFile]] = {}
+        for f in files:
+            out.setdefault(f.spec_id, []).append(f)
+        return dict(sorted(out.items()))
 
-    def _delete_manifest(self, dv_entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """Each segment's deletion vector as a Puffin blob (None: nothing is deleted)."""
+    def _values(self, f: LiveFile) -> list[Any]:
+        if f.location not in self.partitions:
+            self.partitions[f.location] = self.specs[f.spec_id].values(f.partition, where=f"segment {f.segment_id}")
+        return self.partitions[f.location]
+
+    def _data_manifests(self) -> list[dict[str, Any]]:
+        """Every live segment's Parquet file, one manifest per partition spec (none: the version has no file)."""
+        out = []
+        first_row_id = self.first_row_id
+        for spec_id, files in self._by_spec(self.files).items():
+            entries = [_data_entry(f, self.snap.version, self.specs[spec_id].record(self._values(f))) for f in files]
+            path = f"{METADATA_DIR}/{self.tag}-m0-{spec_id}.avro"
+            out.append(self._manifest(path, entries, spec_id=spec_id, files=files, content=0, first_row_id=first_row_id))
+            first_row_id += sum(f.num_rows for f in files)
+        return out
+
+    def _delete_manifests(self, dv_entries: list[dict[str, Any]], by_location: dict[str, LiveFile]) -> list[dict[str, Any]]:
+        """Each segment's deletion vector as a Puffin blob, in a manifest of its data file's spec, with its partition."""
         if not dv_entries:
-            return None
-        return self._manifest(f"{METADATA_DIR}/{self.tag}-m1.avro", dv_entries, content=1, first_row_id=None)
+            return []
+        grouped: dict[int, tuple[list[dict[str, Any]], list[LiveFile]]] = {}
+        for entry in dv_entries:
+            f = by_location[entry["data_file"]["referenced_data_file"]]
+            entry["data_file"]["partition"] = self.specs[f.spec_id].record(self._values(f))
+            entries, files = grouped.setdefault(f.spec_id, ([], []))
+            entries.append(entry)
+            files.append(f)
+        return [
+            self._manifest(
+                f"{METADATA_DIR}/{self.tag}-m1-{spec_id}.avro",
+                entries,
+                spec_id=spec_id,
+                files=files,
+                content=1,
+                first_row_id=None,
+            )
+            for spec_id, (entries, files) in sorted(grouped.items())
+        ]
 
-    def _manifest(self, path: str, entries: list[dict[str, Any]], *, content: int, first_row_id: int | None) -> dict[str, Any]:
+    def _manifest(
+        self,
+        path: str,
+        entries: list[dict[str, Any]],
+        *,
+        spec_id: int,
+        files: list[LiveFile],
+        content: int,
+        first_row_id: int | None,
+    ) -> dict[str, Any]:
+        spec = self.specs[spec_id]
         return _write_manifest(
             self.writer,
             path,
             entries,
             self.schema,
+            spec=spec,
+            summaries=spec.summaries(self._values(f) for f in files),
             schema_id=self.schema_id,
             content=content,
             sid=self.sid,
@@ -290,6 +359,13 @@ class _OverwriteProducer:
             snapshot["parent-snapshot-id"] = self.parent
         return snapshot
 
+    def _partition_specs(self, base: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every spec exported so far and every spec of this version (specs are never changed, only added)."""
+        specs = {int(s["spec-id"]): s for s in base.get("partition-specs", [])}
+        specs.update({spec_id: spec_json(spec) for spec_id, spec in self.snap.partition_specs.items()})
+        specs.setdefault(0, {"spec-id": 0, "fields": []})
+        return [specs[k] for k in sorted(specs)]
+
     def _table_metadata(self, snapshot: dict[str, Any]) -> dict[str, Any]:
         """The metadata so far (or a new table's) with ``snapshot`` current.
 
@@ -316,9 +392,11 @@ class _OverwriteProducer:
                 "last-column-id": max(self.last_column_id, int(base.get("last-column-id", 0))),
                 "current-schema-id": self.schema_id,
                 "schemas": sorted([*schemas, self.schema], key=lambda s: s["schema-id"]),
-                "default-spec-id": 0,
-                "partition-specs": [{"spec-id": 0, "fields": []}],
-                "last-partition-id": 999,
+                "default-spec-id": self.snap.default_spec_id,
+                "partition-specs": self._partition_specs(base),
+                "last-partition-id": max(
+                    last_partition_id(self.snap.partition_specs.values()), int(base.get("last-partition-id", 0))
+                ),
                 "default-sort-order-id": 0,
                 "sort-orders": [{"order-id": 0, "fields": []}],
                 "properties": {"schema.name-mapping.default": mapping, "mvtable.table-id": self.snap.table_id},
@@ -332,7 +410,7 @@ class _OverwriteProducer:
         return out
 
 
-def _data_entry(f: LiveFile, version: int) -> dict[str, Any]:
+def _data_entry(f: LiveFile, version: int, partition: dict[str, Any]) -> dict[str, Any]:
     added = f.added_version == version
     return {
         "status": _ADDED if added else _EXISTING,
@@ -343,7 +421,7 @@ def _data_entry(f: LiveFile, version: int) -> dict[str, Any]:
             "content": 0,
             "file_path": f.location,
             "file_format": "PARQUET",
-            "partition": {},
+            "partition": partition,
             "record_count": f.num_rows,
             "file_size_in_bytes": f.size_bytes,
         },
@@ -356,6 +434,8 @@ def _write_manifest(
     entries: list[dict[str, Any]],
     schema: dict[str, Any],
     *,
+    spec: IcebergSpec,
+    summaries: list[dict[str, Any]],
     schema_id: int = 0,
     content: int,
     sid: int,
@@ -367,13 +447,13 @@ def _write_manifest(
         if e["snapshot_id"] is None:
             e["snapshot_id"] = sid
     data = avro.container(
-        _MANIFEST_ENTRY,
+        _manifest_entry(spec.avro_record()),
         entries,
         metadata={
             "schema": json.dumps(schema),
             "schema-id": str(schema_id),
-            "partition-spec": "[]",
-            "partition-spec-id": "0",
+            "partition-spec": json.dumps(spec.json["fields"]),
+            "partition-spec-id": str(spec.spec_id),
             "format-version": "3",
             "content": "deletes" if content else "data",
         },
@@ -385,7 +465,7 @@ def _write_manifest(
     return {
         "manifest_path": f"{location}/{path}",
         "manifest_length": len(data),
-        "partition_spec_id": 0,
+        "partition_spec_id": spec.spec_id,
         "content": content,
         "sequence_number": seq,
         "min_sequence_number": min(seqs),
@@ -396,5 +476,6 @@ def _write_manifest(
         "added_rows_count": sum(e["data_file"]["record_count"] for e in added),
         "existing_rows_count": sum(e["data_file"]["record_count"] for e in existing),
         "deleted_rows_count": 0,
+        "partitions": summaries,
         "first_row_id": first_row_id,
     }

@@ -18,7 +18,7 @@ from typing import Any
 from mvtable.errors import UnsupportedExportTypeError
 from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, iter_fields, with_ids
 
-__all__ = ["iceberg_schema", "delta_schema"]
+__all__ = ["iceberg_schema", "iceberg_type", "delta_schema"]
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
 
@@ -62,6 +62,20 @@ def _decimal(t: str, *, column: str, target: str) -> tuple[int, int] | None:
     if scale < 0 or scale > precision or precision > 38:
         raise UnsupportedExportTypeError(target, column, f"decimal({precision},{scale}) (needs 0 <= scale <= precision <= 38)")
     return precision, scale
+
+
+def iceberg_type(t: Any, *, column: str) -> str:
+    """The Iceberg type of a primitive column of stored type ``t`` (a partition source's, say).
+
+    Raises:
+        UnsupportedExportTypeError: ``t`` is not a primitive Iceberg can hold."""
+    if isinstance(t, str):
+        if t in _ICEBERG_PRIMITIVE:
+            return _ICEBERG_PRIMITIVE[t]
+        dec = _decimal(t, column=column, target="Iceberg")
+        if dec is not None:
+            return f"decimal({dec[0]}, {dec[1]})"
+    raise UnsupportedExportTypeError("Iceberg", column, str(t))
 
 
 # Iceberg numbers list elements and map keys and values too; mvtable's field ids name struct

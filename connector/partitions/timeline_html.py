@@ -22,7 +22,7 @@ from html import escape
 
 from mvtable import checks
 
-from ..describe import size_text
+from ..sizes import size_text
 from .timeline import STATES, SegmentStateName, Timeline, TimelinePartition, TimelineSegment, state_counts
 
 __all__ = ["CONTENT_SECURITY_POLICY", "DEFAULT_MAX_PARTITIONS", "timeline_html"]

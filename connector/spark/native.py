@@ -17,7 +17,10 @@ cost, and since Spark 3.5 it generates each row's position in its file
   generates), and the two are unioned.
 
 Spark's own Parquet filter pushdown, row-group skipping, column pruning and file splitting
-apply to filters and projections written on the result (they are pushed into the scans).
+apply to filters and projections written on the result (they are pushed into the scans). On
+a partitioned table the files are read through mvtable's file index (``PlannedScan.java``),
+which knows each file's partition (``native_partitions``): those filters then skip whole
+files of other partitions too.
 
 Where that JVM class cannot be built or loaded (no JDK, Spark Connect,
 ``MVTABLE_JVM_MASK=off``), the masked segments are read by ``spark.read.parquet`` with
@@ -34,6 +37,7 @@ them; the expression mask builds the bitmaps on the driver and ships them with t
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -46,6 +50,7 @@ from mvtable.errors import InvalidOptionError, SchemaMismatchError
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
+from ..partitions.pruning import prune_segments
 from ..pinning import PinnedSnapshot, pin_snapshot
 from ..post_commit import open_log
 from ..scan import stats_apply
@@ -58,7 +63,8 @@ from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
 from .native_evolution import physical_schema, projection_exprs
 from .native_mask import apply_mask, mask_for, unused_name
-from .native_plan import older_schema_segments, planned_files, scan_segments
+from .native_partitions import file_bounds
+from .native_plan import PROTOCOL, PlannedFile, file_entry, older_schema_segments, planned_files, scan_segments
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -87,10 +93,12 @@ def read_native(
     ``lineage_entry`` reads the staged snapshot of a consistent push (write-audit-publish);
     ``columns`` projects (Spark prunes columns itself, so this is only a convenience);
     ``filters`` (``[("l_shipdate", ">=", date(1994, 1, 1)), …]``) are applied to the result
-    *and* prune whole segments by the log's statistics first, so a one-month query neither
-    lists the other files nor builds their deletion bitmaps (filters written
-    later on the DataFrame are still pushed into the Parquet scan, but cannot prune the
-    bitmaps); ``spark_uri`` is the table root as Spark's file systems name it when that
+    *and* prune whole segments first, by partition (a ``ts`` range drops the other days of a
+    ``day(ts)`` table from the log alone, as ``Table.scan`` does) and then by the log's
+    statistics, so a one-month query neither lists the other files nor builds their deletion
+    bitmaps (filters written
+    later on the DataFrame are still pushed into the Parquet scan, and with the JVM mask skip
+    other partitions' files, but cannot prune the bitmaps); ``spark_uri`` is the table root as Spark's file systems name it when that
     differs from ``path``. The version is pinned for ``pin_ttl`` (default ``pinTtl``) so
     that visibility GC keeps its deletion vectors and vacuum its files while the DataFrame
     is in use; the pin is never released (Spark says nothing when a DataFrame is dropped),
@@ -166,11 +174,27 @@ def native_frame(
     predicates = to_predicates(filters, table_schema)
     segments = scan_segments(snapshot, lineage_entry)
     if predicates:
+        # by partition first, from the log alone (as plan_scan): no statistic of, footer of or
+        # deletion vector of another partition's segment is looked at
+        segments, by_partition = prune_segments(
+            segments,
+            specs=snapshot.partition_specs,
+            table_schema=snapshot.table_schema,
+            arrow=table_schema,
+            predicates=predicates,
+        )
+        by_partitions = len(segments)
         segments = [
             seg
             for seg in segments
             if not stats_apply(snapshot, seg) or row_groups_to_read(seg.file.row_groups, predicates, table_schema)
         ]
+        logger.debug(
+            "read_native: %d segment(s) read; %d pruned by partition, %d by statistics",
+            len(segments),
+            by_partition,
+            by_partitions - len(segments),
+        )
     full = StructType.fromJson(strip_ids(schema_to_json(table_schema)))  # Spark's schema shows no field ids
     names = list(out_schema.names)
     where = " AND ".join(_sql(p, table_schema) for p in predicates)
@@ -180,22 +204,32 @@ def native_frame(
 
     root = (spark_uri or io.uri).rstrip("/")
     parts = []
+    jvm = native_jvm.available(spark)
+    bounds = file_bounds(snapshot, segments) if jvm else {}  # each partitioned file's, for PlannedScan.java
     # segments written under an older schema are read per file schema, by field id (native_evolution)
     by_schema = _by_file_schema(io, snapshot, segments, table_schema)
     for projection, file_schema, members in by_schema:
         read_schema = full if projection is None else physical_schema(projection, file_schema)
         # files without deletes are a plain scan (no row_index to generate); a union also keeps
-        # their sizes out of the mask's file keys
-        plain = [seg for seg in members if snapshot.dvs.get(seg.id) is None]
-        masked = [seg for seg in members if snapshot.dvs.get(seg.id) is not None]
-        for group in (plain, masked):
+        # their sizes out of the mask's file keys. Partitioned files go on mvtable's file index, so
+        # a WHERE on the result skips other partitions' files (bounds name today's columns: not
+        # for files of an older schema); the others are read as Spark lists them.
+        for deletes, on_index in ((False, True), (False, False), (True, True), (True, False)):
+            group = [
+                seg
+                for seg in members
+                if (snapshot.dvs.get(seg.id) is not None) == deletes and (projection is None and seg.id in bounds) == on_index
+            ]
             if not group:
                 continue
             planned = planned_files(snapshot, group, root=root)
             files = [f.path for f in planned]
-            if group is plain:
+            if on_index:
+                mask = unused_name("_mv_deleted", read_schema.names) if deletes else None
+                df = _planned_scan(spark, read_schema, planned, bounds, root=root, mask_column=mask)
+            elif not deletes:
                 df = spark.read.schema(read_schema).options(**native_jvm.VERIFY_PAGE_CHECKSUMS).parquet(*files)
-            elif native_jvm.available(spark):
+            elif jvm:
                 lines = [f.dv for f in planned if f.dv is not None]
                 df = native_jvm.masked_scan(
                     spark, read_schema, files, lines, mask_column=unused_name("_mv_deleted", read_schema.names)
@@ -211,6 +245,38 @@ def native_frame(
     for part in parts[1:]:
         out = out.unionByName(part)
     return out.selectExpr(*[_quote(n) for n in names])
+
+
+def _planned_scan(
+    spark: Any,
+    schema: Any,
+    planned: Sequence[PlannedFile],
+    bounds: Mapping[str, list[dict[str, Any]]],
+    *,
+    root: str,
+    mask_column: str | None,
+) -> Any:
+    """``planned`` read by Spark's Parquet scan on mvtable's file index (``PlannedScan.java``).
+
+    With ``mask_column`` (every file has deletes) the JVM mask fills it and deleted rows are
+    dropped. The file index knows each file's partition bounds, so filters written on the result
+    skip whole files (``native_partitions``)."""
+    from pyspark.sql import DataFrame
+
+    jsession = spark._jsparkSession
+    native_jvm.session_loader(spark)
+    plan = {
+        "protocol": PROTOCOL,
+        "native": True,
+        "version": 0,
+        "pinId": "",
+        "root": root,
+        "files": [file_entry(f, bounds.get(f.segment)) for f in planned],
+    }
+    jschema = jsession.parseDataType(schema.json())
+    jdf = spark._jvm.io.mvtable.spark.PlannedScan.frame(jsession, json.dumps(plan), jschema, mask_column)
+    df = DataFrame(jdf, spark)
+    return df if mask_column is None else df.where(f"`{mask_column}` = 0").drop(mask_column)
 
 
 def _by_file_schema(

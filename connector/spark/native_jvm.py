@@ -225,6 +225,11 @@ def masked_scan(
     return df.where(f"`{mask_column}` = 0").drop(mask_column)
 
 
+def session_loader(spark: Any) -> Any:
+    """The session's class loader (jars added at run time), made this thread's: mvtable's classes resolve through it."""
+    return _session_loader(spark, spark._jsparkSession)
+
+
 # Parquet-mr's reader checks each page's CRC (mvtable writes one in every page header)
 # when this Hadoop setting is on; a file source's read options reach the Hadoop
 # configuration of that scan only, so the session is left as it is. A damaged page then

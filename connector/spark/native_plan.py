@@ -12,8 +12,9 @@ counts, where each deletion vector is) as JSON in the metadata of the first fiel
 schema is the one thing that call brings back to the JVM. The JVM takes the plan out of the
 schema, and its optimizer rule (``NativeScanRule``) reads those files with
 ``MaskedParquetFileFormat``: Spark's column pruning, filter pushdown and file splitting
-apply, with no Python call per query. The plan lives in the DataFrame's (or view's)
-analyzed plan, so it stays on the version it pinned, as the Python route does.
+apply, with no Python call per query; on a partitioned table each file carries its partition
+as bounds on its columns, and the scan's file index skips the files Spark's filters rule out
+(``native_partitions``). The plan lives in the DataFrame's (or view's) analyzed plan, so it stays on the version it pinned, as the Python route does.
 
 The pin, though, is held only while a query reads it: Spark tells the JVM when each SQL
 query starts and ends, which it never tells a Python source. ``PinLifetime.java`` counts the
@@ -57,6 +58,7 @@ from ..scan import staged_segments
 from ..schema import schema_from_json
 from ..segments import check_footers, segment_projection
 from . import native_jvm
+from .native_partitions import file_bounds
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -246,6 +248,7 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         )
         return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": reason})
     files = planned_files(snapshot, segments, root=root)
+    bounds = file_bounds(snapshot, segments)  # PlannedFileIndex skips files by Spark's filters with them
     # no query runs it yet: the pin lasts pinIdleTtl until the first one renews it (PinLifetime.java)
     idle(pinned.io, pinned.pin, ttl_s=opts.pin_idle_ttl_s)
     plan = {
@@ -258,9 +261,17 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         "idleTtlMs": int(opts.pin_idle_ttl_s * 1000),
         "root": root,
         "rowAddress": opts.with_row_address,  # _mv_segment, _mv_row: filled by MaskedParquetFileFormat
-        "files": [{"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv, "segment": f.segment} for f in files],
+        "files": [file_entry(f, bounds.get(f.segment)) for f in files],
     }
     return _attach(schema, plan)
+
+
+def file_entry(f: PlannedFile, bounds: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """One file of a scan plan as the JVM reads it (``NativePlan.java``)."""
+    entry: dict[str, Any] = {"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv, "segment": f.segment}
+    if bounds:
+        entry["bounds"] = bounds
+    return entry
 
 
 def _attach(schema: StructType, plan: dict[str, Any]) -> StructType:

@@ -138,7 +138,8 @@ def _as_previous_release(t: Table) -> None:
                 json.dump(doc, f)
         elif name.endswith(".checkpoint.parquet"):
             pf = pq.ParquetFile(path)
-            table = pf.read().drop_columns(["footer_crc32"])
+            table = pf.read()  # format 2 had neither footer checksums nor partitions
+            table = table.drop_columns([c for c in ("footer_crc32", "spec_id", "partition") if c in table.column_names])
             header = json.loads(pf.metadata.metadata[HEADER_KEY])
             header["format"] = 2
             text = json.dumps(header).encode()

@@ -24,7 +24,7 @@ public final class NativePlan implements Serializable {
   /** The plan format this class reads; Python writes the same number. */
   public static final int PROTOCOL = 1;
 
-  /** One segment file: where, how big, how many rows, and its deletion vector's line (or null). */
+  /** One segment file: where, how big, how many rows, its deletion vector's line (or null), its partition's bounds. */
   public static final class FileEntry implements Serializable {
     private static final long serialVersionUID = 1L;
     public final String path;
@@ -32,13 +32,16 @@ public final class NativePlan implements Serializable {
     public final long rows;
     public final String dvLine;
     public final String segment;
+    /** What the file's partition says about its columns (null: unpartitioned). */
+    final PartitionBounds bounds;
 
-    FileEntry(String path, long size, long rows, String dvLine, String segment) {
+    FileEntry(String path, long size, long rows, String dvLine, String segment, PartitionBounds bounds) {
       this.path = path;
       this.size = size;
       this.rows = rows;
       this.dvLine = dvLine;
       this.segment = segment;
+      this.bounds = bounds;
     }
   }
 
@@ -50,6 +53,8 @@ public final class NativePlan implements Serializable {
   public long renewAfterMs;
   /** withRowAddress: the read has the _mv_segment and _mv_row columns. */
   public boolean rowAddress;
+  /** The pin is held by Python ({@code read_native}, {@code create_view}), not by this plan ({@link PlannedScan}). */
+  public volatile boolean pinnedOutside;
   public volatile long renewedAtMs = System.currentTimeMillis();
   /** The pin lasts only pinIdleTtl: no query has run since it was made or cut ({@link PinLifetime}). */
   public volatile boolean idle;
@@ -121,7 +126,7 @@ public final class NativePlan implements Serializable {
     for (JsonNode f : n.path("files")) {
       JsonNode dv = f.path("dv");
       p.files.add(new FileEntry(f.path("path").asText(), f.path("size").asLong(), f.path("rows").asLong(),
-          dv.isNull() || dv.isMissingNode() ? null : dv.asText(), f.path("segment").asText("")));
+          dv.isNull() || dv.isMissingNode() ? null : dv.asText(), f.path("segment").asText(""), PartitionBounds.parse(f)));
     }
     return p;
   }

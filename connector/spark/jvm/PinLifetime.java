@@ -269,7 +269,7 @@ public final class PinLifetime extends SparkListener {
     plan.foreachWithSubqueries(p -> {
       if (p instanceof LogicalRelation && ((LogicalRelation) p).relation() instanceof HadoopFsRelation) {
         Object location = ((HadoopFsRelation) ((LogicalRelation) p).relation()).location();
-        if (location instanceof PlannedFileIndex) {
+        if (location instanceof PlannedFileIndex && !((PlannedFileIndex) location).plan().pinnedOutside) {
           out.add(((PlannedFileIndex) location).plan());
         }
       } else if (p instanceof InMemoryRelation) {

@@ -17,7 +17,8 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The files Python planned, with the sizes the table's log records: Spark neither lists a
- * directory nor stats a file, and its statistics (broadcast joins) see the real size.
+ * directory nor stats a file, and its statistics (broadcast joins) see the real size. A
+ * query's filters drop the files of partitions they rule out ({@link #listFiles}).
  */
 public final class PlannedFileIndex implements FileIndex {
   private static final long BLOCK_SIZE = 128L << 20;
@@ -56,9 +57,24 @@ public final class PlannedFileIndex implements FileIndex {
     return CollectionConverters.asScala(List.of(root)).toSeq();
   }
 
+  /**
+   * The planned files, less those whose partition no row of {@code dataFilters} can match
+   * ({@link PartitionBounds}): Spark hands the query's filters on the table's columns here, so
+   * a filter on a partition's source column skips whole files as a Hive partition filter would.
+   */
   @Override
   public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
-    PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(files).toSeq());
+    List<FileStatusWithMetadata> kept = files;
+    if (!dataFilters.isEmpty()) {
+      kept = new ArrayList<>();
+      for (int i = 0; i < files.size(); i++) {
+        PartitionBounds bounds = plan.files.get(i).bounds;
+        if (bounds == null || bounds.mayMatchAll(dataFilters)) {
+          kept.add(files.get(i));
+        }
+      }
+    }
+    PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(kept).toSeq());
     return CollectionConverters.asScala(List.of(dir)).toSeq();
   }
 
