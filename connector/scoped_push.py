@@ -74,6 +74,7 @@ __all__ = [
 ]
 
 DYNAMIC = "dynamic"
+_PREDICATE_CHARS = 10_000  # what PushScope.predicate holds
 _PartitionKey = tuple[ScopeValue, ...]
 
 
@@ -412,11 +413,17 @@ def _scope(snapshot: Snapshot, spec: PartitionSpec, keys: Sequence[_PartitionKey
         spec_id=spec.spec_id,
         partitions=tuple(keys),
         labels=tuple(partition_label(spec, snapshot.table_schema, k, arrow=arrow) for k in keys),
-        predicate=request.predicate_text
-        if request.predicate_text is not None
-        else (str(request.predicate) if request.predicate is not None else None),
+        predicate=_shown(request.predicate_text if request.predicate_text is not None else request.predicate),
         dynamic=request.dynamic,
     )
+
+
+def _shown(predicate: object) -> str | None:
+    """A predicate as the lineage entry keeps it for people: its text, cut short if it is very long."""
+    if predicate is None:
+        return None
+    text = str(predicate)
+    return text if len(text) <= _PREDICATE_CHARS else text[: _PREDICATE_CHARS - 1] + "…"
 
 
 # -- 5. after the push started: the rows rewritten segments keep -------------------------------
