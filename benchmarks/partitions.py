@@ -219,6 +219,20 @@ def replace_day(
     return out, details
 
 
+def unbuilt_peer(name: str, error: str) -> CaseResult:
+    return CaseResult(
+        name=f"replace_day_vs_{name}",
+        group="peers",
+        description=f"replace one day vs {name}",
+        mvtable=None,
+        baseline_name=name,
+        baseline=None,
+        target=REPLACE_TARGET,
+        target_text=f"≤ {REPLACE_TARGET}×",
+        details={"na": f"n/a: {name} could not build its table: {error}"},
+    )
+
+
 # --------------------------------------------------------------------------- (b) one month through create_view
 def write_hive_copy(visible: pa.Table, root: Path, *, row_group_rows: int) -> Path:
     """The visible rows as hive-partitioned Parquet (``l_shipdate=YYYY-MM-DD/``), encoded as mvtable's segments are."""
@@ -405,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"  {name}: built in {build[name]['build_s']:.1f} s")
             except Exception as exc:
                 build[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
-                errors.append(f"build {name}: {build[name]['error']}")
+                if name == "mvtable":  # a peer that cannot build is n/a in its row, as in benchmarks.run
+                    errors.append(f"build {name}: {build[name]['error']}")
                 log(f"  {name}: could not build: {build[name]['error']}")
         if "pyiceberg" in a.peer_names and "replace_day" in a.case_names:
             build["pyiceberg_writable_transforms"] = pt.iceberg_writable_transforms(work)
@@ -416,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
             def replace() -> None:
                 res, _ = replace_day(systems, visible, work, day=a.day, repeat=a.repeat, smoke=a.smoke, trace=not a.no_trace)
                 results.extend(res)
+                for n in a.peer_names:  # peers that could not even be built
+                    if n not in systems:
+                        results.append(unbuilt_peer(n, build[n]["error"]))
 
             section("replace_day", replace)
         if "month_query" in a.case_names:
