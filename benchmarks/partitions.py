@@ -281,7 +281,9 @@ def month_query(
         return [tuple(r) for r in spark.sql(MONTH_QUERY.format(lineitem=view, first=first, after=after)).collect()]
 
     try:
-        timings = measure({n: System(lambda v=v: query(v)) for n, v in views.items()}, repeat=repeat, warmup=0 if smoke else 1)
+        timings = measure(
+            {n: System(lambda v=v: query(v)) for n, v in views.items()}, repeat=repeat, warmup=0 if smoke else 1, log=log
+        )
     finally:
         if mv_path is not None:
             mvtable.drop_view(spark, "lineitem_month")
@@ -472,16 +474,17 @@ def main(argv: list[str] | None = None) -> int:
     meta["load_at_end"] = os.getloadavg()
     report.write_json(a.out, results, {}, meta)
     report.print_tables(results, {}, meta)
-    for r in results:
-        opened = r.details.get("files_opened") if r.name == "replace_day_other_days_read" else None
-        for n, f in (opened or {}).items():
-            if "na" in f:
-                print(f"  {n:<10} files opened by the replace: n/a ({f['na']})")
-            else:
-                print(
-                    f"  {n:<10} data files read: {f['files_of_other_days_read']} of {f['files_of_other_days']} of other days, "
-                    f"{f['files_of_the_day_read']} of {f['files_of_the_day']} of the day"
-                )
+    opened = next((r.details["files_opened"] for r in results if r.details.get("files_opened")), {})
+    if opened:
+        print(f"data files each system's replace of {a.day} opened (strace):")
+    for n, f in opened.items():
+        if "na" in f:
+            print(f"  {n:<10} n/a ({f['na']})")
+        else:
+            print(
+                f"  {n:<10} data files of other days read: {f['files_of_other_days_read']} of {f['files_of_other_days']}; "
+                f"of the day: {f['files_of_the_day_read']} of {f['files_of_the_day']}"
+            )
     transforms = meta.get("build", {}).get("pyiceberg_writable_transforms")
     if transforms:
         print("pyiceberg writes: " + ", ".join(f"{k} {'yes' if v == 'ok' else 'no (' + v + ')'}" for k, v in transforms.items()))
