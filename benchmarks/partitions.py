@@ -222,6 +222,8 @@ def replace_day(
     failures = []
     if "mvtable" in timings and timings["mvtable"].error:
         failures.append(f"replace_day: mvtable's replace failed: {timings['mvtable'].error}")
+    if "mvtable" in checks:  # also when no peer row shows it
+        failures.append(f"replace_day: mvtable answered wrongly: {checks['mvtable']}")
     if trace and "na" in mv_trace:
         failures.append(f"replace_day: the traced mvtable replace failed: {mv_trace['na']}")
     return out, failures
