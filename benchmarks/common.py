@@ -144,7 +144,10 @@ def measure(
     for n in names:
         med = out[n].median
         cpu = out[n].cpu_median
-        timing = f"{med:.4f} s (median of {len(out[n].runs)}; CPU {cpu:.4f} s)" if cpu is not None else f"{med:.4f} s"
+        if med is None:  # an optional system that failed every run: its error is logged below
+            timing = "no run"
+        else:
+            timing = f"{med:.4f} s (median of {len(out[n].runs)}; CPU {cpu:.4f} s)" if cpu is not None else f"{med:.4f} s"
         log(f"    {n:<28} {'n/a: ' + out[n].error if out[n].error else timing}")
     return out
 

@@ -14,6 +14,8 @@ def fmt(value: float | None, unit: str = "s") -> str:
         return "—"
     if unit == "MiB":
         return f"{value:.1f} MiB"
+    if unit == "files":
+        return f"{value:.0f} files"
     if value < 1:
         return f"{value * 1000:.1f} ms"
     return f"{value:.2f} s"

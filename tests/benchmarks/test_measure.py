@@ -28,3 +28,14 @@ def test_measure_records_cpu_beside_wall_time() -> None:
     assert busy.cpu_median is not None and busy.cpu_median >= 0.015
     assert idle.cpu_median is not None and idle.cpu_median < 0.01 <= idle.median
     assert busy.to_json()["cpu_median_s"] == busy.cpu_median
+
+
+def test_an_optional_system_that_always_fails_is_recorded_not_raised() -> None:
+    def broken() -> None:
+        raise RuntimeError("no such API")
+
+    lines: list[str] = []
+    t = measure({"ok": System(lambda: 1), "peer": System(broken, optional=True)}, repeat=2, warmup=0, log=lines.append)
+    assert t["peer"].error == "RuntimeError: no such API" and t["peer"].median is None and not t["peer"].runs
+    assert t["ok"].result == 1 and len(t["ok"].runs) == 2
+    assert any("peer" in line and "n/a: RuntimeError: no such API" in line for line in lines)
