@@ -26,12 +26,14 @@ def test_the_python_tour_runs_as_written(tmp_path: Path):
     script = (
         tour.replace('"/tmp/events"', repr(str(table)))
         + "\nprint(t.to_arrow().num_rows, t.scan(version=1).to_arrow().num_rows)\n"
+        + "print(sorted(days.to_arrow()['n'].to_pylist()), days.history()[-2].operation)\n"
     )
     assert str(table) in script, "the tour writes where the test says"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     # after the rollback: the two rows left by the delete; version 1 is the first append
-    assert out.stdout.split() == ["2", "3"]
+    # the day the scoped push replaced is back after its rollback; the push was one consistent push
+    assert out.stdout.split() == ["2", "3", "[4,", "5,", "6]", "CONSISTENT_PUSH"]
 
 
 def test_the_transaction_example_runs_as_written(tmp_path: Path):
