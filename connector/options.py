@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mvtable.conf import TableProperties, connector_settings, on_disk_name, parse_period
 from mvtable.errors import InvalidOptionError, SettingsError
 
+from .partitions.spec import parse_partition_field
 from .timeparse import parse_timestamp_ms
 
 STORAGE_PREFIX = "storage."
@@ -65,6 +66,18 @@ def split_partition_by(value: Any) -> tuple[str, ...] | None:
     if any(not item for item in items):
         raise ValueError(f"{value!r} has an empty field; write e.g. 'day(ts),region'")
     return tuple(items)
+
+
+def _fields_of(items: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(transform, column)`` of each ``partitionBy`` item, the column folded as Spark folds names.
+
+    Raises:
+        PartitionSpecError: an item is not a column or a transform of one."""
+    out = []
+    for item in items:
+        transform, column = parse_partition_field(item)
+        out.append((transform.text, column.lower()))
+    return out
 
 
 class _Options(BaseModel):
@@ -185,11 +198,44 @@ class WriteOptions(_Options):
     save_mode: Literal["errorifexists", "ignore"] | None = None
     # the partition spec of a table the write creates: "day(ts),region" (see partitions.spec)
     partition_by: tuple[str, ...] | None = None
+    # the columns of Spark's own df.write.partitionBy(…), a JSON list (set by mvtable.spark_save)
+    writer_partition_by: tuple[str, ...] | None = None
 
     @field_validator("partition_by", mode="before")
     @classmethod
     def _fields(cls, v: Any) -> tuple[str, ...] | None:
         return split_partition_by(v)
+
+    @field_validator("writer_partition_by", mode="before")
+    @classmethod
+    def _columns(cls, v: Any) -> tuple[str, ...] | None:
+        if v is None or isinstance(v, (list, tuple)):
+            return None if v is None else tuple(str(c) for c in v)
+        try:
+            columns = json.loads(v)
+        except ValueError:
+            columns = None
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+            raise ValueError(f"{v!r} is not a JSON list of column names")
+        return tuple(columns)
+
+    @model_validator(mode="after")
+    def _one_partitioning(self) -> WriteOptions:
+        """``df.write.partitionBy("region", …)``: identity fields, as the ``partitionBy`` option's ``"region"``.
+
+        Given both, they must say the same."""
+        if not self.writer_partition_by:
+            return self
+        identity = tuple(f"`{c}`" for c in self.writer_partition_by)
+        if self.partition_by is not None and _fields_of(self.partition_by) != _fields_of(identity):
+            raise ValueError(
+                f"df.write.partitionBy({', '.join(map(repr, self.writer_partition_by))}) and the partitionBy option "
+                f"{','.join(self.partition_by)!r} differ; give the partitioning once (the option also takes "
+                "transforms: .option('partitionBy', 'day(ts),region'))"
+            )
+        if self.partition_by is None:
+            return self.model_copy(update={"partition_by": identity})
+        return self
 
     @field_validator("save_mode", mode="before")
     @classmethod
@@ -275,6 +321,7 @@ _WRITE_NAMES = {
     "mergeSchema": "merge_schema",
     "overwriteSchema": "overwrite_schema",
     "partitionBy": "partition_by",
+    "writerPartitionBy": "writer_partition_by",
 }
 _STREAM_WRITE_NAMES = {
     "path": "path",

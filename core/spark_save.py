@@ -13,15 +13,17 @@ So the decision is made where the mode is still known, in the driver's Python
 write to ``format("mvtable")`` in mode ErrorIfExists or Ignore asks Spark for an append and
 passes the mode as the ``saveMode`` option (the data source then creates the table where none
 exists, and refuses with ``TableAlreadyExistsError``, or writes nothing, where one does), and
-``partitionBy`` raises ``PartitioningNotSupportedError`` at once (``saveAsTable``:
-``CatalogTableNotSupportedError``). Other formats and modes pass
-through untouched. ``import mvtable`` installs it (now if pyspark is loaded, else when it is),
+takes ``partitionBy``'s columns back from Spark to pass them as the ``writerPartitionBy``
+option, which the data source reads as identity fields of the partition spec, under the rules
+of its ``partitionBy`` option (``saveAsTable`` raises ``CatalogTableNotSupportedError``).
+Other formats and modes pass through untouched. ``import mvtable`` installs it (now if pyspark is loaded, else when it is),
 so it lives in the core package and imports nothing of mvtable's Spark code."""
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import json
 import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
@@ -29,6 +31,8 @@ from types import ModuleType
 from typing import Any
 
 FORMAT = "mvtable"
+# the option that carries partitionBy's columns to the data source (connector.options.WriteOptions)
+PARTITION_COLUMNS_OPTION = "writerPartitionBy"
 # Spark's names of the modes it refuses for a Python source
 REFUSED_MODES = frozenset({"error", "errorifexists", "default", "ignore"})
 # the modules whose DataFrameWriter is wrapped: classic and Spark Connect
@@ -100,13 +104,10 @@ def _save(save: Callable[..., Any]) -> Callable[..., Any]:
         if str(self.__dict__.get("_mvtable_format", "")).lower() == FORMAT:
             columns = self.__dict__.get("_mvtable_partition_by")
             if columns:
-                from mvtable.errors import PartitioningNotSupportedError
-
-                raise PartitioningNotSupportedError(
-                    f"partitionBy({', '.join(map(repr, columns))}): Spark's Hive-style partition columns are not supported yet; "
-                    "drop partitionBy and give mvtable's partition spec as an option on the write that creates the table, "
-                    "e.g. .option('partitionBy', 'day(ts),region') (docs/partitions.md)"
-                )
+                # taken back from Spark, which would compare them with an "existing table" a Python
+                # source cannot describe, and handed to the source, which makes them identity fields
+                self.partitionBy([])
+                self.option(PARTITION_COLUMNS_OPTION, json.dumps([str(c) for c in columns]))
             chosen = str(self.__dict__.get("_mvtable_mode", "errorifexists")).lower()
             if chosen in REFUSED_MODES:
                 self.mode("append").option("saveMode", chosen)
