@@ -65,7 +65,7 @@ def _segment_status(snapshot: Snapshot, visible: set[str]) -> dict[str, tuple[st
     return out
 
 
-def _segment(snapshot: Snapshot, sid: str, status: str, entry: str | None, labels: dict[str, str]) -> dict[str, Any]:
+def _segment(snapshot: Snapshot, sid: str, status: str, entry: str | None) -> dict[str, Any]:
     seg = snapshot.segments[sid]
     f = seg.file
     dv = snapshot.dvs.get(sid)
@@ -76,7 +76,6 @@ def _segment(snapshot: Snapshot, sid: str, status: str, entry: str | None, label
         "status": status,
         "spec_id": f.spec_id,
         "partition": list(f.partition) if f.partition is not None else None,
-        "partition_label": labels.get(sid) if f.partition else None,
         "lineage_entry": entry,
         "added_version": seg.added_version,
         "num_rows": f.num_rows,
@@ -174,20 +173,17 @@ def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
     Keys: ``uri``, ``version``, ``timestamp``, ``table_id``, ``schema`` (``[{name, type}]``),
     ``primary_key`` (the key columns, ``[]`` without a key), ``properties``, ``segments`` (visible ones first, then staged/replaced/reverted ones
     the log still holds; each with ``id, path, status, spec_id, partition`` (the values the log
-    records, None for a segment without one), ``partition_label`` (``ts_day=2024-01-05,
-    region=eu``, as ``mvtable timeline`` shows it), ``lineage_entry, added_version,
+    records, None for a segment without one), ``lineage_entry, added_version,
     num_rows, size_bytes, row_groups [{num_rows, first_row, total_byte_size}],
     deleted_rows, live_rows, delete_density`` (0..1) and ``dv``), ``totals`` (of the
     visible segments: what a reader sees), ``retained`` (totals of the others) and
     ``lineage`` (entries oldest first, each with its ``transitions``
     ``[{version, state, timestamp, operation}]``)."""
-    from .partitions.timeline import timeline_of
     from .schema import schema_from_json
 
     visible_ids = snapshot.visible_segment_ids()
     status = _segment_status(snapshot, set(visible_ids))
-    labels = {s.id: p.label for p in timeline_of(snapshot).partitions for s in p.segments}
-    visible = [_segment(snapshot, sid, VISIBLE, status[sid][1], labels) for sid in visible_ids]
+    visible = [_segment(snapshot, sid, VISIBLE, status[sid][1]) for sid in visible_ids]
     shown = set(visible_ids)
     retained = []
     for _, sid in sorted((seg.added_version, sid) for sid, seg in snapshot.segments.items() if sid not in shown):
@@ -195,7 +191,7 @@ def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
         if seg.removed_version is not None:
             continue
         st, entry = status.get(sid, (HIDDEN, seg.lineage_entry))
-        retained.append(_segment(snapshot, sid, st, entry, labels))
+        retained.append(_segment(snapshot, sid, st, entry))
     try:
         schema = [
             {"name": f.name, "type": str(f.type), "id": int(f.metadata[b"PARQUET:field_id"]) if f.metadata else None}

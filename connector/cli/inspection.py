@@ -13,11 +13,17 @@ if TYPE_CHECKING:  # rich is imported lazily
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..describe import inspect_table
+    from ..partitions.timeline import timeline_of
     from ..pin_admin import live_pins, now_ms, pin_record
     from .pins import print_pins
 
     table = open_table(args)
-    info = inspect_table(table.commit_log, table.snapshot(args.version))
+    snapshot = table.snapshot(args.version)
+    info = inspect_table(table.commit_log, snapshot)
+    # each segment's partition as people read it (ts_day=2024-01-05, region=eu), as `mvtable timeline` labels it
+    labels = {s.id: p.label for p in timeline_of(snapshot).partitions for s in p.segments}
+    for seg in info["segments"]:
+        seg["partition_label"] = labels.get(seg["id"]) if seg["partition"] else None
     now = now_ms()
     info["pins"] = [pin_record(p, now_ms=now) for p in live_pins(table.io, now_ms=now)]
     if args.json:
