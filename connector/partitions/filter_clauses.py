@@ -111,6 +111,8 @@ def _conjuncts(node: Node) -> list[Node]:
 def _clause(node: Node, arrow: pa.Schema, partitioned: set[str]) -> Clause | None:
     """The clause ``node`` (a boolean expression) prunes as, or None when only Arrow can decide it."""
     names = field_names(node)
+    if not names <= set(arrow.names):
+        return None  # a column the table lacks: not ours to judge (check_filter names it)
     if names and not names & partitioned:
         return Always()
     if not isinstance(node, Call):
