@@ -17,7 +17,8 @@ column's type cannot hold) are left to Arrow, which then decides only the partit
 clauses kept.
 
 A literal is taken as Arrow compares it: cast to the column's type (a ``date`` literal to a
-timestamp column's midnight), and only when that cast is exact; a naive time against a zoned
+timestamp column's midnight), and only when that cast is exact (it casts back to the same
+literal: ``0.1`` is no ``float32``, ``2.5`` no integer); a naive time against a zoned
 column (or the reverse) is left to Arrow, which refuses to compare them.
 """
 
@@ -194,6 +195,8 @@ def _value(literal: pa.Scalar, target: pa.DataType) -> Any:
         return None
     try:
         cast = literal.cast(target)
+        if not cast.cast(literal.type).equals(literal):
+            return None  # not exact (a double that no float32 holds): Arrow compares in the wider type
         if pa.types.is_timestamp(target) and target.unit == "ns":
             cast = cast.cast(pa.timestamp("us", target.tz))  # safe: refuses a time with nanoseconds
         value = cast.as_py()

@@ -196,6 +196,10 @@ def test_literals_as_arrow_compares_them() -> None:
         Leaf(Predicate("id", "<", 5)),  # amount is not partitioned: nothing to decide
     )
     assert clauses(pc.field("id") < 2.5).rest  # not an exact int: Arrow compares as floats
+    assert clauses(pc.field("id") < 2.0).clauses == (Leaf(Predicate("id", "<", 2)),)
+    f32 = pa.schema([("x", pa.float32())])
+    assert parse_filter(pc.field("x") > 0.1, f32, {"x"}).rest  # 0.1 is no float32: 0.1f > 0.1 as Arrow compares them
+    assert parse_filter(pc.field("x") > 0.5, f32, {"x"}).clauses == (Leaf(Predicate("x", ">", 0.5)),)
     assert clauses(pc.field("ts") < pa.scalar(1, pa.timestamp("ns"))).rest  # a nanosecond the column cannot hold
     assert clauses(pc.utf8_lower(pc.field("region")) == "eu").rest
     assert clauses(pc.field("region").isin(["eu", None])).clauses == (
