@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -78,6 +78,44 @@ def _fields_of(items: tuple[str, ...]) -> list[tuple[str, str]]:
         transform, column = parse_partition_field(item)
         out.append((transform.text, column.lower()))
     return out
+
+
+def json_columns(v: Any) -> tuple[str, ...] | None:
+    """The ``writerPartitionBy`` option: a JSON list of column names (``mvtable.spark_save`` writes it)."""
+    if v is None or isinstance(v, (list, tuple)):
+        return None if v is None else tuple(str(c) for c in v)
+    try:
+        columns = json.loads(v)
+    except ValueError:
+        columns = None
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ValueError(f"{v!r} is not a JSON list of column names")
+    return tuple(columns)
+
+
+def one_partitioning(opts: _Partitioned) -> Any:
+    """``df.write.partitionBy("region", …)``: identity fields, as the ``partitionBy`` option's ``"region"``.
+
+    Given both, they must say the same."""
+    if not opts.writer_partition_by:
+        return opts
+    identity = tuple(f"`{c}`" for c in opts.writer_partition_by)
+    if opts.partition_by is not None and _fields_of(opts.partition_by) != _fields_of(identity):
+        raise ValueError(
+            f"partitionBy({', '.join(map(repr, opts.writer_partition_by))}) and the partitionBy option "
+            f"{','.join(opts.partition_by)!r} differ; give the partitioning once (the option also takes "
+            "transforms: .option('partitionBy', 'day(ts),region'))"
+        )
+    if opts.partition_by is None:
+        return opts.model_copy(update={"partition_by": identity})
+    return opts
+
+
+class _Partitioned(Protocol):
+    partition_by: tuple[str, ...] | None
+    writer_partition_by: tuple[str, ...] | None
+
+    def model_copy(self, *, update: dict[str, Any]) -> Any: ...
 
 
 class _Options(BaseModel):
@@ -209,33 +247,11 @@ class WriteOptions(_Options):
     @field_validator("writer_partition_by", mode="before")
     @classmethod
     def _columns(cls, v: Any) -> tuple[str, ...] | None:
-        if v is None or isinstance(v, (list, tuple)):
-            return None if v is None else tuple(str(c) for c in v)
-        try:
-            columns = json.loads(v)
-        except ValueError:
-            columns = None
-        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
-            raise ValueError(f"{v!r} is not a JSON list of column names")
-        return tuple(columns)
+        return json_columns(v)
 
     @model_validator(mode="after")
     def _one_partitioning(self) -> WriteOptions:
-        """``df.write.partitionBy("region", …)``: identity fields, as the ``partitionBy`` option's ``"region"``.
-
-        Given both, they must say the same."""
-        if not self.writer_partition_by:
-            return self
-        identity = tuple(f"`{c}`" for c in self.writer_partition_by)
-        if self.partition_by is not None and _fields_of(self.partition_by) != _fields_of(identity):
-            raise ValueError(
-                f"df.write.partitionBy({', '.join(map(repr, self.writer_partition_by))}) and the partitionBy option "
-                f"{','.join(self.partition_by)!r} differ; give the partitioning once (the option also takes "
-                "transforms: .option('partitionBy', 'day(ts),region'))"
-            )
-        if self.partition_by is None:
-            return self.model_copy(update={"partition_by": identity})
-        return self
+        return one_partitioning(self)
 
     @field_validator("save_mode", mode="before")
     @classmethod
@@ -274,11 +290,21 @@ class StreamWriteOptions(_Options):
     merge_schema: bool = False  # a batch with new columns adds them (and widens types) in its commit
     properties: dict[str, str] = Field(default_factory=dict)
     partition_by: tuple[str, ...] | None = None  # the spec of the table the first batch creates
+    writer_partition_by: tuple[str, ...] | None = None  # df.writeStream.partitionBy(…) (mvtable.spark_save)
 
     @field_validator("partition_by", mode="before")
     @classmethod
     def _fields(cls, v: Any) -> tuple[str, ...] | None:
         return split_partition_by(v)
+
+    @field_validator("writer_partition_by", mode="before")
+    @classmethod
+    def _columns(cls, v: Any) -> tuple[str, ...] | None:
+        return json_columns(v)
+
+    @model_validator(mode="after")
+    def _one_partitioning(self) -> StreamWriteOptions:
+        return one_partitioning(self)
 
     @model_validator(mode="after")
     def _identity(self) -> StreamWriteOptions:
@@ -329,6 +355,7 @@ _STREAM_WRITE_NAMES = {
     "txnAppId": "txn_app_id",
     "mergeSchema": "merge_schema",
     "partitionBy": "partition_by",
+    "writerPartitionBy": "writer_partition_by",
 }
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
 _STREAM_WRITE_KEYS = {k.lower(): v for k, v in _STREAM_WRITE_NAMES.items()}

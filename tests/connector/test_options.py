@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvtable.connector.options import read_options, write_options
+from mvtable.connector.options import read_options, stream_write_options, write_options
 from mvtable.errors import InvalidOptionError
 
 
@@ -132,3 +132,9 @@ def test_spark_partition_columns_are_identity_fields():
         write_options({"path": "/t", "writerPartitionBy": '["region"]', "partitionBy": "day(ts)"})
     with pytest.raises(InvalidOptionError, match="not a JSON list of column names"):
         write_options({"path": "/t", "writerPartitionBy": "region"})
+    streamed = stream_write_options({"path": "/t", "checkpointLocation": "/cp", "writerPartitionBy": '["region"]'})
+    assert streamed.partition_by == ("`region`",)
+    with pytest.raises(InvalidOptionError, match="differ"):
+        stream_write_options(
+            {"path": "/t", "checkpointLocation": "/cp", "writerPartitionBy": '["region"]', "partitionBy": "day(ts)"}
+        )

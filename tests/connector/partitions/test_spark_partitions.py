@@ -108,3 +108,24 @@ def test_a_pushed_time_range_prunes_days_in_any_session_zone(spark, tmp_path, zo
     assert unpruned == 20
     shifted = zone != "UTC" and column == "ts"  # the bounds fall inside a UTC day: one more is read
     assert planned == (2 if " IN " in where else 4 if shifted else 3)
+
+
+def test_spark_partition_by_on_a_stream_creates_identity_fields(spark, tmp_path):
+    """``df.writeStream.partitionBy(...)``, which Spark drops for a Python sink, reaches the sink as identity fields."""
+    src = str(tmp_path / "src")
+    Table(src).append(frame(spark).toArrow())
+    dst = str(tmp_path / "dst")
+    q = (
+        stream(spark, src)
+        .writeStream.format("mvtable")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .partitionBy("region")
+        .trigger(availableNow=True)
+        .start(dst)
+    )
+    q.awaitTermination(180)
+    assert q.exception() is None
+    t = Table.open(dst)
+    assert [(f.name, f.transform) for f in t.snapshot().default_spec.fields] == [("region", "identity")]
+    assert sorted(seg.file.partition for seg in t.snapshot().visible_segments()) == [("eu",), ("us",)]
+    assert t.to_arrow().num_rows == 240
