@@ -195,7 +195,10 @@ def _ambiguous_time(value: Any, source: pa.DataType) -> bool:
 
 
 def _exact(p: Predicate) -> _Test | None:
-    """An identity partition's value is the rows' value: the predicate itself decides."""
+    """An identity partition's value is the rows' value: the predicate itself decides.
+
+    Except for NaN, which every comparison keeps: Spark, whose pushed filters these also are,
+    orders NaN above every number, where Python and Arrow find it neither above nor below."""
     v = p.value
     ops: dict[str, _Test] = {
         "==": lambda x: x == v,
@@ -212,7 +215,7 @@ def _exact(p: Predicate) -> _Test | None:
     test = ops.get(p.op)
     if test is None:
         return None
-    return _safe(lambda part: part is not None and bool(test(part)))
+    return _safe(lambda part: part is not None and (part != part or bool(test(part))))  # part != part: NaN
 
 
 def _safe(test: _Test) -> _Test:

@@ -158,6 +158,8 @@ def test_no_projection_where_none_is_sound() -> None:
         assert test(0 if transform.name == "bucket" else dt.date(2099, 1, 1)), predicate
     test = project(Predicate("ts", "<", aware), day, pa.timestamp("us", tz="UTC"))
     assert test is not None and not test(dt.date(2099, 1, 1))
+    nan_kept = project(Predicate("f", ">", 990.0), parse_transform("identity"), pa.float64())
+    assert nan_kept is not None and nan_kept(float("nan")) and not nan_kept(1.0)  # Spark: NaN is above every number
     with_null = project(Predicate("id", "in", (1, None)), parse_transform("bucket[4]"), pa.int64())
     assert with_null is not None and with_null(None)  # isin matches a null against a null value
 

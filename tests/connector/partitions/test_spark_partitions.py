@@ -129,3 +129,13 @@ def test_spark_partition_by_on_a_stream_creates_identity_fields(spark, tmp_path)
     assert [(f.name, f.transform) for f in t.snapshot().default_spec.fields] == [("region", "identity")]
     assert sorted(seg.file.partition for seg in t.snapshot().visible_segments()) == [("eu",), ("us",)]
     assert t.to_arrow().num_rows == 240
+
+
+def test_a_nan_partition_is_read_by_a_pushed_comparison(spark, tmp_path):
+    """Spark orders NaN above every number: ``f > 0.4`` matches the NaN partition's row."""
+    path = str(tmp_path / "t")
+    df = spark.range(0, 6).selectExpr("id", "if(id = 5, double('NaN'), id / 10.0) AS f")
+    df.write.format("mvtable").mode("append").option("partitionBy", "f").save(path)
+    with spark_conf(spark, {**PYTHON_ROUTE, "spark.sql.python.filterPushdown.enabled": "true"}):
+        got = sorted(r.id for r in spark.read.format("mvtable").load(path).where("f > 0.2").collect())
+    assert got == [3, 4, 5]
