@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..expression_tree import Call, FieldRef, Literal, Node, expression_tree, field_names
 from ..stats import Predicate
@@ -44,16 +45,22 @@ _MATCH_NULLS = 0  # SetLookupOptions.null_matching_behavior MATCH: a null in the
 
 @dataclass(frozen=True)
 class Leaf:
+    """One comparison, decided as the ``Predicate`` it is."""
+
     predicate: Predicate
 
 
 @dataclass(frozen=True)
 class AllOf:
+    """An ``&``: a partition may match when it may match every part."""
+
     parts: tuple[Clause, ...]
 
 
 @dataclass(frozen=True)
 class AnyOf:
+    """An ``|``: a partition may match when it may match some part."""
+
     parts: tuple[Clause, ...]
 
 
@@ -90,7 +97,7 @@ def filter_clauses(tree: Node | None, arrow: pa.Schema, partitioned: set[str]) -
     return FilterClauses(tuple(clauses), rest=rest)
 
 
-def parse_filter(filter: Any, arrow: pa.Schema, partitioned: set[str]) -> FilterClauses:
+def parse_filter(filter: pc.Expression, arrow: pa.Schema, partitioned: set[str]) -> FilterClauses:
     """``filter_clauses`` of a ``pyarrow.compute`` expression."""
     return filter_clauses(expression_tree(filter), arrow, partitioned)
 
