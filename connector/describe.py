@@ -75,6 +75,8 @@ def _segment(snapshot: Snapshot, sid: str, status: str, entry: str | None) -> di
         "id": f.id,
         "path": f.path,
         "status": status,
+        "spec_id": f.spec_id,
+        "partition": list(f.partition) if f.partition is not None else None,
         "lineage_entry": entry,
         "added_version": seg.added_version,
         "num_rows": f.num_rows,
@@ -171,7 +173,8 @@ def inspect_table(commit_log: CommitLog, snapshot: Snapshot) -> dict[str, Any]:
 
     Keys: ``uri``, ``version``, ``timestamp``, ``table_id``, ``schema`` (``[{name, type}]``),
     ``primary_key`` (the key columns, ``[]`` without a key), ``properties``, ``segments`` (visible ones first, then staged/replaced/reverted ones
-    the log still holds; each with ``id, path, status, lineage_entry, added_version,
+    the log still holds; each with ``id, path, status, spec_id, partition`` (the values the log
+    records, None for a segment without one), ``lineage_entry, added_version,
     num_rows, size_bytes, row_groups [{num_rows, first_row, total_byte_size}],
     deleted_rows, live_rows, delete_density`` (0..1) and ``dv``), ``totals`` (of the
     visible segments: what a reader sees), ``retained`` (totals of the others) and

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mvtable.conf import TableProperties, connector_settings, on_disk_name, parse_period
 from mvtable.errors import InvalidOptionError, SettingsError
 
+from .partitions.spec import parse_partition_field
 from .timeparse import parse_timestamp_ms
 
 STORAGE_PREFIX = "storage."
@@ -65,6 +66,56 @@ def split_partition_by(value: Any) -> tuple[str, ...] | None:
     if any(not item for item in items):
         raise ValueError(f"{value!r} has an empty field; write e.g. 'day(ts),region'")
     return tuple(items)
+
+
+def _fields_of(items: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(transform, column)`` of each ``partitionBy`` item, the column folded as Spark folds names.
+
+    Raises:
+        PartitionSpecError: an item is not a column or a transform of one."""
+    out = []
+    for item in items:
+        transform, column = parse_partition_field(item)
+        out.append((transform.text, column.lower()))
+    return out
+
+
+def json_columns(v: Any) -> tuple[str, ...] | None:
+    """The ``writerPartitionBy`` option: a JSON list of column names (``mvtable.spark_save`` writes it)."""
+    if v is None or isinstance(v, (list, tuple)):
+        return None if v is None else tuple(str(c) for c in v)
+    try:
+        columns = json.loads(v)
+    except ValueError:
+        columns = None
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ValueError(f"{v!r} is not a JSON list of column names")
+    return tuple(columns)
+
+
+def one_partitioning(opts: _Partitioned) -> Any:
+    """``df.write.partitionBy("region", …)``: identity fields, as the ``partitionBy`` option's ``"region"``.
+
+    Given both, they must say the same."""
+    if not opts.writer_partition_by:
+        return opts
+    identity = tuple(f"`{c}`" for c in opts.writer_partition_by)
+    if opts.partition_by is not None and _fields_of(opts.partition_by) != _fields_of(identity):
+        raise ValueError(
+            f"partitionBy({', '.join(map(repr, opts.writer_partition_by))}) and the partitionBy option "
+            f"{','.join(opts.partition_by)!r} differ; give the partitioning once (the option also takes "
+            "transforms: .option('partitionBy', 'day(ts),region'))"
+        )
+    if opts.partition_by is None:
+        return opts.model_copy(update={"partition_by": identity})
+    return opts
+
+
+class _Partitioned(Protocol):
+    partition_by: tuple[str, ...] | None
+    writer_partition_by: tuple[str, ...] | None
+
+    def model_copy(self, *, update: dict[str, Any]) -> Any: ...
 
 
 class _Options(BaseModel):
@@ -198,11 +249,22 @@ class WriteOptions(_Options):
 
     # the partition spec of a table the write creates: "day(ts),region" (see partitions.spec)
     partition_by: tuple[str, ...] | None = None
+    # the columns of Spark's own df.write.partitionBy(…), a JSON list (set by mvtable.spark_save)
+    writer_partition_by: tuple[str, ...] | None = None
 
     @field_validator("partition_by", mode="before")
     @classmethod
     def _fields(cls, v: Any) -> tuple[str, ...] | None:
         return split_partition_by(v)
+
+    @field_validator("writer_partition_by", mode="before")
+    @classmethod
+    def _columns(cls, v: Any) -> tuple[str, ...] | None:
+        return json_columns(v)
+
+    @model_validator(mode="after")
+    def _one_partitioning(self) -> WriteOptions:
+        return one_partitioning(self)
 
     @field_validator("save_mode", mode="before")
     @classmethod
@@ -241,11 +303,21 @@ class StreamWriteOptions(_Options):
     merge_schema: bool = False  # a batch with new columns adds them (and widens types) in its commit
     properties: dict[str, str] = Field(default_factory=dict)
     partition_by: tuple[str, ...] | None = None  # the spec of the table the first batch creates
+    writer_partition_by: tuple[str, ...] | None = None  # df.writeStream.partitionBy(…) (mvtable.spark_save)
 
     @field_validator("partition_by", mode="before")
     @classmethod
     def _fields(cls, v: Any) -> tuple[str, ...] | None:
         return split_partition_by(v)
+
+    @field_validator("writer_partition_by", mode="before")
+    @classmethod
+    def _columns(cls, v: Any) -> tuple[str, ...] | None:
+        return json_columns(v)
+
+    @model_validator(mode="after")
+    def _one_partitioning(self) -> StreamWriteOptions:
+        return one_partitioning(self)
 
     @model_validator(mode="after")
     def _identity(self) -> StreamWriteOptions:
@@ -290,6 +362,7 @@ _WRITE_NAMES = {
     "replaceWhere": "replace_where",
     "partitionOverwriteMode": "partition_overwrite_mode",
     "partitionBy": "partition_by",
+    "writerPartitionBy": "writer_partition_by",
 }
 _STREAM_WRITE_NAMES = {
     "path": "path",
@@ -297,6 +370,7 @@ _STREAM_WRITE_NAMES = {
     "txnAppId": "txn_app_id",
     "mergeSchema": "merge_schema",
     "partitionBy": "partition_by",
+    "writerPartitionBy": "writer_partition_by",
 }
 _READ_KEYS = {k.lower(): v for k, v in _READ_NAMES.items()}
 _STREAM_WRITE_KEYS = {k.lower(): v for k, v in _STREAM_WRITE_NAMES.items()}

@@ -27,7 +27,13 @@ import pyarrow as pa
 
 from mvtable import checks
 from mvtable.conf import TableProperties, property_strings
-from mvtable.errors import CommitStateUnknownError, InvalidOptionError, TableAlreadyExistsError, TableNotFoundError
+from mvtable.errors import (
+    CommitStateUnknownError,
+    ConcurrentMetadataError,
+    InvalidOptionError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
 from mvtable.ids import new_entry_id
 from mvtable.lineage import operations as ops
 from mvtable.lineage.actions import AddSegment, MetadataAction, PushOwner, SegmentFile
@@ -46,7 +52,7 @@ from .keys.commit import KeyedRows, check_absent, commit_keyed, segment_keys
 from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
 from .partitions.scope_labels import file_partition
-from .partitions.spec import parse_partition_by
+from .partitions.spec import carried_spec, parse_partition_by
 from .partitions.writing import PartitionedWriter
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
@@ -54,6 +60,7 @@ from .recovery.transactions import Stores, recover_table
 from .schema import check_new_table_columns, check_write_schema, schema_from_json, schema_to_json
 from .schema_evolution.field_ids import fresh_ids, strip_ids
 from .schema_evolution.merge import merged_schema, replaced_schema
+from .schema_evolution.partition_sources import check_partition_sources
 from .scoped_push import ScopedPlan, ScopeRequest
 from .segments import SegmentWriter
 from .write_intents import WriteIntent
@@ -296,14 +303,20 @@ def _existing_table(
     if snapshot.primary_key:
         check_key_schema(schema_from_json(snapshot.table_schema), snapshot.primary_key, incoming)
     table_schema, evolve = snapshot.table_schema, None
+    carried: PartitionSpec | None = None
     last_id = max(snapshot.last_field_id, highest_id(snapshot.table_schema))
     if overwrite_schema:
         check_new_table_columns(incoming)
         table_schema, last = replaced_schema(strip_ids(schema_to_json(incoming)), last_field_id=last_id)
         evolve = {"table_schema": table_schema, "last_field_id": last, "changes": ["overwrite schema"]}
+        carried = carried_spec(snapshot.partition_specs, snapshot.default_spec_id, snapshot.table_schema, table_schema)
+        if carried is not None:  # the spec follows its columns to their new ids (partitions.spec.carried_spec)
+            evolve["partition_spec"] = carried
+            evolve["from_spec_id"] = snapshot.default_spec_id
     elif merge_schema:
         merged = merged_schema(snapshot.table_schema, incoming, last_field_id=last_id, primary_key=snapshot.primary_key)
         if merged is not None:
+            check_partition_sources(snapshot.partition_specs, snapshot.default_spec_id, snapshot.table_schema, merged.doc)
             table_schema = merged.doc
             evolve = {"table_schema": table_schema, "last_field_id": merged.last_field_id, "changes": list(merged.changes)}
     check_write_schema(table_schema, incoming, fill_missing=merge_schema)
@@ -317,7 +330,7 @@ def _existing_table(
         props=TableProperties.of(snapshot.properties),
         key=snapshot.primary_key,
         evolve=evolve,
-        spec=snapshot.default_spec,
+        spec=carried if carried is not None else snapshot.default_spec,
     )
 
 
@@ -745,6 +758,15 @@ def schema_change(current: Snapshot, evolve: dict[str, Any] | None) -> list[Meta
     (``lineage.schema_ids.schema_race``)."""
     if evolve is None:
         return []
+    partitioning: dict[str, Any] = {}
+    spec = evolve.get("partition_spec")
+    if spec is not None:
+        if current.default_spec_id != evolve["from_spec_id"] or spec.spec_id in current.partition_specs:
+            raise ConcurrentMetadataError(
+                "the table's partition spec changed while the write that overwrites its schema ran; write again"
+            )
+        kept = tuple(s for sid, s in sorted(current.partition_specs.items()) if sid != 0)
+        partitioning = {"partition_specs": (*kept, spec), "default_spec_id": spec.spec_id}
     return [
         MetadataAction(
             table_id=current.table_id,
@@ -752,6 +774,7 @@ def schema_change(current: Snapshot, evolve: dict[str, Any] | None) -> list[Meta
             properties=dict(current.properties),
             schema_id=current.schema_id + 1,
             last_field_id=max(current.last_field_id, evolve["last_field_id"]),
+            **partitioning,
         )
     ]
 

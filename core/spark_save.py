@@ -13,15 +13,18 @@ So the decision is made where the mode is still known, in the driver's Python
 write to ``format("mvtable")`` in mode ErrorIfExists or Ignore asks Spark for an append and
 passes the mode as the ``saveMode`` option (the data source then creates the table where none
 exists, and refuses with ``TableAlreadyExistsError``, or writes nothing, where one does), and
-``partitionBy`` raises ``PartitioningNotSupportedError`` at once (``saveAsTable``:
-``CatalogTableNotSupportedError``). Other formats and modes pass
-through untouched. ``import mvtable`` installs it (now if pyspark is loaded, else when it is),
+takes ``partitionBy``'s columns back from Spark to pass them as the ``writerPartitionBy``
+option, which the data source reads as identity fields of the partition spec, under the rules
+of its ``partitionBy`` option (``saveAsTable`` raises ``CatalogTableNotSupportedError``).
+``DataStreamWriter.start`` does the same with its ``partitionBy``, which Spark would otherwise
+drop without a word for a Python sink. Other formats and modes pass through untouched. ``import mvtable`` installs it (now if pyspark is loaded, else when it is),
 so it lives in the core package and imports nothing of mvtable's Spark code."""
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import json
 import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
@@ -29,10 +32,17 @@ from types import ModuleType
 from typing import Any
 
 FORMAT = "mvtable"
+# the option that carries partitionBy's columns to the data source (connector.options.WriteOptions)
+PARTITION_COLUMNS_OPTION = "writerPartitionBy"
 # Spark's names of the modes it refuses for a Python source
 REFUSED_MODES = frozenset({"error", "errorifexists", "default", "ignore"})
-# the modules whose DataFrameWriter is wrapped: classic and Spark Connect
-WRITER_MODULES = ("pyspark.sql.readwriter", "pyspark.sql.connect.readwriter")
+# the modules whose DataFrameWriter (or DataStreamWriter) is wrapped: classic and Spark Connect
+WRITER_MODULES = (
+    "pyspark.sql.readwriter",
+    "pyspark.sql.connect.readwriter",
+    "pyspark.sql.streaming.readwriter",
+    "pyspark.sql.connect.streaming.readwriter",
+)
 _MARK = "_mvtable_save_modes"
 
 
@@ -54,14 +64,20 @@ def installed(writer_class: type) -> bool:
 
 def _wrap(module: ModuleType) -> None:
     cls = getattr(module, "DataFrameWriter", None)
-    if cls is None or cls.__dict__.get(_MARK):
-        return
-    cls.format = _recording(cls.format, "_mvtable_format")
-    cls.mode = _recording(cls.mode, "_mvtable_mode")
-    cls.partitionBy = _recording(cls.partitionBy, "_mvtable_partition_by")
-    cls.save = _save(cls.save)
-    cls.saveAsTable = _save_as_table(cls.saveAsTable)
-    setattr(cls, _MARK, True)
+    if cls is not None and not cls.__dict__.get(_MARK):
+        cls.format = _recording(cls.format, "_mvtable_format")
+        cls.mode = _recording(cls.mode, "_mvtable_mode")
+        cls.partitionBy = _recording(cls.partitionBy, "_mvtable_partition_by")
+        cls.save = _save(cls.save)
+        cls.saveAsTable = _save_as_table(cls.saveAsTable)
+        setattr(cls, _MARK, True)
+    stream = getattr(module, "DataStreamWriter", None)
+    if stream is not None and not stream.__dict__.get(_MARK):
+        # Spark hands a Python streaming sink no partitioning at all: partitionBy would be dropped silently
+        stream.format = _recording(stream.format, "_mvtable_format")
+        stream.partitionBy = _recording(stream.partitionBy, "_mvtable_partition_by")
+        stream.start = _start(stream.start)
+        setattr(stream, _MARK, True)
 
 
 def _recording(method: Callable[..., Any], attr: str) -> Callable[..., Any]:
@@ -98,19 +114,43 @@ def _save(save: Callable[..., Any]) -> Callable[..., Any]:
         if format is not None:
             self.format(format)
         if str(self.__dict__.get("_mvtable_format", "")).lower() == FORMAT:
-            columns = self.__dict__.get("_mvtable_partition_by")
-            if columns:
-                from mvtable.errors import PartitioningNotSupportedError
-
-                raise PartitioningNotSupportedError(
-                    f"partitionBy({', '.join(map(repr, columns))}): Spark's Hive-style partition columns are not supported yet; "
-                    "drop partitionBy and give mvtable's partition spec as an option on the write that creates the table, "
-                    "e.g. .option('partitionBy', 'day(ts),region') (docs/partitions.md)"
-                )
+            # taken back from Spark, which would compare them with an "existing table" a Python
+            # source cannot describe, and handed to the source, which makes them identity fields
+            _hand_over_partition_by(self)
             chosen = str(self.__dict__.get("_mvtable_mode", "errorifexists")).lower()
             if chosen in REFUSED_MODES:
                 self.mode("append").option("saveMode", chosen)
         return save(self, path)
+
+    return call
+
+
+def _hand_over_partition_by(writer: Any) -> None:
+    """Move a writer's ``partitionBy`` columns from Spark to the ``writerPartitionBy`` option."""
+    columns = writer.__dict__.get("_mvtable_partition_by")
+    if columns:
+        writer.partitionBy([])
+        writer.option(PARTITION_COLUMNS_OPTION, json.dumps([str(c) for c in columns]))
+
+
+def _start(start: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(start)
+    def call(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        outputMode: str | None = None,
+        partitionBy: str | Sequence[str] | None = None,
+        queryName: str | None = None,
+        **options: Any,
+    ) -> Any:
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        if str(self.__dict__.get("_mvtable_format", "")).lower() == FORMAT:
+            _hand_over_partition_by(self)
+        return start(self, path, outputMode=outputMode, queryName=queryName, **options)
 
     return call
 

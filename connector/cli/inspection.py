@@ -13,11 +13,17 @@ if TYPE_CHECKING:  # rich is imported lazily
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..describe import inspect_table
+    from ..partitions.timeline import timeline_of
     from ..pin_admin import live_pins, now_ms, pin_record
     from .pins import print_pins
 
     table = open_table(args)
-    info = inspect_table(table.commit_log, table.snapshot(args.version))
+    snapshot = table.snapshot(args.version)
+    info = inspect_table(table.commit_log, snapshot)
+    # each segment's partition as people read it (ts_day=2024-01-05, region=eu), as `mvtable timeline` labels it
+    labels = {s.id: p.label for p in timeline_of(snapshot).partitions for s in p.segments}
+    for seg in info["segments"]:
+        seg["partition_label"] = labels.get(seg["id"]) if seg["partition"] else None
     now = now_ms()
     info["pins"] = [pin_record(p, now_ms=now) for p in live_pins(table.io, now_ms=now)]
     if args.json:
@@ -28,14 +34,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _segment_grid(title: str, segments: list[dict[str, Any]], totals: dict[str, Any] | None):
+def _segment_grid(title: str, segments: list[dict[str, Any]], totals: dict[str, Any] | None, *, partitioned: bool = False):
+    """The segments as a table, with a partition column when ``partitioned`` or any segment has a partition."""
     from rich.table import Table as Grid
 
     grid = Grid(title=title, title_justify="left", show_footer=totals is not None)
     foot = totals or {}
+    partitioned = partitioned or any(s.get("partition_label") for s in segments)
+    partition_column: list[tuple[str, JustifyMethod, str]] = [("partition", "left", "")] if partitioned else []
     columns: list[tuple[str, JustifyMethod, str]] = [  # (local annotations are never evaluated)
         ("segment", "left", f"total ({foot.get('segments', 0)})"),
         ("status", "left", ""),
+        *partition_column,
         ("rows", "right", str(foot.get("num_rows", ""))),
         ("row groups", "right", str(foot.get("row_groups", ""))),
         ("size", "right", fmt_size(foot.get("size_bytes", 0))),
@@ -51,6 +61,7 @@ def _segment_grid(title: str, segments: list[dict[str, Any]], totals: dict[str, 
         grid.add_row(
             as_text(s["id"]),
             as_text(s["status"]),
+            *([as_text(s.get("partition_label") or "-")] if partitioned else []),
             as_text(s["num_rows"]),
             as_text(len(s["row_groups"])),
             as_text(fmt_size(s["size_bytes"])),
@@ -88,10 +99,13 @@ def _render_inspect(info: dict[str, Any], *, row_groups: bool) -> None:
     out.print()
     visible = [s for s in info["segments"] if s["status"] == "visible"]
     retained = [s for s in info["segments"] if s["status"] != "visible"]
-    out.print(_segment_grid(f"segments visible at version {info['version']}", visible, info["totals"]))
+    partitioned = any(s.get("partition_label") for s in info["segments"])
+    title = f"segments visible at version {info['version']}"
+    out.print(_segment_grid(title, visible, info["totals"], partitioned=partitioned))
     if retained:
         out.print()
-        out.print(_segment_grid("retained segments (not visible: staged, replaced or reverted)", retained, info["retained"]))
+        title = "retained segments (not visible: staged, replaced or reverted)"
+        out.print(_segment_grid(title, retained, info["retained"], partitioned=partitioned))
     if row_groups:
         out.print()
         grid = Grid(title="row groups", title_justify="left")

@@ -10,16 +10,21 @@ thousands of partitions has that many verdicts to make, not one per segment):
   value matching the projection, so a partition failing the projection holds no such row.
   ``identity`` projects every operator; ``year``/``month``/``day``/``hour`` and ``truncate``
   (order-preserving) project ``==``, ``in``, ``<``, ``<=``, ``>``, ``>=`` (``ts < X`` becomes
-  ``part <= part(X)``: rows just before ``X`` share its partition), and ``truncate`` of a
-  string also ``starts_with``; ``bucket`` projects ``==`` and ``in``; every transform
-  projects ``is_null``/``not_null`` (only a null value has a null partition). Any other
-  predicate keeps every partition.
+  ``part <= part(X)``: rows just before ``X`` share its partition, unless ``X`` starts it),
+  and ``truncate`` of a string also ``starts_with``; ``bucket`` projects ``==`` and ``in``;
+  every transform projects ``is_null``/``not_null`` (only a null value has a null
+  partition). Any other predicate keeps every partition but the null one.
 * A ``pyarrow.compute`` expression (``Table.scan(filter=…)``, ``Table.delete``,
-  ``Table.changes(filter=…)``) is checked by Arrow's own simplification against what the
-  partition guarantees about its source columns (``ts >= day start and ts < next day``;
-  ``region == 'eu'``): a partition whose guarantee makes the filter false is dropped. This
-  handles any expression Arrow can simplify (``and``, ``or``, ``isin``, comparisons), and
-  keeps a partition whenever it cannot decide.
+  ``Table.changes(filter=…)``): its parts that are simple comparisons become clauses of
+  predicates (``filter_clauses``), decided as above (``ClausePruner``). What is left is
+  checked by Arrow's own simplification against what the partition guarantees about its
+  source columns (``ts >= day start and ts < next day``; ``region == 'eu'``): a partition
+  whose guarantee makes the filter false is dropped. This handles any expression Arrow can
+  simplify, and keeps a partition whenever it cannot decide.
+
+The projection of ``<`` is exact at a partition's start (``ts < midnight`` keeps none of the
+day that starts at midnight), so both ways keep the partitions Arrow's simplification keeps,
+except that a predicate also sees through ``bucket``.
 """
 
 from __future__ import annotations
@@ -38,23 +43,31 @@ from mvtable.lineage.partitioning import PartitionSpec, PartitionValue
 from mvtable.lineage.snapshot import SegmentState
 
 from ..stats import Predicate
+from .filter_clauses import AllOf, AnyOf, Clause, Leaf, leaves, parse_filter
 from .spec import spec_columns
 from .transforms import Transform
 from .values import decode_value
 
-__all__ = ["ExpressionPruner", "PredicatePruner", "prune_segments"]
+__all__ = ["ClausePruner", "ExpressionPruner", "PredicatePruner", "partitioned_columns", "prune_segments"]
 
 Partition = tuple[PartitionValue, ...]
 _Test = Callable[[Any], bool]  # decoded partition value -> whether a matching row may have it
 _ORDERED = ("year", "month", "day", "hour", "truncate")
 _EPOCH = dt.datetime(1970, 1, 1)
+_MISSING = object()
 
 
 class PredicatePruner:
     """Whether a partition may hold rows matching ``predicates``, by inclusive projection (module docstring)."""
 
     def __init__(
-        self, specs: dict[int, PartitionSpec], table_schema: dict[str, Any], arrow: pa.Schema, predicates: Sequence[Predicate]
+        self,
+        specs: dict[int, PartitionSpec],
+        table_schema: dict[str, Any],
+        arrow: pa.Schema,
+        predicates: Sequence[Predicate],
+        *,
+        decoded: dict[tuple[int, int, PartitionValue], Any] | None = None,
     ) -> None:
         self._tests: dict[int, list[tuple[int, Transform, pa.DataType, _Test]]] = {}
         for spec_id, spec in specs.items():
@@ -71,7 +84,7 @@ class PredicatePruner:
             if tests:
                 self._tests[spec_id] = tests
         self._verdicts: dict[tuple[int, Partition], bool] = {}
-        self._decoded: dict[tuple[int, int, PartitionValue], Any] = {}
+        self._decoded: dict[tuple[int, int, PartitionValue], Any] = {} if decoded is None else decoded
 
     @property
     def active(self) -> bool:
@@ -87,20 +100,44 @@ class PredicatePruner:
         key = (spec_id, partition)
         verdict = self._verdicts.get(key)
         if verdict is None:
-            verdict = self._verdicts[key] = all(test(self._decode(spec_id, i, t, s, partition[i])) for i, t, s, test in tests)
+            verdict = True
+            decoded = self._decoded
+            for i, transform, source, test in tests:  # a plain loop: this runs once per partition of a plan
+                stored = partition[i]
+                at = (spec_id, i, stored)
+                value = decoded.get(at, _MISSING)
+                if value is _MISSING:
+                    value = decoded[at] = decode_value(stored, transform, source)
+                if not test(value):
+                    verdict = False
+                    break
+            self._verdicts[key] = verdict
         return verdict
-
-    def _decode(self, spec_id: int, i: int, transform: Transform, source: pa.DataType, stored: PartitionValue) -> Any:
-        key = (spec_id, i, stored)
-        try:
-            return self._decoded[key]
-        except KeyError:
-            value = self._decoded[key] = decode_value(stored, transform, source)
-            return value
 
 
 def project(p: Predicate, transform: Transform, source: pa.DataType) -> _Test | None:
-    """The test a partition value of ``transform`` must pass for a row matching ``p`` to be in it; None: no projection."""
+    """The test a partition value of ``transform`` must pass for a row matching ``p`` to be in it; None: no projection.
+
+    A predicate the transform does not project (``bucket`` and ``<``, ``day`` and ``!=``) still
+    matches only rows with a value, so it rules out the null partition; ``in`` with a null among
+    its values matches null too (Arrow's ``isin``), so that keeps it."""
+    test = _projection(p, transform, source)
+    if p.op == "in" and any(v is None for v in p.value):
+        return None if test is None else _or_null(test)
+    if test is None and p.op not in ("is_null", "not_null"):
+        return _not_null
+    return test
+
+
+def _not_null(part: Any) -> bool:
+    return part is not None
+
+
+def _or_null(test: _Test) -> _Test:
+    return lambda part: part is None or test(part)
+
+
+def _projection(p: Predicate, transform: Transform, source: pa.DataType) -> _Test | None:
     if p.op == "is_null":
         return lambda part: part is None
     if p.op == "not_null":
@@ -121,6 +158,8 @@ def project(p: Predicate, transform: Transform, source: pa.DataType) -> _Test | 
             return None
         if p.op in ("<", "<="):
             bound = transform.apply_scalar(p.value, source)
+            if p.op == "<" and _starts_at(transform, bound, source, p.value):
+                return _safe(lambda part: part is not None and part < bound)  # X opens its partition: none of it is < X
             return _safe(lambda part: part is not None and part <= bound)
         if p.op in (">", ">="):
             bound = transform.apply_scalar(p.value, source)
@@ -137,6 +176,18 @@ def project(p: Predicate, transform: Transform, source: pa.DataType) -> _Test | 
     return None
 
 
+def _starts_at(transform: Transform, part: Any, source: pa.DataType, value: Any) -> bool:
+    """Whether ``value`` is the smallest value of its partition ``part`` (False when that cannot be told)."""
+    try:
+        if transform.name == "truncate":
+            start = part
+        else:
+            start = _time_range(transform.name, part, source)[0]
+        return type(start) is type(value) and bool(start == value)
+    except (TypeError, ValueError, ArithmeticError, OverflowError):
+        return False
+
+
 def _ambiguous_time(value: Any, source: pa.DataType) -> bool:
     if not isinstance(value, dt.datetime) or not pa.types.is_timestamp(source):
         return False
@@ -144,7 +195,10 @@ def _ambiguous_time(value: Any, source: pa.DataType) -> bool:
 
 
 def _exact(p: Predicate) -> _Test | None:
-    """An identity partition's value is the rows' value: the predicate itself decides."""
+    """An identity partition's value is the rows' value: the predicate itself decides.
+
+    Except for NaN, which every comparison keeps: Spark, whose pushed filters these also are,
+    orders NaN above every number, where Python and Arrow find it neither above nor below."""
     v = p.value
     ops: dict[str, _Test] = {
         "==": lambda x: x == v,
@@ -161,7 +215,7 @@ def _exact(p: Predicate) -> _Test | None:
     test = ops.get(p.op)
     if test is None:
         return None
-    return _safe(lambda part: part is not None and bool(test(part)))
+    return _safe(lambda part: part is not None and (part != part or bool(test(part))))  # part != part: NaN
 
 
 def _safe(test: _Test) -> _Test:
@@ -178,6 +232,45 @@ def _safe(test: _Test) -> _Test:
 
 def _is_string(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+class ClausePruner:
+    """Whether a partition may hold rows matching every clause of a filter (``filter_clauses``).
+
+    The clauses that are single predicates are decided together by one ``PredicatePruner``,
+    exactly as ``predicates=`` are; each leaf of an ``and``/``or`` clause by one of its own.
+    All of them share the decoded partition values."""
+
+    def __init__(
+        self, specs: dict[int, PartitionSpec], table_schema: dict[str, Any], arrow: pa.Schema, clauses: Sequence[Clause]
+    ) -> None:
+        decoded: dict[tuple[int, int, PartitionValue], Any] = {}
+        simple = [c.predicate for c in clauses if isinstance(c, Leaf)]
+        self._simple = PredicatePruner(specs, table_schema, arrow, simple, decoded=decoded)
+        self._compound = tuple(c for c in clauses if not isinstance(c, Leaf))
+        self._pruners: dict[Predicate, PredicatePruner] = {}
+        for clause in self._compound:
+            for p in leaves(clause):
+                if p not in self._pruners:
+                    self._pruners[p] = PredicatePruner(specs, table_schema, arrow, [p], decoded=decoded)
+
+    @property
+    def active(self) -> bool:
+        return self._simple.active or any(p.active for p in self._pruners.values())
+
+    def may_match(self, spec_id: int | None, partition: Partition | None) -> bool:
+        if not self._simple.may_match(spec_id, partition):
+            return False
+        return all(self._may(c, spec_id, partition) for c in self._compound)
+
+    def _may(self, clause: Clause, spec_id: int | None, partition: Partition | None) -> bool:
+        if isinstance(clause, Leaf):
+            return self._pruners[clause.predicate].may_match(spec_id, partition)
+        if isinstance(clause, AllOf):
+            return all(self._may(c, spec_id, partition) for c in clause.parts)
+        if isinstance(clause, AnyOf):
+            return any(self._may(c, spec_id, partition) for c in clause.parts)
+        return True
 
 
 class ExpressionPruner:
@@ -317,7 +410,9 @@ def prune_segments(
 ) -> tuple[list[SegmentState], int]:
     """(the segments whose partition may match ``predicates`` and ``filter``, how many were dropped).
 
-    Unpartitioned segments always stay; the order is kept."""
+    Unpartitioned segments always stay; the order is kept. ``filter``'s simple comparisons are
+    decided as predicates (``filter_clauses``); Arrow decides the rest of it, if anything of
+    it could prune, on the partitions those kept."""
     if not any(spec.partitioned for spec in specs.values()) or (not predicates and filter is None):
         return list(segments), 0
     keep = list(segments)
@@ -326,15 +421,28 @@ def prune_segments(
         if pruner.active:
             keep = [s for s in keep if pruner.may_match(s.file.spec_id, s.file.partition)]
     if filter is not None:
-        by_expression = ExpressionPruner(specs, table_schema, arrow, filter)
-        if by_expression.active:
-            keys = [
-                (s.file.spec_id, s.file.partition) for s in keep if s.file.spec_id is not None and s.file.partition is not None
-            ]
-            matching = by_expression.matching(keys)
-            keep = [
-                s
-                for s in keep
-                if s.file.spec_id is None or s.file.partition is None or (s.file.spec_id, s.file.partition) in matching
-            ]
+        split = parse_filter(filter, arrow, partitioned_columns(specs, table_schema))
+        if split.clauses:
+            clauses = ClausePruner(specs, table_schema, arrow, split.clauses)
+            if clauses.active:
+                keep = [s for s in keep if clauses.may_match(s.file.spec_id, s.file.partition)]
+        if split.rest:
+            by_expression = ExpressionPruner(specs, table_schema, arrow, filter)
+            if by_expression.active:
+                keys = [
+                    (s.file.spec_id, s.file.partition)
+                    for s in keep
+                    if s.file.spec_id is not None and s.file.partition is not None
+                ]
+                matching = by_expression.matching(keys)
+                keep = [
+                    s
+                    for s in keep
+                    if s.file.spec_id is None or s.file.partition is None or (s.file.spec_id, s.file.partition) in matching
+                ]
     return keep, len(segments) - len(keep)
+
+
+def partitioned_columns(specs: dict[int, PartitionSpec], table_schema: dict[str, Any]) -> set[str]:
+    """The columns (current names) some field of some spec is a transform of."""
+    return {column for spec in specs.values() for _, column, _ in spec_columns(spec, table_schema) if column is not None}

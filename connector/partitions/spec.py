@@ -13,14 +13,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from mvtable.errors import PartitionSpecError
+from mvtable.errors import PartitionSpecError, SchemaEvolutionError
 from mvtable.lineage.partitioning import FIRST_PARTITION_FIELD_ID, PartitionField, PartitionSpec
 from mvtable.lineage.schema_ids import top_level_ids
 
 from ..schema import schema_from_json
 from .transforms import Transform, make_transform, parse_transform
 
-__all__ = ["parse_partition_by", "parse_partition_field", "source_column", "spec_columns"]
+__all__ = ["carried_spec", "parse_partition_by", "parse_partition_field", "source_column", "spec_columns"]
 
 _CALL = re.compile(r"^\s*([A-Za-z_]+)\s*\(\s*(?:(-?\d+)\s*,\s*)?(.+?)\s*\)\s*$")
 
@@ -111,3 +111,46 @@ def source_column(spec_field: PartitionField, table_schema: dict[str, Any]) -> s
 def spec_columns(spec: PartitionSpec, table_schema: dict[str, Any]) -> list[tuple[PartitionField, str | None, Transform]]:
     """Each field of ``spec`` with its source column's current name and its parsed transform."""
     return [(f, source_column(f, table_schema), parse_transform(f.transform)) for f in spec.fields]
+
+
+def carried_spec(
+    specs: dict[int, PartitionSpec], default_spec_id: int, old_doc: dict[str, Any], new_doc: dict[str, Any]
+) -> PartitionSpec | None:
+    """The table's current spec over a schema that replaces its own (``overwrite_schema``), as a new spec.
+
+    A replaced schema gives every column a new field id, so the spec's fields are carried over
+    by their columns' names (as Spark matches them) to the new ids, under a new spec id and new
+    partition field ids; the old specs stay for the versions before. None when the table is
+    not partitioned.
+
+    Raises:
+        SchemaEvolutionError: a column the spec partitions by is not in the new schema, or has a type
+            its transform does not take; the error says to change the spec first."""
+    spec = specs[default_spec_id]
+    if not spec.partitioned:
+        return None
+    arrow = schema_from_json(new_doc)
+    ids = top_level_ids(new_doc)
+    next_field_id = max(f.field_id for s in specs.values() for f in s.fields) + 1
+    fields: list[PartitionField] = []
+    for f in spec.fields:
+        column = source_column(f, old_doc) or f.name
+        matches = [n for n in arrow.names if n == column] or [n for n in arrow.names if n.lower() == column.lower()]
+        rule = "(rule: a schema overwritten on a partitioned table keeps the columns its partition spec partitions by)"
+        if len(matches) != 1:
+            raise SchemaEvolutionError(
+                f"overwrite schema: the new schema has no column {column!r}, the source of partition field {f.name!r} "
+                f"({f.transform}) {rule}; change the spec first with Table.update_partitioning"
+            )
+        transform = parse_transform(f.transform)
+        try:
+            transform.check_source(arrow.field(matches[0]).type, matches[0])
+        except PartitionSpecError as exc:
+            raise SchemaEvolutionError(
+                f"overwrite schema: partition field {f.name!r} cannot follow column {matches[0]!r} into the new schema "
+                f"({exc.message}); change the spec first with Table.update_partitioning"
+            ) from None
+        fields.append(
+            PartitionField(source_id=ids[matches[0]], field_id=next_field_id + len(fields), name=f.name, transform=f.transform)
+        )
+    return PartitionSpec(spec_id=max(specs) + 1, fields=tuple(fields))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mvtable.lineage.enums import LineageState
+from mvtable.lineage.partitioning import PartitionSpec
 from mvtable.lineage.schema_ids import field_id, iter_fields, with_ids
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 
@@ -147,7 +148,7 @@ def timeline_of(snapshot: Snapshot) -> Timeline:
     partition."""
     visible = set(snapshot.visible_segment_ids())
     hidden_by = _hidden_by(snapshot)
-    specs: Mapping[int, Any] = getattr(snapshot, "partition_specs", None) or {}
+    specs = snapshot.partition_specs
     types = _source_types(snapshot.table_schema)
     groups: dict[tuple[int | None, tuple[Any, ...]], list[TimelineSegment]] = {}
     for seg in snapshot.segments.values():
@@ -179,12 +180,11 @@ def _hidden_by(snapshot: Snapshot) -> dict[str, tuple[SegmentStateName, int | No
 
 
 def _partition_of(seg: SegmentState) -> tuple[int | None, tuple[Any, ...]]:
-    # getattr: segment partitions arrive with the partition model; files without one are unpartitioned
-    values = getattr(seg.file, "partition", None)
-    spec_id = getattr(seg.file, "spec_id", None)
+    """A segment's spec id and partition tuple; ``(None, ())`` for one written without a partition."""
+    values = seg.file.partition
     if values is None or len(values) == 0:
         return None, ()
-    return spec_id, tuple(values)
+    return seg.file.spec_id, tuple(values)
 
 
 def _segment(
@@ -237,12 +237,12 @@ def _source_types(schema: Mapping[str, Any]) -> dict[int, Any]:
     return out
 
 
-def _fields(specs: Mapping[int, Any], spec_id: int | None, n: int, types: Mapping[int, Any]) -> tuple[_Field, ...]:
+def _fields(specs: Mapping[int, PartitionSpec], spec_id: int | None, n: int, types: Mapping[int, Any]) -> tuple[_Field, ...]:
     spec = specs.get(spec_id) if spec_id is not None else None
     known = tuple(spec.fields) if spec is not None else ()
     if len(known) != n:  # a spec the snapshot does not know (or of another width): values shown as recorded
         return tuple(_Field(f"field{i + 1}", "identity", None) for i in range(n))
-    return tuple(_Field(str(f.name), str(f.transform), types.get(f.source_id)) for f in known)
+    return tuple(_Field(f.name, f.transform, types.get(f.source_id)) for f in known)
 
 
 def _partition(

@@ -23,6 +23,7 @@ from mvtable.lineage.log import CommitLog, CommitResult
 from mvtable.lineage.snapshot import Snapshot
 
 from .changes import EvolvingSchema
+from .partition_sources import check_partition_sources
 
 __all__ = ["UpdateSchema"]
 
@@ -69,17 +70,26 @@ class UpdateSchema:
         """Drop a column or nested field; its values never come back, even under a column added with its name.
 
         Raises:
-            SchemaEvolutionError: no such column, a key column, or the last field of the table or a struct."""
+            SchemaEvolutionError: no such column, a key column, the last field of the table or a struct, or a
+                column the current partition spec partitions by."""
         self._schema.drop_column(name)
+        self._check_partitioning()
         return self
 
     def update_column(self, name: str, type: pa.DataType) -> UpdateSchema:
         """Widen a column's type (int8→16→32→64, float32→float64, decimal precision up, date→timestamp).
 
         Raises:
-            SchemaEvolutionError: no such column, a key column, or a narrowing or other change."""
+            SchemaEvolutionError: no such column, a key column, a narrowing or other change, or a column the
+                current partition spec partitions by."""
         self._schema.update_column(name, _type_json(type, name))
+        self._check_partitioning()
         return self
+
+    def _check_partitioning(self) -> None:
+        """Refuse at once what the commit would refuse (``partition_sources``), where the change is made."""
+        read = self.read
+        check_partition_sources(read.partition_specs, read.default_spec_id, read.table_schema, self._schema.doc)
 
     def make_optional(self, name: str) -> UpdateSchema:
         """Let a column hold nulls.
@@ -98,13 +108,18 @@ class UpdateSchema:
         """Commit the changes in one ``UPDATE_SCHEMA`` commit; None when nothing changed.
 
         Raises:
-            ConcurrentSchemaChangeError: another schema change landed since the block began."""
+            ConcurrentSchemaChangeError: another schema change landed since the block began.
+            SchemaEvolutionError: a column the current partition spec partitions by is dropped or changes type
+                (``partition_sources``)."""
         if self.result is not None or not self._schema.changes:
             return self.result
         evolved = self._schema
         read = self.read
+        check_partition_sources(read.partition_specs, read.default_spec_id, read.table_schema, evolved.doc)
 
         def build(current: Snapshot) -> list[MetadataAction]:
+            # the spec may have changed since the block began
+            check_partition_sources(current.partition_specs, current.default_spec_id, current.table_schema, evolved.doc)
             return [
                 MetadataAction(
                     table_id=current.table_id,

@@ -3,8 +3,16 @@
 Two questions per filter: may we *prune* row groups with it (the statistics comparison is
 sound), and may we *claim* it (we apply it exactly as Spark would, so Spark can skip it)?
 Floats prune but are never claimed (Spark orders NaN above everything; Arrow does not).
-Timestamps are neither: a literal's time zone is Spark's session zone, which a Python
-worker cannot see, so comparing it to stored UTC values could be wrong."""
+
+Timestamps prune (row groups by statistics, partitions by ``day(ts)`` and the other time
+transforms) but are not claimed. Spark hands a pushed literal over as a variant, which
+keeps the kind of time it is: a ``timestamp`` literal arrives as its instant, a datetime in
+UTC (whatever the session time zone, which only decided what instant a SQL text like
+``'2024-01-05 00:00'`` means, before the push), and a ``timestamp_ntz`` literal as a naive
+wall-clock datetime. mvtable stores ``timestamp`` columns as UTC instants (a zoned Arrow
+column) and ``timestamp_ntz`` as naive ones, so an aware literal is compared only with a
+zoned column and a naive one only with a naive column; any other pairing is not pushed (it
+cannot come from Spark's own analysis, which casts a literal to its column's type)."""
 
 from __future__ import annotations
 
@@ -51,6 +59,8 @@ def _literal_fits(t: pa.DataType, value: Any) -> bool:
         return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
     if pa.types.is_decimal(t):
         return isinstance(value, (Decimal, int)) and not isinstance(value, bool)
+    if pa.types.is_timestamp(t):
+        return isinstance(value, dt.datetime) and (value.tzinfo is None) == (t.tz is None)
     return False
 
 
@@ -61,6 +71,8 @@ def _literal(t: pa.DataType, value: Any) -> Any:
     precision), so an integer compared with a decimal column becomes a ``Decimal``."""
     if pa.types.is_decimal(t) and isinstance(value, int) and not isinstance(value, bool):
         return Decimal(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc)  # the same instant, in the zone the column is stored in
     return value
 
 
@@ -76,11 +88,12 @@ def pushdown_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, 
         return None, False
     column = attr[0]
     t = schema.field(column).type
-    claim = not pa.types.is_floating(t)
+    claim_null = not pa.types.is_floating(t)
+    claim = claim_null and not pa.types.is_timestamp(t)  # a time compared: pruned by, filtered again by Spark
     if isinstance(f, IsNull):
-        return Predicate(column, "is_null"), claim
+        return Predicate(column, "is_null"), claim_null
     if isinstance(f, IsNotNull):
-        return Predicate(column, "not_null"), claim
+        return Predicate(column, "not_null"), claim_null
     if isinstance(f, In):
         values = tuple(f.value)
         if values and all(_literal_fits(t, v) for v in values):
@@ -88,7 +101,7 @@ def pushdown_predicate(f: Filter, schema: pa.Schema) -> tuple[Predicate | None, 
         return None, False
     if isinstance(f, EqualNullSafe):  # `a <=> v`: like == for a value, IS NULL for null
         if f.value is None:
-            return Predicate(column, "is_null"), claim
+            return Predicate(column, "is_null"), claim_null
         return (Predicate(column, "==", _literal(t, f.value)), claim) if _literal_fits(t, f.value) else (None, False)
     string_op = _STRING_OPS.get(type(f))
     if string_op is not None and isinstance(f, (StringStartsWith, StringEndsWith, StringContains)):

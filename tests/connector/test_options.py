@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvtable.connector.options import read_options, write_options
+from mvtable.connector.options import read_options, stream_write_options, write_options
 from mvtable.errors import InvalidOptionError
 
 
@@ -120,3 +120,21 @@ def test_stream_write_options():
         stream_write_options({"path": "/t"})
     with pytest.raises(InvalidOptionError, match="unknown option 'consistentPush'"):
         stream_write_options({"path": "/t", "txnAppId": "a", "consistentPush": "true"})
+
+
+def test_spark_partition_columns_are_identity_fields():
+    """``df.write.partitionBy(...)`` arrives as ``writerPartitionBy`` (set by ``mvtable.spark_save``)."""
+    opts = write_options({"path": "/t", "writerPartitionBy": '["region", "a,b"]'})
+    assert opts.partition_by == ("`region`", "`a,b`")  # a comma in a name stays in its field
+    same = write_options({"path": "/t", "writerPartitionBy": '["Region"]', "partitionBy": "region"})
+    assert same.partition_by == ("region",)
+    with pytest.raises(InvalidOptionError, match=r"partitionBy\('region'\) and the partitionBy option 'day\(ts\)' differ"):
+        write_options({"path": "/t", "writerPartitionBy": '["region"]', "partitionBy": "day(ts)"})
+    with pytest.raises(InvalidOptionError, match="not a JSON list of column names"):
+        write_options({"path": "/t", "writerPartitionBy": "region"})
+    streamed = stream_write_options({"path": "/t", "checkpointLocation": "/cp", "writerPartitionBy": '["region"]'})
+    assert streamed.partition_by == ("`region`",)
+    with pytest.raises(InvalidOptionError, match="differ"):
+        stream_write_options(
+            {"path": "/t", "checkpointLocation": "/cp", "writerPartitionBy": '["region"]', "partitionBy": "day(ts)"}
+        )

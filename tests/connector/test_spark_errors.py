@@ -64,7 +64,8 @@ def test_errors_come_back_typed_under_spark_connect(tmp_path):
         for what, action in {{
             "read": lambda: spark.read.format("mvtable").option("versionAsOf", 99).load(path).count(),
             "exists": lambda: spark.range(3).write.format("mvtable").save(path),
-            "partition": lambda: spark.range(3).write.format("mvtable").partitionBy("id").save(path + "-p"),
+            "partition": lambda: spark.range(3).write.format("mvtable").partitionBy("id").option("partitionBy", "bucket(2, id)")
+            .save(path + "-p"),
             "udtf": lambda: spark.sql(f"SELECT * FROM mvtable_rollback(table => '{{path}}', entry => 'nope')").collect(),
         }}.items():
             try:
@@ -73,6 +74,8 @@ def test_errors_come_back_typed_under_spark_connect(tmp_path):
             except Exception as exc:
                 err = from_spark(exc)
                 seen[what] = [type(exc).__module__, type(err).__name__ if err else None, str(err), len(str(exc))]
+        spark.range(3).write.format("mvtable").partitionBy("id").save(path + "-q")  # Spark's partitionBy, through Connect
+        seen["partitioned"] = mvtable.connector.Table.open(path + "-q").snapshot().default_spec.fields[0].name
         emit(seen)
         """
     )
@@ -83,6 +86,7 @@ def test_errors_come_back_typed_under_spark_connect(tmp_path):
         "[MVTABLE_VERSION_NOT_FOUND] version 99 does not exist; the table's versions end at 0",
     ]
     assert seen["exists"][1] == "TableAlreadyExistsError" and "(version 0)" in seen["exists"][2]
-    assert seen["partition"][1] == "PartitioningNotSupportedError"  # raised in the client, before Spark
+    assert seen["partition"][1] == "InvalidOptionError" and "differ" in seen["partition"][2]
+    assert seen["partitioned"] == "id"
     assert seen["udtf"][1] == "InvalidLineageTransitionError"
     assert Table.open(path).to_arrow().num_rows == 5

@@ -4,6 +4,7 @@ mvtable makes of them in the driver's DataFrameWriter (``mvtable.spark_save``)."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from mvtable import spark_save
 from mvtable.connector import Table, writes
-from mvtable.errors import PartitioningNotSupportedError, TableAlreadyExistsError, from_spark
+from mvtable.errors import InvalidOptionError, TableAlreadyExistsError, from_spark
 
 pytestmark = pytest.mark.spark
 
@@ -99,20 +100,35 @@ def test_operations_on_an_existing_table_ignore_the_default_mode(spark, tmp_path
     assert sorted(Table.open(path).to_arrow().column("id").to_pylist()) == list(range(3, 10))
 
 
-def test_partition_by_says_what_mvtable_supports(spark, tmp_path):
+def test_spark_partition_by_makes_identity_fields(spark, tmp_path):
+    """``df.write.partitionBy(...)`` is the ``partitionBy`` option of plain columns: identity
+    fields of the table it creates, and on an existing table only its own spec."""
+    df = spark.range(10).selectExpr("id", "id % 2 AS day", "cast(id % 3 AS string) AS region")
     path = str(tmp_path / "t")
-    df = spark.range(10).selectExpr("id", "id % 2 AS day")
-    for write in (
-        lambda: df.write.format("mvtable").partitionBy("day").save(path),
-        lambda: df.write.format("mvtable").mode("append").partitionBy(["day", "id"]).save(path),
-        lambda: df.write.save(path, format="mvtable", mode="overwrite", partitionBy="day"),
-    ):
-        with pytest.raises(
-            PartitioningNotSupportedError, match=r"^\[MVTABLE_PARTITIONING_NOT_SUPPORTED\] partitionBy\('day'"
-        ) as info:
-            write()
-        assert "not supported yet" in str(info.value) and "drop partitionBy" in str(info.value)
-    assert not (tmp_path / "t").exists()
+    df.write.format("mvtable").partitionBy("day", "region").save(path)  # Spark's default mode: creates it
+    t = Table.open(path)
+    assert [(f.name, f.transform) for f in t.snapshot().default_spec.fields] == [("day", "identity"), ("region", "identity")]
+    assert {seg.file.partition for seg in t.snapshot().visible_segments()} == {(d, str(r)) for d in (0, 1) for r in range(3)}
+    df.write.format("mvtable").mode("append").partitionBy(["DAY", "region"]).save(path)  # the same spec, as Spark folds names
+    df.write.save(path, format="mvtable", mode="append", partitionBy=["day", "region"])
+    assert Table.open(path).to_arrow().num_rows == 30
+    with pytest.raises(Exception) as info:
+        df.write.format("mvtable").mode("append").partitionBy("day").save(path)
+    err = from_spark(info.value)
+    assert isinstance(err, InvalidOptionError) and "update_partitioning" in str(err)
+    # given both ways they must agree
+    other = str(tmp_path / "o")
+    df.write.format("mvtable").mode("append").partitionBy("Day").option("partitionBy", "day").save(other)
+    assert [f.name for f in Table.open(other).snapshot().default_spec.fields] == ["day"]
+    never = str(tmp_path / "never")
+    with pytest.raises(Exception) as info:
+        df.write.format("mvtable").mode("append").partitionBy("day").option("partitionBy", "bucket(2, id)").save(never)
+    err = from_spark(info.value)
+    assert isinstance(err, InvalidOptionError) and "differ" in str(err) and "'day'" in str(err)
+    assert not os.path.exists(never)
+    # other formats keep Spark's own partitionBy
+    df.write.partitionBy("day").parquet(str(tmp_path / "parquet"))
+    assert sorted(p.name for p in (tmp_path / "parquet").iterdir() if p.name.startswith("day=")) == ["day=0", "day=1"]
 
 
 def test_a_table_created_meanwhile_is_refused_at_commit(tmp_path):

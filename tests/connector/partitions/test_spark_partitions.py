@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 import pytest
 
 from mvtable.connector import Table
+from tests.support.spark_session import PYTHON_ROUTE, spark_conf
 
 from ..test_spark_streaming import stream
 
@@ -72,3 +73,69 @@ def test_a_keyed_partitioned_table_from_spark(spark, tmp_path):
     assert {seg.file.partition for seg in t.snapshot().visible_segments()} == {("eu",), ("us",), ("apac",)}
     apac = t.to_arrow(filter=pc.field("region") == "apac")
     assert sorted(apac.column("id").to_pylist()) == list(range(50, 70))
+
+
+def _segments_read(spark, path: str, where: str) -> tuple[list[int], int]:
+    """(the ids the Python source reads for ``where``, how many segments it plans: one Spark partition each)."""
+    df = spark.read.format("mvtable").option("maxPartitionBytes", "1").load(path).where(where)
+    return sorted(r.id for r in df.collect()), df.rdd.getNumPartitions()
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles"])
+@pytest.mark.parametrize(
+    "column, where",
+    [
+        ("ts", "ts >= timestamp'2024-01-05 00:00:00' AND ts < timestamp'2024-01-08 00:00:00'"),
+        ("ts", "ts IN (timestamp'2024-01-05 06:00:00', timestamp'2024-01-09 00:00:00')"),
+        ("wall", "wall >= timestamp_ntz'2024-01-05 00:00:00' AND wall < timestamp_ntz'2024-01-08 00:00:00'"),
+    ],
+)
+def test_a_pushed_time_range_prunes_days_in_any_session_zone(spark, tmp_path, zone, column, where):
+    """A ``timestamp`` literal is the instant the session's zone gave its text (Los Angeles:
+    08:00 UTC), a ``timestamp_ntz`` literal the wall-clock time: the Python source prunes the
+    days of ``day(ts)``/``day(wall)`` by them and reads the rows it reads without pushdown."""
+    path = str(tmp_path / "t")
+    frame(spark, 240).coalesce(1).selectExpr("id", "ts", "cast(ts AS timestamp_ntz) AS wall").write.format("mvtable").mode(
+        "append"
+    ).option("partitionBy", f"day({column})").save(path)
+    assert len(Table.open(path).snapshot().visible_segments()) == 20
+    with spark_conf(spark, {**PYTHON_ROUTE, "spark.sql.session.timeZone": zone}):
+        with spark_conf(spark, {"spark.sql.python.filterPushdown.enabled": "false"}):
+            expected, unpruned = _segments_read(spark, path, where)
+        with spark_conf(spark, {"spark.sql.python.filterPushdown.enabled": "true"}):
+            got, planned = _segments_read(spark, path, where)
+    assert got == expected and expected
+    assert unpruned == 20
+    shifted = zone != "UTC" and column == "ts"  # the bounds fall inside a UTC day: one more is read
+    assert planned == (2 if " IN " in where else 4 if shifted else 3)
+
+
+def test_spark_partition_by_on_a_stream_creates_identity_fields(spark, tmp_path):
+    """``df.writeStream.partitionBy(...)``, which Spark drops for a Python sink, reaches the sink as identity fields."""
+    src = str(tmp_path / "src")
+    Table(src).append(frame(spark).toArrow())
+    dst = str(tmp_path / "dst")
+    q = (
+        stream(spark, src)
+        .writeStream.format("mvtable")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .partitionBy("region")
+        .trigger(availableNow=True)
+        .start(dst)
+    )
+    q.awaitTermination(180)
+    assert q.exception() is None
+    t = Table.open(dst)
+    assert [(f.name, f.transform) for f in t.snapshot().default_spec.fields] == [("region", "identity")]
+    assert sorted(seg.file.partition for seg in t.snapshot().visible_segments()) == [("eu",), ("us",)]
+    assert t.to_arrow().num_rows == 240
+
+
+def test_a_nan_partition_is_read_by_a_pushed_comparison(spark, tmp_path):
+    """Spark orders NaN above every number: ``f > 0.4`` matches the NaN partition's row."""
+    path = str(tmp_path / "t")
+    df = spark.range(0, 6).selectExpr("id", "if(id = 5, double('NaN'), id / 10.0) AS f")
+    df.write.format("mvtable").mode("append").option("partitionBy", "f").save(path)
+    with spark_conf(spark, {**PYTHON_ROUTE, "spark.sql.python.filterPushdown.enabled": "true"}):
+        got = sorted(r.id for r in spark.read.format("mvtable").load(path).where("f > 0.2").collect())
+    assert got == [3, 4, 5]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -11,6 +13,7 @@ from mvtable.connector import Table
 from mvtable.connector.partitions.timeline import ALL_PARTITION, render_value, state_counts, timeline_of
 from mvtable.errors import VersionNotFoundError
 from mvtable.lineage.descriptors import SegmentDescriptor
+from mvtable.lineage.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
 from mvtable.lineage.snapshot import SegmentState, Snapshot
 
 from ..conftest import orders
@@ -189,35 +192,25 @@ def test_values_render_as_people_read_them():
     assert render_value(10**6, "year") == str(10**6)
 
 
-# The partition model (spec ids and partition tuples on segments, specs on the snapshot) lands
-# with the partitions core; until it does, these snapshots carry the contract's fields on
-# stand-ins of exactly that shape, and ``timeline_of`` reads them as it will read the real ones.
-@dataclasses.dataclass(frozen=True)
-class Field:
-    source_id: int
-    field_id: int
-    name: str
-    transform: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Spec:
-    spec_id: int
-    fields: tuple[Field, ...]
-
-
-class PartitionedDescriptor(SegmentDescriptor):
-    __slots__ = ("spec_id", "partition")
-
-
-def snapshot_of(specs: dict[int, Spec], segments: list[tuple[int | None, tuple | None, int]], *, schema=None) -> Snapshot:
+def snapshot_of(
+    specs: dict[int, PartitionSpec], segments: list[tuple[int | None, tuple | None, int]], *, schema=None
+) -> Snapshot:
+    """A snapshot holding ``segments`` (spec id, partition tuple, added version) under ``specs``, built
+    directly: a spec the log would refuse (one the snapshot does not know) can be shown too."""
     snap = Snapshot(version=max(v for *_, v in segments), table_schema=schema or {"type": "struct", "fields": []})
     for i, (spec_id, values, version) in enumerate(segments):
-        desc = PartitionedDescriptor(f"s{i}", f"data/s{i}.parquet", 10 + i, 1000)
-        desc.spec_id, desc.partition = spec_id, values
+        desc = SegmentDescriptor(f"s{i}", f"data/s{i}.parquet", 10 + i, 1000, spec_id=spec_id, partition=values)
         snap.segments[desc.id] = SegmentState(file=desc, added_version=version)
-    snap.partition_specs = specs  # type: ignore[attr-defined]
+    snap.partition_specs = {0: UNPARTITIONED, **specs}
     return snap
+
+
+def Spec(spec_id: int, fields: tuple[PartitionField, ...]) -> PartitionSpec:
+    return PartitionSpec(spec_id=spec_id, fields=fields)
+
+
+def Field(source_id: int, field_id: int, name: str, transform: str) -> PartitionField:
+    return PartitionField(source_id=source_id, field_id=field_id, name=name, transform=transform)
 
 
 SCHEMA = {
@@ -294,7 +287,7 @@ def test_month_year_and_bucket_specs():
 
 
 def test_an_empty_partition_tuple_is_unpartitioned():
-    snap = snapshot_of({0: Spec(0, ())}, [(0, (), 1), (None, None, 2)])
+    snap = snapshot_of({}, [(0, (), 1), (None, None, 2)])
     [part] = timeline_of(snap).partitions
     assert (part.label, len(part.segments)) == (ALL_PARTITION, 2)
 
@@ -318,3 +311,52 @@ def test_a_schema_stored_before_field_ids_finds_source_columns_by_position():
     ts = Field(1, 1000, "ts", "identity")
     snap = snapshot_of({1: Spec(1, (ts,))}, [(1, (3_600_000_000,), 1)], schema=no_ids)
     assert [p.label for p in timeline_of(snap).partitions] == ["ts=1970-01-01T01:00:00"]
+
+
+# -- real partitioned tables ---------------------------------------------------------------
+def events(start: int, n: int, *, hours: int = 6) -> pa.Table:
+    base = dt.datetime(2024, 1, 1)
+    r = range(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(r, pa.int64()),
+            "ts": pa.array([base + dt.timedelta(hours=hours * i) for i in r], pa.timestamp("us")),
+            "region": [("eu", "us")[i % 2] for i in r],
+        }
+    )
+
+
+def test_a_day_partitioned_table_with_pushes(table_uri):
+    """Each day is a partition of its own; a push of the whole table overshadows every day's
+    segments, an append lands in its day, and a staged push is staged in the days it writes."""
+    t = Table.create(table_uri, schema=events(0, 1).schema, partition_by=["day(ts)", "region"])
+    t.append(events(0, 12))  # 3 days x 2 regions
+    before = set(t.snapshot().visible_segment_ids())
+    t.overwrite(events(100, 8), consistent_push=True)  # days 25 and 26
+    [push] = t.lineage()
+    t.append(events(104, 2))  # day 26 again
+    t.overwrite(events(200, 4), consistent_push=True, publish=False)  # day 50, staged
+    timeline = t.timeline()
+    assert [p.label for p in timeline.partitions] == [
+        f"ts_day=2024-{m:02d}-{d:02d}, region={r}"
+        for m, d in ((1, 1), (1, 2), (1, 3), (1, 26), (1, 27), (2, 20))
+        for r in ("eu", "us")
+    ]
+    day1 = timeline.partition("ts_day=2024-01-01, region=eu")
+    assert (day1.spec_id, day1.values, day1.display_values, day1.fields) == (
+        1,
+        (19723, "eu"),
+        ("2024-01-01", "eu"),
+        ("ts_day", "region"),
+    )
+    assert [(s.state, s.replaced_by) for s in day1.segments] == [("overshadowed", push.id)]
+    assert {s.id for s in timeline.segments() if s.state == "overshadowed"} == before
+    day27 = timeline.partition("2024-01-27 / us")
+    assert [(s.state, s.added_version) for s in day27.segments] == [
+        ("visible", push.state_version),
+        ("visible", push.state_version + 1),
+    ]
+    assert (day27.visible_segments, day27.rows) == (2, 3)
+    staged = timeline.partition("2024-02-20 / eu")
+    assert [s.state for s in staged.segments] == ["staged"] and staged.staged_segments == 1 and staged.visible_segments == 0
+    assert timeline.visible_segment_ids() == set(t.snapshot().visible_segment_ids())

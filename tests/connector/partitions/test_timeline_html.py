@@ -18,7 +18,7 @@ from mvtable.connector.partitions.timeline import Timeline, TimelinePartition, T
 from mvtable.connector.partitions.timeline_html import CONTENT_SECURITY_POLICY, timeline_html
 from mvtable.errors import InvalidOptionError
 
-from ..conftest import orders
+from .conftest import events
 
 
 # -- timelines built directly ------------------------------------------------------------
@@ -328,22 +328,27 @@ def assert_drawn(result: dict, timeline: Timeline, partitions: tuple[TimelinePar
         assert r["width"] > 0 and r["height"] > 0 and r["inside"] and r["onTop"], r
 
 
-def test_every_segment_of_a_real_tables_timeline_is_drawn_in_chromium(table_uri, tmp_path):
-    t = Table.create(table_uri, schema=orders(0, 1).schema, properties={"rowGroupRows": "100"})
+def test_every_segment_of_a_real_day_partitioned_tables_timeline_is_drawn_in_chromium(tmp_path):
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, schema=events(1).schema, partition_by=["day(ts)"])
     for i in range(3):
-        t.append(orders(i * 100, 100))
-    t.overwrite(orders(1000, 50), consistent_push=True)  # overshadows the three appends
+        t.append(events(8, start=i * 8, hours=3))  # days 1, 2 and 3 of January
+    t.overwrite(events(8, start=100, hours=3), consistent_push=True)  # Jan 13-14, overshadowing days 1-3
     for i in range(3):
-        t.append(orders(2000 + i * 10, 10))
-    t.compact(min_input_files=2)  # merges the three appends (removed) into one visible output
-    t.overwrite(orders(3000, 20), consistent_push=True)
+        t.append(events(2, start=200 + 2 * i, hours=1))  # three appends to Jan 9
+    t.compact(min_input_files=2)  # merges them (removed) into one visible output of Jan 9
+    t.overwrite(events(4, start=300, hours=6), consistent_push=True)  # Mar 16
     t.rollback(entry=t.lineage()[-1].id)  # reverted
-    t.delete(pc.field("status") == "cancelled")
-    t.overwrite(orders(4000, 30), consistent_push=True, publish=False)  # staged
+    t.delete(pc.field("region") == "eu")
+    t.overwrite(events(6, start=400, hours=4), consistent_push=True, publish=False)  # staged, Mar 7-8
     timeline = t.timeline()
     assert {s.state for s in timeline.segments()} == {"visible", "overshadowed", "staged", "reverted", "removed"}
     assert timeline.visible_segment_ids() == set(t.snapshot().visible_segment_ids())
-    result = in_browser(timeline_html(timeline, title=table_uri), tmp_path)
+    days = [f"2024-01-{d:02d}" for d in (1, 2, 3, 9, 13, 14)] + ["2024-03-07", "2024-03-08", "2024-03-16"]
+    assert [p.short_label for p in timeline.partitions] == days and {p.spec_id for p in timeline.partitions} == {1}
+    page = timeline_html(timeline, title=uri)
+    assert parse(page).partitions == [p.label for p in timeline.partitions]
+    result = in_browser(page, tmp_path)
     assert_drawn(result, timeline, timeline.partitions)
 
 
