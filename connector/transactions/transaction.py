@@ -334,12 +334,18 @@ class Transaction:
         transaction finalizes are kept too.
 
         Raises:
-            InvalidOptionError: The transaction ended, or ``filter`` is not a boolean expression.
+            InvalidOptionError: The transaction ended, ``filter`` is not a boolean expression, or
+                the transaction's scoped overwrite of the table copies rows on write.
             InvalidFilterError: ``filter`` does not fit the schema.
             TableNotFoundError: There is no table at ``table``.
             StorageError: The store refused a read.
         """
         part = self._part(table, storage_options)
+        if part.scoped is not None and part.scoped.rewritten:
+            raise InvalidOptionError(
+                f"{part.uri}: the transaction's scoped overwrite copies rows of the table on write, which a delete "
+                "would not see; delete those rows in another transaction, or narrow them out of the overwrite's data"
+            )
         snapshot = part.commit_log.snapshot()
         schema = schema_from_json(snapshot.table_schema)
         check_filter(filter, schema, what="delete filter")

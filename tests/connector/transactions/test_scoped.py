@@ -130,6 +130,9 @@ def test_a_predicate_across_partitions_rewrites_and_keeps_the_rest(tmp_path):
     with mvtable.transaction() as tx:
         tx.overwrite(t, rows(DAY_A, 2, v="new"), replace_where=(pc.field("id") >= 2) & (pc.field("id") <= 3))
         tx.append(other, pa.table({"id": pa.array([2], pa.int64())}))
+    with pytest.raises(InvalidOptionError, match="copies rows of the table on write"), mvtable.transaction() as tx2:
+        tx2.overwrite(t, rows(DAY_A, 1, v="x"), replace_where=pc.field("id") == 1)  # cuts through the kept copy of 1 and 4
+        tx2.delete(t, pc.field("id") == 4)
     assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "new"), ("2024-01-06", 4, "old")]
     prepare = [h for h in t.history() if h.operation == "TXN_PREPARE"][-1].parameters
     assert prepare["rewrittenSegments"] == 1
@@ -199,3 +202,32 @@ def test_scope_options_that_do_not_fit_are_refused(star):
         with pytest.raises(InvalidOptionError, match="first write to the table"):
             tx.overwrite(fact, rows(DAY_B, 1), replace_where=on_day(DAY_B))
     assert ("2024-01-05", 7, "old") in content(fact)
+
+
+def test_a_delete_on_a_segment_it_rewrites_before_the_prepare_fails_the_transaction(tmp_path):
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2, 3), rows(DAY_B, 4)]))
+    dim = Table(str(tmp_path / "dim"))
+    dim.append(pa.table({"id": pa.array([1], pa.int64())}))
+    tx = mvtable.transaction()
+    tx.append(dim, pa.table({"id": pa.array([2], pa.int64())}))
+    tx.overwrite(t, rows(DAY_A, 2, v="new"), replace_where=pc.field("id") == 2)  # copies rows 1, 3 and 4 on write
+    t.delete(pc.field("id") == 4)  # a row the copy keeps: it would come back
+    with pytest.raises(TransactionConflictError, match="which it rewrites, were deleted"):
+        tx.commit()
+    assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-05", 3, "old")]
+    assert dim_ids(dim) == [1]
+
+
+def test_a_new_key_equal_to_a_kept_rows_key_is_refused(tmp_path):
+    t = Table.create(str(tmp_path / "k"), schema=SCHEMA, primary_key=["id"])
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2), rows(DAY_B, 3)]))  # one segment: day A's rows are cut out of it
+    with pytest.raises(DuplicateKeyError), mvtable.transaction() as tx:
+        tx.overwrite(t, rows(DAY_A, 3, v="new"), replace_where=on_day(DAY_A))  # key 3 stays, in the kept copy of day B
+    assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-06", 3, "old")]
+
+
+def test_a_dynamic_overwrite_creates_a_table_that_does_not_exist(tmp_path):
+    with mvtable.transaction() as tx:
+        tx.overwrite(str(tmp_path / "new"), rows(DAY_A, 1), partition_overwrite="dynamic")
+    assert content(Table(str(tmp_path / "new"))) == [("2024-01-05", 1, "old")]
