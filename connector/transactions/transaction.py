@@ -477,6 +477,8 @@ class Transaction:
                 # the tables' commits are independent: side by side, their durable writes overlap
                 for i, _ in enumerate(ordered_map(prepare, parts, workers=len(parts)), start=1):
                     faults.point(f"transaction.after_prepare.{i}")
+                for part in parts:
+                    self._check_rewritten(part)
                 decision = self._decide(coordinator, participants)
                 faults.point("transaction.after_decision")
                 if decision.outcome != Outcome.COMMITTED:
@@ -501,6 +503,25 @@ class Transaction:
             tuple(p.uri for p in parts if p.version is not None),
         )
         return self.result
+
+    def _check_rewritten(self, part: _Part) -> None:
+        """Refuse to decide when rows were deleted, since the prepare, from a segment a scoped overwrite copies on write.
+
+        The copy would bring them back. The prepare checked the same since the read; this
+        narrows what is left to the moment between here and the decision.
+
+        Raises:
+            TransactionConflictError: Such a delete landed; the transaction aborts."""
+        if part.scoped is None or not part.scoped.rewritten:
+            return
+        current = part.commit_log.snapshot()
+        changed = [sid for sid, dv in part.scoped.dvs.items() if current.dvs.get(sid) != dv]
+        if changed:
+            raise TransactionConflictError(
+                f"transaction {self.id} aborted: rows of segment {changed[0]} of {part.uri}, which its scoped overwrite "
+                "rewrites, were deleted by a concurrent commit; nothing of the transaction is visible in any table: run it again",
+                table=part.uri,
+            )
 
     def _decide(self, coordinator: _Part, participants: tuple[str, ...]) -> Decision:
         """Write COMMITTED; when the store fails the write, the decision read back says whether it landed."""

@@ -231,3 +231,21 @@ def test_a_dynamic_overwrite_creates_a_table_that_does_not_exist(tmp_path):
     with mvtable.transaction() as tx:
         tx.overwrite(str(tmp_path / "new"), rows(DAY_A, 1), partition_overwrite="dynamic")
     assert content(Table(str(tmp_path / "new"))) == [("2024-01-05", 1, "old")]
+
+
+def test_a_delete_on_a_segment_it_rewrites_after_the_prepare_aborts_before_the_decision(tmp_path):
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA)
+    t.append(pa.concat_tables([rows(DAY_A, 1, 2, 3), rows(DAY_B, 4)]))
+    dim = Table(str(tmp_path / "dim"))
+    dim.append(pa.table({"id": pa.array([1], pa.int64())}))
+    tx = mvtable.transaction()
+    tx.overwrite(t, rows(DAY_A, 2, v="new"), replace_where=pc.field("id") == 2)
+    tx.append(dim, pa.table({"id": pa.array([2], pa.int64())}))
+    with (
+        faults.run_at("transaction.after_prepare.2", lambda: t.delete(pc.field("id") == 4)),
+        pytest.raises(TransactionConflictError, match="which its scoped overwrite rewrites, were deleted"),
+    ):
+        tx.commit()
+    assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-05", 3, "old")]
+    assert dim_ids(dim) == [1]
+    assert [e.state for e in t.lineage() if e.id == tx.id] == ["REVERTED"]
