@@ -249,3 +249,27 @@ def test_a_delete_on_a_segment_it_rewrites_after_the_prepare_aborts_before_the_d
     assert content(t) == [("2024-01-05", 1, "old"), ("2024-01-05", 2, "old"), ("2024-01-05", 3, "old")]
     assert dim_ids(dim) == [1]
     assert [e.state for e in t.lineage() if e.id == tx.id] == ["REVERTED"]
+
+
+class Stop(Exception):
+    """Raised at a protocol step to stop the driver there, as a crash of the block would."""
+
+
+def _stop() -> None:
+    raise Stop()
+
+
+def test_a_decided_unfinalized_scoped_transaction_is_finished_by_the_next_push_of_its_day(star):
+    fact, dim = star
+    tx = mvtable.transaction()
+    tx.overwrite(fact, rows(DAY_B, 30, v="new"), replace_where=on_day(DAY_B))
+    tx.overwrite(dim, pa.table({"id": pa.array([9], pa.int64())}))
+    with faults.run_at("transaction.after_decision", _stop), pytest.raises(Stop):
+        tx.commit()  # decided COMMITTED, no table finalized: the owner "crashed"
+    fact.overwrite(rows(DAY_B, 31, v="next"), consistent_push=True, replace_where=on_day(DAY_B))
+    states = {e.id: e.state for e in fact.lineage()}
+    assert states[tx.id] == "COMPLETED"  # finished first, then replaced by the push of the same day
+    assert [r for r in content(fact) if r[0] == "2024-01-06"] == [("2024-01-06", 31, "next")]
+    assert dim_ids(dim) == [1, 2]  # a plain reader of the other table: not finalized yet (the documented window)
+    versions = mvtable.consistent_versions([fact, dim])  # finalizes it: the decision stands for every table
+    assert sorted(dim.to_arrow(version=versions[dim.uri]).column("id").to_pylist()) == [9]
