@@ -437,15 +437,27 @@ def _with_scope(io: FileIO, snapshot: Snapshot, plan: WritePlan, request: ScopeR
         )
         if request.deferred:
             return dataclasses.replace(plan, deferred_scope=True)
-        if request.data is not None:
-            request = dataclasses.replace(request, data=align(plan, request.data))
-            if request.predicate is not None:
-                scoped_push.check_rows(request.data, request.predicate, schema=plan.arrow_schema)
-        scoped = scoped_push.plan_scoped(io, snapshot, request)
+        scoped = plan_scope(io, snapshot, plan, request)
     except BaseException:
         release_pin(plan)
         raise
     return dataclasses.replace(plan, scoped=scoped)
+
+
+def plan_scope(io: FileIO, snapshot: Snapshot, plan: WritePlan, request: ScopeRequest) -> ScopedPlan:
+    """What a scoped push planned by ``plan`` replaces at ``snapshot``, its data's rows checked against ``replace_where`` first.
+
+    Shared by a single write (``begin_write``) and a transaction's overwrite, which plans
+    the same scope without starting a push of its own.
+
+    Raises:
+        InvalidFilterError: ``replace_where`` does not fit the table's schema.
+        ReplaceWhereViolationError: a row of the data is outside ``replace_where``."""
+    if request.data is not None:
+        request = dataclasses.replace(request, data=align(plan, request.data))
+        if request.predicate is not None:
+            scoped_push.check_rows(request.data, request.predicate, schema=plan.arrow_schema)
+    return scoped_push.plan_scoped(io, snapshot, request)
 
 
 def _with_intent(io: FileIO, plan: WritePlan, *, owner: PushOwner | None) -> WritePlan:

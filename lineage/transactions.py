@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 
 from mvtable.dvref import DeletionVectorRef
-from mvtable.errors import ConcurrentLineageError, NothingToCommit
+from mvtable.errors import ConcurrentLineageError, ConcurrentReplaceError, NothingToCommit
 
 from .actions import (
     Action,
@@ -46,7 +46,8 @@ from .actions import (
 )
 from .enums import LineageState, _Name
 from .operations import create_or_check, require_visible
-from .ownership import TRANSACTION_ENTRY_PREFIX
+from .ownership import TRANSACTION_ENTRY_PREFIX, blocking_entries
+from .push_scopes import PushScope, describe_scope
 from .snapshot import LineageEntry, Snapshot
 
 __all__ = [
@@ -128,6 +129,8 @@ def prepare(
     owner: PushOwner,
     lease_expires_ms: int,
     metadata: MetadataAction | None,
+    scope: PushScope | None = None,
+    rewritten: Mapping[str, DeletionVectorRef | None] | None = None,
 ) -> list[Action]:
     """The prepare commit of one participant, checked against the newest snapshot.
 
@@ -135,17 +138,34 @@ def prepare(
     ones, ``clones`` the deletes: original segment id → (a clone naming its file, the
     clone's deletion vector). The entry holds every replaced and deleted-from segment, so no
     other replace, compaction or transaction can take them until the transaction is
-    finalized; appends pass it by.
+    finalized; appends pass it by. ``scope`` makes the overwrite a scoped push's
+    (``push_scopes``): the entry records it, so pushes of other partitions pass it by and
+    pushes of the same ones wait; ``rewritten`` are the segments it copies on write (among
+    ``replaced``) with their deletion vectors when read: a delete on one since would be lost.
 
     Raises:
         ConcurrentReplaceError: A segment the transaction replaces or deletes from was
-            replaced or removed since it was read.
+            replaced or removed since it was read, or one it rewrites had rows deleted since.
         ConcurrentCompactionError: One was rewritten by a compaction since (run it again).
-        ConcurrentLineageError: A live push or transaction holds one of them.
+        ConcurrentLineageError: A live push or transaction holds one of them, or (scoped) one
+            of the same partitions.
         ConcurrentMetadataError: The table was created concurrently with another schema."""
     held = list(dict.fromkeys([*replaced, *clones]))
     require_visible(current, held, what=f"transaction {transaction_id}")
+    changed = [sid for sid, dv in (rewritten or {}).items() if current.dvs.get(sid) != dv]
+    if changed:
+        raise ConcurrentReplaceError(
+            f"transaction {transaction_id}: rows of segment {changed[0]}, which it rewrites, were deleted by a concurrent "
+            f"commit (table now at version {current.version}); run the transaction again"
+        )
     wanted = set(held)
+    if scope is not None:
+        for entry in blocking_entries(current, held, scope=scope):
+            raise ConcurrentLineageError(
+                f"transaction {transaction_id}: lineage entry {entry.id} is in progress over "
+                f"{describe_scope(entry.scope)}, which this transaction replaces too; "
+                "wait for it to finish (or be recovered) and run the transaction again"
+            )
     for entry in current.lineage.values():
         if entry.state == LineageState.IN_PROGRESS and wanted & set(entry.segments_from):
             raise ConcurrentLineageError(
@@ -154,7 +174,13 @@ def prepare(
             )
     return [
         *create_or_check(current, metadata),
-        LineageStart(entry_id=transaction_id, segments_from=tuple(held), owner=owner, lease_expires_ms=lease_expires_ms),
+        LineageStart(
+            entry_id=transaction_id,
+            segments_from=tuple(held),
+            owner=owner,
+            lease_expires_ms=lease_expires_ms,
+            scope=scope,
+        ),
         *(AddSegment(segment=s, lineage_entry=transaction_id) for s in segments),
         *(AddSegment(segment=clone, lineage_entry=transaction_id) for clone, _ in clones.values()),
         *(SetDeletionVector(segment_id=clone.id, dv=dv) for clone, dv in clones.values()),

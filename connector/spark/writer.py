@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -82,17 +82,35 @@ def _scope_request(opts: WriteOptions, incoming: pa.Schema, *, snapshot: Snapsho
 
     Raises:
         InvalidOptionError: the predicate cannot be read, or both options are given."""
-    dynamic = opts.partition_overwrite_mode == "dynamic"
-    if opts.replace_where is None and not dynamic:
+    return scope_request(
+        opts.replace_where,
+        dynamic=opts.partition_overwrite_mode == "dynamic",
+        incoming=incoming,
+        snapshot=lambda: (
+            snapshot if snapshot is not None else writes.load_snapshot(open_log(open_file_io(opts.path, opts.storage_options)))
+        ),
+    )
+
+
+def scope_request(
+    replace_where: str | None, *, dynamic: bool, incoming: pa.Schema, snapshot: Callable[[], Snapshot]
+) -> ScopeRequest | None:
+    """The scoped push a Spark write's ``replaceWhere`` (SQL) or dynamic partition overwrite asks for (None: none).
+
+    Shared by a single Spark write and a transaction's ``tx.write``. ``snapshot`` reads the
+    table, only when the predicate needs its columns.
+
+    Raises:
+        InvalidOptionError: the predicate cannot be read, or both options are given."""
+    if replace_where is None and not dynamic:
         return None
-    if opts.replace_where is not None and dynamic:
+    if replace_where is not None and dynamic:
         raise InvalidOptionError("replaceWhere and partitionOverwriteMode=dynamic both say what a push replaces: give one")
     if dynamic:
         return ScopeRequest(dynamic=True)
-    if snapshot is None:
-        snapshot = writes.load_snapshot(open_log(open_file_io(opts.path, opts.storage_options)))
-    columns = schema_from_json(snapshot.table_schema) if snapshot.exists else incoming
-    return ScopeRequest(predicate=parse_replace_where(opts.replace_where or "", columns), predicate_text=opts.replace_where)
+    read = snapshot()
+    columns = schema_from_json(read.table_schema) if read.exists else incoming
+    return ScopeRequest(predicate=parse_replace_where(replace_where or "", columns), predicate_text=replace_where)
 
 
 def make_writer(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> DataSourceArrowWriter:

@@ -11,6 +11,7 @@ aborts every table: nothing becomes visible, the files are left for vacuum.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
 
 from .. import recovery as push_recovery
-from .. import write_intents, writes
+from .. import scoped_push, write_intents, writes
 from ..deletes import matching_positions
 from ..expressions import check_filter, referenced_columns
 from ..keys.commit import KeyedRows, check_absent, commit_keyed, keyed_rows, lookup, write_keyed
@@ -58,6 +59,7 @@ from ..recovery.transactions import Stores, finalize_part, recover_table
 from ..results import TransactionResult
 from ..scan import plan_scan
 from ..schema import schema_from_json
+from ..scoped_push import ScopedPlan, ScopeRequest
 from ..segments import new_segment_id
 from ..upsert import require_key
 from .tables import TableRef, resolve
@@ -90,6 +92,9 @@ class _Part:
     rows: KeyedRows | None = None  # the keys this transaction writes to the table
     key_read: Snapshot | None = None  # the snapshot those keys were first checked against
     upsert: bool = False  # the keyed writes are upserts (rows with the same key are replaced)
+    # a scoped overwrite (replace_where, dynamic partition overwrite): the partitions the entry
+    # replaces, the segments it replaces and those it copies on write (``scoped_push``)
+    scoped: ScopedPlan | None = None
     prepared: bool = False
     version: int | None = None
 
@@ -128,13 +133,29 @@ class Transaction:
             part = self._parts[io.uri] = _Part(io.uri, dict(options), io, open_log(io))
         return part
 
-    def _begin(self, part: _Part, schema: pa.Schema, *, mode: str) -> writes.WritePlan:
-        """Plan one call's write to ``part``: the files are named after its intent, an overwrite drops the calls before it."""
+    def _begin(self, part: _Part, schema: pa.Schema, *, mode: str, scope: ScopeRequest | None = None) -> writes.WritePlan:
+        """Plan one call's write to ``part``: the files are named after its intent, an overwrite drops the calls before it.
+
+        With ``scope`` the overwrite is a scoped push's: it replaces only what the scope
+        covers at the read snapshot (``writes.plan_scope``), planned before the part changes.
+
+        Raises:
+            InvalidOptionError: A scoped overwrite of a table the transaction wrote already.
+            ReplaceWhereViolationError: A row of the scope's data is outside ``replace_where``."""
+        if scope is not None and part.operations:
+            raise InvalidOptionError(
+                f"{part.uri}: a scoped overwrite (replace_where, partition_overwrite) must be the transaction's first "
+                f"write to the table (it has {', '.join(part.operations)} already); put its rows in one overwrite"
+            )
         plan = writes.begin_write(part.uri, storage_options=part.options, incoming=schema, mode=mode)
         part.plans.append(plan)
         self._keepers.enter_context(write_intents.keep(part.io, plan.intent))
-        part.key = plan.primary_key
         read = plan.read_snapshot if plan.read_snapshot is not None else Snapshot()
+        scoped = None if scope is None or scope.deferred else writes.plan_scope(part.io, read, plan, scope)
+        if scoped is not None:
+            plan = dataclasses.replace(plan, scoped=scoped)  # a Spark task checks its rows against replace_where
+            part.plans[-1] = plan
+        part.key = plan.primary_key
         if plan.create and part.create is None:
             part.create = MetadataAction.model_validate(plan.create)
         if mode == writes.OVERWRITE:
@@ -143,8 +164,18 @@ class Transaction:
             part.deletes.clear()
             part.delete_bases.clear()
             part.rows = part.key_read = None
+            part.scoped = None
             part.replaced = list(read.visible_segment_ids()) if read.exists else []
+            if scoped is not None:
+                self._scoped(part, scoped)
+            elif scope is not None:  # dynamic, partitions known once the tasks wrote: planned then
+                part.replaced = []
         return plan
+
+    def _scoped(self, part: _Part, scoped: ScopedPlan) -> None:
+        """Make the part's overwrite replace only what ``scoped`` covers."""
+        part.replaced = list(scoped.segments_from)
+        part.scoped = scoped
 
     def _add_keys(self, part: _Part, rows: KeyedRows, read: Snapshot, *, upsert: bool) -> None:
         """Record the keys of one keyed call; a key written twice in one transaction is refused.
@@ -170,12 +201,21 @@ class Transaction:
         part.operations.append(mode)
         return sum(s.num_rows for s in segments)
 
-    def _write(self, part: _Part, data: pa.Table | pa.RecordBatch, *, mode: str) -> int:
+    def _write(
+        self,
+        part: _Part,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        mode: str,
+        replace_where: pc.Expression | None = None,
+        partition_overwrite: str | None = None,
+    ) -> int:
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if not isinstance(data, pa.Table):
             raise InvalidOptionError(f"data must be a pyarrow Table or RecordBatch, not {type(data).__name__}")
-        plan = self._begin(part, data.schema, mode=mode)
+        scope = scoped_push.request(data, replace_where=replace_where, partition_overwrite=partition_overwrite)
+        plan = self._begin(part, data.schema, mode=mode, scope=scope)
 
         def write() -> list[SegmentFile]:
             aligned = writes.align(plan, data)
@@ -191,18 +231,29 @@ class Transaction:
                 intent=plan.intent,
             )
 
-        if not plan.primary_key:
-            return self._written(part, write(), mode=mode)
         read = plan.read_snapshot if plan.read_snapshot is not None else Snapshot()
+        if not plan.primary_key:
+            return self._written(part, [*write(), *self._kept(part, plan, read)], mode=mode)
         rows, segments = write_keyed(
             part.io, read, plan.arrow_schema, plan.primary_key, data, replace=mode == writes.OVERWRITE, write=write
         )
         try:
+            if plan.scoped is not None:  # the same key checks as a single scoped push (Table.write)
+                kept = self._kept(part, plan, read)
+                segments += kept
+                rows = scoped_push.check_keys(part.io, read, plan.scoped, rows, kept)
             self._add_keys(part, rows, read, upsert=False)
         except BaseException:
             self._drop_files(part, segments)
             raise
         return self._written(part, segments, mode=mode)
+
+    def _kept(self, part: _Part, plan: writes.WritePlan, read: Snapshot) -> list[SegmentFile]:
+        """A scoped overwrite's copy-on-write: the rows its rewritten segments keep, as new segments of the transaction."""
+        if plan.scoped is None:
+            return []
+        plain = dataclasses.replace(plan, scoped=None)  # kept rows are outside replace_where: not checked against it
+        return scoped_push.write_kept(part.io, read, plan.scoped, write=lambda rows: writes.write_data(plain, rows.to_batches()))
 
     def append(
         self, table: TableRef | str, data: pa.Table | pa.RecordBatch, *, storage_options: Mapping[str, Any] | None = None
@@ -229,6 +280,8 @@ class Transaction:
         data: pa.Table | pa.RecordBatch,
         *,
         consistent_push: bool = True,
+        replace_where: pc.Expression | None = None,
+        partition_overwrite: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> int:
         """Replace every row of ``table`` with ``data``'s when the transaction commits; the number of rows.
@@ -237,16 +290,41 @@ class Transaction:
         accepted for symmetry with ``Table.overwrite``): its lineage entry is the
         transaction's, so ``rollback_transaction`` can revert it.
 
+        ``replace_where`` (every row of ``data`` must satisfy it) or
+        ``partition_overwrite="dynamic"`` (the partitions ``data`` has rows in) make it a
+        scoped push, as ``Table.overwrite`` does: the transaction replaces only the rows
+        they cover, as the table is when this call reads it, and its entry holds those
+        partitions only, so a push of other partitions of the table runs meanwhile. It must
+        be the transaction's first write to the table.
+
         Raises:
-            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, or it also
-                upserts into the keyed table.
-            DuplicateKeyError: On a keyed table, a key repeats in ``data``.
+            InvalidOptionError: The transaction ended, ``data`` is not Arrow data, it also
+                upserts into the keyed table, the scope options do not go together (or come
+                without ``consistent_push``), or a scoped overwrite follows another write to
+                the table.
+            InvalidFilterError: ``replace_where`` does not fit the table's schema.
+            ReplaceWhereViolationError: A row of ``data`` is outside ``replace_where``; nothing
+                of the call was written.
+            DuplicateKeyError: On a keyed table, a key repeats in ``data`` (or, scoped, is in
+                a row the overwrite keeps).
             NullKeyError: On a keyed table, a key column of ``data`` holds nulls.
             SchemaMismatchError: ``data`` does not fit the table's schema.
             StorageError: The store refused a write.
         """
-        checks.flag(consistent_push, name="consistent_push")
-        return self._write(self._part(table, storage_options), data, mode=writes.OVERWRITE)
+        consistent_push = checks.flag(consistent_push, name="consistent_push")
+        scoped_push.check_options(
+            mode=writes.OVERWRITE,
+            consistent_push=consistent_push,
+            replace_where=replace_where,
+            partition_overwrite=partition_overwrite,
+        )
+        return self._write(
+            self._part(table, storage_options),
+            data,
+            mode=writes.OVERWRITE,
+            replace_where=replace_where,
+            partition_overwrite=partition_overwrite,
+        )
 
     def delete(self, table: TableRef | str, filter: pc.Expression, *, storage_options: Mapping[str, Any] | None = None) -> int:
         """Delete the rows of ``table`` matching ``filter`` when the transaction commits; how many match now.
@@ -256,12 +334,18 @@ class Transaction:
         transaction finalizes are kept too.
 
         Raises:
-            InvalidOptionError: The transaction ended, or ``filter`` is not a boolean expression.
+            InvalidOptionError: The transaction ended, ``filter`` is not a boolean expression, or
+                the transaction's scoped overwrite of the table copies rows on write.
             InvalidFilterError: ``filter`` does not fit the schema.
             TableNotFoundError: There is no table at ``table``.
             StorageError: The store refused a read.
         """
         part = self._part(table, storage_options)
+        if part.scoped is not None and part.scoped.rewritten:
+            raise InvalidOptionError(
+                f"{part.uri}: the transaction's scoped overwrite copies rows of the table on write, which a delete "
+                "would not see; delete those rows in another transaction, or narrow them out of the overwrite's data"
+            )
         snapshot = part.commit_log.snapshot()
         schema = schema_from_json(snapshot.table_schema)
         check_filter(filter, schema, what="delete filter")
@@ -393,6 +477,8 @@ class Transaction:
                 # the tables' commits are independent: side by side, their durable writes overlap
                 for i, _ in enumerate(ordered_map(prepare, parts, workers=len(parts)), start=1):
                     faults.point(f"transaction.after_prepare.{i}")
+                for part in parts:
+                    self._check_rewritten(part)
                 decision = self._decide(coordinator, participants)
                 faults.point("transaction.after_decision")
                 if decision.outcome != Outcome.COMMITTED:
@@ -417,6 +503,25 @@ class Transaction:
             tuple(p.uri for p in parts if p.version is not None),
         )
         return self.result
+
+    def _check_rewritten(self, part: _Part) -> None:
+        """Refuse to decide when rows were deleted, since the prepare, from a segment a scoped overwrite copies on write.
+
+        The copy would bring them back. The prepare checked the same since the read; this
+        narrows what is left to the moment between here and the decision.
+
+        Raises:
+            TransactionConflictError: Such a delete landed; the transaction aborts."""
+        if part.scoped is None or not part.scoped.rewritten:
+            return
+        current = part.commit_log.snapshot()
+        changed = [sid for sid, dv in part.scoped.dvs.items() if current.dvs.get(sid) != dv]
+        if changed:
+            raise TransactionConflictError(
+                f"transaction {self.id} aborted: rows of segment {changed[0]} of {part.uri}, which its scoped overwrite "
+                "rewrites, were deleted by a concurrent commit; nothing of the transaction is visible in any table: run it again",
+                table=part.uri,
+            )
 
     def _decide(self, coordinator: _Part, participants: tuple[str, ...]) -> Decision:
         """Write COMMITTED; when the store fails the write, the decision read back says whether it landed."""
@@ -448,9 +553,13 @@ class Transaction:
                 owner=owner,
                 lease_expires_ms=expires,
                 metadata=part.create,
+                scope=part.scoped.scope if part.scoped is not None else None,
+                rewritten=part.scoped.dvs if part.scoped is not None else None,
             )
 
-        parameters = {"transaction": self.id, "participants": list(participants), "operations": part.operations}
+        parameters: dict[str, Any] = {"transaction": self.id, "participants": list(participants), "operations": part.operations}
+        if part.scoped is not None:
+            parameters.update(part.scoped.parameters())
         metrics = {"added_rows": sum(s.num_rows for s in part.segments), "added_segments": len(part.segments)}
         try:
             if part.key and part.rows is not None and len(part.rows.hashes):
