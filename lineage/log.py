@@ -77,6 +77,10 @@ def commit_path(version: int) -> str:
     return f"{LOG_DIR}/{version:020d}.json"
 
 
+# a commit with this many actions is followed by a checkpoint (see CommitLog._maybe_checkpoint)
+BIG_COMMIT_ACTIONS = 1000
+
+
 def checkpoint_path(version: int) -> str:
     """Where the checkpoint of ``version`` is written (format 2, Parquet)."""
     return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
@@ -576,7 +580,7 @@ class CommitLog:
             trial = current.copy()
             apply_commit(trial, mine)
         faults.point(f"commit.{operation}.after_put")
-        self._maybe_checkpoint(trial, checkpoint_interval)
+        self._maybe_checkpoint(trial, checkpoint_interval, actions=len(mine.actions))
         return CommitResult(mine, trial, attempt)
 
     def _catch_up_after_loss(self, current: Snapshot, state: _Attempts, attempt: int) -> tuple[Snapshot, CommitResult | None]:
@@ -725,7 +729,12 @@ class CommitLog:
         self.io.delete([commit_path(v)])
         return True
 
-    def _maybe_checkpoint(self, snapshot: Snapshot, interval: int | None) -> None:
+    def _maybe_checkpoint(self, snapshot: Snapshot, interval: int | None, *, actions: int = 0) -> None:
+        """Checkpoint every ``checkpointInterval`` versions, and after a commit of ``BIG_COMMIT_ACTIONS`` actions or more.
+
+        Every reader parses a commit action by action, with each field validated, and a checkpoint
+        in column batches: a commit naming thousands of segments (a large partitioned append, a
+        push replacing many) costs each later open far more than its checkpoint costs once."""
         if interval:
             every = interval
         else:  # the commit has landed: a bad property must not make it look failed
@@ -733,7 +742,8 @@ class CommitLog:
             if "checkpointInterval" in problems:
                 logger.warning("%s", problems["checkpointInterval"])
             every = props.checkpoint_interval
-        if every > 0 and snapshot.version > 0 and snapshot.version % every == 0:
+        due = every > 0 and (snapshot.version % every == 0 or actions >= BIG_COMMIT_ACTIONS)
+        if snapshot.version > 0 and due:
             faults.point("checkpoint.before_write")
             self.write_checkpoint(snapshot)
             faults.point("checkpoint.after_write")
