@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -93,7 +93,7 @@ def json_columns(v: Any) -> tuple[str, ...] | None:
     return tuple(columns)
 
 
-def one_partitioning(opts: _Partitioned) -> Any:
+def one_partitioning(opts: _PartitionedWrite) -> Any:
     """``df.write.partitionBy("region", …)``: identity fields, as the ``partitionBy`` option's ``"region"``.
 
     Given both, they must say the same."""
@@ -111,18 +111,34 @@ def one_partitioning(opts: _Partitioned) -> Any:
     return opts
 
 
-class _Partitioned(Protocol):
-    partition_by: tuple[str, ...] | None
-    writer_partition_by: tuple[str, ...] | None
-
-    def model_copy(self, *, update: dict[str, Any]) -> Any: ...
-
-
 class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str = Field(min_length=1)
     storage_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class _PartitionedWrite(_Options):
+    """The partitioning a write (batch or stream) gives the table it creates."""
+
+    # the spec: "day(ts),region" (see partitions.spec)
+    partition_by: tuple[str, ...] | None = None
+    # the columns of Spark's own df.write(Stream).partitionBy(…), a JSON list (set by mvtable.spark_save)
+    writer_partition_by: tuple[str, ...] | None = None
+
+    @field_validator("partition_by", mode="before")
+    @classmethod
+    def _fields(cls, v: Any) -> tuple[str, ...] | None:
+        return split_partition_by(v)
+
+    @field_validator("writer_partition_by", mode="before")
+    @classmethod
+    def _columns(cls, v: Any) -> tuple[str, ...] | None:
+        return json_columns(v)
+
+    @model_validator(mode="after")
+    def _one_partitioning(self) -> _PartitionedWrite:
+        return one_partitioning(self)
 
 
 class ReadOptions(_Options):
@@ -222,7 +238,7 @@ class ReadOptions(_Options):
         return self
 
 
-class WriteOptions(_Options):
+class WriteOptions(_PartitionedWrite):
     consistent_push: bool = False
     publish: bool = True
     merge_schema: bool = False  # add the data's new columns (and widen types) in the write's commit
@@ -246,25 +262,6 @@ class WriteOptions(_Options):
         if text in (None, "static", "dynamic"):
             return text
         raise ValueError(f"{v!r} is not a partition overwrite mode; use dynamic (the partitions the data holds) or static")
-
-    # the partition spec of a table the write creates: "day(ts),region" (see partitions.spec)
-    partition_by: tuple[str, ...] | None = None
-    # the columns of Spark's own df.write.partitionBy(…), a JSON list (set by mvtable.spark_save)
-    writer_partition_by: tuple[str, ...] | None = None
-
-    @field_validator("partition_by", mode="before")
-    @classmethod
-    def _fields(cls, v: Any) -> tuple[str, ...] | None:
-        return split_partition_by(v)
-
-    @field_validator("writer_partition_by", mode="before")
-    @classmethod
-    def _columns(cls, v: Any) -> tuple[str, ...] | None:
-        return json_columns(v)
-
-    @model_validator(mode="after")
-    def _one_partitioning(self) -> WriteOptions:
-        return one_partitioning(self)
 
     @field_validator("save_mode", mode="before")
     @classmethod
@@ -292,7 +289,7 @@ class WriteOptions(_Options):
         return self
 
 
-class StreamWriteOptions(_Options):
+class StreamWriteOptions(_PartitionedWrite):
     """``df.writeStream`` options.
 
     The query's checkpoint (its id names the application whose batches land exactly once) or an
@@ -302,22 +299,6 @@ class StreamWriteOptions(_Options):
     txn_app_id: str | None = None
     merge_schema: bool = False  # a batch with new columns adds them (and widens types) in its commit
     properties: dict[str, str] = Field(default_factory=dict)
-    partition_by: tuple[str, ...] | None = None  # the spec of the table the first batch creates
-    writer_partition_by: tuple[str, ...] | None = None  # df.writeStream.partitionBy(…) (mvtable.spark_save)
-
-    @field_validator("partition_by", mode="before")
-    @classmethod
-    def _fields(cls, v: Any) -> tuple[str, ...] | None:
-        return split_partition_by(v)
-
-    @field_validator("writer_partition_by", mode="before")
-    @classmethod
-    def _columns(cls, v: Any) -> tuple[str, ...] | None:
-        return json_columns(v)
-
-    @model_validator(mode="after")
-    def _one_partitioning(self) -> StreamWriteOptions:
-        return one_partitioning(self)
 
     @model_validator(mode="after")
     def _identity(self) -> StreamWriteOptions:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..expression_tree import Call, FieldRef, Literal, Node, expression_tree
-from ..stats import Predicate
+from ..stats import Predicate, statable
 
 __all__ = ["conjuncts"]
 
@@ -97,15 +97,6 @@ def _python(scalar: pa.Scalar) -> Any:
     t = scalar.type
     if pa.types.is_timestamp(t) and t.unit == "ns":
         return None  # as_py() would give a pandas Timestamp or lose nanoseconds
-    if not (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_decimal(t)
-    ):
+    if not statable(t):
         return None
     return scalar.as_py()

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..expression_tree import Call, FieldRef, Literal, Node, expression_tree, field_names
-from ..stats import Predicate
+from ..stats import Predicate, statable
 
 __all__ = ["AllOf", "Always", "AnyOf", "Clause", "FilterClauses", "Leaf", "filter_clauses", "leaves", "parse_filter"]
 
@@ -196,7 +196,7 @@ def _is_in(column: str, options: pa.StructScalar, arrow: pa.Schema) -> Clause | 
 
 def _value(literal: pa.Scalar, target: pa.DataType) -> Any:
     """The Python value Arrow compares a column of type ``target`` with, or None when that is not exact."""
-    if not literal.is_valid or not _plain(target):
+    if not literal.is_valid or not statable(target):
         return None
     if pa.types.is_timestamp(literal.type) and pa.types.is_timestamp(target) and (literal.type.tz is None) != (target.tz is None):
         return None
@@ -212,16 +212,3 @@ def _value(literal: pa.Scalar, target: pa.DataType) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
-
-
-def _plain(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_boolean(t)
-    )
