@@ -39,7 +39,6 @@ from .parameters import Keys, Timestamp, WriteMode
 from .partitions.covering import covered_segments, drop_candidates
 from .partitions.evolution import PartitioningResult, update_partitioning
 from .partitions.timeline import Timeline, timeline_of
-from .partitions.writing import write_partitioned
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
 from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
@@ -687,18 +686,7 @@ class Table:
                 rows = None
 
                 def write_rows(table: pa.Table) -> list[SegmentFile]:
-                    aligned = writes.align(plan, table)
-                    if not table.num_rows:
-                        return []
-                    return write_partitioned(
-                        self.io,
-                        aligned,
-                        spec=plan.partition_spec,
-                        table_schema=plan.table_schema,
-                        row_group_rows=plan.row_group_rows,
-                        primary_key=plan.primary_key,
-                        intent=plan.intent,
-                    )
+                    return writes.write_local(self.io, plan, table)
 
                 def write() -> list[SegmentFile]:
                     return write_rows(data)

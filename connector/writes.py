@@ -53,7 +53,7 @@ from .keys.validate import check_key_columns, check_key_schema, same_key
 from .nested_names import with_table_names
 from .partitions.scope_labels import file_partition
 from .partitions.spec import carried_spec, parse_partition_by
-from .partitions.writing import PartitionedWriter
+from .partitions.writing import PartitionedWriter, write_partitioned
 from .pinning import SnapshotPin, pin_version, release
 from .post_commit import open_log
 from .recovery.transactions import Stores, recover_table
@@ -560,6 +560,25 @@ def write_data(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> list[Segme
     if not segments:
         write_intents.release(io, own)
     return segments
+
+
+def write_local(io: FileIO, plan: WritePlan, data: pa.Table) -> list[SegmentFile]:
+    """Write ``data`` as ``plan`` says, on this machine (``Table.write``, a transaction's writes): one segment set per partition.
+
+    Raises:
+        SchemaMismatchError: ``data`` does not fit the plan's schema."""
+    aligned = align(plan, data)
+    if not data.num_rows:
+        return []
+    return write_partitioned(
+        io,
+        aligned,
+        spec=plan.partition_spec,
+        table_schema=plan.table_schema,
+        row_group_rows=plan.row_group_rows,
+        primary_key=plan.primary_key,
+        intent=plan.intent,
+    )
 
 
 def align(plan: WritePlan, data: pa.Table) -> pa.Table:

@@ -218,18 +218,7 @@ class Transaction:
         plan = self._begin(part, data.schema, mode=mode, scope=scope)
 
         def write() -> list[SegmentFile]:
-            aligned = writes.align(plan, data)
-            if not data.num_rows:
-                return []
-            return write_partitioned(
-                part.io,
-                aligned,
-                spec=plan.partition_spec,
-                table_schema=plan.table_schema,
-                row_group_rows=plan.row_group_rows,
-                primary_key=plan.primary_key,
-                intent=plan.intent,
-            )
+            return writes.write_local(part.io, plan, data)
 
         read = plan.read_snapshot if plan.read_snapshot is not None else Snapshot()
         if not plan.primary_key:
