@@ -66,8 +66,11 @@ def split_by_partition(
         return [(_partition(fields, 0), table)]
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(unique) + 1))
+    # one take of the whole table into partition order, then zero-copy slices: a take per
+    # partition would walk the whole table once per partition
+    grouped = table.take(pa.array(order)).combine_chunks()
     groups = [
-        (int(first[g]), _partition(fields, int(first[g])), table.take(pa.array(order[bounds[g] : bounds[g + 1]])))
+        (int(first[g]), _partition(fields, int(first[g])), grouped.slice(int(bounds[g]), int(bounds[g + 1] - bounds[g])))
         for g in range(len(unique))
     ]
     groups.sort(key=lambda g: g[0])
