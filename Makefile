@@ -9,14 +9,17 @@ demo:
 	$(PYTHON) -m pip install ".[spark]"
 	$(PYTHON) -m mvtable.connector.demo
 
-# the timeline's browser test opens its page in Debian's chromium (installed here when running as root)
+# two tools of the suite come from Debian (installed here when running as root): chromium, in
+# which the timeline's browser test opens its page, and strace, with which the partitions
+# benchmark's smoke test counts the data files each system's replace opens
 install-test:
 	$(PYTHON) -m pip install -e ".[test]"
-	@if ! command -v chromium >/dev/null 2>&1; then \
+	@missing=""; for tool in chromium strace; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 		else \
-			echo "chromium is missing: the timeline's browser test will fail; as root: apt-get install -y --no-install-recommends chromium" >&2; \
+			echo "missing:$$missing (the tests that need them will fail); as root: apt-get install -y --no-install-recommends$$missing" >&2; \
 		fi; \
 	fi
 
