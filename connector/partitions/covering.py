@@ -68,8 +68,9 @@ def drop_candidates(snapshot: Snapshot, planned: Mapping[str, int]) -> list[str]
 
     ``planned`` maps each segment a scan plan reads to how many of its row groups it reads.
     A running or staged push holds its segments: only it may remove them, so their rows are
-    deleted by deletion vector, as in an unpartitioned table."""
-    held = held_segments(snapshot)
+    deleted by deletion vector, as in an unpartitioned table. So are the rows of a published
+    push's segments: removing them would keep that push from ever being rolled back."""
+    held = held_segments(snapshot) | {sid for e in snapshot.lineage.values() if e.live for sid in e.segments_to}
     out = []
     for sid, groups in planned.items():
         f = snapshot.segments[sid].file

@@ -75,3 +75,14 @@ def test_a_segment_a_push_holds_is_deleted_by_deletion_vector(tmp_path) -> None:
     assert staged.entry is not None
     assert t.delete(pc.field("ts") < _BASE + dt.timedelta(days=1)).deleted_rows == 4
     assert not any(isinstance(a, RemoveSegment) for a in _last_actions(t))
+
+
+def test_a_published_push_stays_revertible_after_a_delete_of_its_days(tmp_path) -> None:
+    t = Table.create(str(tmp_path / "t"), schema=_SCHEMA, partition_by=["day(ts)"])
+    t.append(_rows(2))
+    push = t.overwrite(_rows(2), consistent_push=True)
+    assert t.delete(pc.field("ts") < _BASE + dt.timedelta(days=1)).deleted_rows == 4
+    assert not any(isinstance(a, RemoveSegment) for a in _last_actions(t))  # a deletion vector on the push's segment
+    assert push.entry is not None
+    t.rollback(entry=push.entry)
+    assert t.to_arrow().num_rows == 8  # the rows the push replaced are back
