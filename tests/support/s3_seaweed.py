@@ -107,6 +107,11 @@ def _start_once(weed: str, timeout: float) -> S3Server:
         "-admin.ui=false",
         "-master.telemetry=false",
         "-volume.preStopSeconds=0",
+        # every test gets a bucket, every bucket its own volumes: mini sizes volumes by the
+        # disk (1 GB and more) and so allows only as many as fit in the free space, which a
+        # full suite ran out of ("No writable volumes"); small volumes, many allowed
+        "-master.volumeSizeLimitMB=16",
+        "-volume.max=4000",
         "-s3.autoCreateBucket=false",  # like AWS: a PUT into a missing bucket is NoSuchBucket
         f"-s3.config={workdir / 's3.json'}",
         f"-filer.localSocket={workdir / 'filer.sock'}",
