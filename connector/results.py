@@ -274,6 +274,16 @@ class VacuumResult(_FromTally):
 
 
 @dataclass(frozen=True)
+class PartitioningResult:
+    """What ``update_partitioning`` did: the default spec now, and the commit (None when it already was)."""
+
+    spec_id: int
+    fields: tuple[str, ...]  # each field as ``transform(column)``, e.g. ``day(ts)``
+    version: int | None
+    changed: bool
+
+
+@dataclass(frozen=True)
 class GCResult(_FromTally):
     """What one visibility GC run did (``dry_run``: would do).
 

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -52,8 +53,7 @@ from .keys.commit import KeyedRows, check_absent, keyed_rows, segment_keys
 from .partitions.conjuncts import conjuncts
 from .partitions.scope_labels import default_spec, partition_label, segment_partition
 from .partitions.spec import spec_columns
-from .partitions.transforms import Transform
-from .partitions.values import encode_value
+from .partitions.writing import partition_index
 from .scan import ScanTask, read_task
 from .schema import schema_from_json
 from .scoped_classify import KEEP, PROBE, REPLACE, classify
@@ -176,30 +176,11 @@ def _row_text(row: Mapping[str, Any]) -> str:
 
 
 def data_partitions(data: pa.Table, spec: PartitionSpec, table_schema: dict[str, Any]) -> list[_PartitionKey]:
-    """The partition tuples (the log's JSON form) of ``data``'s rows under ``spec``, each once, in first-seen order."""
-    if not spec.fields:
-        return [()] if data.num_rows else []
-    columns = _spec_values(data, spec, table_schema)
-    seen: dict[_PartitionKey, None] = {}
-    rows = (
-        pa.table({str(i): c for i, (c, _, _) in enumerate(columns)}).group_by([str(i) for i in range(len(columns))]).aggregate([])
-    )
-    for r in rows.to_pylist():
-        seen[tuple(encode_value(r[str(i)], t, src) for i, (_, t, src) in enumerate(columns))] = None
-    return list(seen)
+    """The partition tuples (the log's JSON form) of ``data``'s rows under ``spec``, each once, in first-seen order.
 
-
-def _spec_values(
-    data: pa.Table, spec: PartitionSpec, table_schema: dict[str, Any]
-) -> list[tuple[pa.Array, Transform, pa.DataType]]:
-    """Each field's partition values of ``data``'s rows, with its transform and source type."""
-    arrow = schema_from_json(table_schema)
-    out = []
-    for f, column, transform in spec_columns(spec, table_schema):
-        if column is None:
-            raise InvalidOptionError(f"partition field {f.name} reads a column the table no longer has")
-        out.append((transform.apply(data.column(column)), transform, arrow.field(column).type))
-    return out
+    Raises:
+        PartitionSpecError: a spec field's column is no longer in the table."""
+    return partition_index(data, spec, table_schema)[1]
 
 
 # -- 2. what metadata decides: ``scoped_classify.classify`` -----------------------------------
@@ -227,19 +208,18 @@ def probe(io: FileIO, snapshot: Snapshot, seg: SegmentState, match: RowMatch, sc
     return ProbeResult(REPLACE if matched == live else "rewrite", matched)
 
 
-class RowMatch:
-    """Which rows a scoped push replaces: a predicate's true rows, or the rows of some partitions."""
+class RowMatch(Protocol):
+    """Which rows a scoped push replaces: a predicate's true rows (``PredicateMatch``), or the rows of some partitions (``PartitionMatch``)."""
 
     def columns(self, schema: pa.Schema) -> list[str] | None:
-        raise NotImplementedError
+        """The columns ``rows`` reads (None: all)."""
 
     def rows(self, table: pa.Table) -> pa.Array:
         """A boolean per row of ``table`` (no nulls): True for the rows the push replaces."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
-class PredicateMatch(RowMatch):
+class PredicateMatch:
     predicate: pc.Expression
 
     def columns(self, schema: pa.Schema) -> list[str] | None:
@@ -250,11 +230,11 @@ class PredicateMatch(RowMatch):
 
 
 @dataclass(frozen=True)
-class PartitionMatch(RowMatch):
+class PartitionMatch:
     """The rows whose partition under ``spec`` (the log's JSON form) is one of ``partitions``.
 
-    Used only for segments of an older spec (after the partitioning changed): rows are
-    mapped one by one, which only such segments pay."""
+    Used only for segments of an older spec (after the partitioning changed), whose rows may
+    fall in several partitions of the current one."""
 
     spec: PartitionSpec
     table_schema: dict[str, Any]
@@ -264,11 +244,9 @@ class PartitionMatch(RowMatch):
         return [c for _, c, _ in spec_columns(self.spec, self.table_schema) if c is not None]
 
     def rows(self, table: pa.Table) -> pa.Array:
-        if not self.spec.fields:
-            return pa.array([() in self.partitions] * table.num_rows, pa.bool_())
-        fields = _spec_values(table, self.spec, self.table_schema)
-        encoded = [[encode_value(v, t, src) for v in values.to_pylist()] for values, t, src in fields]
-        return pa.array([key in self.partitions for key in zip(*encoded)], pa.bool_())
+        numbers, found = partition_index(table, self.spec, self.table_schema)
+        wanted = np.array([part in self.partitions for part in found], dtype=bool)
+        return pa.array(wanted[numbers] if len(found) else np.zeros(0, dtype=bool), pa.bool_())
 
 
 # -- 4. the plan -------------------------------------------------------------------------------

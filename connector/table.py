@@ -37,11 +37,11 @@ from .keys.validate import key_data, parse_primary_key
 from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
 from .partitions.covering import covered_segments, drop_candidates
-from .partitions.evolution import PartitioningResult, update_partitioning
+from .partitions.evolution import update_partitioning
 from .partitions.timeline import Timeline, timeline_of
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
-from .results import CompactionResult, DeleteResult, GCResult, UpsertResult, VacuumResult, WriteResult
+from .results import CompactionResult, DeleteResult, GCResult, PartitioningResult, UpsertResult, VacuumResult, WriteResult
 from .row_positions import row_positions
 from .scan import ScanTask, plan_scan
 from .schema import schema_from_json

@@ -391,10 +391,8 @@ class _PartitionParser:
 
     def __call__(self, spec_id: int | None, text: str | None) -> tuple[PartitionValue, ...] | None:
         key = (spec_id, text)
-        try:
+        if key in self.memo:
             return self.memo[key]
-        except KeyError:
-            pass
         part: tuple[PartitionValue, ...] | None = None
         try:
             if text is not None:

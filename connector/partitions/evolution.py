@@ -15,7 +15,6 @@ so an Iceberg export of the evolved table reads the same.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from mvtable.errors import NothingToCommit, TableNotFoundError
 from mvtable.lineage.actions import Action, MetadataAction
@@ -24,19 +23,10 @@ from mvtable.lineage.log import CommitLog
 from mvtable.lineage.partitioning import FIRST_PARTITION_FIELD_ID, PartitionField, PartitionSpec
 from mvtable.lineage.snapshot import Snapshot
 
+from ..results import PartitioningResult
 from .spec import parse_partition_by, spec_columns
 
-__all__ = ["PartitioningResult", "evolved_spec", "update_partitioning"]
-
-
-@dataclass(frozen=True)
-class PartitioningResult:
-    """What ``update_partitioning`` did: the default spec now, and the commit (None when it already was)."""
-
-    spec_id: int
-    fields: tuple[str, ...]  # each field as ``transform(column)``, e.g. ``day(ts)``
-    version: int | None
-    changed: bool
+__all__ = ["evolved_spec", "update_partitioning"]
 
 
 def evolved_spec(snapshot: Snapshot, partition_by: Sequence[str]) -> PartitionSpec:

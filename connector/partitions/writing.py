@@ -34,6 +34,39 @@ __all__ = ["PartitionedWriter", "split_by_partition", "with_partition", "write_p
 Partition = tuple[PartitionValue, ...]
 
 
+def partition_index(
+    data: pa.Table | pa.RecordBatch, spec: PartitionSpec, table_schema: dict[str, Any]
+) -> tuple[np.ndarray, list[Partition]]:
+    """(each row's partition number, the partitions by number as the log stores them), numbered in order of first row.
+
+    Vectorised: each field's values are transformed and dictionary-encoded once, and only one
+    row per partition is turned into the log's form. Nulls form a partition of their own.
+
+    Raises:
+        PartitionSpecError: a spec field's column is no longer in the table."""
+    n = data.num_rows
+    codes = np.zeros(n, dtype=np.int64)
+    fields: list[tuple[pa.Array, np.ndarray, Any, pa.DataType]] = []
+    for field, column, transform in spec_columns(spec, table_schema):
+        if column is None:
+            raise PartitionSpecError(f"partition field {field.name!r}: its column (field id {field.source_id}) is gone")
+        source = data.schema.field(column).type
+        encoded = pc.dictionary_encode(transform.apply(data.column(column)), null_encoding="encode")
+        indices = np.asarray(encoded.indices, dtype=np.int64)
+        size = len(encoded.dictionary)
+        if n and int(codes.max()) + 1 > (1 << 62) // max(size, 1):  # keep the combined code in range: renumber first
+            codes = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        codes = codes * size + indices
+        fields.append((encoded.dictionary, indices, transform, source))
+    if not n:
+        return np.zeros(0, dtype=np.int64), []
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")  # number the partitions in order of their first row
+    renumber = np.empty(len(first), dtype=np.int64)
+    renumber[by_first] = np.arange(len(first))
+    return renumber[inverse.reshape(-1)], [_partition(fields, int(first[g])) for g in by_first]
+
+
 def split_by_partition(
     data: pa.Table | pa.RecordBatch, spec: PartitionSpec, table_schema: dict[str, Any]
 ) -> list[tuple[Partition, pa.Table]]:
@@ -47,34 +80,15 @@ def split_by_partition(
     table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
     if not table.num_rows:
         return []
-    codes = np.zeros(table.num_rows, dtype=np.int64)
-    fields: list[tuple[pa.Array, np.ndarray, Any, pa.DataType]] = []
-    for field, column, transform in spec_columns(spec, table_schema):
-        if column is None:
-            raise PartitionSpecError(f"partition field {field.name!r}: its column (field id {field.source_id}) is gone")
-        source = table.schema.field(column).type
-        encoded = pc.dictionary_encode(transform.apply(table.column(column)), null_encoding="encode")
-        indices = np.asarray(encoded.indices, dtype=np.int64)
-        size = len(encoded.dictionary)
-        if int(codes.max()) + 1 > (1 << 62) // max(size, 1):  # keep the combined code in range: renumber first
-            codes = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
-        codes = codes * size + indices
-        fields.append((encoded.dictionary, indices, transform, source))
-    unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    if len(unique) == 1:
-        return [(_partition(fields, 0), table)]
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(unique) + 1))
+    numbers, partitions = partition_index(table, spec, table_schema)
+    if len(partitions) == 1:
+        return [(partitions[0], table)]
+    order = np.argsort(numbers, kind="stable")
+    bounds = np.searchsorted(numbers[order], np.arange(len(partitions) + 1))
     # one take of the whole table into partition order, then zero-copy slices: a take per
     # partition would walk the whole table once per partition
     grouped = table.take(pa.array(order)).combine_chunks()
-    groups = [
-        (int(first[g]), _partition(fields, int(first[g])), grouped.slice(int(bounds[g]), int(bounds[g + 1] - bounds[g])))
-        for g in range(len(unique))
-    ]
-    groups.sort(key=lambda g: g[0])
-    return [(part, rows) for _, part, rows in groups]
+    return [(part, grouped.slice(int(bounds[g]), int(bounds[g + 1] - bounds[g]))) for g, part in enumerate(partitions)]
 
 
 def _partition(fields: list[tuple[pa.Array, np.ndarray, Any, pa.DataType]], row: int) -> Partition:
