@@ -1,7 +1,8 @@
 """Checks that a segment's bytes are the ones mvtable wrote.
 
 Two checksums cover a segment. Every Parquet page carries a CRC-32 of its bytes in its
-header (``write_page_checksum``), which every read verifies; and the log's descriptor of
+header (``write_page_checksum``), which every read verifies before decoding
+(``page_checks``); and the log's descriptor of
 the segment records a CRC-32 of the file's footer (``footer_crc32``), checked here when
 the footer is read. Page checksums alone leave the footer bare: a flipped bit there can
 still decode, into another offset, type, column name, field id or statistic, and so into

@@ -37,6 +37,7 @@ Measured choices (SF-1 lineitem, row groups of 131,072 rows; the runs are in
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,6 +62,10 @@ SMALL_SEGMENT_ROWS = 8_192
 SMALL_SEGMENT_COMPRESSION = "snappy"
 # The codec of a large segment's dictionary-encoded columns when the rest are zstd.
 DICTIONARY_COMPRESSION = "snappy"
+# Rows a data page may hold at most; pages end at ``data_page_size`` (1 MiB encoded) well before.
+MAX_ROWS_PER_PAGE = 1 << 20
+# ``max_rows_per_page`` is a newer writer option than the oldest pyarrow mvtable supports.
+_PAGE_ROWS_OPTION = "max_rows_per_page" in inspect.signature(pq.ParquetWriter.__init__).parameters
 
 
 def is_small_segment(rows: int | None) -> bool:
@@ -96,6 +101,11 @@ def parquet_writer_options(
         "write_page_checksum": True,
         "use_dictionary": use_dictionary if isinstance(use_dictionary, bool) else list(use_dictionary),
     }
+    if _PAGE_ROWS_OPTION:
+        # pages end at ~1 MiB of encoded values (``data_page_size``), not at pyarrow's 20,000 rows: a
+        # page read costs a header decoded and a checksum call whatever its size, and with no page
+        # index written no reader skips pages, so small pages bought nothing
+        options["max_rows_per_page"] = MAX_ROWS_PER_PAGE
     if schema is not None and not isinstance(use_dictionary, bool):
         delta = set(delta_columns(schema, use_dictionary))
         if delta:

@@ -8,7 +8,8 @@ commit names and vacuum removes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+import threading
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import Any, Protocol
 
@@ -20,10 +21,10 @@ import pyarrow.parquet as pq
 from mvtable.errors import CorruptSegmentError, FilesMissingError
 from mvtable.lineage.actions import RowGroupInfo, SegmentFile
 from mvtable.paths import DATA_DIR
-from mvtable.storage import FileIO
+from mvtable.storage import FileIO, LocalFileIO
 from mvtable.storage.oserror import translated
 
-from . import segment_checks
+from . import page_checks, segment_checks
 from .key_index import IndexBuilder, index_path
 from .parallel import default_workers, ordered_map
 from .schema_evolution.projection import ReadProjection, resolve
@@ -279,7 +280,9 @@ def open_parquet(
     source, where = open_source(io, path)
     metadata = read_footer(source, path=where, expected_crc32=footer_crc32)
     try:
-        pf = SegmentParquetFile(source, metadata=metadata, as_dictionary=(), where=where)
+        checked = footer_crc32 is not None and segment_checks.VERIFY
+        remote = not isinstance(io, LocalFileIO)
+        pf = SegmentParquetFile(source, metadata=metadata, as_dictionary=(), where=where, checked=checked, remote=remote)
         projection = resolve(pf.schema_arrow, schema) if schema is not None else None
         pf.projection = projection
         if row_groups is None:
@@ -288,7 +291,9 @@ def open_parquet(
         as_dictionary = dictionary_columns(metadata, pf.schema_arrow, row_groups, physical)
         if not as_dictionary:
             return pf
-        pf = SegmentParquetFile(source, metadata=metadata, as_dictionary=as_dictionary, where=where)
+        pf = SegmentParquetFile(
+            source, metadata=metadata, as_dictionary=as_dictionary, where=where, checked=checked, remote=remote
+        )
         pf.projection = projection
         return pf
     except Exception as exc:
@@ -410,27 +415,61 @@ def _decode_dictionaries(table: pa.Table, as_dictionary: frozenset[str]) -> pa.T
 
 
 class SegmentParquetFile(pq.ParquetFile):
-    """A ``ParquetFile`` that verifies page checksums, so ``read_row_groups`` hands back checked data in the table's own types.
+    """A ``ParquetFile`` whose reads decode only bytes that passed their page checksums, in the table's own types.
+
+    A segment written with checksums (``checked``) is not decoded from the file: each read
+    takes the column chunks it needs into memory, checks every page's CRC-32
+    (``page_checks.read_checked``), then decodes them from there. A segment written before
+    checksums has none to check and is decoded from the file, as pyarrow reads any Parquet.
 
     It remembers where it is (``where``, for errors) and which plain string columns it reads as
     dictionaries, so that ``read_row_groups`` can hand back the table's own types."""
 
-    def __init__(self, source: Any, *, metadata: pq.FileMetaData, as_dictionary: Sequence[str], where: str) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        metadata: pq.FileMetaData,
+        as_dictionary: Sequence[str],
+        where: str,
+        checked: bool,
+        remote: bool = False,
+    ) -> None:
         super().__init__(
             source,
-            pre_buffer=True,
+            pre_buffer=not checked,
             metadata=metadata,
             read_dictionary=list(as_dictionary) or None,
-            page_checksum_verification=segment_checks.VERIFY,
         )
+        self.source = source
+        self.checked = checked
+        self.remote = remote
         self.as_dictionary = frozenset(as_dictionary)
         self.where = where
         self.projection: ReadProjection | None = None  # set by open_parquet when it reads by field id
+        self._lock = threading.Lock()
 
-    def read_row_groups(self, *args: Any, **kwargs: Any) -> pa.Table:
+    def _checked_bytes(self, row_groups: Iterable[int], columns: Sequence[str] | None) -> pq.ParquetFile | None:
+        """What decodes a read of ``row_groups`` × ``columns`` from its checked bytes; None: the file itself."""
+        if not self.checked:
+            return None
+        data = page_checks.read_checked(
+            self.source, self.metadata, row_groups, columns, where=self.where, lock=self._lock, remote=self.remote
+        )
+        return pq.ParquetFile(
+            pa.BufferReader(data), metadata=self.metadata, read_dictionary=list(self.as_dictionary) or None, pre_buffer=False
+        )
+
+    def read_row_groups(
+        self, row_groups: Sequence[int], columns: Sequence[str] | None = None, use_threads: bool = True, **kwargs: Any
+    ) -> pa.Table:
         """``ParquetFile.read_row_groups``; damaged bytes raise ``CorruptSegmentError``."""
         try:
-            table = super().read_row_groups(*args, **kwargs)
+            checked = self._checked_bytes(row_groups, columns)
+            if checked is None:
+                table = super().read_row_groups(row_groups, columns=columns, use_threads=use_threads, **kwargs)
+            else:
+                table = checked.read_row_groups(row_groups, columns=columns, use_threads=use_threads, **kwargs)
         except Exception as exc:
             if is_decode_error(exc):
                 raise corrupt_segment(self.where, exc) from None
@@ -462,16 +501,18 @@ class SegmentParquetFile(pq.ParquetFile):
                         f"the file is damaged: column {name!r} refers to dictionary entry {top} of {len(chunk.dictionary)}",
                     )
 
-    def read(self, *args: Any, **kwargs: Any) -> pa.Table:
+    def read(self, columns: Sequence[str] | None = None, use_threads: bool = True, **kwargs: Any) -> pa.Table:
         """``ParquetFile.read``; damaged bytes raise ``CorruptSegmentError``.
 
         Read by field id (``open_parquet(schema=…)``), ``columns`` names table columns."""
         try:
-            if self.projection is not None and not args:
-                names = kwargs.pop("columns", None)
-                table = super().read(columns=self.projection.physical_columns(names), **kwargs)
-                return self.projection.conform(table, names)
-            return super().read(*args, **kwargs)
+            physical = self.projection.physical_columns(columns) if self.projection is not None else columns
+            checked = self._checked_bytes(range(self.metadata.num_row_groups), physical)
+            if checked is None:
+                table = super().read(columns=physical, use_threads=use_threads, **kwargs)
+            else:
+                table = checked.read(columns=physical, use_threads=use_threads, **kwargs)
+            return self.projection.conform(table, columns) if self.projection is not None else table
         except Exception as exc:
             if is_decode_error(exc):
                 raise corrupt_segment(self.where, exc) from None
