@@ -45,7 +45,7 @@ def test_a_fault_on_a_data_file_put_is_retried(fault: str, s3_fault_proxy: Fault
     result = faulty.append(_rows(3))
     assert proxy.counts()[fault] == 1
     direct = Table.open(proxy.real.url("t"), storage_options=proxy.real.storage_options())
-    assert result.commit.version == direct.version == 1
+    assert result.version == direct.version == 1
     assert sorted(direct.to_arrow().column("id").to_pylist()) == [0, 1, 2]
 
 

@@ -32,7 +32,7 @@ def test_vacuum_collects_leftovers_of_dead_writes_everywhere(tmp_path: Path) -> 
     t = Table.create(str(root), schema=SCHEMA)
     t.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
     done = t.overwrite(pa.table({"id": [3]}, schema=SCHEMA), consistent_push=True)
-    finished = str(done.commit.parameters["entry"])
+    finished = str(done.entry)
     running = writes.begin_write(str(root), storage_options=None, incoming=SCHEMA, mode=writes.OVERWRITE, consistent_push=True)
     assert running.entry_id is not None
     day = 2 * 86400
