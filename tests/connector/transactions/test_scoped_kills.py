@@ -7,7 +7,8 @@ day's segment alone. After a kill at each step of the protocol: each table alone
 whole snapshot; the next writer of the fact table (a push of another day) proceeds at once
 and settles the dead transaction first, publishing or reverting exactly the day it
 replaced; a consistent read shows the transaction in both tables or in neither; every
-other day keeps its rows throughout; and a scoped push of the same day lands afterwards.
+other day keeps its rows throughout; and a scoped push of the same day lands afterwards —
+or, as the first writer after the kill, settles the transaction's entry on its day first.
 """
 
 from __future__ import annotations
@@ -104,6 +105,23 @@ def kill_at(fact: Table, dim: Table, point: str, order: tuple[str, ...]) -> None
 
 def transaction_state(t: Table) -> dict[str, str]:
     return {e.id: e.state for e in t.lineage() if e.id.startswith("txn-")}
+
+
+@pytest.mark.parametrize(("point", "expected"), POINTS, ids=[p for p, _ in POINTS])
+def test_the_next_push_of_the_same_day_settles_the_killed_transaction_first(tmp_path, point, expected):
+    # the first writer after the kill wants the very day the dead transaction's entry holds
+    fact, dim = star(str(tmp_path / "fact"), str(tmp_path / "dim"), {})
+    kill_at(fact, dim, point, ORDERS[0])
+    fact.overwrite(rows(DAY_B, 31, v="next"), consistent_push=True, replace_where=on_day(DAY_B))
+    assert content(fact) == OLD_A + [("2024-01-06", 31, "next")] + OLD_C
+    settled = "COMPLETED" if expected is AFTER else "REVERTED"
+    entries = [e for e in fact.lineage() if e.id.startswith("txn-")]
+    assert all(e.state == settled for e in entries)
+    for e in entries:  # the version that settled it shows exactly the transaction's day, or the old one back
+        assert content(fact, e.state_version) == expected[0]
+    versions = mvtable.consistent_versions([fact, dim])
+    assert content(fact, versions[fact.uri]) == OLD_A + [("2024-01-06", 31, "next")] + OLD_C
+    assert dim_ids(dim, versions[dim.uri]) == expected[1]
 
 
 @pytest.mark.parametrize("order", ORDERS, ids=["fact-first", "dim-first"])
