@@ -1,4 +1,4 @@
-"""Multi-table transaction benchmarks: ``python -m benchmarks.transactions [--rows 6000000] [--repeat 3] [--smoke]``.
+"""Multi-table transaction benchmarks: ``python -m benchmarks.transactions [--case all|commit|read] [--repeat 3] [--smoke]``.
 
 1. **A 3-table transaction** — one consistent push of ``--rows`` rows to a fact table and two
    appends of 1,000 rows to two dimension tables, in one ``mvtable.transaction()`` — against
@@ -49,6 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--history", type=int, default=None, help="commits in each table of the read case (default 200; 10 with --smoke)"
     )
+    p.add_argument("--case", choices=("all", "commit", "read"), default="all", help="which case to run (default: both)")
     p.add_argument("--smoke", action="store_true", help="tiny scale: every case runs and answers correctly")
     p.add_argument("--data-dir", type=Path, default=HERE / "data" / "transactions", help="where tables go")
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
@@ -164,18 +165,24 @@ def main(argv: list[str] | None = None) -> int:
     repeat = args.repeat or (1 if args.smoke else 3)
     history = args.history or (10 if args.smoke else 200)
     base = args.data_dir
+    commit: dict[str, Any] | None = None
+    read: dict[str, Any] | None = None
     try:
-        log(f"3-table transaction: push of {rows:,} rows + 2 appends of 1,000, {repeat} run(s)")
-        commit = case_commit(base, rows=rows, repeat=repeat)
-        log(
-            f"  alone {commit['alone_s']:.3f}s, transaction {commit['transaction_s']:.3f}s: {commit['ratio']:.2f}x (target 1.15x)"
-        )
-        log(f"consistent read of 3 tables, {history} commits of history, {repeat} run(s)")
-        read = case_read(base, history=history, repeat=repeat)
-        log(
-            f"  one open {read['one_open_s'] * 1000:.1f}ms, three opens {read['three_opens_s'] * 1000:.1f}ms, "
-            f"consistent read {read['consistent_read_s'] * 1000:.1f}ms: {read['ratio_to_one_open']:.2f}x one open (target 2x)"
-        )
+        if args.case in ("all", "commit"):
+            log(f"3-table transaction: push of {rows:,} rows + 2 appends of 1,000, {repeat} run(s)")
+            commit = case_commit(base, rows=rows, repeat=repeat)
+            log(
+                f"  alone {commit['alone_s']:.3f}s, transaction {commit['transaction_s']:.3f}s: "
+                f"{commit['ratio']:.2f}x (target 1.15x)"
+            )
+        if args.case in ("all", "read"):
+            log(f"consistent read of 3 tables, {history} commits of history, {repeat} run(s)")
+            read = case_read(base, history=history, repeat=repeat)
+            log(
+                f"  one open {read['one_open_s'] * 1000:.1f}ms, three opens {read['three_opens_s'] * 1000:.1f}ms, "
+                f"consistent read {read['consistent_read_s'] * 1000:.1f}ms: "
+                f"{read['ratio_to_one_open']:.2f}x one open (target 2x)"
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     result = {"commit": commit, "read": read, "machine": machine_info(), "smoke": args.smoke}

@@ -6,7 +6,7 @@ column by column) was a large share of a small append's CPU (benchmarks/README.m
 numbers). The cache is keyed by store and version but answers only when the bytes just read
 are the bytes it parsed, so a rewritten or replaced checkpoint file is simply parsed again:
 there is nothing to invalidate. Callers get their own copy (``Snapshot.copy``), because
-replay advances a snapshot in place.
+replay advances a snapshot in place; a caller that only reads may ask for the cached object.
 """
 
 from __future__ import annotations
@@ -30,22 +30,26 @@ class CheckpointCache:
         self.hits = 0
         self.misses = 0
 
-    def load(self, store: str, version: int, data: bytes, parse: Callable[[bytes], Snapshot]) -> Snapshot:
+    def load(
+        self, store: str, version: int, data: bytes, parse: Callable[[bytes], Snapshot], *, shared: bool = False
+    ) -> Snapshot:
         """The snapshot ``data`` (the checkpoint of ``version`` in ``store``) holds.
 
         It is a copy of the cached parse when the cached bytes equal ``data``, else
-        ``parse(data)``."""
+        ``parse(data)``. ``shared``: the cached object itself, for a caller that only reads
+        it and never changes it (not a copy each time: a reader that wants a few fields
+        of several tables paid more for the copies than for the reads)."""
         key = (store, version)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] == data:
                 self._entries.move_to_end(key)
                 self.hits += 1
-                return entry[1].copy()
+                return entry[1] if shared else entry[1].copy()
             self.misses += 1
         snapshot = parse(data)
         if self.max_entries > 0:
-            kept = snapshot.copy()  # the caller may advance its snapshot in place
+            kept = snapshot if shared else snapshot.copy()  # the caller may advance its snapshot in place
             with self._lock:
                 self._entries[key] = (data, kept)
                 self._entries.move_to_end(key)

@@ -240,11 +240,12 @@ class CommitLog:
         except IsADirectoryError:
             raise _directory_in_log(self._where(path), f"commit {version}") from None
 
-    def read_checkpoint(self, version: int) -> Snapshot:
+    def read_checkpoint(self, version: int, *, shared: bool = False) -> Snapshot:
         """The snapshot the checkpoint of ``version`` holds.
 
         Read through the process-wide cache of parsed checkpoints, which answers only for
-        the same bytes.
+        the same bytes. ``shared``: the cached object itself, which the caller must never
+        change (``CheckpointCache.load``).
         """
         path, data = self._read_checkpoint_file(version)
         return process_checkpoints().load(
@@ -252,6 +253,7 @@ class CommitLog:
             version,
             data,
             lambda raw: parse_checkpoint(raw, source=self._where(path), expected_version=version),
+            shared=shared,
         )
 
     def read_checkpoint_summary(self, version: int, *, full_check: bool = False) -> TableSummary:
@@ -270,10 +272,13 @@ class CommitLog:
         except IsADirectoryError:  # a CorruptMetadataError: snapshots fall back to an older checkpoint
             raise _directory_in_log(self._where(path), f"checkpoint {version}") from None
 
-    def snapshot(self, version: int | None = None, *, listing: Listing | None = None) -> Snapshot:
+    def snapshot(self, version: int | None = None, *, listing: Listing | None = None, shared: bool = False) -> Snapshot:
         """The snapshot at ``version`` (newest when ``None``).
 
         Built from the newest checkpoint at or before it, plus the commits after the checkpoint.
+        ``shared``: for a caller that only reads the snapshot and never changes it; when no
+        commit follows the checkpoint, it may be the process's cached checkpoint itself
+        instead of a copy.
 
         Raises:
             TableNotFoundError: the log holds no version.
@@ -287,10 +292,16 @@ class CommitLog:
         target = listing.latest if version is None else version
         if target < 0 or target > listing.latest:
             raise VersionNotFoundError(f"version {target} does not exist; the table's versions end at {listing.latest}")
-        base = self.newest_base(target, listing, self.read_checkpoint)
+        if shared:
+            base = self.newest_base(target, listing, lambda v: self.read_checkpoint(v, shared=True))
+            if base is not None and base.version == target:
+                return base
+        else:
+            base = self.newest_base(target, listing, self.read_checkpoint)
         start = base.version + 1 if base else 0
-        # a checkpoint just parsed is ours alone: advance it in place instead of copying it
-        return replay((self._read_listed_commit(v) for v in range(start, target + 1)), base=base, in_place=True)
+        # a checkpoint just parsed is ours alone: advance it in place instead of copying it (a shared one is copied)
+        commits = (self._read_listed_commit(v) for v in range(start, target + 1))
+        return replay(commits, base=base, in_place=not shared)
 
     def _read_listed_commit(self, version: int) -> Commit:
         """Commit ``version``, which a listing showed: read again a few times if the store says it is not there.

@@ -17,6 +17,7 @@ from typing import Any
 from mvtable.conf import TableProperties
 from mvtable.errors import InvalidOptionError, TooManyRetriesError
 from mvtable.lineage import transactions as protocol
+from mvtable.lineage.enums import LineageState
 from mvtable.lineage.log import CommitLog
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import LocalFileIO, open_file_io
@@ -46,11 +47,13 @@ def open_tables(
     stores = Stores(storage_options)
     for t in tables:
         name, options = resolve(t, storage_options)
-        io = open_file_io(name, options)
-        stores.add(io, options)
+        commit_log = getattr(t, "commit_log", None)  # a Table's own log: not a second one of the same table
+        if not isinstance(commit_log, CommitLog):
+            commit_log = open_log(open_file_io(name, options))
+        stores.add(commit_log.io, options)
         if not stores.default:
             stores.default = dict(options)
-        opened.append((name, io.uri, open_log(io)))
+        opened.append((name, commit_log.io.uri, commit_log))
     return opened, stores
 
 
@@ -72,6 +75,19 @@ def _purged(newest: Snapshot, record: PreparedPart | None, stores: Stores) -> bo
     return wall_ms() - decision.timestamp_ms >= keep_s * 1000
 
 
+def _holders(snapshots: Mapping[str, Snapshot]) -> dict[str, tuple[tuple[str, ...], int]]:
+    """Each transaction the snapshots hold: (the tables holding an entry of it, how many of them show it)."""
+    held: dict[str, list[str]] = {}
+    shown: dict[str, int] = {}
+    for uri, snapshot in snapshots.items():
+        for txn, entry in snapshot.lineage.items():
+            if txn.startswith(protocol.TRANSACTION_PREFIX):  # is_transaction, inline: this loop sees every entry
+                held.setdefault(txn, []).append(uri)
+                if entry.state == LineageState.COMPLETED:
+                    shown[txn] = shown.get(txn, 0) + 1
+    return {txn: (tuple(uris), shown.get(txn, 0)) for txn, uris in held.items()}
+
+
 def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
     """One version per table (keyed as given: a ``Table``'s ``uri`` or the URI string) showing every transaction whole.
 
@@ -91,8 +107,9 @@ def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Ma
     logs = {uri: commit_log for _, uri, commit_log in opened}
 
     def read(commit_log: CommitLog) -> Snapshot:
-        snapshot = commit_log.snapshot()
-        if recover_table(commit_log, snapshot, stores=stores):
+        # read only, never changed here: the cached checkpoint itself when nothing follows it
+        snapshot = commit_log.snapshot(shared=True)
+        if protocol.has_prepared(snapshot) and recover_table(commit_log, snapshot, stores=stores):
             snapshot = commit_log.catch_up(snapshot)
         return snapshot
 
@@ -103,17 +120,15 @@ def consistent_versions(tables: Sequence[TableRef | str], *, storage_options: Ma
     records: dict[str, PreparedPart] = {}
     for round_ in range(_MAX_ROUNDS):
         participants: dict[str, tuple[str, ...]] = {}
-        for uri, snapshot in snapshots.items():
-            for entry in protocol.transaction_entries(snapshot):
-                if entry.id in participants:
-                    continue
-                holders = tuple(u for u, snap in snapshots.items() if entry.id in snap.lineage)
-                if len(holders) == len(snapshots) or not any(protocol.visible_in(snapshots[u], entry.id) for u in holders):
-                    # every table holds it (their entries say it all), or none shows it: no prepare record to read
-                    participants[entry.id] = holders
-                    continue
-                records[entry.id] = prepared_part(logs[uri], entry)
-                participants[entry.id] = tuple(p for p in records[entry.id].participants if (entry.id, p) not in purged)
+        for txn, (holders, shown) in _holders(snapshots).items():
+            if not shown or (len(holders) == len(snapshots) and shown == len(holders)):
+                continue  # none shows it, or every table does: whole, no prepare record to read
+            if len(holders) == len(snapshots):
+                participants[txn] = holders  # every table holds it: their entries say it all
+                continue
+            if txn not in records:
+                records[txn] = prepared_part(logs[holders[0]], snapshots[holders[0]].lineage[txn])
+            participants[txn] = tuple(p for p in records[txn].participants if (txn, p) not in purged)
         bad = protocol.mismatched(snapshots, participants)
         if not bad:
             return {name: snapshots[uri].version for name, uri, _ in opened}

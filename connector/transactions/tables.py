@@ -27,6 +27,7 @@ def resolve(table: TableRef | str, storage_options: Mapping[str, Any] | None) ->
         if not table:
             raise InvalidOptionError("a table URI cannot be empty")
         return table, dict(storage_options or {})
-    if isinstance(table, TableRef) and isinstance(table.uri, str):
+    # TableRef's own check, without a runtime protocol's isinstance (slow enough to show in a consistent read)
+    if hasattr(table, "storage_options") and isinstance(getattr(table, "uri", None), str):
         return table.uri, dict(table.storage_options)
     raise InvalidOptionError(f"pass a table as a Table object or a URI, not {type(table).__name__}")

@@ -57,3 +57,31 @@ def test_cache_answers_only_for_equal_bytes_and_stays_bounded() -> None:
     cache.load("s", 1, b"bb", parse)
     assert parsed == [b"a", b"bb", b"ccc", b"dddd", b"bb"]
     assert CheckpointCache(max_entries=0).load("s", 1, b"a", parse).version == 1
+
+
+def test_a_shared_read_is_the_cached_parse_and_leaves_every_copy_alone(tmp_path) -> None:
+    log = rich_table(tmp_path, interval=4)
+    listing = log.listing()
+    version = max(listing.checkpoints)
+    assert listing.latest > version  # commits follow the checkpoint
+    copy = CommitLog(LocalFileIO(str(tmp_path))).read_checkpoint(version)  # cached
+    shared = CommitLog(LocalFileIO(str(tmp_path))).read_checkpoint(version, shared=True)
+    assert shared == copy and shared is not copy
+    assert CommitLog(LocalFileIO(str(tmp_path))).read_checkpoint(version, shared=True) is shared
+    copy.lineage.clear()  # a copy's changes never reach the shared parse
+    assert shared.lineage
+    # at the checkpoint's version, the shared snapshot is that parse; later ones replay onto a copy
+    at_checkpoint = CommitLog(LocalFileIO(str(tmp_path))).snapshot(version, shared=True)
+    assert at_checkpoint is shared
+    newest = CommitLog(LocalFileIO(str(tmp_path))).snapshot(shared=True)
+    assert newest == log.snapshot() and newest is not shared
+    assert shared.version == version  # the replay did not advance the cached parse
+    assert CommitLog(LocalFileIO(str(tmp_path))).snapshot(version) == shared
+
+
+def test_a_shared_read_of_an_uncached_checkpoint_is_cached_as_it_is() -> None:
+    cache = CheckpointCache(max_entries=2)
+    first = cache.load("s", 1, b"a", lambda data: Snapshot(version=7), shared=True)
+    assert cache.load("s", 1, b"a", lambda data: Snapshot(version=8), shared=True) is first
+    copy = cache.load("s", 1, b"a", lambda data: Snapshot(version=9))
+    assert copy == first and copy is not first

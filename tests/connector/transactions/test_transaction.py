@@ -281,3 +281,25 @@ def test_a_prepared_transaction_whose_lease_ran_out_is_aborted_by_the_next_finde
     assert read_decision(fact.io, tx.id).outcome == Outcome.ABORTED
     assert ids(fact) == [1, 2] and ids(dim1) == [11, 12]
     assert mvtable.consistent_versions([fact, dim1]) == {fact.uri: fact.version, dim1.uri: dim1.version}
+
+
+def test_a_consistent_read_settles_from_checkpoints_it_leaves_as_they_were(tmp_path):
+    # every version a checkpoint: the read takes each table's newest state from the process's cached parse
+    schema = pa.schema([("id", pa.int64())])
+    fact, dim = (Table.create(str(tmp_path / n), schema=schema, properties={"checkpointInterval": "1"}) for n in ("f", "d"))
+    fact.append(rows(1))
+    dim.append(rows(11))
+    tx = mvtable.transaction()
+    tx.append(fact, rows(2))
+    tx.append(dim, rows(12))
+    with faults.run_at("transaction.after_decision", _stop), pytest.raises(Stop):
+        tx.commit()  # decided COMMITTED, both tables prepared, neither finalized
+    prepared = {t.uri: t.version for t in (fact, dim)}
+    assert all(prepared[t.uri] in t.commit_log.listing().checkpoints for t in (fact, dim))
+    versions = mvtable.consistent_versions([Table(fact.uri), Table(dim.uri)])
+    assert versions == {uri: v + 1 for uri, v in prepared.items()}  # each table finalized once, then read
+    assert ids(fact, versions[fact.uri]) == [1, 2] and ids(dim, versions[dim.uri]) == [11, 12]
+    for t in (fact, dim):  # what it settled from is still the prepared state, cached and read afresh
+        assert t.commit_log.read_checkpoint(prepared[t.uri], shared=True).lineage[tx.id].state == LineageState.IN_PROGRESS
+        assert Table(t.uri).snapshot(version=prepared[t.uri]).lineage[tx.id].state == LineageState.IN_PROGRESS
+        assert Table(t.uri).snapshot().lineage[tx.id].state == LineageState.COMPLETED
