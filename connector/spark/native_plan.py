@@ -52,15 +52,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from mvtable.errors import MvTableError
 from mvtable.lineage.snapshot import Snapshot
 
 from ..options import ReadOptions, option_names
+from ..parallel import ordered_map
 from ..pinning import PinnedSnapshot, idle, pin_ttl_s
 from ..scan import staged_segments
 from ..schema import schema_from_json
 from ..schema_evolution.projection import ReadProjection, resolve
-from ..segments import check_footers, open_parquet, segment_projection
+from ..segments import check_footers, open_parquet
 from . import native_jvm
 from .native_evolution import physical_schema, projection_exprs
 from .native_partitions import file_bounds
@@ -74,6 +77,7 @@ PLAN_OPTION = "mvtable.nativePlan"  # set by DefaultSource.java; never reaches o
 RENEW_OPTION = "mvtable.renewPin"  # "<version>:<pin id>", set by NativeScanRule.java when a renewal is due
 IDLE_OPTION = "mvtable.idlePin"  # "<version>:<pin id>", set by PinLifetime.java when no running query reads it
 PLAN_KEY = "mvtable.nativePlan"  # the field-metadata key NativePlan.java reads
+_FOOTER_READERS = 8  # footers read at once when grouping files by schema (storage round trips)
 PROTOCOL = 2  # NativePlan.PROTOCOL: a jar and a package of other versions fall back
 
 
@@ -189,15 +193,9 @@ def scan_segments(snapshot: Snapshot, lineage_entry: str | None) -> list[Any]:
     return staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
 
 
-def older_schema_segments(io: Any, snapshot: Snapshot, segments: Sequence[Any]) -> int:
-    """How many of ``segments`` have files whose columns differ by field id from ``snapshot``'s schema.
-
-    Spark's Parquet scan matches columns by name; such files are read with a projection per file
-    schema (``native_evolution``, ``schema_groups``)."""
-    if snapshot.schema_id == 0 and snapshot.schema_break_version < 0 and snapshot.last_field_id:
-        return 0  # the schema never changed: every file has it
-    table_schema = schema_from_json(snapshot.table_schema)
-    return sum(1 for seg in segments if segment_projection(io, seg.file, table_schema) is not None)
+def schema_never_changed(snapshot: Snapshot) -> bool:
+    """Whether every file of ``snapshot`` has its schema, known without opening one (ids recorded, no change since)."""
+    return snapshot.schema_id == 0 and snapshot.schema_break_version < 0 and bool(snapshot.last_field_id)
 
 
 def by_file_schema(
@@ -205,17 +203,31 @@ def by_file_schema(
 ) -> list[tuple[ReadProjection | None, Any, list[Any]]]:
     """``segments`` grouped by how they read under ``table_schema``: (projection or None, a file schema, members).
 
-    A table whose schema never changed is one group read as it is, without opening a footer."""
-    if not older_schema_segments(io, snapshot, segments):
+    Spark's Parquet scan matches columns by name, so the files whose columns differ by field id from
+    the table's (written before a rename, drop or type change, or before field ids) are read with a
+    projection per file schema (``native_evolution``). The files that read as they are form one
+    group, with projection and schema None, first; a table whose schema never changed is that group
+    alone, without opening a footer. Otherwise each footer is read once (checked against the log).
+
+    Raises:
+        FilesMissingError: a file is gone.
+        CorruptSegmentError: a footer is damaged."""
+    if schema_never_changed(snapshot):
         return [(None, None, list(segments))]
+
+    def file_schema(seg: Any) -> pa.Schema:
+        return open_parquet(io, seg.file.path, footer_crc32=seg.file.footer_crc32).schema_arrow
+
+    as_is: list[Any] = []
     groups: dict[bytes, tuple[ReadProjection | None, Any, list[Any]]] = {}
-    for seg in segments:
-        pf = open_parquet(io, seg.file.path, footer_crc32=seg.file.footer_crc32)
-        key = pf.schema_arrow.serialize().to_pybytes()
+    schemas = ordered_map(file_schema, segments, workers=min(_FOOTER_READERS, max(1, len(segments))))
+    for seg, schema in zip(segments, schemas):
+        key = schema.serialize().to_pybytes()
         if key not in groups:
-            groups[key] = (resolve(pf.schema_arrow, table_schema), pf.schema_arrow, [])
-        groups[key][2].append(seg)
-    return list(groups.values())
+            groups[key] = (resolve(schema, table_schema), schema, [])
+        (as_is if groups[key][0] is None else groups[key][2]).append(seg)
+    evolved = [g for g in groups.values() if g[0] is not None]
+    return ([(None, None, as_is)] if as_is else []) + evolved
 
 
 def schema_groups(io: Any, snapshot: Snapshot, segments: Sequence[Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
