@@ -41,12 +41,14 @@ from .common import (
     table_uuid,
 )
 from .deletion_vectors import DVPlacer
+from .name_mapping import NameMapping
 from .partitioning import IcebergSpec, iceberg_specs, last_partition_id, spec_json
 from .types import iceberg_schema
 
 __all__ = ["export_iceberg", "METADATA_DIR"]
 
 _HINT = f"{METADATA_DIR}/version-hint.text"
+_NAME_MAPPING = "schema.name-mapping.default"
 _METADATA_NAME = re.compile(r"v(\d+)\.metadata\.json")
 
 
@@ -136,11 +138,17 @@ def export_iceberg(io: FileIO, snapshots: Iterable[Snapshot]) -> ExportResult:
     try:
         number, previous, last, owner = _read_current(writer)
         meta = previous
+        names = NameMapping(
+            io,
+            (previous or {}).get("properties", {}).get(_NAME_MAPPING),
+            version=last,
+            schema_id=int((previous or {}).get("current-schema-id", 0)),
+        )
         new_versions: list[int] = []
         for snap, files in newer_versions(
             snapshots, after=last, location=location, sizes=sizes, skipped=skipped, owner=owner, folder=METADATA_DIR
         ):
-            meta = _OverwriteProducer(writer, meta, snap, files, placer, location).commit()
+            meta = _OverwriteProducer(writer, meta, snap, files, placer, location, names.add(snap, files)).commit()
             new_versions.append(snap.version)
         current = f"{location}/{METADATA_DIR}/v{number}.metadata.json" if number else ""
         if meta is None or not new_versions:
@@ -229,9 +237,11 @@ class _OverwriteProducer:
         files: list[LiveFile],
         placer: DVPlacer,
         location: str,
+        name_mapping: str,
     ) -> None:
         self.writer, self.meta, self.snap, self.files, self.placer, self.location = writer, meta, snap, files, placer, location
-        self.schema, self.mapping, self.last_column_id = iceberg_schema(snap.table_schema, schema_id=snap.schema_id)
+        self.name_mapping = name_mapping  # JSON text (``name_mapping``)
+        self.schema, _, self.last_column_id = iceberg_schema(snap.table_schema, schema_id=snap.schema_id)
         self.schema_id = snap.schema_id
         self.sid, self.seq = snapshot_id(snap.version), snap.version + 1
         self.tag = uuid.uuid4().hex  # names this snapshot's files
@@ -382,9 +392,6 @@ class _OverwriteProducer:
         # every schema a snapshot of the export was written under stays, each snapshot naming its
         # own (time travel in Iceberg reads each version with its schema); one id, one schema
         schemas = [s for s in base.get("schemas", []) if s.get("schema-id") != self.schema_id]
-        # the name mapping is for files without field ids (written before mvtable had them): they
-        # hold the names of the first schema exported, so the first mapping stays
-        mapping = base.get("properties", {}).get("schema.name-mapping.default") or json.dumps(self.mapping)
         out.update(
             {
                 "last-sequence-number": max(self.seq, int(base.get("last-sequence-number", 0))),
@@ -399,7 +406,7 @@ class _OverwriteProducer:
                 ),
                 "default-sort-order-id": 0,
                 "sort-orders": [{"order-id": 0, "fields": []}],
-                "properties": {"schema.name-mapping.default": mapping, "mvtable.table-id": self.snap.table_id},
+                "properties": {_NAME_MAPPING: self.name_mapping, "mvtable.table-id": self.snap.table_id},
                 "current-snapshot-id": self.sid,
                 "refs": {"main": {"snapshot-id": self.sid, "type": "branch"}},
                 "snapshots": [*base["snapshots"], snapshot],

@@ -4,10 +4,9 @@ A table schema is stored as Spark StructType JSON, so the sources are Spark's ty
 targets hold almost all of them; what they cannot hold raises
 ``UnsupportedExportTypeError`` naming the column, before anything is written.
 
-Iceberg identifies columns by field id, and mvtable's Parquet files carry none, so the
-Iceberg schema numbers every field (nested ones too) in a fixed depth-first order and the
-table metadata gets a ``schema.name-mapping.default`` property mapping each id back to the
-column name the Parquet files use.
+Iceberg identifies columns by field id: the Iceberg schema keeps the table's own ids (a table
+stored before them gets them by position), and the table metadata gets a
+``schema.name-mapping.default`` property for files written without ids (``name_mapping``).
 """
 
 from __future__ import annotations
@@ -15,10 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pyarrow as pa
+
 from mvtable.errors import UnsupportedExportTypeError
 from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, iter_fields, with_ids
 
-__all__ = ["iceberg_schema", "iceberg_type", "delta_schema"]
+__all__ = ["arrow_name_mapping", "iceberg_schema", "iceberg_type", "delta_schema"]
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
 
@@ -158,6 +159,35 @@ def iceberg_schema(table_schema: dict[str, Any], *, schema_id: int = 0) -> tuple
     schema = struct(numbered["fields"], "", mapping)
     _drop_empty(mapping)
     return {**schema, "schema-id": schema_id, "identifier-field-ids": []}, mapping, max(used, default=0)
+
+
+def arrow_name_mapping(schema: pa.Schema) -> list[dict[str, Any]]:
+    """The Iceberg name mapping of a Parquet file's own schema (field ids on every struct field): its names by id.
+
+    Lists, maps and their elements get the ids ``iceberg_schema`` gives them, so the mapping
+    matches the exported schema's ids at every depth."""
+
+    def of_type(t: pa.DataType, parent: int) -> list[dict[str, Any]]:
+        if pa.types.is_struct(t):
+            return [entry(t.field(i)) for i in range(t.num_fields)]
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            eid = _collection_id(parent, 0)
+            return [{"field-id": eid, "names": ["element"], "fields": of_type(t.value_type, eid)}]
+        if pa.types.is_map(t):
+            kid, vid = _collection_id(parent, 1), _collection_id(parent, 2)
+            return [
+                {"field-id": kid, "names": ["key"], "fields": of_type(t.key_type, kid)},
+                {"field-id": vid, "names": ["value"], "fields": of_type(t.item_type, vid)},
+            ]
+        return []
+
+    def entry(f: pa.Field) -> dict[str, Any]:
+        fid = int((f.metadata or {}).get(b"PARQUET:field_id", b"0"))
+        return {"field-id": fid, "names": [f.name], "fields": of_type(f.type, fid)}
+
+    mapping = [entry(f) for f in schema]
+    _drop_empty(mapping)
+    return mapping
 
 
 def _drop_empty(mapping: list[dict[str, Any]]) -> None:

@@ -47,7 +47,6 @@ import pyarrow as pa
 
 from mvtable.conf import parse_period
 from mvtable.errors import InvalidOptionError, SchemaMismatchError
-from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import open_file_io
 
 from ..partitions.pruning import prune_segments
@@ -56,15 +55,14 @@ from ..post_commit import open_log
 from ..scan import stats_apply
 from ..schema import schema_from_json, schema_to_json
 from ..schema_evolution.field_ids import strip_ids
-from ..schema_evolution.projection import resolve
-from ..segments import check_footers, open_parquet
+from ..segments import check_footers
 from ..stats import Predicate, row_groups_to_read
 from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
 from .native_evolution import physical_schema, projection_exprs
 from .native_mask import apply_mask, mask_for, unused_name
 from .native_partitions import file_bounds
-from .native_plan import PROTOCOL, PlannedFile, file_entry, older_schema_segments, planned_files, scan_segments
+from .native_plan import PROTOCOL, PlannedFile, by_file_schema, file_entry, planned_files, scan_segments
 
 logger = logging.getLogger("mvtable.connector")
 
@@ -207,7 +205,7 @@ def native_frame(
     jvm = native_jvm.available(spark)
     bounds = file_bounds(snapshot, segments) if jvm else {}  # each partitioned file's, for PlannedScan.java
     # segments written under an older schema are read per file schema, by field id (native_evolution)
-    by_schema = _by_file_schema(io, snapshot, segments, table_schema)
+    by_schema = by_file_schema(io, snapshot, segments, table_schema)
     for projection, file_schema, members in by_schema:
         read_schema = full if projection is None else physical_schema(projection, file_schema)
         # files without deletes are a plain scan (no row_index to generate); a union also keeps
@@ -277,24 +275,6 @@ def _planned_scan(
     jdf = spark._jvm.io.mvtable.spark.PlannedScan.frame(jsession, json.dumps(plan), jschema, mask_column)
     df = DataFrame(jdf, spark)
     return df if mask_column is None else df.where(f"`{mask_column}` = 0").drop(mask_column)
-
-
-def _by_file_schema(
-    io: Any, snapshot: Snapshot, segments: Sequence[Any], table_schema: pa.Schema
-) -> list[tuple[Any, Any, list[Any]]]:
-    """``segments`` grouped by how they read under ``table_schema``: (projection or None, a file schema, members).
-
-    A table whose schema never changed is one group read as it is, without opening a footer."""
-    if not older_schema_segments(io, snapshot, segments):
-        return [(None, None, list(segments))]
-    groups: dict[bytes, tuple[Any, Any, list[Any]]] = {}
-    for seg in segments:
-        pf = open_parquet(io, seg.file.path, footer_crc32=seg.file.footer_crc32)
-        key = pf.schema_arrow.serialize().to_pybytes()
-        if key not in groups:
-            groups[key] = (resolve(pf.schema_arrow, table_schema), pf.schema_arrow, [])
-        groups[key][2].append(seg)
-    return list(groups.values())
 
 
 def _refuse_metadata_column(table_schema: pa.Schema) -> None:

@@ -1,4 +1,7 @@
-"""``read_native`` over segments written under an older schema: Spark's Parquet reader, columns resolved by field id.
+"""Spark's Parquet reader over segments written under an older schema, columns resolved by field id.
+
+``read_native`` / ``create_view`` build the scans here; ``format("mvtable")`` sends the schemas and
+expressions in its scan plan (``native_plan.schema_groups``) and ``NativeScanRule.java`` builds them.
 
 Spark's Parquet scan matches columns by name, and a segment written before a rename, drop or type
 change holds them under other names or types. Such segments are grouped by their file schema;
@@ -76,4 +79,7 @@ def _conform(expr: str, ff: pa.Field, tf: pa.Field, depth: int) -> str:
         return f"transform_values({expr}, ({k}, {v}) -> {_conform(v, a.item_field, b.item_field, depth + 1)})"
     if a == b:
         return expr
+    if pa.types.is_date(a) and pa.types.is_timestamp(b) and b.tz is not None:
+        # midnight UTC, as mvtable's own readers widen a date: a CAST would take the session's time zone
+        return f"timestamp_seconds(CAST(unix_date({expr}) AS BIGINT) * 86400)"
     return f"CAST({expr} AS {_spark_type(b)})"

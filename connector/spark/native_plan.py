@@ -14,7 +14,10 @@ schema, and its optimizer rule (``NativeScanRule``) reads those files with
 ``MaskedParquetFileFormat``: Spark's column pruning, filter pushdown and file splitting
 apply, with no Python call per query; on a partitioned table each file carries its partition
 as bounds on its columns, and the scan's file index skips the files Spark's filters rule out
-(``native_partitions``). The plan lives in the DataFrame's (or view's) analyzed plan, so it stays on the version it pinned, as the Python route does.
+(``native_partitions``). Files written under an older schema (a column since renamed,
+dropped or widened) come in groups, one per file schema, each with the Spark SQL that reads
+the table's columns from it by field id; the rule scans each group with its own columns and
+unions the projections. The plan lives in the DataFrame's (or view's) analyzed plan, so it stays on the version it pinned, as the Python route does.
 
 The pin, though, is held only while a query reads it: Spark tells the JVM when each SQL
 query starts and ends, which it never tells a Python source. ``PinLifetime.java`` counts the
@@ -49,15 +52,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from mvtable.errors import MvTableError
 from mvtable.lineage.snapshot import Snapshot
 
 from ..options import ReadOptions, option_names
+from ..parallel import ordered_map
 from ..pinning import PinnedSnapshot, idle, pin_ttl_s
 from ..scan import staged_segments
 from ..schema import schema_from_json
-from ..segments import check_footers, segment_projection
+from ..schema_evolution.projection import ReadProjection, resolve
+from ..segments import check_footers, open_parquet
 from . import native_jvm
+from .native_evolution import physical_schema, projection_exprs
 from .native_partitions import file_bounds
 
 if TYPE_CHECKING:
@@ -69,7 +77,8 @@ PLAN_OPTION = "mvtable.nativePlan"  # set by DefaultSource.java; never reaches o
 RENEW_OPTION = "mvtable.renewPin"  # "<version>:<pin id>", set by NativeScanRule.java when a renewal is due
 IDLE_OPTION = "mvtable.idlePin"  # "<version>:<pin id>", set by PinLifetime.java when no running query reads it
 PLAN_KEY = "mvtable.nativePlan"  # the field-metadata key NativePlan.java reads
-PROTOCOL = 1  # NativePlan.PROTOCOL: a jar and a package of other versions fall back
+_FOOTER_READERS = 8  # footers read at once when grouping files by schema (storage round trips)
+PROTOCOL = 2  # NativePlan.PROTOCOL: a jar and a package of other versions fall back
 
 
 _STREAM_OPTIONS = frozenset(
@@ -184,15 +193,59 @@ def scan_segments(snapshot: Snapshot, lineage_entry: str | None) -> list[Any]:
     return staged_segments(snapshot, lineage_entry) if lineage_entry else snapshot.visible_segments()
 
 
-def older_schema_segments(io: Any, snapshot: Snapshot, segments: Sequence[Any]) -> int:
-    """How many of ``segments`` have files whose columns differ by field id from ``snapshot``'s schema.
+def schema_never_changed(snapshot: Snapshot) -> bool:
+    """Whether every file of ``snapshot`` has its schema, known without opening one (ids recorded, no change since)."""
+    return snapshot.schema_id == 0 and snapshot.schema_break_version < 0 and bool(snapshot.last_field_id)
 
-    Spark's Parquet scan matches columns by name; such files are read through the Python source
-    (or, by ``read_native``, with a projection per file schema: ``native_evolution``)."""
-    if snapshot.schema_id == 0 and snapshot.schema_break_version < 0 and snapshot.last_field_id:
-        return 0  # the schema never changed: every file has it
-    table_schema = schema_from_json(snapshot.table_schema)
-    return sum(1 for seg in segments if segment_projection(io, seg.file, table_schema) is not None)
+
+def by_file_schema(
+    io: Any, snapshot: Snapshot, segments: Sequence[Any], table_schema: Any
+) -> list[tuple[ReadProjection | None, Any, list[Any]]]:
+    """``segments`` grouped by how they read under ``table_schema``: (projection or None, a file schema, members).
+
+    Spark's Parquet scan matches columns by name, so the files whose columns differ by field id from
+    the table's (written before a rename, drop or type change, or before field ids) are read with a
+    projection per file schema (``native_evolution``). The files that read as they are form one
+    group, with projection and schema None, first; a table whose schema never changed is that group
+    alone, without opening a footer. Otherwise each footer is read once (checked against the log).
+
+    Raises:
+        FilesMissingError: a file is gone.
+        CorruptSegmentError: a footer is damaged."""
+    if schema_never_changed(snapshot):
+        return [(None, None, list(segments))]
+
+    def file_schema(seg: Any) -> pa.Schema:
+        return open_parquet(io, seg.file.path, footer_crc32=seg.file.footer_crc32).schema_arrow
+
+    as_is: list[Any] = []
+    groups: dict[bytes, tuple[ReadProjection | None, Any, list[Any]]] = {}
+    schemas = ordered_map(file_schema, segments, workers=min(_FOOTER_READERS, max(1, len(segments))))
+    for seg, schema in zip(segments, schemas):
+        key = schema.serialize().to_pybytes()
+        if key not in groups:
+            groups[key] = (resolve(schema, table_schema), schema, [])
+        (as_is if groups[key][0] is None else groups[key][2]).append(seg)
+    evolved = [g for g in groups.values() if g[0] is not None]
+    return ([(None, None, as_is)] if as_is else []) + evolved
+
+
+def schema_groups(io: Any, snapshot: Snapshot, segments: Sequence[Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The plan's file schemas other than the table's, and the one each segment of such a schema has (by segment id).
+
+    Each group is its files' physical read schema (Spark JSON) and, per table column, the Spark SQL
+    expression over those columns that reads it (``native_evolution``): the JVM scans each group
+    with its schema and projects it to the table's columns, by field id. Segments of the table's
+    own schema are in no group."""
+    groups: list[dict[str, Any]] = []
+    group_of: dict[str, int] = {}
+    for projection, file_schema, members in by_file_schema(io, snapshot, segments, schema_from_json(snapshot.table_schema)):
+        if projection is None:
+            continue
+        columns = dict(zip(projection.columns, projection_exprs(projection)))
+        groups.append({"schema": physical_schema(projection, file_schema).jsonValue(), "columns": columns})
+        group_of.update((seg.id, len(groups) - 1) for seg in members)
+    return groups, group_of
 
 
 def planned_files(snapshot: Snapshot, segments: Sequence[Any], *, root: str) -> list[PlannedFile]:
@@ -240,13 +293,8 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
     except MvTableError as exc:  # a bad lineageEntry: the Python source raises it where it always has
         return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": f"the scan cannot be planned: {exc}"})
     check_footers(pinned.io, [seg.file for seg in segments])  # Spark checks the pages (below), not the footers
-    evolved = older_schema_segments(pinned.io, snapshot, segments)
-    if evolved:
-        reason = (
-            f"{evolved} segment(s) were written under an older schema (columns since added, renamed, dropped or "
-            "widened): the Python source reads them by field id"
-        )
-        return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": reason})
+    # files written under an older schema: read per file schema, projected by field id (NativeScanRule.java)
+    groups, group_of = schema_groups(pinned.io, snapshot, segments)
     files = planned_files(snapshot, segments, root=root)
     bounds = file_bounds(snapshot, segments)  # PlannedFileIndex skips files by Spark's filters with them
     # no query runs it yet: the pin lasts pinIdleTtl until the first one renews it (PinLifetime.java)
@@ -261,16 +309,23 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         "idleTtlMs": int(opts.pin_idle_ttl_s * 1000),
         "root": root,
         "rowAddress": opts.with_row_address,  # _mv_segment, _mv_row: filled by MaskedParquetFileFormat
-        "files": [file_entry(f, bounds.get(f.segment)) for f in files],
+        "groups": groups,
+        # bounds name today's columns: not for the files of an older schema
+        "files": [
+            file_entry(f, None, group=group_of[f.segment]) if f.segment in group_of else file_entry(f, bounds.get(f.segment))
+            for f in files
+        ],
     }
     return _attach(schema, plan)
 
 
-def file_entry(f: PlannedFile, bounds: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """One file of a scan plan as the JVM reads it (``NativePlan.java``)."""
+def file_entry(f: PlannedFile, bounds: list[dict[str, Any]] | None, *, group: int | None = None) -> dict[str, Any]:
+    """One file of a scan plan as the JVM reads it (``NativePlan.java``); ``group``: its schema group, if not the table's."""
     entry: dict[str, Any] = {"path": f.path, "size": f.size, "rows": f.rows, "dv": f.dv, "segment": f.segment}
     if bounds:
         entry["bounds"] = bounds
+    if group is not None:
+        entry["group"] = group
     return entry
 
 

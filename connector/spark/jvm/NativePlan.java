@@ -22,7 +22,7 @@ public final class NativePlan implements Serializable {
   private static final long serialVersionUID = 1L;
   public static final String KEY = "mvtable.nativePlan";
   /** The plan format this class reads; Python writes the same number. */
-  public static final int PROTOCOL = 1;
+  public static final int PROTOCOL = 2;
 
   /** One segment file: where, how big, how many rows, its deletion vector's line (or null), its partition's bounds. */
   public static final class FileEntry implements Serializable {
@@ -34,14 +34,34 @@ public final class NativePlan implements Serializable {
     public final String segment;
     /** What the file's partition says about its columns (null: unpartitioned). */
     final PartitionBounds bounds;
+    /** Its schema group ({@link #groups}); -1: the file has the table's schema. */
+    public final int group;
 
-    FileEntry(String path, long size, long rows, String dvLine, String segment, PartitionBounds bounds) {
+    FileEntry(String path, long size, long rows, String dvLine, String segment, PartitionBounds bounds, int group) {
       this.path = path;
       this.size = size;
       this.rows = rows;
       this.dvLine = dvLine;
       this.segment = segment;
       this.bounds = bounds;
+      this.group = group;
+    }
+  }
+
+  /**
+   * Files written under an older schema, of one Parquet schema: the columns to read from them
+   * ({@code schema}, their own names and types) and, per table column, the Spark SQL expression
+   * over those that reads it by field id (renamed, cast, or a typed null).
+   */
+  public static final class SchemaGroup implements Serializable {
+    private static final long serialVersionUID = 1L;
+    public final StructType schema;
+    /** Table column name to {@code <expression> AS <name>}, in table order. */
+    public final java.util.LinkedHashMap<String, String> columns;
+
+    SchemaGroup(StructType schema, java.util.LinkedHashMap<String, String> columns) {
+      this.schema = schema;
+      this.columns = columns;
     }
   }
 
@@ -72,6 +92,8 @@ public final class NativePlan implements Serializable {
   /** The read's options, for the renewal call ({@link PinRenewal}). */
   public final java.util.Map<String, String> readOptions = new java.util.HashMap<>();
   public final List<FileEntry> files = new ArrayList<>();
+  /** The schema groups files refer to ({@link FileEntry#group}); empty when every file has the table's schema. */
+  public final List<SchemaGroup> groups = new ArrayList<>();
 
   /** A schema without the plan, and the plan (null when Python sent none). */
   public static final class Parsed {
@@ -123,10 +145,17 @@ public final class NativePlan implements Serializable {
     p.rowAddress = n.path("rowAddress").asBoolean(false);
     p.idle = n.path("idle").asBoolean(false);
     p.idleTtlMs = n.path("idleTtlMs").asLong(5L * 60 * 1000);
+    for (JsonNode g : n.path("groups")) {
+      java.util.LinkedHashMap<String, String> columns = new java.util.LinkedHashMap<>();
+      g.path("columns").fields().forEachRemaining(e -> columns.put(e.getKey(), e.getValue().asText()));
+      p.groups.add(new SchemaGroup((StructType) org.apache.spark.sql.types.DataType.fromJson(g.path("schema").toString()),
+          columns));
+    }
     for (JsonNode f : n.path("files")) {
       JsonNode dv = f.path("dv");
       p.files.add(new FileEntry(f.path("path").asText(), f.path("size").asLong(), f.path("rows").asLong(),
-          dv.isNull() || dv.isMissingNode() ? null : dv.asText(), f.path("segment").asText(""), PartitionBounds.parse(f)));
+          dv.isNull() || dv.isMissingNode() ? null : dv.asText(), f.path("segment").asText(""), PartitionBounds.parse(f),
+          f.path("group").asInt(-1)));
     }
     return p;
   }
@@ -145,6 +174,10 @@ public final class NativePlan implements Serializable {
   }
 
   public boolean anyDeletes() {
+    return anyDeletes(files);
+  }
+
+  static boolean anyDeletes(List<FileEntry> files) {
     for (FileEntry f : files) {
       if (f.dvLine != null) {
         return true;
@@ -155,6 +188,10 @@ public final class NativePlan implements Serializable {
 
   /** The {@code mvtable.segments} option of {@link MaskedParquetFileFormat}. */
   public String segmentLines() {
+    return segmentLines(files);
+  }
+
+  static String segmentLines(List<FileEntry> files) {
     StringBuilder b = new StringBuilder();
     for (FileEntry f : files) {
       b.append(new org.apache.hadoop.fs.Path(f.path).getName()).append('\t').append(f.segment).append('\n');
@@ -164,6 +201,10 @@ public final class NativePlan implements Serializable {
 
   /** The {@code mvtable.deletionVectors} option of {@link MaskedParquetFileFormat}. */
   public String dvLines() {
+    return dvLines(files);
+  }
+
+  static String dvLines(List<FileEntry> files) {
     StringBuilder b = new StringBuilder();
     for (FileEntry f : files) {
       if (f.dvLine != null) {

@@ -9,6 +9,8 @@ import java.util.Map;
 import java.util.Set;
 
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.EqualTo;
 import org.apache.spark.sql.catalyst.expressions.Literal$;
@@ -16,6 +18,7 @@ import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.execution.datasources.FileFormat;
@@ -107,7 +110,8 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
 
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
-    return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+    boolean[] unions = {false};
+    LogicalPlan out = plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
       @Override
       public boolean isDefinedAt(LogicalPlan p) {
         return nativeTable(p) != null;
@@ -116,9 +120,21 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
       @Override
       public LogicalPlan apply(LogicalPlan p) {
         PinLifetime.queried(nativeTable(p));
+        unions[0] |= !nativeTable(p).plan().groups.isEmpty();
         return rewrite(p);
       }
     });
+    if (unions[0]) {
+      // a read of several file schemas is a union of projections: the query's filters and column
+      // pruning must reach each scan through them, and this rule may run after Spark's own passes
+      // (User Provided Optimizers), so they run here on what it built
+      for (int i = 0; i < 2; i++) {
+        out = org.apache.spark.sql.catalyst.optimizer.PushDownPredicates$.MODULE$.apply(out);
+        out = org.apache.spark.sql.catalyst.optimizer.ColumnPruning$.MODULE$.apply(out);
+        out = org.apache.spark.sql.catalyst.optimizer.CollapseProject$.MODULE$.apply(out);
+      }
+    }
+    return out;
   }
 
   private static DataSourceV2Relation relationOf(LogicalPlan p) {
@@ -144,6 +160,70 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
     for (Object a : CollectionConverters.asJava(p.output())) {
       visible.add((NamedExpression) a);
     }
+    if (plan.groups.isEmpty()) {
+      return new Project(seq(visible), scan(plan, plan.files, full));
+    }
+    return evolved(plan, full, visible);
+  }
+
+  /**
+   * A table with files of older schemas: one scan per file schema, each projected to the table's
+   * columns by the expressions Python planned (a rename is an alias, a widened column a cast, a
+   * column the files lack a typed null, all matched by field id), unioned. Spark's Parquet reader
+   * matches columns by name, so no scan reads one schema's files with another's columns.
+   */
+  private static LogicalPlan evolved(NativePlan plan, List<AttributeReference> full, List<NamedExpression> visible) {
+    Map<Integer, List<NativePlan.FileEntry>> byGroup = new java.util.TreeMap<>();
+    for (NativePlan.FileEntry f : plan.files) {
+      byGroup.computeIfAbsent(f.group, g -> new ArrayList<>()).add(f);
+    }
+    org.apache.spark.sql.classic.SparkSession session = org.apache.spark.sql.classic.SparkSession$.MODULE$.active();
+    List<LogicalPlan> children = new ArrayList<>();
+    for (Map.Entry<Integer, List<NativePlan.FileEntry>> e : byGroup.entrySet()) {
+      List<String> exprs = new ArrayList<>();
+      List<AttributeReference> output = new ArrayList<>();
+      if (e.getKey() < 0) {  // the table's own schema: read as it is
+        for (AttributeReference a : full) {
+          output.add((AttributeReference) a.newInstance());
+        }
+        for (NamedExpression v : visible) {
+          exprs.add(quote(v.name()));
+        }
+      } else {
+        NativePlan.SchemaGroup group = plan.groups.get(e.getKey());
+        for (StructField f : group.schema.fields()) {
+          output.add(DataTypeUtils.toAttribute(f));
+        }
+        for (AttributeReference a : full) {  // the row address columns: filled by the scan, not read
+          if (!group.columns.containsKey(a.name())) {
+            output.add((AttributeReference) a.newInstance());
+          }
+        }
+        for (NamedExpression v : visible) {
+          exprs.add(group.columns.getOrDefault(v.name(), quote(v.name())));
+        }
+      }
+      LogicalPlan scan = scan(plan, e.getValue(), output);
+      children.add(org.apache.spark.sql.classic.Dataset.ofRows(session, scan)
+          .selectExpr(exprs.toArray(new String[0])).queryExecution().analyzed());
+    }
+    LogicalPlan union = children.size() == 1 ? children.get(0) : new Union(seq(children), false, false);
+    List<Attribute> unioned = new ArrayList<>(CollectionConverters.asJava(union.output()));
+    List<NamedExpression> out = new ArrayList<>();
+    for (int i = 0; i < visible.size(); i++) {  // under the ids the rest of the query knows them by
+      NamedExpression v = visible.get(i);
+      out.add(new Alias(unioned.get(i), v.name(), v.exprId(), v.qualifier(), scala.Option.apply(v.metadata()),
+          seq(new ArrayList<String>())));
+    }
+    return new Project(seq(out), union);
+  }
+
+  /**
+   * {@code Filter(mask = 0, LogicalRelation(files))}, or the relation alone when no file has
+   * deletes and no row address is read; {@code output} are the data columns, in the data schema's order.
+   */
+  private static LogicalPlan scan(NativePlan plan, List<NativePlan.FileEntry> files, List<AttributeReference> output) {
+    List<AttributeReference> full = new ArrayList<>(output);
     StructType dataSchema = new StructType();
     for (AttributeReference a : full) {
       dataSchema = dataSchema.add(new StructField(a.name(), a.dataType(), a.nullable(), a.metadata()));
@@ -153,7 +233,7 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
     options.put("parquet.page.verify-checksum.enabled", "true");
     FileFormat format;
     AttributeReference mask = null;
-    if (plan.anyDeletes() || plan.rowAddress) {
+    if (NativePlan.anyDeletes(files) || plan.rowAddress) {
       String maskName = unusedName("_mv_deleted", dataSchema);
       // never null: Spark then infers no isnotnull() filter on it
       StructField maskField = new StructField(maskName, DataTypes.ByteType, false, Metadata.empty());
@@ -161,11 +241,11 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
       dataSchema = dataSchema.add(maskField);
       full.add(mask);
       options.put(MaskedParquetFileFormat.MASK_COLUMN_OPTION, maskName);
-      options.put(MaskedParquetFileFormat.DVS_OPTION, plan.dvLines());
+      options.put(MaskedParquetFileFormat.DVS_OPTION, NativePlan.dvLines(files));
       if (plan.rowAddress) {  // filled from each row's position and its file (see NativePlan)
         options.put(MaskedParquetFileFormat.ROW_COLUMN_OPTION, ROW_ADDRESS_ROW);
         options.put(MaskedParquetFileFormat.SEGMENT_COLUMN_OPTION, ROW_ADDRESS_SEGMENT);
-        options.put(MaskedParquetFileFormat.SEGMENTS_OPTION, plan.segmentLines());
+        options.put(MaskedParquetFileFormat.SEGMENTS_OPTION, NativePlan.segmentLines(files));
       }
       format = new MaskedParquetFileFormat();
     } else {
@@ -173,13 +253,17 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
     }
     scala.collection.immutable.Map<String, String> scalaOptions =
         scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-    HadoopFsRelation fs = new HadoopFsRelation(new PlannedFileIndex(plan), new StructType(), dataSchema,
+    HadoopFsRelation fs = new HadoopFsRelation(new PlannedFileIndex(plan, files), new StructType(), dataSchema,
         scala.Option.empty(), format, scalaOptions, SparkSession.active());
     LogicalPlan scan = new LogicalRelation(fs, seq(full), scala.Option.empty(), false, scala.Option.empty());
     if (mask != null) {
       scan = new Filter(new EqualTo(mask, Literal$.MODULE$.create((byte) 0, DataTypes.ByteType)), scan);
     }
-    return new Project(seq(visible), scan);
+    return scan;
+  }
+
+  private static String quote(String name) {
+    return "`" + name.replace("`", "``") + "`";
   }
 
   @SuppressWarnings("unchecked")

@@ -29,15 +29,22 @@ public final class PlannedFileIndex implements FileIndex {
   private final long bytes;
   private final long version;
   private final NativePlan plan;
+  private final List<NativePlan.FileEntry> entries;
 
   public PlannedFileIndex(NativePlan plan) {
+    this(plan, plan.files);
+  }
+
+  /** {@code entries}, some of {@code plan}'s files (one schema group's: {@link NativeScanRule}). */
+  public PlannedFileIndex(NativePlan plan, List<NativePlan.FileEntry> entries) {
     this.plan = plan;
+    this.entries = entries;
     root = new Path(plan.root);
     version = plan.version;
     long total = 0;
-    paths = new String[plan.files.size()];
+    paths = new String[entries.size()];
     int i = 0;
-    for (NativePlan.FileEntry f : plan.files) {
+    for (NativePlan.FileEntry f : entries) {
       Path p = new Path(f.path);
       files.add(new FileStatusWithMetadata(new FileStatus(f.size, false, 1, BLOCK_SIZE, 0L, p),
           scala.collection.immutable.Map$.MODULE$.empty()));
@@ -68,7 +75,7 @@ public final class PlannedFileIndex implements FileIndex {
     if (!dataFilters.isEmpty()) {
       kept = new ArrayList<>();
       for (int i = 0; i < files.size(); i++) {
-        PartitionBounds bounds = plan.files.get(i).bounds;
+        PartitionBounds bounds = entries.get(i).bounds;
         if (bounds == null || bounds.mayMatchAll(dataFilters)) {
           kept.add(files.get(i));
         }

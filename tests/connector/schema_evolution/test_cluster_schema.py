@@ -1,6 +1,6 @@
 """Schema evolution on a standalone Spark cluster, mvtable installed from its wheel: executors (separate JVMs and
-Python workers) read older-schema segments by field id from the pickled plan, ``read_native`` projects them in the
-JVM, and a ``mergeSchema`` write from executor tasks lands with its schema change in one commit."""
+Python workers) read older-schema segments by field id from the pickled plan, ``read_native`` and ``format("mvtable")``
+project them in the JVM, and a ``mergeSchema`` write from executor tasks lands with its schema change in one commit."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ wait_for_executors(2)
 path = os.environ["TABLE"]
 py = spark.read.format("mvtable").option("maxPartitionBytes", "1").load(path)
 native = mvtable.read_native(spark, path)
+mvtable.register(spark)
+fmt = spark.read.format("mvtable").load(path).where("bee <> 'b7'")
+fmt_plan = fmt._jdf.queryExecution().executedPlan().toString()
 more = py.where("id IN (1, 21)").selectExpr("id + 100 AS id", "a", "bee", "s", "d", "c", "cast(id AS int) AS n")
 more.write.format("mvtable").mode("append").option("mergeSchema", "true").save(path)
 emit({
@@ -28,6 +31,8 @@ emit({
     "python": [r.asDict(recursive=True) for r in py.collect()],
     "native": [r.asDict(recursive=True) for r in native.collect()],
     "native_plan_scan": "FileScan" in native._jdf.queryExecution().executedPlan().toString(),
+    "format": [r.asDict(recursive=True) for r in fmt.collect()],
+    "format_plan_scan": "FileScan" in fmt_plan and "(Python)" not in fmt_plan,
     "partitions": py.rdd.getNumPartitions(),
 })
 """
@@ -47,6 +52,9 @@ def test_cluster_reads_evolved_tables_by_id_and_merges_schema(spark_cluster, mvt
     assert result["columns"] == ["id", "a", "bee", "s", "d", "c"] and result["partitions"] > 1
     assert sorted(result["python"], key=lambda r: r["id"]) == live
     assert sorted(result["native"], key=lambda r: r["id"]) == live and result["native_plan_scan"] is True
+    # format("mvtable") on Spark's file scan: one scan per file schema, projected by id, on the executors
+    assert sorted(result["format"], key=lambda r: r["id"]) == [r for r in live if r["id"] != 7]
+    assert result["format_plan_scan"] is True
     after = Table.open(path)
     assert after.schema.names == ["id", "a", "bee", "s", "d", "c", "n"] and after.schema.field("n").type == pa.int32()
     assert "schemaChanges" in after.history()[-1].parameters

@@ -40,18 +40,79 @@ def plan_of(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
 
-@pytest.mark.parametrize("route", ["native", "python"])
-def test_format_load_reads_by_id_on_both_routes(spark, evolved, route):
-    conf = PYTHON_ROUTE if route == "python" else {}
-    with spark_conf(spark, conf):
-        df = spark.read.format("mvtable").load(evolved.uri)
-        assert df.columns == ["id", "a", "bee", "s", "d", "c"]
-        assert as_dicts(df) == expected(LIVE)
-        # a filter on the re-added column: old rows are null, never the old values
-        assert sorted(r.id for r in df.where("c IS NULL").select("id").collect()) == [i for i in range(20) if i != 3]
-    # the native route declines tables with older-schema files (Spark matches by name) and says why
-    if route == "native":
-        assert "(Python)" in plan_of(df)
+# the reads every route must answer alike on the evolved table: added, renamed, dropped + re-added,
+# widened and nested columns, deleted rows, pruned columns and filters on renamed and re-added ones
+READS = [
+    lambda df: df,
+    lambda df: df.select("bee", "c"),
+    lambda df: df.where("bee = 'b5' OR bee = 'B22'").select("id", "bee"),
+    lambda df: df.where("c IS NULL").select("id"),
+    lambda df: df.where("c = -1.0").select("id", "a", "d"),
+    lambda df: df.where("a > 1000").select("id", "a"),
+    lambda df: df.where("s.why = 'y7' OR s.z = 23").select("id", "s"),
+    lambda df: df.groupBy().count(),
+]
+
+
+def routes_answer(spark, uri: str, reads) -> tuple[list, list, list]:
+    """Each read's rows through the native scan and through the Python source, and the native plans."""
+    out: dict[str, list] = {"native": [], "python": []}
+    plans = []
+    for route in ("native", "python"):
+        with spark_conf(spark, PYTHON_ROUTE if route == "python" else {}):
+            df = spark.read.format("mvtable").load(uri)
+            for read in reads:
+                q = read(df)
+                out[route].append(sorted(str(r.asDict(recursive=True)) for r in q.collect()))
+                if route == "native":
+                    plans.append(plan_of(q))
+    return out["native"], out["python"], plans
+
+
+def native_scan(plan: str) -> bool:
+    return "FileScan" in plan and "(Python)" not in plan
+
+
+def test_format_load_reads_by_id_on_both_routes(spark, evolved):
+    native, python, plans = routes_answer(spark, evolved.uri, READS)
+    assert native == python
+    assert native[0] == sorted(str(r) for r in expected(LIVE))
+    assert native[3] == sorted(str({"id": i}) for i in range(20) if i != 3)  # old rows: null, never the old values
+    assert native[2] == sorted(str(r) for r in [{"id": 5, "bee": "b5"}, {"id": 22, "bee": "B22"}])
+    # Spark's file scans, one per file schema: the old files by their own names, the filter on the
+    # renamed column pushed into their scan under its old name, only the columns asked for read
+    assert all(native_scan(p) for p in plans), plans
+    assert "PushedFilters: [EqualTo(_mv_deleted,0), Or(EqualTo(b,b5),EqualTo(b,B22))]" in plans[2], plans[2]
+    assert "ReadSchema: struct<b:string,_mv_deleted:tinyint>" in plans[1], plans[1]
+    assert "ReadSchema: struct<bee:string,c:double>" in plans[1], plans[1]
+
+
+def test_format_load_of_a_legacy_table_after_renames_reads_natively(spark, tmp_path):
+    import shutil
+
+    from .test_legacy_table import EVOLVED, FIXTURE, _evolve_legacy
+
+    root = tmp_path / "legacy"
+    shutil.copytree(FIXTURE, root)
+    t = Table.open(str(root))
+    _evolve_legacy(t)  # files without field ids: resolved by position, a list of structs renamed inside
+    reads = [lambda df: df, lambda df: df.where("label = 'n2'").select("id", "tags"), lambda df: df.select("qty")]
+    native, python, plans = routes_answer(spark, t.uri, reads)
+    assert native == python and native[0] == sorted(str(r) for r in EVOLVED)
+    assert native[2] == [str({"qty": None})] * 5
+    assert all(native_scan(p) for p in plans), plans
+
+
+def test_row_addresses_of_an_evolved_table_on_both_routes(spark, evolved):
+    out = {}
+    for route in ("native", "python"):
+        with spark_conf(spark, PYTHON_ROUTE if route == "python" else {}):
+            df = spark.read.format("mvtable").option("withRowAddress", "true").load(evolved.uri)
+            q = df.where("bee IN ('b1', 'b12', 'B21')").select("id", "bee", "_mv_segment", "_mv_row")
+            out[route] = sorted(tuple(r) for r in q.collect())
+            if route == "native":
+                assert native_scan(plan_of(q)), plan_of(q)
+    assert out["native"] == out["python"] and [r[:2] for r in out["native"]] == [(1, "b1"), (12, "b12"), (21, "B21")]
 
 
 @pytest.mark.parametrize("mask", ["jvm", "expression"])
@@ -127,3 +188,43 @@ def test_change_feed_and_sql_delete_after_evolution(spark, evolved):
     assert (inserts[1].bee, inserts[1].c, inserts[21].bee, inserts[21].c) == ("b1", None, "B21", -1.0)
     assert mvtable.delete(spark, evolved.uri, "bee = 'b5' OR c = -1.0") == 6
     assert sorted(evolved.to_arrow().column("id").to_pylist()) == [i for i in range(20) if i not in (3, 5)]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_widened_columns_read_alike_on_both_routes(spark, tmp_path, zone):
+    import datetime as dt
+    from decimal import Decimal
+
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("i8", pa.int8()),
+            ("f", pa.float32()),
+            ("dec", pa.decimal128(5, 2)),
+            ("day", pa.date32()),
+            ("day_ntz", pa.date32()),
+        ]
+    )
+    t = Table.create(str(tmp_path / "w"), schema=schema)
+    t.append(
+        pa.table(
+            {"id": pa.array([1, 2], pa.int64()), "i8": pa.array([-3, 7], pa.int8()), "f": pa.array([1.5, -2.25], pa.float32()),
+             "dec": [Decimal("123.45"), Decimal("-0.01")], "day": [dt.date(2024, 2, 29), dt.date(1970, 1, 1)],
+             "day_ntz": [dt.date(2024, 2, 29), dt.date(1970, 1, 1)]},
+            schema=schema,
+        )
+    )  # fmt: skip
+    t.delete(pc.field("id") == 2)
+    with t.update_schema() as u:
+        u.update_column("i8", pa.int16())
+        u.update_column("f", pa.float64())
+        u.update_column("dec", pa.decimal128(7, 2))
+        u.update_column("day", pa.timestamp("us", tz="UTC"))
+        u.update_column("day_ntz", pa.timestamp("us"))
+    with spark_conf(spark, {"spark.sql.session.timeZone": zone}):
+        native, python, plans = routes_answer(spark, t.uri, [lambda df: df, lambda df: df.where("i8 < 0").select("id")])
+        by_read_native = sorted(str(r.asDict(recursive=True)) for r in read_native(spark, t.uri).collect())
+    assert native == python and native[1] == [str({"id": 1})] and by_read_native == python[0]
+    assert all(native_scan(p) for p in plans), plans
+    arrow = t.to_arrow().to_pylist()
+    assert arrow[0]["day"] == dt.datetime(2024, 2, 29, tzinfo=dt.timezone.utc) and arrow[0]["f"] == 1.5
