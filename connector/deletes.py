@@ -3,7 +3,7 @@
 A delete commits, per touched segment, one cumulative deletion vector (old ∪ new). No data file is
 rewritten.
 
-``commit_deletes`` is the one commit path; ``Table.delete``, the Spark ``delete()`` helper
+``commit_deletes`` is the one commit path; ``Table.delete`` (``delete_where``), the Spark ``delete()`` helper
 and ``operation=delete`` writes all end there. It checks addresses against the snapshot
 they were read from (unknown segments or positions are an error, nothing is committed),
 and on every retry re-merges with the DVs that concurrent deletes committed, so deletes
@@ -26,6 +26,7 @@ from pyarrow import acero
 from pyroaring import BitMap64
 
 from mvtable import faults
+from mvtable.conf import TableProperties
 from mvtable.dvref import DeletionVectorRef
 from mvtable.errors import CommitStateUnknownError, InvalidOptionError, InvalidRowAddressError, NothingToCommit
 from mvtable.lineage import operations as ops
@@ -38,8 +39,12 @@ from mvtable.storage import FileIO
 from mvtable.visibility import bitmap_from_array, load_dv, process_cache, write_dvs
 
 from .compaction.rowmap import CompactionMoves, relocate
+from .expressions import check_filter, referenced_columns
+from .parallel import default_workers, ordered_map
+from .partitions.covering import covered_segments, drop_candidates
 from .results import DeleteResult
-from .scan import ScanTask, task_masks
+from .scan import ScanTask, plan_scan, task_masks
+from .schema import schema_from_json
 from .segments import (
     DEFAULT_READ_ROWS,
     open_parquet,
@@ -227,6 +232,47 @@ class DeleteAttempt:
         """Remove the DV files of attempts that did not land (all of them without ``result``)."""
         kept = {a.dv.path for a in result.commit.actions if isinstance(a, SetDeletionVector) and a.dv.path} if result else set()
         io.delete(sorted(set(self.written) - kept))
+
+
+def delete_where(io: FileIO, commit_log: CommitLog, snapshot: Snapshot, filter: pc.Expression) -> DeleteResult:
+    """Delete the rows of ``snapshot`` that ``filter`` matches (``Table.delete``), in one commit.
+
+    Partitions the filter cannot match are never looked at (``plan_scan``), and segments whose
+    partition it covers whole go as they are: no file read, no deletion vector
+    (``partitions.covering``). The rest are read for the filter's columns only, on reader
+    threads, and their matches committed as deletion vectors. The caller pins ``snapshot``: the
+    pin also covers the commit's merge with its deletion vectors.
+
+    Raises:
+        InvalidFilterError: ``filter`` does not fit the schema; nothing is deleted.
+        CommitConflictError: A concurrent commit made this one invalid; nothing of it landed."""
+    schema = schema_from_json(snapshot.table_schema)
+    check_filter(filter, schema, what="delete filter")
+    needed = referenced_columns(filter, schema)
+    plan = plan_scan(snapshot, columns=needed, filter=filter)
+    planned = {t.segment.id: len(t.row_groups) for t in plan.tasks}
+    whole = covered_segments(snapshot, drop_candidates(snapshot, planned), filter, schema)
+    tasks = [t for t in plan.tasks if t.segment.id not in whole]
+    workers = min(default_workers(), len(tasks))
+
+    def find(task: ScanTask) -> tuple[str, BitMap64]:
+        # the bitmap is built here too, on the reader threads, beside other segments' decode
+        hits = matching_positions(io, task, filter, needed, use_threads=workers > 1, schema=schema)
+        return task.segment.id, bitmap_from_array(hits.astype(np.uint64))
+
+    found: dict[str, BitMap64] = {}
+    for sid, hits in ordered_map(find, tasks, workers=workers):
+        if len(hits):
+            found[sid] = found[sid] | hits if sid in found else hits
+    return commit_deletes(
+        io,
+        commit_log,
+        snapshot,
+        found,
+        inline_max_bytes=TableProperties.of(snapshot.properties).dv_inline_max_bytes,
+        parameters={"predicate": str(filter)},
+        drop=sorted(whole),
+    )
 
 
 def commit_deletes(

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyroaring import BitMap64
 
 from mvtable import checks, faults
 from mvtable.conf import TableProperties
@@ -26,24 +25,21 @@ from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.push_scopes import PushScope, describe_scope
 from mvtable.lineage.snapshot import Snapshot
 from mvtable.storage import FileIO, make_root, open_file_io
-from mvtable.visibility import bitmap_from_array
 
 from . import recovery, scoped_push, write_intents, writes
-from .deletes import commit_deletes, matching_positions
+from .deletes import commit_deletes, delete_where
 from .export import ExportResult, export
-from .expressions import check_filter, referenced_columns
+from .expressions import check_filter
 from .keys.commit import write_keyed
 from .keys.validate import key_data, parse_primary_key
-from .parallel import default_workers, ordered_map
 from .parameters import Keys, Timestamp, WriteMode
-from .partitions.covering import covered_segments, drop_candidates
 from .partitions.evolution import update_partitioning
 from .partitions.timeline import Timeline, timeline_of
 from .pinning import PinnedSnapshot, pin_snapshot, resolve_version
 from .post_commit import open_log
 from .results import CompactionResult, DeleteResult, GCResult, PartitioningResult, UpsertResult, VacuumResult, WriteResult
 from .row_positions import row_positions
-from .scan import ScanTask, plan_scan
+from .scan import plan_scan
 from .schema import schema_from_json
 from .schema_evolution.update import UpdateSchema
 from .snapshot_view import read_only
@@ -782,36 +778,7 @@ class Table:
             return self._delete_keys(keys)
         # the pin also covers the commit's merge of these rows with the snapshot's DVs
         with self._pin(owner="Table.delete") as pinned:
-            snapshot = pinned.snapshot
-            schema = schema_from_json(snapshot.table_schema)
-            check_filter(filter, schema, what="delete filter")
-            needed = referenced_columns(filter, schema)
-            plan = plan_scan(snapshot, columns=needed, filter=filter)  # partitions the filter cannot match are skipped
-            # segments whose partition the filter covers go whole: no file read, no deletion vector
-            planned = {t.segment.id: len(t.row_groups) for t in plan.tasks}
-            whole = covered_segments(snapshot, drop_candidates(snapshot, planned), filter, schema)
-            tasks = [t for t in plan.tasks if t.segment.id not in whole]
-            workers = min(default_workers(), len(tasks))
-
-            def find(task: ScanTask) -> tuple[str, BitMap64]:
-                # the bitmap is built here too, on the reader threads, beside other segments' decode
-                hits = matching_positions(self.io, task, filter, needed, use_threads=workers > 1, schema=schema)
-                return task.segment.id, bitmap_from_array(hits.astype(np.uint64))
-
-            found: dict[str, BitMap64] = {}
-            for sid, hits in ordered_map(find, tasks, workers=workers):
-                if len(hits):
-                    found[sid] = found[sid] | hits if sid in found else hits
-            result = commit_deletes(
-                self.io,
-                self.commit_log,
-                snapshot,
-                found,
-                inline_max_bytes=TableProperties.of(snapshot.properties).dv_inline_max_bytes,
-                parameters={"predicate": str(filter)},
-                drop=sorted(whole),
-            )
-            return result
+            return delete_where(self.io, self.commit_log, pinned.snapshot, filter)
 
     def _delete_keys(self, keys: Keys) -> DeleteResult:
         with self._pin(owner="Table.delete by key") as pinned:
