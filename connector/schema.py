@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
-from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, with_ids
+from mvtable.lineage.schema_ids import FIELD_ID_KEY, collection_id, field_id, with_ids
 
 _SIMPLE_TO_ARROW: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -166,8 +166,12 @@ def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
     return {"type": "struct", "fields": [_field_to_json(f) for f in schema]}
 
 
-def type_from_json(t: Any) -> pa.DataType:
-    """The Arrow type of stored (JSON) type ``t``.
+def type_from_json(t: Any, *, holder: int | None = None) -> pa.DataType:
+    """The Arrow type of stored (JSON) type ``t``; ``holder`` is the id of the field that holds it.
+
+    With ``holder``, list elements and map keys and values carry the ids derived from it
+    (``lineage.schema_ids.collection_id``), so the Parquet files written with the type have an id
+    on every field.
 
     Raises:
         UnsupportedTypeError: ``t`` is no type this code knows."""
@@ -180,22 +184,30 @@ def type_from_json(t: Any) -> pa.DataType:
         raise UnsupportedTypeError(f"unknown type {t!r} in table schema")
     kind = t.get("type")
     if kind == "array":
-        return pa.list_(pa.field("element", type_from_json(t["elementType"]), nullable=t.get("containsNull", True)))
+        return pa.list_(_held("element", t["elementType"], holder, 0, nullable=t.get("containsNull", True)))
     if kind == "map":
         return pa.map_(
-            type_from_json(t["keyType"]),
-            pa.field("value", type_from_json(t["valueType"]), nullable=t.get("valueContainsNull", True)),
+            _held("key", t["keyType"], holder, 1, nullable=False),
+            _held("value", t["valueType"], holder, 2, nullable=t.get("valueContainsNull", True)),
         )
     if kind == "struct":
         return pa.struct([field_from_json(f) for f in t["fields"]])
     raise UnsupportedTypeError(f"unknown type {t!r} in table schema")
 
 
+def _held(name: str, t: Any, holder: int | None, kind: int, *, nullable: bool) -> pa.Field:
+    """The element, key or value field of a list or map held by field ``holder``."""
+    if holder is None:
+        return pa.field(name, type_from_json(t), nullable=nullable)
+    own = collection_id(holder, kind)
+    return pa.field(name, type_from_json(t, holder=own), nullable=nullable, metadata={_ARROW_FIELD_ID: str(own).encode()})
+
+
 def field_from_json(f: dict[str, Any]) -> pa.Field:
     """The Arrow field of a stored ``StructField``, its field id (if any) as ``PARQUET:field_id`` metadata."""
     fid = field_id(f)
     metadata = {_ARROW_FIELD_ID: str(fid).encode()} if fid is not None else None
-    return pa.field(f["name"], type_from_json(f["type"]), nullable=f.get("nullable", True), metadata=metadata)
+    return pa.field(f["name"], type_from_json(f["type"], holder=fid), nullable=f.get("nullable", True), metadata=metadata)
 
 
 def schema_from_json(doc: dict[str, Any]) -> pa.Schema:

@@ -4,7 +4,9 @@ A table schema is Spark's StructType JSON; each ``StructField`` (a column, or a 
 at any depth, also inside arrays and maps) carries its id in its metadata under ``parquet.field.id``
 — the key Spark's own Parquet reader and writer use for field ids, so a Spark schema made from the
 stored JSON reads and writes by id as it is. Array elements and map keys and values have no id of
-their own: they are reached through the field that holds them.
+their own in the stored schema: they are reached through the field that holds them, and where a
+format wants one (Parquet files, Iceberg schemas) it is derived from the holder's
+(``collection_id``), the same for every version whatever was renamed.
 
 A schema stored before field ids existed has none: it gets them by position, the same way every
 time (``with_ids``), and so do the segments written under it (``connector.schema_evolution``
@@ -22,8 +24,10 @@ from typing import Any
 FIELD_ID_KEY = "parquet.field.id"
 
 __all__ = [
+    "COLLECTION_ID_BASE",
     "FIELD_ID_KEY",
     "breaking_change",
+    "collection_id",
     "field_id",
     "has_ids",
     "highest_id",
@@ -33,6 +37,19 @@ __all__ = [
     "top_level_ids",
     "with_ids",
 ]
+
+
+# Derived ids of list elements (kind 0) and map keys (1) and values (2) sit above any struct field's id.
+COLLECTION_ID_BASE = 1 << 24
+
+
+def collection_id(parent: int, kind: int) -> int:
+    """The id of the element (``kind`` 0), key (1) or value (2) of the list or map that field ``parent`` holds.
+
+    Iceberg readers (pyiceberg) resolve a Parquet file by ids only when every field of it has one,
+    elements included; deriving them from the holder's id keeps them stable across renames and
+    equal in every segment and every export."""
+    return COLLECTION_ID_BASE + parent * 3 + kind
 
 
 def field_id(f: dict[str, Any]) -> int | None:

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvtable.errors import UnsupportedExportTypeError
-from mvtable.lineage.schema_ids import FIELD_ID_KEY, field_id, iter_fields, with_ids
+from mvtable.lineage.schema_ids import FIELD_ID_KEY, collection_id, field_id, iter_fields, with_ids
 
 __all__ = ["arrow_name_mapping", "iceberg_schema", "iceberg_type", "delta_schema"]
 
@@ -79,16 +79,6 @@ def iceberg_type(t: Any, *, column: str) -> str:
     raise UnsupportedExportTypeError("Iceberg", column, str(t))
 
 
-# Iceberg numbers list elements and map keys and values too; mvtable's field ids name struct
-# fields only, so those get ids derived from their parent's, above any struct field's id:
-# the same on every export of every version, whatever was renamed.
-_COLLECTION_ID_BASE = 1 << 24
-
-
-def _collection_id(parent: int, kind: int) -> int:
-    return _COLLECTION_ID_BASE + parent * 3 + kind
-
-
 def iceberg_schema(table_schema: dict[str, Any], *, schema_id: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """``(schema JSON with field ids, name mapping, highest field id)`` for Iceberg.
 
@@ -114,14 +104,14 @@ def iceberg_schema(table_schema: dict[str, Any], *, schema_id: int = 0) -> tuple
         if kind == "struct":
             return struct(t["fields"], f"{column}.", names)
         if kind == "array":
-            eid = _collection_id(parent, 0)
+            eid = collection_id(parent, 0)
             used.append(eid)
             sub: list[dict[str, Any]] = []
             names.append({"field-id": eid, "names": ["element"], "fields": sub})
             element = convert(t["elementType"], f"{column}[]", sub, eid)
             return {"type": "list", "element-id": eid, "element": element, "element-required": not t.get("containsNull", True)}
         if kind == "map":
-            kid, vid = _collection_id(parent, 1), _collection_id(parent, 2)
+            kid, vid = collection_id(parent, 1), collection_id(parent, 2)
             used.extend((kid, vid))
             ksub: list[dict[str, Any]] = []
             vsub: list[dict[str, Any]] = []
@@ -171,10 +161,10 @@ def arrow_name_mapping(schema: pa.Schema) -> list[dict[str, Any]]:
         if pa.types.is_struct(t):
             return [entry(t.field(i)) for i in range(t.num_fields)]
         if pa.types.is_list(t) or pa.types.is_large_list(t):
-            eid = _collection_id(parent, 0)
+            eid = collection_id(parent, 0)
             return [{"field-id": eid, "names": ["element"], "fields": of_type(t.value_type, eid)}]
         if pa.types.is_map(t):
-            kid, vid = _collection_id(parent, 1), _collection_id(parent, 2)
+            kid, vid = collection_id(parent, 1), collection_id(parent, 2)
             return [
                 {"field-id": kid, "names": ["key"], "fields": of_type(t.key_type, kid)},
                 {"field-id": vid, "names": ["value"], "fields": of_type(t.item_type, vid)},

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from mvtable.connector import Table
@@ -98,3 +99,50 @@ def test_decimals_with_a_negative_scale_or_one_above_the_precision_are_refused_a
     with pytest.raises(UnsupportedTypeError, match=r"column c: decimal scale"):
         Table.create(str(tmp_path / "t"), schema=schema)
     assert not os.path.exists(tmp_path / "t" / "_mvtable")
+
+
+def test_segments_carry_ids_on_list_elements_and_map_entries(tmp_path):
+    """Every field of a segment has a Parquet field id, elements and map entries too (ids derived
+    from the holding field's), so readers that resolve by id only when all fields have one
+    (pyiceberg) do; the ids equal the Iceberg export's."""
+    from mvtable.connector.export.types import iceberg_schema
+    from mvtable.lineage.schema_ids import collection_id
+
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("tags", pa.list_(pa.string())),
+            ("attrs", pa.map_(pa.string(), pa.list_(pa.int32()))),
+            ("deep", pa.list_(pa.struct([("x", pa.list_(pa.int64()))]))),
+        ]
+    )
+    t = Table.create(str(tmp_path / "t"), schema=schema)
+    data = pa.table(
+        {"id": [1], "tags": [["a"]], "attrs": [[("k", [1, 2])]], "deep": [[{"x": [5]}]]},
+        schema=schema,
+    )
+    t.append(data)
+    [seg] = t.snapshot().visible_segments()
+    file_schema = pq.read_schema(os.path.join(t.uri, seg.file.path))
+
+    def ids(f: pa.Field) -> list[int]:
+        own = [int(f.metadata[b"PARQUET:field_id"])]
+        ty = f.type
+        if pa.types.is_list(ty):
+            return own + ids(ty.value_field)
+        if pa.types.is_map(ty):
+            return own + ids(ty.key_field) + ids(ty.item_field)
+        if pa.types.is_struct(ty):
+            return own + [i for k in range(ty.num_fields) for i in ids(ty.field(k))]
+        return own
+
+    by_name = {f.name: ids(f) for f in file_schema}
+    assert by_name["tags"] == [2, collection_id(2, 0)]
+    assert by_name["attrs"] == [3, collection_id(3, 1), collection_id(3, 2), collection_id(collection_id(3, 2), 0)]
+    x_id = by_name["deep"][2]  # the struct field x: its own id from the table schema
+    assert by_name["deep"] == [4, collection_id(4, 0), x_id, collection_id(x_id, 0)]
+    iceberg, _, _ = iceberg_schema(t.snapshot().table_schema)
+    fields = {f["name"]: f["type"] for f in iceberg["fields"]}
+    assert fields["tags"]["element-id"] == collection_id(2, 0)
+    assert (fields["attrs"]["key-id"], fields["attrs"]["value-id"]) == (collection_id(3, 1), collection_id(3, 2))
+    assert t.to_arrow().equals(data)

@@ -145,10 +145,10 @@ def test_iceberg_export_after_new_rows_under_the_new_names(legacy):
     assert legacy.to_arrow().sort_by("id").to_pylist() == [*EVOLVED, NEW_ROW]
     got = _iceberg_rows(legacy.export_iceberg().metadata)
     assert got[:5] == EVOLVED
-    # pyiceberg maps a file by name unless its list elements carry ids too (mvtable's ids name
-    # struct fields): the new file's qty is the name of the dropped column, so it reads null there
-    # (never the old values; docs/engines.md says so). Everything else of the new row reads right.
-    assert got[5] == {**NEW_ROW, "qty": None}
+    # pyiceberg maps a file by name unless every field of it has an id, list elements included: the
+    # new segment carries ids on its list elements too, so it is read by id and its qty (the name of
+    # the dropped column in the name mapping) is the re-added column's value
+    assert got[5] == NEW_ROW
 
 
 def test_iceberg_exported_before_and_after_the_renames_reads_right_both_times(legacy):
