@@ -78,11 +78,15 @@ def _skip(data: memoryview, pos: int, kind: int, depth: int) -> int:
         pos += 1
         if size == 15:
             size, pos = _varint(data, pos)
+        if size > len(data) - pos:  # every element takes a byte at least: a flipped bit, not a list
+            raise _Damaged("a list in a page header is longer than the file")
         for _ in range(size):
             pos = pos + 1 if element in (_TRUE, _FALSE) else _skip(data, pos, element, depth + 1)
         return pos
     if kind == _MAP:
         size, pos = _varint(data, pos)
+        if size > len(data) - pos:
+            raise _Damaged("a map in a page header is longer than the file")
         if size:
             types = data[pos]
             pos += 1

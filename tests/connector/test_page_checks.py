@@ -165,3 +165,11 @@ def test_a_table_read_checks_only_what_it_reads(tmp_path):
     assert pc.sum(ids["id"]).as_py() == sum(range(30_000))
     with pytest.raises(CorruptSegmentError, match="column 'note'"):
         Table.open(t.uri).to_arrow(columns=["note"])
+
+
+@pytest.mark.parametrize("element", [1, 3, 7])  # bool, byte, double: elements the walk skips without reading
+def test_a_list_longer_than_the_file_is_damage_at_once(element):
+    """A flipped bit can make a list's size huge: the walk must refuse it, not loop over it."""
+    header = _field(1, 5) + _zigzag(0) + _field(2, 5) + _zigzag(4) + _field(1, 9) + bytes([0xF0 | element]) + _varint(1 << 40)
+    with pytest.raises(CorruptSegmentError, match="longer than the file"):
+        page_checks.verify_pages(memoryview(header + b"\x00" * 64), 0, len(header) + 64, where="f", column="c")
