@@ -16,7 +16,8 @@ right after collection, so that they are ready by the time their tests run
 session and S3 servers. A test module runs whole on one worker (its module-scoped fixtures
 are built once), and the tests that use the standalone cluster or the installed wheel share
 one worker, so that one cluster boots and one wheel is built, when the first of them runs
-(no prestart there: a worker cannot know at collection whether it will get them). The slow
+(no prestart there: a worker cannot know at collection whether it will get them); so do the
+modules that start a local Spark Connect server, which listens on a fixed port. The slow
 groups are handed out first.
 """
 
@@ -33,6 +34,13 @@ if str(_TESTS_DIR) not in sys.path:  # `support` is importable however pytest wa
     sys.path.insert(0, str(_TESTS_DIR))
 
 # Importing the fixtures imports neither pyspark nor a server client: they do, when used.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # An xdist worker starts with COLUMNS=80 and LINES=24 in its environment, which the run
+    # itself does not have; the CLI sizes its piped tables by COLUMNS, and its tests expect
+    # the width a pipe gets.
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 from support import fixtures as _fixtures  # noqa: E402
 from support import prestart as _prestart  # noqa: E402
 from support.fixtures import (  # noqa: E402,F401
@@ -52,6 +60,7 @@ _S3_FIXTURES = {"moto_s3", "moto_server", "seaweedfs_s3", "seaweedfs_server", "s
 # the session fixtures that boot something big: their tests run on one xdist worker
 _ONE_WORKER_FIXTURES = {"spark_cluster", "mvtable_wheel_site"}
 ONE_WORKER_GROUP = "cluster-and-wheel"
+SPARK_CONNECT_GROUP = "spark-connect"
 
 
 def _grouped_by_xdist(config: pytest.Config) -> bool:
@@ -71,10 +80,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if names & _S3_FIXTURES and item.get_closest_marker("s3") is None:
             item.add_marker(pytest.mark.s3)
         if grouped and item.get_closest_marker("xdist_group") is None:
-            group = ONE_WORKER_GROUP if names & _ONE_WORKER_FIXTURES else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(_xdist_group(item, names)))
     if grouped:
         _slow_groups_first(items)
+
+
+def _xdist_group(item: pytest.Item, fixture_names: set[str]) -> str:
+    """The worker group of a test: its module's, unless it must share a worker with others."""
+    if fixture_names & _ONE_WORKER_FIXTURES:
+        return ONE_WORKER_GROUP
+    # a local Spark Connect server listens on Spark's fixed port (15002): two at once collide
+    if hasattr(getattr(item, "module", None), "run_connect_script"):
+        return SPARK_CONNECT_GROUP
+    return item.nodeid.split("::")[0]
 
 
 def _group_of(item: pytest.Item) -> str:
@@ -89,7 +107,7 @@ def _slow_groups_first(items: list[pytest.Item]) -> None:
     rank: dict[str, int] = {}
     for item in items:
         group = _group_of(item)
-        if group == ONE_WORKER_GROUP:
+        if group in (ONE_WORKER_GROUP, SPARK_CONNECT_GROUP):
             r = 0
         elif group.startswith(("tests/benchmarks/", "tests/reliability/")):
             r = 1
