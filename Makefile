@@ -23,9 +23,12 @@ install-test:
 		fi; \
 	fi
 
-# lint first: a finding fails the run before the (long) suite starts
+# lint first: a finding fails the run before the (long) suite starts. The suite runs on
+# TEST_WORKERS pytest-xdist workers (each with its own Spark session and S3 servers; a module,
+# and the tests of the standalone cluster, stay on one worker: see tests/conftest.py).
+TEST_WORKERS ?= 2
 test: install-test lint
-	MVTABLE_REQUIRE_S3=1 $(PYTHON) -m pytest
+	MVTABLE_REQUIRE_S3=1 $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 lint:
 	$(PYTHON) -m ruff check .

@@ -12,6 +12,14 @@ from mvtable.connector.row_positions import row_positions
 from mvtable.errors import InvalidOptionError, InvalidRowAddressError
 
 
+def stable_id(value: object) -> str:
+    """A test id that is the same in every process (pytest-xdist's workers must collect the
+    same ids): Arrow's repr starts with the object's address."""
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        return f"{type(value).__name__}({value.to_pylist()!r})"
+    return repr(value)
+
+
 @pytest.mark.parametrize(
     ("positions", "expected"),
     [
@@ -26,7 +34,7 @@ from mvtable.errors import InvalidOptionError, InvalidRowAddressError
         ([], []),
         (np.array([], dtype=np.float64), []),
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_integer_positions_become_uint64(positions, expected) -> None:
     out = row_positions({"seg": positions})["seg"]
@@ -49,7 +57,7 @@ def test_integer_positions_become_uint64(positions, expected) -> None:
         ([-1, 2**63], InvalidRowAddressError, "negative row position -1"),
         ([2**64], InvalidRowAddressError, "past the end"),
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_other_positions_are_typed_errors(positions, error, message) -> None:
     with pytest.raises(error, match=message):

@@ -19,7 +19,7 @@ from mvtable.connector import Table
 from mvtable.connector.options import read_options
 from mvtable.connector.spark import native_jvm, native_plan
 from mvtable.connector.spark.source import MvTableDataSource
-from tests.support.spark_jvm import real_spark_home, shadow_spark_home, spark_env
+from tests.support.spark_jvm import QUICK_JIT_OPTS, cds_java_opts, real_spark_home, shadow_spark_home, spark_env
 from tests.support.spark_session import PYTHON_ROUTE, assert_route, plan_of, spark_conf
 
 from .conftest import orders
@@ -228,7 +228,10 @@ def spark_sql(tmp_path: Path, sql: str, *, discover: bool = True, conf: dict[str
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "1",
         "spark.sql.warehouse.dir": str(tmp_path / "wh"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp_path / 'derby'}",
+        # the test JVMs' quick start (C1 only, the class-data archive: see spark_jvm)
+        "spark.driver.extraJavaOptions": " ".join(
+            f"-Dderby.system.home={tmp_path / 'derby'} {QUICK_JIT_OPTS} {cds_java_opts()}".split()
+        ),
         **(conf or {}),
     }
     command = [str(real_spark_home() / "bin" / "spark-sql"), "--master", "local[1]", "--jars", str(native_jvm.spark_jar())]
