@@ -60,6 +60,7 @@ class LiveFile:
     dv: DeletionVectorRef | None  # None when nothing is deleted
     spec_id: int = 0  # the partition spec it was written under (0: unpartitioned)
     partition: tuple[Any, ...] = ()  # its partition tuple as the log stores it, one value per spec field
+    footer_crc32: int | None = None  # the log's checksum of its footer (None: written before checksums)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ def live_files(snapshot: Snapshot, location: str, sizes: FileSizes) -> list[Live
                 dv if dv is not None and dv.cardinality > 0 else None,
                 f.spec_id or 0,
                 tuple(f.partition or ()),
+                f.footer_crc32,
             )
         )
     return out

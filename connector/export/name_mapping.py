@@ -2,16 +2,16 @@
 
 Iceberg readers resolve a Parquet file's columns by name, through this mapping, when the file
 lacks field ids: mvtable's segments written before field ids carry none, and pyiceberg also maps
-by name any file whose list elements or map entries carry no id (mvtable's ids name struct fields
-only). The names a file holds are the names the table had when it was written, and a rename
+by name any file in which some field has no id (segments written before list elements and map
+entries carried theirs, ``lineage.schema_ids.collection_id``). The names a file holds are the names the table had when it was written, and a rename
 since changes no file, so each field id lists every name its field had in a file: the names of the
 oldest files first, then later ones.
 
 A name is listed for one id only at each level, the first that had it. A column dropped and
 added again under the same name is a new id: the old files' column of that name is the old
 id's (never the new field's, whose old rows must read null), so the later id does not get the
-name. Iceberg readers that read by id wherever a file has ids (Iceberg Java) read the new
-field's rows right; pyiceberg, mapping such a file by name, reads them null (``docs/engines.md``).
+name. Files written after the change carry ids on every field and are read by id, so the new
+field's rows read right.
 
 Where the names come from is the files themselves: each file's own names by id (its Parquet
 field ids, or for a file written before them the ids by position every mvtable reader gives it,
@@ -109,4 +109,4 @@ def _file_schemas(io: FileIO, files: Sequence[LiveFile]) -> list[pa.Schema]:
 def _file_schema(io: FileIO, f: LiveFile) -> pa.Schema:
     source, where = open_source(io, f.path)
     with source:
-        return read_footer(source, path=where, expected_crc32=None).schema.to_arrow_schema()
+        return read_footer(source, path=where, expected_crc32=f.footer_crc32).schema.to_arrow_schema()

@@ -55,7 +55,6 @@ from ..post_commit import open_log
 from ..scan import stats_apply
 from ..schema import schema_from_json, schema_to_json
 from ..schema_evolution.field_ids import strip_ids
-from ..segments import check_footers
 from ..stats import Predicate, row_groups_to_read
 from . import native_jvm
 from .native_args import Filter, checked_columns, to_predicates
@@ -198,13 +197,13 @@ def native_frame(
     where = " AND ".join(_sql(p, table_schema) for p in predicates)
     if not segments:
         return spark.createDataFrame([], full).select(*names)
-    check_footers(io, [seg.file for seg in segments])  # Spark checks the pages, not the footers
 
     root = (spark_uri or io.uri).rstrip("/")
     parts = []
     jvm = native_jvm.available(spark)
     bounds = file_bounds(snapshot, segments) if jvm else {}  # each partitioned file's, for PlannedScan.java
-    # segments written under an older schema are read per file schema, by field id (native_evolution)
+    # segments written under an older schema are read per file schema, by field id (native_evolution);
+    # every footer is checked on the way (Spark checks the pages, not the footers)
     by_schema = by_file_schema(io, snapshot, segments, table_schema)
     for projection, file_schema, members in by_schema:
         read_schema = full if projection is None else physical_schema(projection, file_schema)

@@ -207,12 +207,14 @@ def by_file_schema(
     the table's (written before a rename, drop or type change, or before field ids) are read with a
     projection per file schema (``native_evolution``). The files that read as they are form one
     group, with projection and schema None, first; a table whose schema never changed is that group
-    alone, without opening a footer. Otherwise each footer is read once (checked against the log).
+    alone. Every footer is read once and checked against the log either way: Spark's reader checks
+    the pages, not the footers, so this is the scan's footer check too.
 
     Raises:
         FilesMissingError: a file is gone.
         CorruptSegmentError: a footer is damaged."""
     if schema_never_changed(snapshot):
+        check_footers(io, [seg.file for seg in segments])
         return [(None, None, list(segments))]
 
     def file_schema(seg: Any) -> pa.Schema:
@@ -292,8 +294,8 @@ def with_plan(schema: StructType, opts: ReadOptions, pinned: PinnedSnapshot | No
         segments = scan_segments(snapshot, opts.lineage_entry)
     except MvTableError as exc:  # a bad lineageEntry: the Python source raises it where it always has
         return _attach(schema, {"protocol": PROTOCOL, "native": False, "reason": f"the scan cannot be planned: {exc}"})
-    check_footers(pinned.io, [seg.file for seg in segments])  # Spark checks the pages (below), not the footers
-    # files written under an older schema: read per file schema, projected by field id (NativeScanRule.java)
+    # files written under an older schema: read per file schema, projected by field id (NativeScanRule.java);
+    # every footer checked on the way (Spark checks the pages, not the footers)
     groups, group_of = schema_groups(pinned.io, snapshot, segments)
     files = planned_files(snapshot, segments, root=root)
     bounds = file_bounds(snapshot, segments)  # PlannedFileIndex skips files by Spark's filters with them

@@ -28,3 +28,32 @@ def test_nested_fields_merge_level_by_level():
     base = [{"field-id": 4, "names": ["info"], "fields": [{"field-id": 6, "names": ["a"]}]}]
     later = [{"field-id": 4, "names": ["info"], "fields": [{"field-id": 6, "names": ["alpha"]}, {"field-id": 9, "names": ["a"]}]}]
     assert merge_names(base, later) == [{"field-id": 4, "names": ["info"], "fields": [{"field-id": 6, "names": ["a", "alpha"]}]}]
+
+
+def test_the_footers_it_reads_are_checked_against_the_log(tmp_path):
+    """After a schema change the first export reads the files' footers for their names: a damaged
+    footer is a typed error naming the file, never a mapping made of its garbled names (a flipped
+    bit in a name still decodes)."""
+    import os
+
+    import pyarrow as pa
+    import pytest
+
+    from mvtable import Table
+    from mvtable.errors import CorruptSegmentError
+
+    t = Table.create(str(tmp_path / "t"), schema=pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    t.append(pa.table({"id": [1, 2], "name": ["a", "b"]}))
+    with t.update_schema() as u:
+        u.rename_column("name", "label")
+    [seg] = t.snapshot().visible_segments()
+    path = os.path.join(t.uri, seg.file.path)
+    raw = bytearray(open(path, "rb").read())
+    footer_length = int.from_bytes(raw[-8:-4], "little")
+    footer_start = len(raw) - 8 - footer_length
+    at = raw.index(b"name", footer_start)  # the column's name in the footer: still decodes, as "nbme"
+    raw[at + 1] ^= 0x03
+    with open(path, "wb") as f:
+        f.write(raw)
+    with pytest.raises(CorruptSegmentError, match=seg.file.path):
+        t.export_iceberg()
