@@ -17,7 +17,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -48,6 +48,7 @@ from .log_listing import Listing as Listing  # re-exported: where callers have a
 from .log_listing import MissingKind, explain_missing, missing_commits, runs, unsettled_runs
 from .schema_ids import schema_race
 from .snapshot import Snapshot, apply_commit, replay
+from .snapshot_cache import commit_digest, process_snapshots
 from .summary import CommitSummary, TableSummary, parse_commit_summary
 
 logger = logging.getLogger("mvtable.lineage")
@@ -215,9 +216,13 @@ class CommitLog:
         return self.listing().latest
 
     def read_commit(self, version: int) -> Commit:
+        return self._parsed_commit(version)[0]
+
+    def _parsed_commit(self, version: int) -> tuple[Commit, bytes]:
+        """Commit ``version`` and the bytes of its file."""
         path, data = self._read_commit_file(version)
         try:
-            return parse_commit(data, source=self._where(path), expected_version=version)
+            return parse_commit(data, source=self._where(path), expected_version=version), data
         except CorruptMetadataError as exc:
             raise _undecodable(exc, version) from None
 
@@ -292,29 +297,82 @@ class CommitLog:
         target = listing.latest if version is None else version
         if target < 0 or target > listing.latest:
             raise VersionNotFoundError(f"version {target} does not exist; the table's versions end at {listing.latest}")
-        if shared:
+        recent = self._recent(target, listing)
+        base: Snapshot | None
+        if recent is not None:
+            if recent.version == target:
+                return recent if shared else recent.copy()
+            base, in_place = recent, False
+        elif shared:
             base = self.newest_base(target, listing, lambda v: self.read_checkpoint(v, shared=True))
             if base is not None and base.version == target:
                 return base
+            in_place = False
         else:
-            base = self.newest_base(target, listing, self.read_checkpoint)
+            # a checkpoint just parsed is ours alone: advance it in place instead of copying it
+            base, in_place = self.newest_base(target, listing, self.read_checkpoint), True
         start = base.version + 1 if base else 0
-        # a checkpoint just parsed is ours alone: advance it in place instead of copying it (a shared one is copied)
-        commits = (self._read_listed_commit(v) for v in range(start, target + 1))
-        return replay(commits, base=base, in_place=not shared)
+        last: list[bytes] = []  # the newest commit file's bytes: what the kept snapshot is checked by
 
-    def _read_listed_commit(self, version: int) -> Commit:
+        def commits() -> Iterator[Commit]:
+            for v in range(start, target + 1):
+                commit, data = self._read_listed_commit(v)
+                if v == target:
+                    last.append(data)
+                yield commit
+
+        snapshot = replay(commits(), base=base, in_place=in_place)
+        if last:  # (a snapshot that is a checkpoint has the checkpoint cache)
+            self._keep(snapshot, last[0], shared=shared)
+        return snapshot
+
+    def _recent(self, target: int, listing: Listing) -> Snapshot | None:
+        """The snapshot this process last built of this table, if ``target`` is best rebuilt from it.
+
+        That is when it is not newer than ``target``, no checkpoint lies between the two,
+        every commit between is listed, and its own commit file still holds the bytes it
+        was built from (``snapshot_cache``: the same history, not a table made again)."""
+        cache = process_snapshots()
+        found = cache.get(self.io.uri)
+        if found is None:
+            return None
+        recent, digest = found
+        if recent.version > target or any(recent.version < c <= target for c in listing.checkpoints):
+            return None
+        if missing_commits(listing, recent.version + 1, target):
+            return None  # the rules of newest_base decide what a missing commit means
+        try:
+            _, data = self._read_commit_file(recent.version)
+        except (VersionNotFoundError, StrayLogFileError):
+            return None
+        if commit_digest(data) != digest:
+            cache.forget(self.io.uri)
+            return None
+        cache.hit()
+        return recent
+
+    def _keep(self, snapshot: Snapshot, commit_data: bytes, *, shared: bool) -> None:
+        """Keep ``snapshot`` for the next open in this process, unless a newer one is kept.
+
+        A caller that did not ask for a shared snapshot may change it: the cache gets a copy."""
+        cache = process_snapshots()
+        found = cache.get(self.io.uri)
+        if found is not None and found[0].version >= snapshot.version:
+            return
+        cache.keep(self.io.uri, snapshot if shared else snapshot.copy(), commit_digest(commit_data))
+
+    def _read_listed_commit(self, version: int) -> tuple[Commit, bytes]:
         """Commit ``version``, which a listing showed: read again a few times if the store says it is not there.
 
         An object store may list a fresh object a moment before a GET finds it (SeaweedFS
         does, under load); the listing is the proof that it was written. Only if it stays
-        missing (GC took it since) is that the answer."""
+        missing (GC took it since) is that the answer. With the commit, the file's bytes."""
         for pause in _LISTED_READ_PAUSES:
             try:
-                return self.read_commit(version)
+                return self._parsed_commit(version)
             except VersionNotFoundError:
                 time.sleep(pause)
-        return self.read_commit(version)
+        return self._parsed_commit(version)
 
     def newest_base(self, target: int, listing: Listing, read: Callable[[int], _Base]) -> _Base | None:
         """What version ``target`` is rebuilt from; ``None``: replay from version 0.

@@ -92,6 +92,8 @@ def test_stop_stream_waits_for_the_batch_in_flight_and_nothing_is_aborted(tmp_pa
         path, chk, flag = {path!r}, {chk!r}, {flag!r}
 
         def hold(v, part):  # partition 1 waits until released: the batch is in flight
+            if part == 1 and not os.path.exists(flag):
+                open(flag + ".held", "w").close()
             while part == 1 and not os.path.exists(flag):
                 time.sleep(0.2)
             return v
@@ -101,9 +103,8 @@ def test_stop_stream_waits_for_the_batch_in_flight_and_nothing_is_aborted(tmp_pa
         q = (rows.select(held("value", F.spark_partition_id()).alias("id")).writeStream.format("mvtable")
              .option("checkpointLocation", chk).trigger(processingTime="2 seconds").start(path))
         deadline = time.time() + 120
-        while time.time() < deadline and not q.status["isTriggerActive"]:
-            time.sleep(0.05)
-        time.sleep(1)  # the batch is running, partition 1 held
+        while time.time() < deadline and not os.path.exists(flag + ".held"):
+            time.sleep(0.05)  # a batch with rows is running, partition 1 held (the first batch may be empty)
         threading.Timer(3, lambda: open(flag, "w").close()).start()
         started = time.time()
         between = mvtable.stop_stream(q, timeout=60)

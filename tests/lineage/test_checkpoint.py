@@ -38,6 +38,7 @@ from mvtable.lineage.descriptors import SegmentDescriptor
 from mvtable.lineage.enums import LineageState, Operation
 from mvtable.lineage.log import CommitLog, checkpoint_path, commit_path
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.snapshot_cache import process_snapshots
 from mvtable.storage import LocalFileIO
 
 SOURCE = "/t/_mvtable/log/00000000000000000009.checkpoint.parquet"
@@ -321,6 +322,7 @@ def log_with_checkpoints(root) -> tuple[CommitLog, Snapshot]:
 def test_corrupt_checkpoint_falls_back_to_the_commits(tmp_path, caplog) -> None:
     log, expected = log_with_checkpoints(tmp_path)
     log.io.write(checkpoint_path(9), b'{"format": 1, "version": 9, "trunc')
+    process_snapshots().clear()  # read as a fresh process would: none of its snapshots kept
     with caplog.at_level(logging.WARNING, logger="mvtable.lineage"):
         assert log.snapshot() == expected
     assert "checkpoint 9" in caplog.text
@@ -343,6 +345,7 @@ def test_corrupt_checkpoint_without_commits_is_a_typed_error(tmp_path) -> None:
     log.io.write(checkpoint_path(9), b"not json")
     log.io.delete([checkpoint_path(3), checkpoint_path(6)])
     log.io.delete([commit_path(v) for v in range(0, 9)])
+    process_snapshots().clear()  # read as a fresh process would: none of its snapshots kept
     with pytest.raises(CorruptMetadataError) as info:
         log.snapshot()
     assert info.value.path.endswith("00000000000000000009.checkpoint.parquet")
@@ -354,9 +357,11 @@ def test_corrupt_checkpoint_without_commits_is_a_typed_error(tmp_path) -> None:
 def test_checkpoint_of_another_version_is_not_used(tmp_path) -> None:
     log, expected = log_with_checkpoints(tmp_path)
     log.io.write(checkpoint_path(9), log.io.read(checkpoint_path(6)))  # a misplaced file
+    process_snapshots().clear()  # read as a fresh process would: none of its snapshots kept
     assert log.snapshot() == expected
     log.io.delete([commit_path(v) for v in range(0, 10)])
     log.io.delete([checkpoint_path(3), checkpoint_path(6)])
+    process_snapshots().clear()
     with pytest.raises(CorruptMetadataError):
         log.snapshot()
 

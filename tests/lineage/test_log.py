@@ -22,6 +22,7 @@ from mvtable.lineage.actions import AddSegment, LineageStart, MetadataAction, Re
 from mvtable.lineage.enums import Operation
 from mvtable.lineage.log import LOG_DIR, CommitLog, checkpoint_path, commit_path
 from mvtable.lineage.snapshot import Snapshot
+from mvtable.lineage.snapshot_cache import process_snapshots
 from mvtable.storage import LocalFileIO
 
 
@@ -105,6 +106,7 @@ def test_missing_commit_file(tmp_path) -> None:
     for x in "abcd":
         append(log, x)
     os.unlink(log.io._p(commit_path(2)))
+    process_snapshots().clear()  # read as a fresh process would: none of its snapshots kept
     with pytest.raises(VersionNotFoundError):
         log.read_commit(2)
     # not garbage collection (GC never leaves commit 1 and 3 around a missing 2): a gap, named
@@ -207,6 +209,7 @@ def test_snapshot_reads_the_newest_checkpoint_and_the_commits_after_it(tmp_path)
     for i in range(1, 11):
         append(log, f"s{i}")
     expected = log.snapshot()
+    process_snapshots().clear()  # read as a fresh process would: none of its snapshots kept
 
     reads: list[str] = []
     real_read = log.io.read

@@ -28,6 +28,7 @@ from mvtable import Table
 from mvtable.connector.keys.commit import keyed_rows, lookup
 from mvtable.connector.stats import Predicate
 from mvtable.errors import MvTableError
+from mvtable.lineage.snapshot_cache import process_snapshots
 
 OUTCOMES = ("correct", "typed", "untyped", "wrong")
 KEY = "k"
@@ -137,6 +138,7 @@ def run(name: str, uri: str, rel_path: str, *, count: int | None) -> Report:
             _replace(path, bytes(damaged))
             report.flips += 1
             for read, fn in READS.items():
+                process_snapshots().clear()  # each read as a fresh process makes it: nothing of the table kept
                 try:
                     answer = fn(uri)
                 except MvTableError as exc:
