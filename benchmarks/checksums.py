@@ -8,10 +8,15 @@ rotating order (``common.measure``), on lineitem with 10% deleted (``data.build_
 
 1. ``Table.scan(...).to_arrow()`` of the whole table, checks on vs off
    (``segment_checks.VERIFY``: page CRCs, footer CRC, the dictionary-index check stays on
-   since it guards memory safety). Target: ≤ 1.03×, judged on the median of the per-round ratios.
+   since it guards memory safety).
 2. TPC-H Q1, Q3, Q6 and Q14 (``cases_tpch.QUERIES``) through ``mvtable.create_view`` with
    Spark's Parquet reader verifying page checksums (``parquet.page.verify-checksum.enabled``,
-   what ``create_view`` sets) vs not. Target: ≤ 1.03× per query.
+   what ``create_view`` sets) vs not.
+
+Target: the checks cost ≤ 1.03×, judged on CPU time (median per variant: this process's, plus
+the Spark JVM's for the TPC-H queries, ``common.spark_cpu_clock``), since the checks are work
+and the wall time of a 0.1 s query on a shared machine moves by more than they cost. The wall
+time is reported beside it, as the median of the per-round ratios with its quartiles.
 
 Both variants read the same files (written with checksums): the difference is the check,
 not the bytes. Results are printed and written to ``benchmarks/results/checksums-<timestamp>.json``.
@@ -33,7 +38,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from . import data
-from .common import System, log, machine_info, measure, start_spark, stop_spark
+from .common import System, log, machine_info, measure, spark_cpu_clock, start_spark, stop_spark
 
 HERE = Path(__file__).resolve().parent
 TARGET = 1.03
@@ -90,6 +95,7 @@ def tpch_case(spark: Any, built: data.Built, tpch_dir: Path, *, repeat: int) -> 
     finally:
         native_jvm.VERIFY_PAGE_CHECKSUMS.clear()
         native_jvm.VERIFY_PAGE_CHECKSUMS.update(saved)
+    cpu_clock = spark_cpu_clock(spark)  # the queries' work is the JVM's
     out = []
     try:
         for q, text in QUERIES.items():
@@ -102,12 +108,18 @@ def tpch_case(spark: Any, built: data.Built, tpch_dir: Path, *, repeat: int) -> 
                 {"checked": System(lambda: query("lineitem_checked")), "unchecked": System(lambda: query("lineitem_unchecked"))},
                 repeat=repeat,
                 log=log,
+                cpu_clock=cpu_clock,
             )
             out.append(_pair(f"tpch_{q}_create_view", f"TPC-H {q.upper()} through create_view, 10% deleted", timings))
     finally:
         mvtable.drop_view(spark, "lineitem_checked")
         mvtable.drop_view(spark, "lineitem_unchecked")
     return out
+
+
+def _judged(on_cpu: float | None, off_cpu: float | None, paired_ratio: float | None) -> float | None:
+    """The ratio a case is judged on: CPU time where it was measured, else wall time paired by round."""
+    return on_cpu / off_cpu if on_cpu and off_cpu else paired_ratio
 
 
 def _pair(name: str, description: str, timings: dict[str, Any]) -> dict[str, Any]:
@@ -131,15 +143,16 @@ def _pair(name: str, description: str, timings: dict[str, Any]) -> dict[str, Any
         "ratio": ratio,
         "paired_ratio": paired_ratio,
         "paired_ratio_quartiles": [quartiles[0], quartiles[2]] if quartiles else None,
-        # CPU of this process: steadier than wall time on a shared machine, but it does not
-        # see the work of Spark's executor threads in the JVM (the TPC-H cases)
+        # CPU seconds of this process, plus the Spark JVM's in the TPC-H cases: what the
+        # checks cost in work, which other load on a shared machine moves far less than the
+        # wall time of a 0.1 s query
         "checked_cpu_s": on_cpu,
         "unchecked_cpu_s": off_cpu,
         "cpu_ratio": on_cpu / off_cpu if on_cpu and off_cpu else None,
         "paired_cpu_ratio": statistics.median(paired_cpu) if paired_cpu else None,
         "min_cpu_ratio": min(on.cpu) / min(off.cpu) if on.cpu and off.cpu and min(off.cpu) else None,
         "target": TARGET,
-        "status": "ok" if paired_ratio is not None and paired_ratio <= TARGET else "MISSED",
+        "status": "ok" if (judged := _judged(on_cpu, off_cpu, paired_ratio)) is not None and judged <= TARGET else "MISSED",
         "check": "ok" if on.result == off.result else "the two variants answer differently",
         "load": [*on.loads, *off.loads],
     }
@@ -177,15 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     a.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
     print(
         f"\n{'case':<26}{'checked s':>11}{'unchecked s':>13}{'ratio':>8}{'paired':>8}{'(IQR)':>15}"
-        f"{'CPU ratio':>11}  target  status"
+        f"{'CPU ratio':>11}{'paired':>8}  target  status"
     )
     for r in results:
         ratio = f"{r['ratio']:.3f}" if r["ratio"] else "n/a"
         paired = f"{r['paired_ratio']:.3f}" if r["paired_ratio"] else "n/a"
         iqr = "({:.3f}-{:.3f})".format(*r["paired_ratio_quartiles"]) if r["paired_ratio_quartiles"] else ""
         cpu = f"{r['cpu_ratio']:.3f}" if r["cpu_ratio"] else "n/a"
+        paired_cpu = f"{r['paired_cpu_ratio']:.3f}" if r["paired_cpu_ratio"] else "n/a"
         print(
             f"{r['name']:<26}{r['checked_s']:>11.4f}{r['unchecked_s']:>13.4f}{ratio:>8}{paired:>8}{iqr:>15}{cpu:>11}"
+            f"{paired_cpu:>8}"
             f"  ≤ {TARGET}  {r['status']}  {r['check']}"
         )
     print(f"JSON: {a.out}")

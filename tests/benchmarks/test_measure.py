@@ -39,3 +39,25 @@ def test_an_optional_system_that_always_fails_is_recorded_not_raised() -> None:
     assert t["peer"].error == "RuntimeError: no such API" and t["peer"].median is None and not t["peer"].runs
     assert t["ok"].result == 1 and len(t["ok"].runs) == 2
     assert any("peer" in line and "n/a: RuntimeError: no such API" in line for line in lines)
+
+
+def test_spark_cpu_clock_counts_the_jvms_work(spark) -> None:
+    """A Spark query's work is done in the JVM, which this process's CPU time does not see."""
+    from benchmarks.common import spark_cpu_clock
+
+    t = measure(
+        {"query": System(lambda: spark.range(30_000_000).selectExpr("sum(id * 7 % 13)").collect())},
+        repeat=2,
+        warmup=1,
+        log=lambda _: None,
+        cpu_clock=spark_cpu_clock(spark),
+    )
+    query = t["query"]
+    assert query.cpu_median is not None and query.cpu_median >= 0.5 * query.median  # busy executor threads
+    python_only = measure(
+        {"query": System(lambda: spark.range(30_000_000).selectExpr("sum(id * 7 % 13)").collect())},
+        repeat=2,
+        warmup=0,
+        log=lambda _: None,
+    )["query"]
+    assert python_only.cpu_median is not None and python_only.cpu_median < 0.5 * python_only.median

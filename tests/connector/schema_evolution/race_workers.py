@@ -30,7 +30,10 @@ def row_for(schema: pa.Schema, schema_id: int, rid: int) -> pa.Table:
 
 
 def appender(index: int, barrier: Any, uri: str, options: dict[str, Any], appends: int) -> list[tuple[int, int, str]]:
-    """Append ``appends`` rows, each built from the schema read just before: (row id, schema id read, outcome)."""
+    """Append rows, each built from the schema read just before: (row id, schema id read, outcome).
+
+    At least ``appends``, and on until the last schema change is seen, so the appends span the
+    changes however the machine schedules the processes."""
     from mvtable.connector import Table
     from mvtable.connector.schema import schema_from_json
     from mvtable.errors import ConcurrentSchemaChangeError, SchemaMismatchError
@@ -38,7 +41,7 @@ def appender(index: int, barrier: Any, uri: str, options: dict[str, Any], append
     t = Table.open(uri, storage_options=options)
     barrier.wait(timeout=120)
     out = []
-    for j in range(appends):
+    for j in range(appends * 20):
         rid = index * 1000 + j
         snap = t.snapshot()
         data = row_for(schema_from_json(snap.table_schema), snap.schema_id, rid)
@@ -47,6 +50,8 @@ def appender(index: int, barrier: Any, uri: str, options: dict[str, Any], append
             out.append((rid, snap.schema_id, "landed"))
         except (ConcurrentSchemaChangeError, SchemaMismatchError) as exc:
             out.append((rid, snap.schema_id, type(exc).__name__))
+        if j + 1 >= appends and snap.schema_id >= len(CHANGES):
+            break
     return out
 
 
@@ -56,6 +61,7 @@ def changer(index: int, barrier: Any, uri: str, options: dict[str, Any], pause_s
     t = Table.open(uri, storage_options=options)
     barrier.wait(timeout=120)
     for kind, name, arg in CHANGES:
+        _after_appends(t, 2, timeout_s=120)  # each schema has appends of its own, whatever the load
         time.sleep(pause_s)
         with t.update_schema() as u:
             if kind == "add":
@@ -74,3 +80,11 @@ def race(index: int, barrier: Any, uri: str, options: dict[str, Any], appends: i
     if index == 0:
         return changer(index, barrier, uri, options, pause_s)
     return appender(index, barrier, uri, options, appends)
+
+
+def _after_appends(t: Any, count: int, *, timeout_s: float) -> None:
+    """Wait until ``count`` commits landed after the newest version seen now."""
+    start = t.version
+    deadline = time.monotonic() + timeout_s
+    while t.version < start + count and time.monotonic() < deadline:
+        time.sleep(0.01)

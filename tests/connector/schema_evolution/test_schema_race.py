@@ -45,7 +45,8 @@ def _run(gang: ProcessGang, uri: str, options: dict) -> None:
     )
     results = gang.run(race, uri, options, APPENDS, 0.08, timeout=240)
     outcomes = [o for per in results[1:] for o in per]
-    assert len(outcomes) == APPENDERS * APPENDS
+    for per in results[1:]:
+        assert len(per) >= APPENDS and per[-1][1] == len(CHANGES)  # each appender ran until the last change
     assert {kind for _, _, kind in outcomes} <= {"landed", "ConcurrentSchemaChangeError", "SchemaMismatchError"}
     landed = {rid: sid for rid, sid, kind in outcomes if kind == "landed"}
     assert len(set(landed.values())) >= 2, "the appends did not overlap the schema changes"
