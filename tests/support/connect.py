@@ -36,7 +36,7 @@ from .spark_jvm import shadow_spark_home, spark_conf_for_tests, spark_env
 from .spark_scripts import run_driver
 
 # The server process: a classic session whose Connect plugin serves gRPC; it writes the
-# port it got to ``port`` and runs until its stdin closes (or its parent dies).
+# port it got to ``port`` and runs until it is stopped, its stdin closes or its parent dies.
 _SERVER = r"""
 import json, os, sys
 from pyspark import SparkConf, SparkContext
@@ -105,15 +105,14 @@ class ConnectServer:
         return f"sc://localhost:{self.port}"
 
     def stop(self) -> None:
-        """Stop the server's process tree (the JVM and its Python workers) and remove its files."""
+        """Stop the server's process tree (the JVM and its Python workers) and remove its
+        files. No graceful ``stop()``: nothing it holds outlives the test session."""
         try:
+            kill_tree(self.proc.pid)
+            self.proc.wait(timeout=10)
+        finally:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
-            self.proc.wait(timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        finally:
-            kill_tree(self.proc.pid)
             shutil.rmtree(self.work, ignore_errors=True)
 
 
