@@ -1,9 +1,9 @@
 """Python children forked from a server that imported mvtable, pyarrow and s3fs once: what
 the kill tests run instead of a fresh ``python -c`` each.
 
-A fresh interpreter importing them costs about a second of CPU on a small machine, and the
-kill tests start one or two per trial; a fork of the ``multiprocessing`` fork server costs
-a fork. The child is a real process all the same: it runs its script as ``__main__``,
+A fresh interpreter importing them costs far more CPU than the trial itself, and the kill
+tests start one or two per trial; a child of the ``multiprocessing`` fork server costs a
+fork. The child is a real process all the same: it runs its script as ``__main__``,
 with its own ``sys.argv`` and kill point (``MVTABLE_FAULT``), and dies by its own SIGKILL
 (its exit code is then ``-9``). The fork server is one per test process; the modules that
 use it stop it when they end (``stop_fork_server``), or it lives until the process exits."""
