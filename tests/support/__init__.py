@@ -12,6 +12,8 @@
   ``s3_fault_proxy`` — an HTTP proxy in front of one that injects S3 faults on a schedule.
 * ``process_gang`` — Python processes that race together; ``processes`` — free ports,
   process trees and their cleanup.
+* ``forked`` — children forked from a server with mvtable, pyarrow and s3fs imported (the
+  kill tests' killed processes).
 * ``prestart`` — slow things booted in the background after collection.
 * ``fixtures`` — the pytest fixtures (the only module that imports pytest).
 
