@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--sf", type=float, default=None, help="TPC-H scale factor of the change-feed table (default 0.1; 0.01 smoke)")
     p.add_argument("--repeat", type=int, default=None, help="timed runs per case (default 3; 1 with --smoke)")
-    p.add_argument("--smoke", action="store_true", help="tiny scale: every case runs and answers correctly")
+    p.add_argument("--smoke", action="store_true", help="tiny scale, no warm-up run: every case runs and answers correctly")
     p.add_argument("--batch-rows", default=None, help="sink micro-batch sizes (default 10000,1000000; 2000,20000 smoke)")
     p.add_argument("--batches", type=int, default=None, help="micro-batches per sink run (default 4; 2 with --smoke)")
     p.add_argument("--latency-commits", type=int, default=None, help="commits timed by the latency case (default 8; 3 smoke)")
@@ -57,6 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a = p.parse_args(argv)
     a.sf = a.sf if a.sf is not None else (0.01 if a.smoke else 0.1)
     a.repeat = a.repeat if a.repeat is not None else (1 if a.smoke else 3)
+    a.warmup = 0 if a.smoke else 1  # untimed first round (Spark's planning, the Python workers)
     a.sizes = [int(s) for s in (a.batch_rows or ("2000,20000" if a.smoke else "10000,1000000")).split(",")]
     a.batches = a.batches if a.batches is not None else (2 if a.smoke else 4)
     a.cases = {c.strip() for c in a.cases.split(",") if c.strip()}
@@ -87,7 +88,7 @@ def best(times: list[float]) -> float:
 
 
 # -- 1. sink throughput -------------------------------------------------------------------
-def sink_case(spark: Any, root: Path, *, batch_rows: int, batches: int, repeat: int) -> dict[str, Any]:
+def sink_case(spark: Any, root: Path, *, batch_rows: int, batches: int, repeat: int, warmup: int) -> dict[str, Any]:
     from mvtable import Table
 
     src = root / f"sink-src-{batch_rows}"
@@ -122,10 +123,10 @@ def sink_case(spark: Any, root: Path, *, batch_rows: int, batches: int, repeat: 
         return elapsed
 
     times: dict[str, list[float]] = {"mvtable": [], "foreachBatch_parquet": []}
-    for k in range(repeat + 1):  # the first round warms up Spark's planning and the workers
+    for k in range(warmup + repeat):
         for kind in times:
             t = run(kind, k)
-            if k:
+            if k >= warmup:
                 times[kind].append(t)
     mv, pqt = best(times["mvtable"]), best(times["foreachBatch_parquet"])
     return {
@@ -201,7 +202,7 @@ def latency_case(spark: Any, root: Path, *, commits: int) -> dict[str, Any]:
 
 
 # -- 3. change feed of a 1% delete ---------------------------------------------------------
-def change_feed_case(root: Path, sf: float, *, repeat: int) -> list[dict[str, Any]]:
+def change_feed_case(root: Path, sf: float, *, repeat: int, warmup: int) -> list[dict[str, Any]]:
     from mvtable import Table
 
     lineitem = data.load_lineitem(data.generate(sf, root / f"tpch-{data.sf_label(sf)}"))
@@ -218,7 +219,7 @@ def change_feed_case(root: Path, sf: float, *, repeat: int) -> list[dict[str, An
         deleted = t.delete(expr).deleted_rows
         v = t.version
         full, feed = [], []
-        for _ in range(repeat + 1):
+        for _ in range(warmup + repeat):
             start = time.perf_counter()
             n_full = t.to_arrow().num_rows
             full.append(time.perf_counter() - start)
@@ -229,7 +230,7 @@ def change_feed_case(root: Path, sf: float, *, repeat: int) -> list[dict[str, An
             raise AssertionError(f"change feed of the {name} delete has {changes.num_rows} rows, expected {deleted} deletes")
         if n_full != lineitem.num_rows - deleted:
             raise AssertionError("the full read does not see the delete")
-        f, c = best(full[1:]), best(feed[1:])
+        f, c = best(full[warmup:]), best(feed[warmup:])
         out.append(
             {
                 "case": f"change_feed_1pct_{name}",
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"streaming benchmarks: sf {a.sf}, batches {a.sizes} x {a.batches}, load {load[0]:.1f}")
     try:
         if "change_feed" in a.cases:
-            results.extend(change_feed_case(root, a.sf, repeat=a.repeat))
+            results.extend(change_feed_case(root, a.sf, repeat=a.repeat, warmup=a.warmup))
     except Exception as exc:
         errors.append(f"change feed: {type(exc).__name__}: {exc}")
     spark = None
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
         mvtable.register(spark)
         for size in a.sizes if "sink" in a.cases else ():
-            results.append(sink_case(spark, work, batch_rows=size, batches=a.batches, repeat=a.repeat))
+            results.append(sink_case(spark, work, batch_rows=size, batches=a.batches, repeat=a.repeat, warmup=a.warmup))
         if "latency" in a.cases:
             results.append(latency_case(spark, work, commits=a.latency_commits))
     except Exception as exc:

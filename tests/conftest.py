@@ -1,8 +1,8 @@
 """Shared pytest configuration.
 
-The fixtures (``spark``, ``read_route``, ``spark_cluster``, ``mvtable_wheel_site``, the S3
-servers and buckets) live in ``tests/support/fixtures.py``; see ``tests/support/__init__.py`` for
-what each support module starts.  All are created on first use only, so a run of pure
+The fixtures (``spark``, ``read_route``, ``spark_cluster``, ``mvtable_wheel_site``,
+``spark_connect``, the S3 servers and buckets) live in ``tests/support/fixtures.py``; see
+``tests/support/__init__.py`` for what each support module starts.  All are created on first use only, so a run of pure
 tests never imports pyspark or starts a JVM.  Tests that use them are marked ``spark`` /
 ``cluster`` / ``s3`` automatically, so ``-m "not spark"`` runs without Java.
 
@@ -17,8 +17,8 @@ session and S3 servers. A test module runs whole on one worker (its module-scope
 are built once), and the tests that use the standalone cluster or the installed wheel share
 one worker, so that one cluster boots and one wheel is built, when the first of them runs
 (no prestart there: a worker cannot know at collection whether it will get them); so do the
-modules that start a local Spark Connect server, which listens on a fixed port. The slow
-groups are handed out first.
+modules with tests that use ``spark_connect``, so that they share its Connect servers. The
+slow groups are handed out first.
 """
 
 from __future__ import annotations
@@ -53,9 +53,10 @@ from support.fixtures import (  # noqa: E402,F401
     seaweedfs_server,
     spark,
     spark_cluster,
+    spark_connect,
 )
 
-_SPARK_FIXTURES = {"spark", "spark_cluster", "mvtable_wheel_site"}
+_SPARK_FIXTURES = {"spark", "spark_cluster", "mvtable_wheel_site", "spark_connect"}
 _S3_FIXTURES = {"moto_s3", "moto_server", "seaweedfs_s3", "seaweedfs_server", "s3_fault_proxy"}
 # the session fixtures that boot something big: their tests run on one xdist worker
 _ONE_WORKER_FIXTURES = {"spark_cluster", "mvtable_wheel_site"}
@@ -71,6 +72,8 @@ def _grouped_by_xdist(config: pytest.Config) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     grouped = _grouped_by_xdist(config)
+    # a module with a Spark Connect test goes whole to the worker that runs their servers
+    connect_modules = {_module_of(i) for i in items if "spark_connect" in getattr(i, "fixturenames", ())}
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if "spark_cluster" in names and item.get_closest_marker("cluster") is None:
@@ -80,19 +83,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if names & _S3_FIXTURES and item.get_closest_marker("s3") is None:
             item.add_marker(pytest.mark.s3)
         if grouped and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_xdist_group(item, names)))
+            item.add_marker(pytest.mark.xdist_group(_xdist_group(item, names, connect_modules)))
     if grouped:
         _slow_groups_first(items)
 
 
-def _xdist_group(item: pytest.Item, fixture_names: set[str]) -> str:
+def _module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def _xdist_group(item: pytest.Item, fixture_names: set[str], connect_modules: set[str]) -> str:
     """The worker group of a test: its module's, unless it must share a worker with others."""
     if fixture_names & _ONE_WORKER_FIXTURES:
         return ONE_WORKER_GROUP
-    # a local Spark Connect server listens on Spark's fixed port (15002): two at once collide
-    if hasattr(getattr(item, "module", None), "run_connect_script"):
+    if _module_of(item) in connect_modules:
         return SPARK_CONNECT_GROUP
-    return item.nodeid.split("::")[0]
+    return _module_of(item)
 
 
 def _group_of(item: pytest.Item) -> str:

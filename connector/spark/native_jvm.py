@@ -19,8 +19,8 @@ reader does (framing, CRC, cardinality, row range).
 **Building.** The class is compiled against the Spark that runs it, the first time a
 process needs it, with the JDK's ``javac`` (Spark needs only a JRE, so a machine may lack
 it), into ``$MVTABLE_JVM_CACHE`` (default ``~/.cache/mvtable/jvm``) under a name that
-hashes the source and the Spark version: one build per machine, shared by processes (each
-writes its own temporary jar and renames it into place). It is then added to the running
+hashes the source and the Spark version: one build per machine, shared by processes (one
+builds while the others wait on a lock of the folder, and renames its jar into place). It is then added to the running
 session (``ADD JAR``), which also ships it to a cluster's executors. Where it cannot be
 built or added (no ``javac``, Spark Connect, ``MVTABLE_JVM_MASK=off``), ``read_native`` logs
 why once and falls back to the expression mask: same rows, slower. ``spark_jar()`` (or ``mvtable spark-jar``)
@@ -29,6 +29,7 @@ compile anything."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -37,7 +38,7 @@ import subprocess
 import tempfile
 import threading
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +108,54 @@ def spark_jar(*, jars: Path | None = None) -> Path:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(target.parent):
+        if target.is_file():  # built by the process that held the lock
+            return target
+        _build(target, jars, sources)
+    logger.info("mvtable: built %s", target)
+    return target
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """Held while a jar is built into ``folder``, by one process at a time.
+
+    Processes that need the jar at once (test workers, a job's first tasks) then wait for
+    one build instead of each compiling. A lock on the folder itself leaves no lock file
+    behind; without ``fcntl`` each process builds."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the rename into place still makes racing builds safe
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+# javac is a short-lived JVM: with the C1 compiler alone it starts in much less CPU than
+# with tiered C1+C2 (no C2 threads compiling javac itself), and writes the same classes.
+_JAVAC_JVM = ["-J-XX:TieredStopAtLevel=1"]
+
+
+def _build(target: Path, jars: Path, sources: Sequence[Path]) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         classes = Path(tmp) / "classes"
-        command = [_javac(), "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", *map(str, sources)]
+        command = [
+            _javac(),
+            *_JAVAC_JVM,
+            "--release",
+            "17",
+            "-nowarn",
+            "-d",
+            str(classes),
+            "-cp",
+            f"{jars}/*",
+            *map(str, sources),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise JvmMaskUnavailableError(
@@ -120,9 +166,7 @@ def spark_jar(*, jars: Path | None = None) -> Path:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: mvtable\n")
             for f in sorted(classes.rglob("*.class")):
                 jar.write(f, f.relative_to(classes).as_posix())
-        os.replace(partial, target)  # atomic: a racing process renames the same classes into place
-    logger.info("mvtable: built %s", target)
-    return target
+        os.replace(partial, target)  # atomic: a reader never sees half a jar
 
 
 _attached: dict[Any, bool] = {}

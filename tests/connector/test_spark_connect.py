@@ -1,4 +1,4 @@
-"""mvtable through Spark Connect (``SparkSession.builder.remote("local[2]")``): writes,
+"""mvtable through Spark Connect (a local Connect server, as ``remote("local[2]")`` starts): writes,
 appends, a consistent push, time travel, ``register()`` with the SQL procedures, and
 deletes planned by Spark — all from a Connect client, with the data source's Python code
 running where the Connect server runs."""
@@ -6,12 +6,11 @@ running where the Connect server runs."""
 from __future__ import annotations
 
 from mvtable.connector import Table
-from tests.support.connect import run_connect_script
 
 
-def test_the_whole_surface_through_spark_connect(tmp_path):
+def test_the_whole_surface_through_spark_connect(spark_connect, tmp_path):
     path = str(tmp_path / "t")
-    _, result = run_connect_script(
+    _, result = spark_connect.run(
         f"""
         from mvtable.connector import delete, register
         path = {path!r}

@@ -14,7 +14,6 @@ from mvtable.errors import (
     VersionNotFoundError,
     from_spark,
 )
-from tests.support.connect import run_connect_script
 
 pytestmark = pytest.mark.spark
 
@@ -50,9 +49,9 @@ def test_errors_of_reads_writes_and_procedures_come_back_typed(spark, tmp_path):
     assert Table.open(path).version == 0
 
 
-def test_errors_come_back_typed_under_spark_connect(tmp_path):
+def test_errors_come_back_typed_under_spark_connect(spark_connect, tmp_path):
     path = str(tmp_path / "t")
-    _, result = run_connect_script(
+    _, result = spark_connect.run(
         f"""
         import mvtable
         from mvtable.connector import register

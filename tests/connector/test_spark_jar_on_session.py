@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from mvtable.connector.spark import native_jvm
-from tests.support.connect import run_connect_script
 from tests.support.spark_scripts import run_spark_script
 
 pytestmark = pytest.mark.spark
@@ -78,10 +77,10 @@ def test_a_classic_session_built_with_the_jar_reads_natively(tmp_path):
 
 
 @pytest.mark.parametrize("jar", [True, False], ids=["jar-on-server", "no-jar"])
-def test_spark_connect_reads_natively_with_the_jar_on_the_server(tmp_path, jar):
+def test_spark_connect_reads_natively_with_the_jar_on_the_server(spark_connect, tmp_path, jar):
     """The client has no JVM to add the jar to: with the jar in the server's ``spark.jars``
     the reads run on its Parquet scan; without it, the Python source serves the same rows."""
-    _, [got] = run_connect_script(
+    _, [got] = spark_connect.run(
         reads(
             str(tmp_path / "t"),
             explain_df="df._explain_string()",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,9 +52,26 @@ def table(tmp_path) -> Table:
 
 
 # -- the jar -----------------------------------------------------------------------------------
+# two processes that need the jar at once: one builds it, the other waits and takes it
+_BUILD = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+from mvtable.connector.spark import native_jvm
+print(native_jvm.spark_jar())
+"""
+
+
 def test_the_jar_is_built_once_and_named_by_its_source_and_spark(tmp_path, monkeypatch):
     monkeypatch.setenv("MVTABLE_JVM_CACHE", str(tmp_path / "cache"))
+    builders = [
+        subprocess.Popen([sys.executable, "-c", _BUILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [b.communicate(timeout=300) for b in builders]
+    assert [b.returncode for b in builders] == [0, 0], outputs
+    assert sum(err.count("mvtable: built") for _, err in outputs) == 1, outputs  # one javac run
     jar = native_jvm.spark_jar()
+    assert [out.strip() for out, _ in outputs] == [str(jar)] * 2
     assert jar.parent == tmp_path / "cache" and jar.suffix == ".jar"
     import zipfile
 

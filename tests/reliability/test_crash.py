@@ -10,7 +10,6 @@ and accept the next writer, the next GC and the next vacuum."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import random
 import signal
@@ -23,6 +22,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from support import forked
 
 from mvtable.connector import Table
 from mvtable.errors import FilesMissingError, VersionNotFoundError
@@ -211,20 +211,15 @@ def test_kill_at_step_leaves_one_committed_snapshot(tmp_path, point, op, state, 
     assert not [e for e in t.lineage() if e.state == "IN_PROGRESS"]
 
 
-_FORKS = multiprocessing.get_context("forkserver")
-_FORKS.set_forkserver_preload(["pyarrow", "pyarrow.compute", "mvtable.connector"])
+_FORKS = forked.context()  # the kill tests' fork server (support.forked), its imports done
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _stop_fork_server() -> Iterator[None]:
     """The fork server starts with the first trial; stop it with this module (it would
-    otherwise live until pytest exits). ``_stop`` is the standard library's own hook."""
+    otherwise live until pytest exits)."""
     yield
-    from multiprocessing import forkserver
-
-    stop = getattr(forkserver._forkserver, "_stop", None)
-    if stop is not None:
-        stop()
+    forked.stop_fork_server()
 
 
 def run_child(op: str, uri: str, arg, point: str) -> subprocess.CompletedProcess:

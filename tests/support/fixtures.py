@@ -9,6 +9,8 @@ pytest, so that the benchmarks can use them with the ``bench`` extra alone.)
   through the Python source.
 * ``spark_cluster``    session-scoped standalone master + 2 workers (``spark_cluster``).
 * ``mvtable_wheel_site`` session-scoped folder holding the project installed from its wheel.
+* ``spark_connect``    session-scoped local Spark Connect servers, one per server configuration,
+  and the scripts run against them (``ConnectServers``, ``connect``).
 * ``seaweedfs_server`` / ``moto_server``  session-scoped S3 servers on loopback;
   ``seaweedfs_s3`` / ``moto_s3``  a fresh, empty bucket on one (``S3Endpoint``).
   A missing binary skips, unless ``MVTABLE_REQUIRE_S3=1`` makes it a failure.
@@ -28,6 +30,7 @@ from typing import Any
 import pytest
 
 from . import prestart
+from .connect import ConnectServers
 from .s3_fault_proxy import FaultProxy
 from .s3_moto import start_moto
 from .s3_seaweed import start_seaweedfs
@@ -126,6 +129,17 @@ def mvtable_wheel_site() -> Iterator[Path]:
         yield site
     finally:
         _remove_wheel_site(site)
+
+
+@pytest.fixture(scope="session")
+def spark_connect() -> Iterator[ConnectServers]:
+    """Local Spark Connect servers, each started when a test first runs a script on its
+    configuration (``spark_connect.run(script, conf=...)``) and shared by the later ones."""
+    servers = ConnectServers()
+    try:
+        yield servers
+    finally:
+        servers.stop()
 
 
 # --------------------------------------------------------------------------- S3

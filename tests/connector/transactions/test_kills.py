@@ -8,14 +8,13 @@ is aborted by it, a decided one finished."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from support import forked
 
 import mvtable
 from mvtable.connector import Table
@@ -70,10 +69,17 @@ def make_tables(uris: list[str], options: dict[str, Any]) -> list[Table]:
     return tables
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _stop_fork_server() -> Iterator[None]:
+    yield
+    forked.stop_fork_server()
+
+
 def run_child(uris: list[str], options: dict[str, Any], *, point: str | None, txn: str | None = None) -> None:
-    env = {**os.environ, "MVTABLE_FAULT": point or ""}
+    """The transaction (or the rollback of ``txn``) in another process, ``point`` armed (a
+    child forked with the imports done: ``support.forked``)."""
     cfg = json.dumps({"uris": uris, "options": options, "txn": txn})
-    proc = subprocess.run([sys.executable, "-c", CHILD, cfg], env=env, capture_output=True, text=True, timeout=180)
+    proc = forked.run_forked(CHILD, [cfg], point=point or "", timeout=180)
     if point is None:
         assert proc.returncode == 0, proc.stderr
     else:

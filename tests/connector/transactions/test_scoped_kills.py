@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from support import forked
 
 import mvtable
 from mvtable.connector import Table
@@ -96,10 +95,17 @@ def star(fact_uri: str, dim_uri: str, options: dict[str, Any]) -> tuple[Table, T
     return fact, dim
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _stop_fork_server() -> Iterator[None]:
+    yield
+    forked.stop_fork_server()
+
+
 def kill_at(fact: Table, dim: Table, point: str, order: tuple[str, ...]) -> None:
-    env = {**os.environ, "MVTABLE_FAULT": point}
+    """The transaction in another process, killed at ``point`` (a child forked with the
+    imports done: ``support.forked``)."""
     cfg = json.dumps({"fact": fact.uri, "dim": dim.uri, "order": list(order), "options": fact.storage_options})
-    proc = subprocess.run([sys.executable, "-c", CHILD, cfg], env=env, capture_output=True, text=True, timeout=180)
+    proc = forked.run_forked(CHILD, [cfg], point=point, timeout=180)
     assert proc.returncode == -9, f"the child was not killed at {point}: rc {proc.returncode}\n{proc.stderr[-3000:]}"
 
 
