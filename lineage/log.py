@@ -60,6 +60,8 @@ _LISTED_READ_PAUSES = (0.02, 0.1, 0.3)
 # still missing are read directly: a listing that raced a writer is whole the next time
 # (every file that existed when it began is in it), so the second look settles a race.
 LISTING_LOOKS = 2
+# Snapshots built on a fresh listing when a commit the last one showed was collected meanwhile
+_SNAPSHOT_LOOKS = 3
 _EXISTS_SERIAL = 16  # a commit naming more files than this checks they exist in parallel
 
 
@@ -291,7 +293,22 @@ class CommitLog:
             LogGapError: commit files it needs are missing while later ones are there.
             StrayLogFileError: the newest name in the log is not a commit of this table.
             CorruptCommitError: a commit it needs cannot be decoded."""
-        listing = listing or self.listing()
+        looks = _SNAPSHOT_LOOKS
+        while True:
+            try:
+                return self._snapshot(version, listing or self.listing(), shared=shared)
+            except VersionNotFoundError:
+                # A commit the listing showed can be collected before it is read: writers went on,
+                # a newer checkpoint landed and GC cut the log down to it. Listed again, the log
+                # shows that checkpoint (or, for an old version, why it can no longer be read).
+                looks -= 1
+                if looks == 0:
+                    raise
+                logger.debug("a commit of %s/%s went while the snapshot was built; listing again", self.io.uri, LOG_DIR)
+                listing = None
+
+    def _snapshot(self, version: int | None, listing: Listing, *, shared: bool) -> Snapshot:
+        """``snapshot`` on one listing of the log."""
         if listing.latest < 0:
             raise TableNotFoundError(f"no mvtable table at {self.io.uri} (no {LOG_DIR}/ files)")
         target = listing.latest if version is None else version

@@ -388,3 +388,21 @@ def test_catch_up_after_gc_cut_the_log_past_the_snapshot_reads_it_afresh(tmp_pat
     assert not log.io.exists(commit_path(old.version + 1))
     caught_up = log.catch_up(old)
     assert caught_up.version == 3 and set(caught_up.segments) == {"a", "b", "c"}
+
+
+def test_a_commit_collected_while_the_snapshot_is_built_lists_the_log_again(tmp_path) -> None:
+    """Writers went on, a newer checkpoint landed and GC cut the log to it between the listing
+    and the read of a commit it showed: the snapshot is built again from a fresh listing."""
+    log = new_log(tmp_path, checkpointInterval="3")
+    for i in range(1, 8):
+        append(log, f"s{i}")
+    stale = log.listing()  # versions 0..7, checkpoints 3 and 6
+    append(log, "s8")
+    append(log, "s9")  # checkpoint 9
+    assert 9 in log.listing().checkpoints
+    log.io.delete([commit_path(v) for v in range(0, 9)])  # GC down to checkpoint 9
+    process_snapshots().clear()
+    newest = log.snapshot(listing=stale)
+    assert newest.version == 9 and newest.visible_segment_ids() == [f"s{i}" for i in range(1, 10)]
+    with pytest.raises(VersionNotFoundError, match="can no longer be read"):
+        log.snapshot(7, listing=stale)  # an old version: why it is gone, from the fresh listing
