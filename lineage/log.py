@@ -282,10 +282,11 @@ class CommitLog:
     def snapshot(self, version: int | None = None, *, listing: Listing | None = None, shared: bool = False) -> Snapshot:
         """The snapshot at ``version`` (newest when ``None``).
 
-        Built from the newest checkpoint at or before it, plus the commits after the checkpoint.
-        ``shared``: for a caller that only reads the snapshot and never changes it; when no
-        commit follows the checkpoint, it may be the process's cached checkpoint itself
-        instead of a copy.
+        Built from the newest checkpoint at or before it, or from the snapshot this process
+        built of the table last when no checkpoint is nearer (``snapshot_cache``), plus the
+        commits after it. ``shared``: for a caller that only reads the snapshot and never
+        changes it; it may then be a cached snapshot itself instead of a copy. A commit the
+        listing showed that GC removes meanwhile makes it list the log again.
 
         Raises:
             TableNotFoundError: the log holds no version.
