@@ -21,3 +21,6 @@ def test_checksum_benchmark_smoke(tmp_path: Path) -> None:
     [scan] = json.loads(out.read_text())["results"]
     assert scan["name"] == "table_scan" and scan["check"] == "ok"
     assert scan["checked_s"] > 0 and scan["unchecked_s"] > 0
+    inside = scan["inside"]  # the check's own CPU time, measured inside the scans
+    assert inside["unit"] == "CPU s" and 0 < inside["check"] < inside["total"]
+    assert scan["judged_ratio"] == 1 + inside["cost"]
