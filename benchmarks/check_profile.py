@@ -38,8 +38,8 @@ class CheckShare:
     """How much of a read's work the checks were, over ``rounds`` reads."""
 
     rounds: int
-    check: float  # CPU seconds (Python) or samples (JVM) inside the checks
-    total: float  # the same unit, of all the read's work
+    check: float  # CPU seconds inside the checks
+    total: float  # CPU seconds of all the read's work
     unit: str
 
     @property
@@ -90,9 +90,8 @@ def python_check_share(read: Callable[[], object], *, rounds: int, cpu_clock: Ca
 
 
 def jvm_crc_seconds_per_byte(spark: Any, *, megabytes: int = 256, rounds: int = 5) -> float:
-    """What ``java.util.zip.CRC32`` costs per byte in the Spark JVM (the best of ``rounds``),
-    on a direct buffer as parquet-mr's pages are; each round's Py4J call is counted in, so
-    this errs high."""
+    """What ``java.util.zip.CRC32`` costs per byte in the Spark JVM (the best of ``rounds``,
+    each with its Py4J call), on a direct buffer as parquet-mr's pages are."""
     jvm = spark.sparkContext._jvm
     buffer = jvm.java.nio.ByteBuffer.allocateDirect(megabytes << 20)
     crc = jvm.java.util.zip.CRC32()
