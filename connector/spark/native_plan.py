@@ -21,12 +21,13 @@ unions the projections. The plan lives in the DataFrame's (or view's) analyzed p
 
 The pin, though, is held only while a query reads it: Spark tells the JVM when each SQL
 query starts and ends, which it never tells a Python source. ``PinLifetime.java`` counts the
-running queries of each plan; before a query reads, the JVM asks this source to renew the pin
-to ``pinTtl`` (``renewed``: it pins the version again if the pin lapsed and the version is
-still whole, else raises the typed error), and when the last running query ends it asks to
-cut the pin to ``pinIdleTtl`` (``idled``). A plan starts idle. So a finished Spark job holds
-back GC and vacuum for ``pinIdleTtl``, not ``pinTtl``; the Python route keeps the ``pinTtl``
-rule (``source``).
+running queries of each plan. A plan starts idle: its pin lasts ``pinIdleTtl``. A query
+runs under that pin while at least half of it is left, with no call here; one that starts
+later, or is still running by then, has the JVM ask this source to renew the pin to ``pinTtl``
+(``renewed``: it pins the version again if the pin lapsed and the version is still whole, else
+raises the typed error), and when the last running query ends it asks to cut the renewed pin
+back to ``pinIdleTtl`` (``idled``). So a finished Spark job holds back GC and vacuum for at
+most ``pinIdleTtl``, not ``pinTtl``; the Python route keeps the ``pinTtl`` rule (``source``).
 
 Why this route: a rule alone that finds the Python relation has no plan to use and would
 have to call Python again per DataFrame (a second pin, possibly of another version) or per

@@ -76,7 +76,7 @@ def test_commit_that_lands_after_the_writer_gave_up_finds_its_files(s3_fault_pro
     that commit names (that would be a durable commit naming lost bytes)."""
     proxy = s3_fault_proxy
     proxy.hold_s = TIMEOUT_S * 1.5
-    proxy.late_s = 10.0
+    proxy.late_s = 60.0  # an upper bound: released below, once the writer gave up
     faulty, direct = _tables(proxy)
     proxy.set_rules(
         [
@@ -88,7 +88,8 @@ def test_commit_that_lands_after_the_writer_gave_up_finds_its_files(s3_fault_pro
         faulty.append(_rows(3))
     held = next(e for e in proxy.events if e.fault == "late")
     assert held.status is None, "the held PUT landed before the writer gave up: no test"
-    deadline = time.monotonic() + proxy.late_s + 10
+    proxy.release_late()
+    deadline = time.monotonic() + 30
     while held.status is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert held.status == 200

@@ -268,31 +268,43 @@ def test_spark_sql_without_the_python_source_says_what_to_install(table, tmp_pat
     assert "no Python 'mvtable' data source" in done.stderr and "pip install 'mvtable[spark]'" in done.stderr, done.stderr[-3000:]
 
 
-def test_a_queried_view_renews_its_pin(spark, table):
-    """A native view's pin lasts ``pinIdleTtl`` until a query reads it; each query renews it to
-    ``pinTtl`` first (one Python call) and Spark's end of the query cuts it back."""
+def test_a_queried_view_renews_its_pin_only_once_half_its_idle_life_is_used(spark, table):
+    """A native view's pin lasts ``pinIdleTtl`` until a query reads it. Queries while half of
+    that is left run under it with no Python call; the first query after that renews it to
+    ``pinTtl`` before it reads, and Spark's end of the query cuts it back."""
     from mvtable.storage import open_file_io
     from mvtable.visibility import pins
 
+    idle_s = 8
     io = open_file_io(table.uri)
     before = {p.id for p in pins.live_pins(io)}
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW native_route_pin USING mvtable OPTIONS (path '{table.uri}')")
+    spark.sql(
+        f"CREATE OR REPLACE TEMPORARY VIEW native_route_pin USING mvtable OPTIONS (path '{table.uri}', pinIdleTtl '{idle_s}s')"
+    )
     try:
         [pin] = [p for p in pins.live_pins(io) if p.id not in before]
-        assert pin.version == 4 and pin.expires_ms <= time.time() * 1000 + 300_000  # pinIdleTtl: no query yet
+        assert pin.version == 4 and pin.expires_ms <= time.time() * 1000 + idle_s * 1000  # pinIdleTtl: no query yet
         rule = spark._jvm.io.mvtable.spark.NativeScanRule
         lifetime = spark._jvm.io.mvtable.spark.PinLifetime
+        renewals, cuts, ended = rule.pinRenewals(), lifetime.pinCuts(), lifetime.executionsEnded()
         for _ in range(2):
-            renewals, cuts, ended = rule.pinRenewals(), lifetime.pinCuts(), lifetime.executionsEnded()
             assert spark.sql("SELECT count(*) FROM native_route_pin").first()[0] == 2800
-            deadline = time.time() + 30
-            while rule.pinRenewals() == renewals and time.time() < deadline:
-                time.sleep(0.05)  # a pin with idle life left is renewed beside the query, not before it
-            assert rule.pinRenewals() == renewals + 1
-            while lifetime.executionsEnded() == ended and time.time() < deadline:
-                time.sleep(0.05)
-            assert lifetime.settle(30_000) and lifetime.pinCuts() >= cuts + 1
-            [now] = [p for p in pins.live_pins(io) if p.id not in before]
-            assert now.id == pin.id and now.expires_ms <= time.time() * 1000 + 300_000
+        deadline = time.time() + 30
+        while lifetime.executionsEnded() < ended + 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert lifetime.settle(30_000)
+        assert (rule.pinRenewals(), lifetime.pinCuts()) == (renewals, cuts)  # no Python call
+        [same] = [p for p in pins.live_pins(io) if p.id not in before]
+        assert same.id == pin.id and same.expires_ms == pin.expires_ms
+
+        time.sleep(max(0.0, (pin.expires_ms - idle_s * 500) / 1000 - time.time()) + 0.2)  # half of it used
+        ended = lifetime.executionsEnded()
+        assert spark.sql("SELECT count(*) FROM native_route_pin").first()[0] == 2800
+        assert rule.pinRenewals() == renewals + 1  # renewed before the query read
+        while lifetime.executionsEnded() == ended and time.time() < deadline:
+            time.sleep(0.05)
+        assert lifetime.settle(30_000) and lifetime.pinCuts() == cuts + 1
+        [now] = [p for p in pins.live_pins(io) if p.id not in before]
+        assert now.id == pin.id and pin.expires_ms < now.expires_ms <= time.time() * 1000 + idle_s * 1000
     finally:
         spark.sql("DROP VIEW IF EXISTS native_route_pin")

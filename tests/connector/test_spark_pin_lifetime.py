@@ -104,10 +104,10 @@ def test_the_next_query_renews_a_lapsed_pin_while_the_version_is_whole(spark, re
     assert again.expires_ms <= time.time() * 1000 + IDLE_S * 1000 + 50
 
 
-def test_a_query_on_a_freshly_cut_pin_starts_at_once_and_renews_it_beside(spark, replaced):
-    """A cut pin with most of pinIdleTtl left still holds the version: the query does not wait
-    for the Python renewal call (as long as a short query); it is queued beside the query and
-    renews only if the query still runs then (a longer one is renewed by the JVM's timer)."""
+def test_a_query_on_a_freshly_cut_pin_runs_under_it_with_no_python_call(spark, replaced):
+    """A cut pin with most of pinIdleTtl left still holds the version: a short query runs under
+    it, and neither waits for a renewal nor has one made beside it (a longer one is renewed by
+    the JVM's timer: the next test)."""
     t = replaced
     ended = lifetime(spark).executionsEnded()
     df = spark.read.format("mvtable").options(pinIdleTtl="120s").load(t.uri)
@@ -118,11 +118,9 @@ def test_a_query_on_a_freshly_cut_pin_starts_at_once_and_renews_it_beside(spark,
 
     ended = lifetime(spark).executionsEnded()
     renewals = spark._jvm.io.mvtable.spark.NativeScanRule.pinRenewals()
-    lifetime(spark).pauseCalls(3_000)  # the JVM's call thread is busy: a renewal beside the query waits
     assert sorted(r.id for r in df.collect()) == list(range(1000, 1010))
-    assert spark._jvm.io.mvtable.spark.NativeScanRule.pinRenewals() == renewals  # the query did not wait for it
     settled(spark, ended)
-    # the renewal queued beside the query found it over: the cut pin, still good, stays cut
+    # the cut pin, still good, stays cut: no renewal, and no cut after the query
     assert spark._jvm.io.mvtable.spark.NativeScanRule.pinRenewals() == renewals
     [still] = spark_pins(t)
     assert still.id == cut.id and still.expires_ms == cut.expires_ms
@@ -188,6 +186,53 @@ def test_a_running_query_keeps_the_full_pin_while_another_of_the_same_dataframe_
     settled(spark, ended)
     [cut] = spark_pins(t)  # the last one ended: cut
     assert cut.id == held.id and cut.expires_ms <= time.time() * 1000 + IDLE_S * 1000 + 50
+
+
+def test_a_query_that_outlives_half_the_cut_pin_is_renewed_by_the_timer(spark, replaced, tmp_path):
+    """A query that starts on a fresh cut pin runs under it; if it is still running when half of
+    pinIdleTtl is used up, the JVM's timer renews the pin to pinTtl, and the query's end cuts it."""
+    from pyspark.sql.functions import col, udf
+
+    t = replaced
+    idle_s = 8
+    gate = tmp_path / f"release-{uuid.uuid4().hex}"
+    entered = tmp_path / f"entered-{uuid.uuid4().hex}"
+
+    @udf("long")
+    def wait_for_gate(x):
+        import os
+        import time as _time
+
+        open(str(entered), "a").close()
+        deadline = _time.time() + 60
+        while not os.path.exists(str(gate)) and _time.time() < deadline:
+            _time.sleep(0.05)
+        return x
+
+    df = spark.read.format("mvtable").options(pinIdleTtl=f"{idle_s}s").load(t.uri)
+    [made] = spark_pins(t)
+    rule = spark._jvm.io.mvtable.spark.NativeScanRule
+    renewals, ended = rule.pinRenewals(), lifetime(spark).executionsEnded()
+    result: list = []
+    query = threading.Thread(target=lambda: result.append(df.coalesce(1).select(wait_for_gate(col("id"))).collect()), daemon=True)
+    query.start()
+    deadline = time.time() + 60
+    while not entered.exists():
+        assert time.time() < deadline and query.is_alive(), "the query never started reading"
+        time.sleep(0.05)
+    if time.time() * 1000 < made.expires_ms - idle_s * 500 - 500:  # still in the pin's first half
+        assert rule.pinRenewals() == renewals  # the query started under the cut pin
+    while rule.pinRenewals() == renewals:
+        assert time.time() < deadline and not result, "the running query's pin was not renewed"
+        time.sleep(0.1)
+    [held] = spark_pins(t)
+    assert held.id == made.id and held.expires_ms > time.time() * 1000 + 600_000  # pinTtl
+    gate.touch()
+    query.join(60)
+    assert len(result[0]) == 10
+    settled(spark, ended)
+    [cut] = spark_pins(t)
+    assert cut.id == made.id and cut.expires_ms <= time.time() * 1000 + idle_s * 1000 + 50
 
 
 def test_an_action_run_from_a_plan_spark_made_before_is_renewed_from_its_start_event(spark, replaced):

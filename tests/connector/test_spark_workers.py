@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from support.spark_session import pickle_by_value
+from support.spark_session import PYTHON_ROUTE, pickle_by_value, spark_conf
 
 import mvtable
 from mvtable.connector import Table
@@ -76,7 +76,10 @@ def test_python_workers_run_this_mvtable_and_keep_the_dv_cache_between_queries(s
         assert info["pid"] != os.getpid()
 
     def read() -> int:
-        return spark.read.format("mvtable").load(t.uri).count()
+        # the Python route: on Spark's Parquet scan (mvtable's jar attached by an earlier test)
+        # no Python worker reads, and the pigeonhole below would depend on the test order
+        with spark_conf(spark, PYTHON_ROUTE):
+            return spark.read.format("mvtable").load(t.uri).count()
 
     # Which idle worker takes a task depends on how many earlier tests left in the pool,
     # so ask by pigeonhole: read and probe until some worker shows a cache hit, which

@@ -223,7 +223,7 @@ def test_a_put_that_lands_after_the_writer_gave_up_is_not_a_conflict(proxy: Faul
     nothing of ours landed): the outcome is unknown until the held PUT is settled, and the
     next read tells."""
     proxy.hold_s = TIMEOUT_S * 1.5
-    proxy.late_s = 8.0
+    proxy.late_s = 60.0  # an upper bound: released below, once the writer gave up
     log = CommitLog(_io(proxy, client_retries=False), retry=RetryPolicy(max_attempts=1), check_files=False)
     read = _create(log)
     proxy.set_rules([FaultRule(ops={"PUT"}, key=COMMIT_1, script=["late"], rate=1.0, kinds=("timeout",))])
@@ -235,7 +235,8 @@ def test_a_put_that_lands_after_the_writer_gave_up_is_not_a_conflict(proxy: Faul
     txn, version = info.value.txn, info.value.version
     assert txn and version == 1
     assert log.find_commit(txn, since=version) is None  # not yet
-    deadline = time.monotonic() + proxy.late_s + 5
+    proxy.release_late()
+    deadline = time.monotonic() + 30
     direct = _direct(proxy)
     while direct.latest_version() < 1 and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -8,7 +8,7 @@ long-lived table's does: ext4 returns a large folder's names in hash order, one 
 time, so a listing can show version N without N-1 (a small folder is read in one go), and
 an object store lists more than a page of keys in several requests.
 
-Duration per backend: ``MVTABLE_LISTING_RACE_SECONDS`` (default 20 s each, to keep CI
+Duration per backend: ``MVTABLE_LISTING_RACE_SECONDS`` (default 12 s each, to keep CI
 short; the issue's acceptance run is ``MVTABLE_LISTING_RACE_SECONDS=60``)."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def run_race(tmp_path: Path, uri: str, options: dict, *, label: str, history: in
 
 def test_listing_race_local(tmp_path):
     # 1,200 commits: ext4 returns the folder's names in more than one readdir buffer
-    run_race(tmp_path, str(tmp_path / "t"), {}, label="local disk", history=1200, seconds=float(SECONDS or 20), min_versions=50)
+    run_race(tmp_path, str(tmp_path / "t"), {}, label="local disk", history=1200, seconds=float(SECONDS or 12), min_versions=50)
 
 
 @pytest.mark.s3
@@ -98,4 +98,4 @@ def test_listing_race_seaweedfs(tmp_path, seaweedfs_s3):
     # over 1,000 keys in the log, so that every listing takes two pages; each takes ~0.5 s
     # on SeaweedFS here, so an opener's round takes seconds and it sees fewer versions
     uri, options = seaweedfs_s3.url("listing-race"), seaweedfs_s3.storage_options()
-    run_race(tmp_path, uri, options, label="SeaweedFS S3", history=1000, seconds=float(SECONDS or 20), min_versions=5)
+    run_race(tmp_path, uri, options, label="SeaweedFS S3", history=1000, seconds=float(SECONDS or 12), min_versions=5)

@@ -94,7 +94,7 @@ class FaultProxy:
     """A running proxy in front of the server of ``real`` (one bucket); see the module
     docstring. ``endpoint`` is that bucket through the proxy, ``real`` the bucket itself.
     ``hold_s`` is how long ``timeout`` holds a request and ``late_s`` how long ``late`` does
-    (``hold_s`` when ``None``; set both above the client's read timeout), ``slow_s`` how long
+    (``hold_s`` when ``None``; set both above the client's read timeout; ``release_late`` ends it sooner), ``slow_s`` how long
     a ``slow`` body trickles."""
 
     def __init__(
@@ -113,6 +113,7 @@ class FaultProxy:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._late_released = threading.Event()
         self._threads: set[threading.Thread] = set()
         self._conns: dict[socket.socket, BinaryIO | None] = {}
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -127,15 +128,21 @@ class FaultProxy:
 
     # -- configuration -----------------------------------------------------------------
     def set_rules(self, rules: Iterable[FaultRule], *, seed: int | None = None) -> None:
-        """Replace the schedule (an empty list passes everything through)."""
+        """Replace the schedule (an empty list passes everything through); ``late`` holds again."""
         with self._lock:
             self.rules = list(rules)
             self._since = time.monotonic()
+            self._late_released.clear()
             if seed is not None:
                 self._rng = random.Random(seed)
 
     def clear(self) -> None:
         self.set_rules([])
+
+    def release_late(self) -> None:
+        """Let the ``late`` requests held now go on at once, rather than after ``late_s``: a
+        test sets ``late_s`` as an upper bound and releases them once the client gave up."""
+        self._late_released.set()
 
     def counts(self) -> collections.Counter[str]:
         """How many requests got each fault (``"pass"``: none)."""
@@ -250,7 +257,7 @@ class FaultProxy:
             return False
         if fault in ("timeout", "late"):
             held = self.late_s if fault == "late" and self.late_s is not None else self.hold_s
-            self._stopping.wait(held)
+            self._hold(held, late=fault == "late")
             if fault == "timeout" or self._stopping.is_set():
                 _close(conn, reader, reset=True)
                 return False
@@ -264,6 +271,15 @@ class FaultProxy:
             return True
         conn.sendall(response.raw)
         return response.keep_alive
+
+    def _hold(self, seconds: float, *, late: bool) -> None:
+        """Hold a request ``seconds``, or until the proxy stops (or, ``late``, until ``release_late``)."""
+        end = time.monotonic() + seconds
+        while not self._stopping.is_set() and not (late and self._late_released.is_set()):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._stopping.wait(min(left, 0.05))
 
     def _forward(self, request: _Request, *, slow: bool) -> _Response | None:
         """Send ``request`` to the server on a fresh connection and read its answer."""

@@ -39,10 +39,14 @@ import scala.runtime.BoxedUnit;
  * file), else from the start event (a DataFrame's plan optimized once and run again by a later
  * action). When the last running execution of a plan ends, its pin is cut to {@code pinIdleTtl}
  * (Python rewrites the pin file); queries of one DataFrame running side by side never cut it
- * under each other. A plan starts idle (Python pins it so), and every query renews the pin to
- * the full {@code pinTtl} ({@link PinRenewal}): beside the query while the cut pin has at least
- * half of pinIdleTtl left, else before it runs, when the pin is extended, or made again if it
- * lapsed while the version is still whole, or the query fails with the typed error.
+ * under each other. A plan starts idle (Python pins it so). A query that starts while the cut
+ * pin has at least half of pinIdleTtl left runs under it with no Python call at all; the timer
+ * renews the pin to the full {@code pinTtl} ({@link PinRenewal}) only if the query is still
+ * running once half of pinIdleTtl has passed. A query that starts later renews first: the pin
+ * is extended, or made again if it lapsed while the version is still whole, or the query fails
+ * with the typed error. So a short query costs no Python call while its pin is fresh (a call
+ * beside every query took CPU from the query itself on a small machine), and a finished query's
+ * pin outlives it by at least half of pinIdleTtl and at most pinIdleTtl.
  * The pin is not released: the DataFrame or view may be queried again.
  *
  * <p>The cut waits a moment ({@link #graceMs}: a tenth of pinIdleTtl, at most two seconds)
@@ -90,7 +94,7 @@ public final class PinLifetime extends SparkListener {
 
   /**
    * In the query's thread, when {@link NativeScanRule} optimizes a query of {@code table}: count
-   * it as running under the query's execution and renew the pin before it reads.
+   * it as running under the query's execution and, if the pin is due, renew it before it reads.
    */
   static void queried(NativeTable table) {
     NativePlan plan = table.plan();
@@ -98,11 +102,9 @@ public final class PinLifetime extends SparkListener {
     if (id != null) {
       started(Long.parseLong(id), plan);
     }
-    if (id != null && PinRenewal.idleLongEnough(plan)) {
-      // the cut pin still holds the version for a while: the query starts now and the pin
-      // is renewed beside it (a renewal is a Python call, as long as a short query)
-      CALLS.execute(() -> wake(plan));
-    } else {
+    if (id == null || !PinRenewal.idleLongEnough(plan)) {
+      // else the cut pin holds the version for at least half of pinIdleTtl more: the query
+      // runs under it, and the timer renews it only if the query is still running by then
       PinRenewal.renewIfDue(plan);
     }
     if (id == null && plan.running.get() == 0) {

@@ -10,11 +10,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The calls into the Python source that change a native read's pin; Python alone reads and
- * writes pin files. Before a query of the DataFrame or view runs, the pin is renewed to the
- * full {@code pinTtl} if {@link PinLifetime} cut it to {@code pinIdleTtl} or half of
- * {@code pinTtl} has passed since the last renewal (Python extends it, or pins the version
- * again if it lapsed while the version is still whole, else raises the typed error); when
- * no running query reads it any more, it is cut. Both hold the plan's lock, so a cut never
+ * writes pin files. While a query of the DataFrame or view runs, the pin is renewed to the
+ * full {@code pinTtl} once it is due: half of its {@code pinIdleTtl} used up since {@link
+ * PinLifetime} cut it (or Python made it), or half of {@code pinTtl} since the last renewal
+ * (Python extends it, or pins the version again if it lapsed while the version is still whole,
+ * else raises the typed error); when no running query reads a renewed pin any more, it is cut. Both hold the plan's lock, so a cut never
  * lands after a renewal made for a query that counts as running.
  */
 final class PinRenewal {
@@ -31,34 +31,46 @@ final class PinRenewal {
     return RENEWALS.get();
   }
 
-  /** Renew the pin if it was cut or half of pinTtl has passed. */
+  /**
+   * Renew the pin if it is due: a cut pin once half of its pinIdleTtl has passed, a renewed one
+   * once half of pinTtl has.
+   */
   static void renewIfDue(NativePlan plan) {
-    long every = intervalMs(plan);
-    if (!plan.idle && System.currentTimeMillis() - plan.renewedAtMs < every) {
+    if (!due(plan)) {
       return;
     }
     synchronized (plan) {
-      if (!plan.idle && System.currentTimeMillis() - plan.renewedAtMs < every) {
-        return;
+      if (due(plan)) {
+        renew(plan);
       }
-      renew(plan);
     }
   }
 
-  /**
-   * Whether a query may start on the cut pin and have it renewed beside it: at least half of
-   * its pinIdleTtl is left, far more than one renewal takes. A query that starts on a pin close
-   * to its end (or past it) renews first, so that a lapsed pin is made again, or the query fails
-   * with the typed error, before it reads a file.
-   */
-  static boolean idleLongEnough(NativePlan plan) {
-    return plan.idle && System.currentTimeMillis() < plan.idleSinceMs + plan.idleTtlMs / 2;
+  private static boolean due(NativePlan plan) {
+    if (plan.idle) {
+      return !idleLongEnough(plan);
+    }
+    return System.currentTimeMillis() - plan.renewedAtMs >= intervalMs(plan);
   }
 
-  /** Renew a cut pin for a query that runs now; true if it was renewed. */
+  /**
+   * Whether a query may run on the cut pin as it is: at least half of its pinIdleTtl (and a few
+   * seconds) is left, and the timer (every second) renews it for a query still running when that half is used
+   * up. A query that starts on a pin closer to its end (or past it) renews first, so that a
+   * lapsed pin is made again, or the query fails with the typed error, before it reads a file.
+   */
+  static boolean idleLongEnough(NativePlan plan) {
+    long left = plan.idleSinceMs + plan.idleTtlMs - System.currentTimeMillis();
+    return plan.idle && left > plan.idleTtlMs / 2 && left > MIN_IDLE_LEFT_MS;
+  }
+
+  /** A cut pin with less left than this is renewed before a query: the timer checks each second. */
+  private static final long MIN_IDLE_LEFT_MS = 3000;
+
+  /** Renew a cut pin that is due, for a query that runs now; true if it was renewed. */
   static boolean renewIfIdle(NativePlan plan) {
     synchronized (plan) {
-      if (plan.idle && plan.running.get() > 0) {
+      if (plan.idle && plan.running.get() > 0 && !idleLongEnough(plan)) {
         renew(plan);
         return true;
       }
