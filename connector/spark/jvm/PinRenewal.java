@@ -14,8 +14,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * full {@code pinTtl} once it is due: half of its {@code pinIdleTtl} used up since {@link
  * PinLifetime} cut it (or Python made it), or half of {@code pinTtl} since the last renewal
  * (Python extends it, or pins the version again if it lapsed while the version is still whole,
- * else raises the typed error); when no running query reads a renewed pin any more, it is cut. Both hold the plan's lock, so a cut never
- * lands after a renewal made for a query that counts as running.
+ * else raises the typed error); when no running query reads a renewed pin any more, it is cut.
+ * Both hold the plan's lock, so a cut never lands after a renewal made for a query that counts
+ * as running.
  */
 final class PinRenewal {
   /** Milliseconds between renewals; default: what the plan says (half of pinTtl). */
@@ -55,8 +56,8 @@ final class PinRenewal {
 
   /**
    * Whether a query may run on the cut pin as it is: at least half of its pinIdleTtl (and a few
-   * seconds) is left, and the timer (every second) renews it for a query still running when that half is used
-   * up. A query that starts on a pin closer to its end (or past it) renews first, so that a
+   * seconds) is left, and the timer (every second) renews it for a query still running when
+   * that half is used up. A query that starts on a pin closer to its end (or past it) renews first, so that a
    * lapsed pin is made again, or the query fails with the typed error, before it reads a file.
    */
   static boolean idleLongEnough(NativePlan plan) {
