@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +58,29 @@ def spark_pins(t: Table) -> list[pins.Pin]:
 
 def load(spark, t: Table, **options: str):
     return spark.read.format("mvtable").options(pinIdleTtl=f"{IDLE_S}s", **options).load(t.uri)
+
+
+def gated_udf(tmp_path: Path) -> tuple[Any, Path, Path]:
+    """A UDF that creates ``entered`` when a task reaches it and then holds the task until ``gate``
+    exists (at most 60 s): a query that runs for as long as the test wants."""
+    from pyspark.sql.functions import udf
+
+    gate = tmp_path / f"release-{uuid.uuid4().hex}"
+    entered = tmp_path / f"entered-{uuid.uuid4().hex}"
+    gate_path, entered_path = str(gate), str(entered)
+
+    @udf("long")
+    def wait_for_gate(x):
+        import os
+        import time as _time
+
+        open(entered_path, "a").close()
+        deadline = _time.time() + 60
+        while not os.path.exists(gate_path) and _time.time() < deadline:
+            _time.sleep(0.05)
+        return x
+
+    return wait_for_gate, gate, entered
 
 
 def test_a_finished_query_leaves_its_pin_for_the_idle_lifetime_only(spark, replaced):
@@ -128,23 +153,10 @@ def test_a_query_on_a_freshly_cut_pin_runs_under_it_with_no_python_call(spark, r
 
 def test_a_running_query_keeps_the_full_pin_while_another_of_the_same_dataframe_ends(spark, replaced, tmp_path):
     """Two queries of one DataFrame: the short one ending does not cut the pin the long one reads under."""
-    from pyspark.sql.functions import col, udf
+    from pyspark.sql.functions import col
 
     t = replaced
-    gate = tmp_path / f"release-{uuid.uuid4().hex}"
-    entered = tmp_path / f"entered-{uuid.uuid4().hex}"
-
-    @udf("long")
-    def wait_for_gate(x):
-        import os
-        import time as _time
-
-        open(str(entered), "a").close()
-        deadline = _time.time() + 60
-        while not os.path.exists(str(gate)) and _time.time() < deadline:
-            _time.sleep(0.05)
-        return x
-
+    wait_for_gate, gate, entered = gated_udf(tmp_path)
     df = load(spark, t)
     long_result: list = []
     long_query = threading.Thread(
@@ -191,24 +203,11 @@ def test_a_running_query_keeps_the_full_pin_while_another_of_the_same_dataframe_
 def test_a_query_that_outlives_half_the_cut_pin_is_renewed_by_the_timer(spark, replaced, tmp_path):
     """A query that starts on a fresh cut pin runs under it; if it is still running when half of
     pinIdleTtl is used up, the JVM's timer renews the pin to pinTtl, and the query's end cuts it."""
-    from pyspark.sql.functions import col, udf
+    from pyspark.sql.functions import col
 
     t = replaced
     idle_s = 8
-    gate = tmp_path / f"release-{uuid.uuid4().hex}"
-    entered = tmp_path / f"entered-{uuid.uuid4().hex}"
-
-    @udf("long")
-    def wait_for_gate(x):
-        import os
-        import time as _time
-
-        open(str(entered), "a").close()
-        deadline = _time.time() + 60
-        while not os.path.exists(str(gate)) and _time.time() < deadline:
-            _time.sleep(0.05)
-        return x
-
+    wait_for_gate, gate, entered = gated_udf(tmp_path)
     df = spark.read.format("mvtable").options(pinIdleTtl=f"{idle_s}s").load(t.uri)
     [made] = spark_pins(t)
     rule = spark._jvm.io.mvtable.spark.NativeScanRule
