@@ -296,17 +296,6 @@ public final class PinLifetime extends SparkListener {
     return WAKES.get();
   }
 
-  /** Keeps the call thread busy for {@code ms} (tests: a call queued meanwhile runs after it). */
-  public static void pauseCalls(long ms) {
-    CALLS.execute(() -> {
-      try {
-        Thread.sleep(ms);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    });
-  }
-
   /** How many pins this process cut to pinIdleTtl. */
   public static long pinCuts() {
     return CUTS.get();

@@ -57,8 +57,9 @@ final class PinRenewal {
   /**
    * Whether a query may run on the cut pin as it is: at least half of its pinIdleTtl (and a few
    * seconds) is left, and the timer (every second) renews it for a query still running when
-   * that half is used up. A query that starts on a pin closer to its end (or past it) renews first, so that a
-   * lapsed pin is made again, or the query fails with the typed error, before it reads a file.
+   * that half is used up. A query that starts on a pin closer to its end (or past it) renews
+   * first, so that a lapsed pin is made again, or the query fails with the typed error, before
+   * it reads a file.
    */
   static boolean idleLongEnough(NativePlan plan) {
     long left = plan.idleSinceMs + plan.idleTtlMs - System.currentTimeMillis();
