@@ -46,7 +46,7 @@ def test_spark_cpu_clock_counts_the_jvms_work(spark) -> None:
     from benchmarks.common import spark_cpu_clock
 
     t = measure(
-        {"query": System(lambda: spark.range(30_000_000).selectExpr("sum(id * 7 % 13)").collect())},
+        {"query": System(lambda: spark.range(6_000_000).selectExpr("sum(id * 7 % 13)").collect())},
         repeat=2,
         warmup=1,
         log=lambda _: None,
@@ -55,7 +55,7 @@ def test_spark_cpu_clock_counts_the_jvms_work(spark) -> None:
     query = t["query"]
     assert query.cpu_median is not None and query.cpu_median >= 0.5 * query.median  # busy executor threads
     python_only = measure(
-        {"query": System(lambda: spark.range(30_000_000).selectExpr("sum(id * 7 % 13)").collect())},
+        {"query": System(lambda: spark.range(6_000_000).selectExpr("sum(id * 7 % 13)").collect())},
         repeat=2,
         warmup=0,
         log=lambda _: None,
