@@ -20,7 +20,8 @@ Spark's own Parquet filter pushdown, row-group skipping, column pruning and file
 apply to filters and projections written on the result (they are pushed into the scans). On
 a partitioned table the files are read through mvtable's file index (``PlannedScan.java``),
 which knows each file's partition (``native_partitions``): those filters then skip whole
-files of other partitions too.
+files of other partitions too, and a column every file's partition fixes (identity, ``day``
+of a date) is served from the partition rather than read (``PartitionValues.java``).
 
 Where that JVM class cannot be built or loaded (no JDK, Spark Connect,
 ``MVTABLE_JVM_MASK=off``), the masked segments are read by ``spark.read.parquet`` with

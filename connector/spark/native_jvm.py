@@ -6,9 +6,10 @@ that costs clearly more than a plain Parquet scan on TPC-H, whatever the express
 the row index arrives as a ``_metadata`` struct, and every test of a bitmap is an expression
 per row. ``MaskedParquetFileFormat`` (``jvm/``, Java; the jar also holds the classes of
 ``native_plan``) is Spark's
-``ParquetFileFormat`` with one more column: it asks the reader for each row's position in
-its file and turns every batch of positions into a byte column (1 = deleted) with one bit
-test per row in a plain loop, and the query filters on it. That costs about what any
+``ParquetFileFormat`` with one more column: it knows each row's position in its file
+(counted, or asked of Spark's reader where Parquet may skip rows) and turns every batch of
+positions into a byte column (1 = deleted) with one bit test per row in a plain loop, and
+the query filters on it. That costs about what any
 one-column filter costs (benchmarks/README.md, "The JVM mask"), and is how Delta's own
 Parquet format applies its deletion vectors.
 

@@ -18,6 +18,10 @@ A partition tells, per field, what every row of the file satisfies about its col
 * ``{"kind": "notNull"}``: only that it is not null (other buckets, and what has no order
   Spark compares the same way: binaries, booleans, floats that are not finite).
 
+Where every file of a scan fixes a column to one value (``eq``, ``null``, or a ``range`` one
+unit wide on a date or an integer: a ``day`` of a date), ``PartitionValues.java`` serves it
+as a Spark partition column: not read from the files, and filtered once per partition.
+
 Values are Spark's internal ones: a date as days, a timestamp as microseconds, numbers as
 JSON numbers, a decimal as text (``"type": "dec"``), a string as text (``"type": "str"``).
 """

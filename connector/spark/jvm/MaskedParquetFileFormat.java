@@ -20,6 +20,9 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ParquetMetadata;
+import org.apache.parquet.hadoop.util.HadoopInputFile;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -27,6 +30,7 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFooterReader;
 import org.apache.spark.sql.execution.vectorized.OffHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
@@ -54,7 +58,8 @@ import scala.runtime.AbstractFunction1;
  * <p>mvtable's deletion vectors name deleted rows by their position in the segment file.
  * Spark's vectorized Parquet reader can generate that position for every row (the
  * temporary row-index column behind {@code _metadata.row_index}). This format asks for it
- * in place of the mask column, then turns each batch's positions into the mask column:
+ * in place of the mask column (or, where Parquet returns every row of the file in order,
+ * counts the positions itself), then turns each batch's positions into the mask column:
  * one bit test per row against the file's dense bitmap, in a plain loop. The query then
  * filters on {@code mask = 0}, a byte comparison in Spark's generated code. Testing the
  * bitmaps in Spark expressions instead (mvtable's fallback) costs up to 1.3x of a plain
@@ -139,23 +144,33 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       return super.buildReaderWithPartitionValues(
           session, fileSchema, partitionSchema, requiredSchema, fileFilters, options, hadoopConf);
     }
-    StructField[] fields = requiredSchema.fields().clone();
-    fields[ordinal] = new StructField(
-        ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true, Metadata.empty());
-    // read as nulls (no file has them), then filled in from the row index and the file
-    if (rowOrdinal >= 0) {
-      fields[rowOrdinal] = new StructField(rowColumn, DataTypes.LongType, true, Metadata.empty());
+    // With no filter for Parquet, a read returns every row of the row groups it reads, in order:
+    // the mask counts positions itself from the first one's, and Spark's per-row position column
+    // (a few percent of a scan) is left out. A filter may skip row groups and pages, and row
+    // addresses need each row's position: Spark's reader generates the positions then.
+    boolean counting = fileFilters.isEmpty() && rowOrdinal < 0 && segmentOrdinal < 0;
+    StructType readSchema = without(requiredSchema, mask);
+    if (!counting) {
+      StructField[] fields = requiredSchema.fields().clone();
+      fields[ordinal] = new StructField(
+          ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(), DataTypes.LongType, true, Metadata.empty());
+      // read as nulls (no file has them), then filled in from the row index and the file
+      if (rowOrdinal >= 0) {
+        fields[rowOrdinal] = new StructField(rowColumn, DataTypes.LongType, true, Metadata.empty());
+      }
+      if (segmentOrdinal >= 0) {
+        fields[segmentOrdinal] = new StructField(segmentColumn, DataTypes.StringType, true, Metadata.empty());
+      }
+      readSchema = new StructType(fields);
     }
-    if (segmentOrdinal >= 0) {
-      fields[segmentOrdinal] = new StructField(segmentColumn, DataTypes.StringType, true, Metadata.empty());
-    }
+    // before Spark's format writes the query's read schema into the conf: the same table's
+    // queries then share one broadcast whatever columns they read
+    Broadcast<SerializableConfiguration> conf = Confs.broadcast(session, hadoopConf);
     Function1<PartitionedFile, Iterator<InternalRow>> inner = super.buildReaderWithPartitionValues(
-        session, fileSchema, partitionSchema, new StructType(fields), fileFilters, options, hadoopConf);
-    Broadcast<SerializableConfiguration> conf =
-        SerializableConfiguration.broadcast(session.sparkContext(), hadoopConf);
+        session, fileSchema, partitionSchema, readSchema, fileFilters, options, hadoopConf);
     boolean offHeap = session.sessionState().conf().offHeapColumnVectorEnabled();
-    return new MaskingReader(inner, new int[] {ordinal, rowOrdinal, segmentOrdinal},
-        readTypes(fields, partitionSchema), dvs, segments, conf, offHeap);
+    return new MaskingReader(inner, counting, new int[] {ordinal, rowOrdinal, segmentOrdinal},
+        readTypes(readSchema.fields(), partitionSchema), dvs, segments, conf, offHeap);
   }
 
   private static Map<String, String> parseSegments(String lines) {
@@ -287,8 +302,9 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>> implements Serializable {
     private static final long serialVersionUID = 1L;
     private final Function1<PartitionedFile, Iterator<InternalRow>> inner;
+    private final boolean counting; // the inner reader's rows have no position column: count them
     private final int[] ordinals; // the mask's, the row column's, the segment column's (-1: not read)
-    private final DataType[] types;
+    private final DataType[] types; // of the inner reader's rows
     private final Map<String, DvLocation> dvs;
     private final Map<String, String> segments;
     private final Broadcast<SerializableConfiguration> conf;
@@ -296,6 +312,7 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
 
     MaskingReader(
         Function1<PartitionedFile, Iterator<InternalRow>> inner,
+        boolean counting,
         int[] ordinals,
         DataType[] types,
         Map<String, DvLocation> dvs,
@@ -303,6 +320,7 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
         Broadcast<SerializableConfiguration> conf,
         boolean offHeap) {
       this.inner = inner;
+      this.counting = counting;
       this.ordinals = ordinals;
       this.types = types;
       this.dvs = dvs;
@@ -328,8 +346,67 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
       // The vectorized reader hands out ColumnarBatches through an Iterator[InternalRow]
       // (Spark's FileScanRDD tells them apart at run time): erase the element type so that
       // no cast to InternalRow is ever made on a batch.
+      long first = counting && bits != null ? firstRow(file, conf.value().value()) : 0;
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) inner.apply(file);
-      return (Iterator<InternalRow>) (Iterator<?>) new MaskingIterator(rows, ordinals, types, bits, segment, offHeap);
+      return (Iterator<InternalRow>) (Iterator<?>) new MaskingIterator(rows, ordinals, types, bits, segment, offHeap,
+          counting, first);
+    }
+  }
+
+  /**
+   * The position in its file of the first row a read of {@code file} (a byte range of it) returns
+   * with no filter: 0 for a read from the file's start, else the first of the row groups Spark's
+   * reader takes for the range, from the footer read with Spark's own range filter.
+   */
+  private static long firstRow(PartitionedFile file, Configuration conf) {
+    if (file.start() == 0) {
+      return 0;
+    }
+    try {
+      ParquetMetadata footer = ParquetFooterReader.readFooter(
+          HadoopInputFile.fromPath(file.toPath(), conf), ParquetFooterReader.buildFilter(conf, file, false));
+      List<BlockMetaData> blocks = footer.getBlocks();
+      return blocks.isEmpty() ? 0 : blocks.get(0).getRowIndexOffset();
+    } catch (IOException e) {
+      throw new UncheckedIOException("mvtable: cannot read the footer of " + file.toPath() + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * The Hadoop conf executors read deletion vectors with, broadcast once per content and Spark
+   * context: a query's conf is new each time but mostly the same, and broadcasting it costs
+   * milliseconds of every query's planning.
+   */
+  static final class Confs {
+    private static final int KEPT = 4;
+    private static final Map<Map<String, String>, Broadcast<SerializableConfiguration>> BROADCASTS =
+        new LinkedHashMap<>(8, 0.75f, true);
+    private static org.apache.spark.SparkContext context;
+
+    private Confs() {}
+
+    static Broadcast<SerializableConfiguration> broadcast(SparkSession session, Configuration conf) {
+      Map<String, String> content = new HashMap<>();
+      for (Map.Entry<String, String> e : conf) {
+        content.put(e.getKey(), e.getValue());
+      }
+      synchronized (BROADCASTS) {
+        if (context != session.sparkContext()) {
+          BROADCASTS.clear();
+          context = session.sparkContext();
+        }
+        Broadcast<SerializableConfiguration> hit = BROADCASTS.get(content);
+        if (hit == null) {
+          hit = SerializableConfiguration.broadcast(session.sparkContext(), conf);
+          BROADCASTS.put(content, hit);
+          java.util.Iterator<Map<String, String>> eldest = BROADCASTS.keySet().iterator();
+          while (BROADCASTS.size() > KEPT) {
+            eldest.next();
+            eldest.remove();
+          }
+        }
+        return hit;
+      }
     }
   }
 
@@ -342,6 +419,9 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     private final long[] bits; // null: nothing deleted in this file
     private final UTF8String segment; // this file's segment id, when segmentOrdinal >= 0
     private final boolean offHeap;
+    /** The rows carry no positions and no mask column: positions are counted, the mask goes in at its ordinal. */
+    private final boolean counting;
+    private long position; // counting: the position of the next row
     private WritableColumnVector mask;
     private WritableColumnVector segmentVector; // Spark's generated code expects the format's vector types
     private int segmentCapacity;
@@ -349,7 +429,9 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     private int capacity;
 
     MaskingIterator(Iterator<Object> rows, int[] ordinals, DataType[] types, long[] bits, UTF8String segment,
-        boolean offHeap) {
+        boolean offHeap, boolean counting, long first) {
+      this.counting = counting;
+      this.position = first;
       this.rows = rows;
       this.ordinal = ordinals[0];
       this.rowOrdinal = ordinals[1];
@@ -399,12 +481,12 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
             : new OnHeapColumnVector(capacity, DataTypes.ByteType);
         scratch = new byte[capacity];
       }
-      ColumnVector rowIndex = batch.column(ordinal);
+      ColumnVector rowIndex = counting ? null : batch.column(ordinal);
       if (bits == null || n == 0) {
         mask.putBytes(0, n, (byte) 0);
       } else {
-        long first = rowIndex.getLong(0);
-        long last = rowIndex.getLong(n - 1);
+        long first = counting ? position : rowIndex.getLong(0);
+        long last = counting ? position + n - 1 : rowIndex.getLong(n - 1);
         if (last - first == n - 1) {
           // Positions ascend within a file, so first and last n - 1 apart means every
           // position in between (no page was skipped): test the words directly, and skip
@@ -431,9 +513,10 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
         }
         mask.putBytes(0, n, scratch, 0);
       }
-      ColumnVector[] columns = new ColumnVector[batch.numCols()];
+      position += n;
+      ColumnVector[] columns = new ColumnVector[batch.numCols() + (counting ? 1 : 0)];
       for (int c = 0; c < columns.length; c++) {
-        columns[c] = c == ordinal ? mask : batch.column(c);
+        columns[c] = c == ordinal ? mask : batch.column(counting && c > ordinal ? c - 1 : c);
       }
       if (rowOrdinal >= 0) {
         columns[rowOrdinal] = rowIndex;
@@ -458,8 +541,17 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     }
 
     private InternalRow mark(InternalRow row) {
-      long position = row.getLong(ordinal);
-      byte value = deleted(position) ? (byte) 1 : (byte) 0;
+      if (counting) {
+        byte value = deleted(position++) ? (byte) 1 : (byte) 0;
+        Object[] values = new Object[row.numFields() + 1];
+        for (int i = 0, from = 0; i < values.length; i++) {
+          values[i] = i == ordinal ? (Object) value : row.isNullAt(from) ? null : row.get(from, types[from]);
+          from += i == ordinal ? 0 : 1;
+        }
+        return new GenericInternalRow(values);
+      }
+      long at = row.getLong(ordinal);
+      byte value = deleted(at) ? (byte) 1 : (byte) 0;
       if (rowOrdinal >= 0 || segmentOrdinal >= 0) {
         Object[] values = new Object[row.numFields()];
         for (int i = 0; i < values.length; i++) {
@@ -467,7 +559,7 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
         }
         values[ordinal] = value;
         if (rowOrdinal >= 0) {
-          values[rowOrdinal] = position;
+          values[rowOrdinal] = at;
         }
         if (segmentOrdinal >= 0) {
           values[segmentOrdinal] = segment;

@@ -22,8 +22,6 @@ import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.execution.datasources.FileFormat;
-import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation;
@@ -251,11 +249,8 @@ public final class NativeScanRule extends Rule<LogicalPlan> {
     } else {
       format = new ParquetFileFormat();
     }
-    scala.collection.immutable.Map<String, String> scalaOptions =
-        scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options));
-    HadoopFsRelation fs = new HadoopFsRelation(new PlannedFileIndex(plan, files), new StructType(), dataSchema,
-        scala.Option.empty(), format, scalaOptions, SparkSession.active());
-    LogicalPlan scan = new LogicalRelation(fs, seq(full), scala.Option.empty(), false, scala.Option.empty());
+    Set<String> notPartition = Set.of(ROW_ADDRESS_SEGMENT, ROW_ADDRESS_ROW, mask == null ? "" : mask.name());
+    LogicalPlan scan = PlannedFileIndex.relation(plan, files, full, format, options, notPartition);
     if (mask != null) {
       scan = new Filter(new EqualTo(mask, Literal$.MODULE$.create((byte) 0, DataTypes.ByteType)), scan);
     }

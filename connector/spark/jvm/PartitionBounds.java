@@ -23,7 +23,12 @@ import org.apache.spark.sql.catalyst.expressions.LessThan;
 import org.apache.spark.sql.catalyst.expressions.LessThanOrEqual;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.Or;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -92,6 +97,55 @@ final class PartitionBounds implements Serializable {
     } catch (NumberFormatException e) {
       return null;
     }
+  }
+
+  /** What {@link #fixedValue} answers for a column the partition does not fix. */
+  static final Object NOT_FIXED = new Object();
+
+  /**
+   * The one value every row of the file holds in {@code column} of Spark type {@code type} (Spark's
+   * internal value; null for a null partition value), or {@link #NOT_FIXED}: an identity
+   * partition, a null one, or a range one unit wide on a date or an integer (a {@code day} of a
+   * date, a {@code truncate} of width 1). Floating-point values are never fixed: -0.0 and NaN
+   * compare in Spark as they do not in the partition.
+   */
+  Object fixedValue(String column, DataType type) {
+    for (Bound b : bounds) {
+      if (!b.column.equals(column)) {
+        continue;
+      }
+      if (b.kind.equals("null")) {
+        return null;
+      }
+      Object v = PartitionBounds.NOT_FIXED;
+      if (b.kind.equals("eq")) {
+        v = internal(b.lo, type);
+      } else if (b.kind.equals("range") && b.lo instanceof BigDecimal lo && b.hi instanceof BigDecimal hi
+          && hi.subtract(lo).compareTo(BigDecimal.ONE) == 0 && !(type instanceof TimestampType)
+          && !(type instanceof TimestampNTZType)) {
+        v = PartitionValues.integral(lo, type);
+      }
+      if (v != NOT_FIXED) {
+        return v;
+      }
+    }
+    return NOT_FIXED;
+  }
+
+  private static Object internal(Object value, DataType type) {
+    if (value instanceof UTF8String s) {
+      return type.equals(DataTypes.StringType) ? s : NOT_FIXED;
+    }
+    BigDecimal v = (BigDecimal) value;
+    if (type instanceof DecimalType d) {
+      try {
+        Decimal out = Decimal.apply(v.setScale(d.scale()));
+        return out.changePrecision(d.precision(), d.scale()) ? out : NOT_FIXED;
+      } catch (ArithmeticException e) {
+        return NOT_FIXED;
+      }
+    }
+    return PartitionValues.integral(v, type);
   }
 
   /** Whether a row of the file may satisfy every filter (Spark's data filters are a conjunction). */

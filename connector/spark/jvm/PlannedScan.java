@@ -9,8 +9,6 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.datasources.FileFormat;
-import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
-import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.types.StructType;
 
@@ -47,15 +45,12 @@ public final class PlannedScan {
     } else {
       format = new ParquetFileFormat();
     }
-    scala.collection.immutable.Map<String, String> scalaOptions =
-        scala.collection.immutable.Map$.MODULE$.from(scala.jdk.javaapi.CollectionConverters.asScala(options));
-    HadoopFsRelation fs = new HadoopFsRelation(new PlannedFileIndex(plan), new StructType(), dataSchema,
-        scala.Option.empty(), format, scalaOptions, session);
     java.util.List<org.apache.spark.sql.catalyst.expressions.AttributeReference> output = new java.util.ArrayList<>();
     for (org.apache.spark.sql.types.StructField f : dataSchema.fields()) {
       output.add(DataTypeUtils.toAttribute(f));
     }
-    LogicalPlan scan = new LogicalRelation(fs, NativeScanRule.seq(output), scala.Option.empty(), false, scala.Option.empty());
+    LogicalPlan scan = PlannedFileIndex.relation(plan, plan.files, output, format, options,
+        java.util.Set.of(maskColumn == null ? "" : maskColumn));
     return Dataset.ofRows(session, scan);
   }
 }

@@ -1,0 +1,130 @@
+package io.mvtable.spark;
+
+import java.math.BigDecimal;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The columns whose value every file's partition fixes, served to Spark as partition values.
+ *
+ * <p>A file of an identity partition on {@code region}, of a {@code day} partition on a date,
+ * or of a null partition value holds one value of that column in every row. Iceberg's readers
+ * give such columns from the partition rather than the file, and so does a Hive table from its
+ * folder names; so does this: Spark's Parquet reader then neither decodes the column nor tests a
+ * filter on it per row, and a filter on it drops whole files before any is opened
+ * ({@link PlannedFileIndex#listFiles}). A column is served so only when every file of the scan
+ * fixes it (a file of an older, coarser spec does not: the column is then read from the files).
+ */
+final class PartitionValues {
+  static final PartitionValues NONE = new PartitionValues(new StructType(), List.of());
+
+  /** The fixed columns, in the data schema's order. */
+  final StructType schema;
+  /** Each file's values of those columns (Spark's internal values), in the order of the entries. */
+  final List<List<Object>> values;
+
+  private PartitionValues(StructType schema, List<List<Object>> values) {
+    this.schema = schema;
+    this.values = values;
+  }
+
+  boolean isEmpty() {
+    return schema.fields().length == 0;
+  }
+
+  /** The columns of {@code dataSchema} (less {@code skipped}) that each of {@code entries}' partitions fixes. */
+  static PartitionValues of(StructType dataSchema, List<NativePlan.FileEntry> entries, Set<String> skipped) {
+    if (entries.isEmpty()) {
+      return NONE;
+    }
+    for (NativePlan.FileEntry f : entries) {
+      if (f.bounds == null || f.group >= 0) {  // unpartitioned, or an older schema's names
+        return NONE;
+      }
+    }
+    List<StructField> fixed = new ArrayList<>();
+    List<Object[]> columns = new ArrayList<>();
+    for (StructField field : dataSchema.fields()) {
+      if (skipped.contains(field.name())) {
+        continue;
+      }
+      Object[] column = new Object[entries.size()];
+      boolean all = true;
+      for (int i = 0; i < entries.size() && all; i++) {
+        column[i] = entries.get(i).bounds.fixedValue(field.name(), field.dataType());
+        all = column[i] != PartitionBounds.NOT_FIXED;
+      }
+      if (all) {
+        fixed.add(field);
+        columns.add(column);
+      }
+    }
+    if (fixed.isEmpty()) {
+      return NONE;
+    }
+    List<List<Object>> values = new ArrayList<>();
+    for (int i = 0; i < entries.size(); i++) {
+      Object[] row = new Object[fixed.size()];
+      for (int c = 0; c < row.length; c++) {
+        row[c] = columns.get(c)[i];
+      }
+      values.add(Arrays.asList(row));
+    }
+    return new PartitionValues(new StructType(fixed.toArray(new StructField[0])), values);
+  }
+
+  /** The files' indexes grouped by their values, each group keyed by its values as a row. */
+  Map<List<Object>, List<Integer>> groups() {
+    Map<List<Object>, List<Integer>> out = new LinkedHashMap<>();
+    for (int i = 0; i < values.size(); i++) {
+      out.computeIfAbsent(values.get(i), k -> new ArrayList<>()).add(i);
+    }
+    return out;
+  }
+
+  static InternalRow row(List<Object> values) {
+    return new GenericInternalRow(values.toArray());
+  }
+
+  /** Whether {@code name} is one of the served columns. */
+  boolean serves(String name) {
+    for (StructField f : schema.fields()) {
+      if (f.name().equals(name)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** A whole number as Spark holds it in a column of an integral, date or timestamp type, or NOT_FIXED. */
+  static Object integral(BigDecimal v, org.apache.spark.sql.types.DataType type) {
+    try {
+      if (type instanceof org.apache.spark.sql.types.DateType || type instanceof org.apache.spark.sql.types.IntegerType) {
+        return v.intValueExact();
+      }
+      if (type instanceof org.apache.spark.sql.types.LongType
+          || type instanceof org.apache.spark.sql.types.TimestampType
+          || type instanceof org.apache.spark.sql.types.TimestampNTZType) {
+        return v.longValueExact();
+      }
+      if (type instanceof org.apache.spark.sql.types.ShortType) {
+        return v.shortValueExact();
+      }
+      if (type instanceof org.apache.spark.sql.types.ByteType) {
+        return v.byteValueExact();
+      }
+    } catch (ArithmeticException e) {
+      return PartitionBounds.NOT_FIXED;
+    }
+    return PartitionBounds.NOT_FIXED;
+  }
+}
