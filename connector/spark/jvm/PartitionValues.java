@@ -25,7 +25,6 @@ import org.apache.spark.sql.types.StructType;
  * fixes it (a file of an older, coarser spec does not: the column is then read from the files).
  */
 final class PartitionValues {
-  static final PartitionValues NONE = new PartitionValues(new StructType(), List.of());
 
   /** The fixed columns, in the data schema's order. */
   final StructType schema;
@@ -41,14 +40,16 @@ final class PartitionValues {
     return schema.fields().length == 0;
   }
 
+  /** No column served: {@code files} files, all of the one (empty) partition. */
+  private static PartitionValues none(int files) {
+    return new PartitionValues(new StructType(), java.util.Collections.nCopies(files, List.of()));
+  }
+
   /** The columns of {@code dataSchema} (less {@code skipped}) that each of {@code entries}' partitions fixes. */
   static PartitionValues of(StructType dataSchema, List<NativePlan.FileEntry> entries, Set<String> skipped) {
-    if (entries.isEmpty()) {
-      return NONE;
-    }
     for (NativePlan.FileEntry f : entries) {
       if (f.bounds == null || f.group >= 0) {  // unpartitioned, or an older schema's names
-        return NONE;
+        return none(entries.size());
       }
     }
     List<StructField> fixed = new ArrayList<>();
@@ -69,7 +70,7 @@ final class PartitionValues {
       }
     }
     if (fixed.isEmpty()) {
-      return NONE;
+      return none(entries.size());
     }
     List<List<Object>> values = new ArrayList<>();
     for (int i = 0; i < entries.size(); i++) {

@@ -7,6 +7,7 @@ import java.util.Set;
 
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
@@ -15,14 +16,13 @@ import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.Predicate$;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.execution.datasources.FileFormat;
 import org.apache.spark.sql.execution.datasources.FileIndex;
+import org.apache.spark.sql.execution.datasources.FileStatusWithMetadata;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
-import org.apache.spark.sql.execution.datasources.FileStatusWithMetadata;
 import org.apache.spark.sql.execution.datasources.PartitionDirectory;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -51,7 +51,7 @@ public final class PlannedFileIndex implements FileIndex {
 
   /**
    * {@code entries}, some of {@code plan}'s files (one schema group's: {@link NativeScanRule}),
-   * with the values of the columns their partitions fix ({@link PartitionValues#NONE}: none).
+   * with the values of the columns their partitions fix (none served: every file in one empty partition).
    */
   PlannedFileIndex(NativePlan plan, List<NativePlan.FileEntry> entries, PartitionValues partitions) {
     this.plan = plan;
@@ -128,29 +128,23 @@ public final class PlannedFileIndex implements FileIndex {
   @Override
   public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
     List<PartitionDirectory> dirs = new ArrayList<>();
-    if (partitions.isEmpty()) {
-      dirs.add(new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(kept(List.of(), dataFilters)).toSeq()));
-    } else {
-      BasePredicate keep = partitionFilters.isEmpty() ? null : bind(partitionFilters);
-      for (Map.Entry<List<Object>, List<Integer>> g : partitions.groups().entrySet()) {
-        InternalRow values = PartitionValues.row(g.getKey());
-        if (keep == null || keep.eval(values)) {
-          List<FileStatusWithMetadata> kept = kept(g.getValue(), dataFilters);
-          if (!kept.isEmpty()) {
-            dirs.add(new PartitionDirectory(values, CollectionConverters.asScala(kept).toSeq()));
-          }
+    BasePredicate keep = partitionFilters.isEmpty() ? null : bind(partitionFilters);
+    for (Map.Entry<List<Object>, List<Integer>> g : partitions.groups().entrySet()) {
+      InternalRow values = PartitionValues.row(g.getKey());
+      if (keep == null || keep.eval(values)) {
+        List<FileStatusWithMetadata> kept = kept(g.getValue(), dataFilters);
+        if (!kept.isEmpty() || partitions.isEmpty()) {
+          dirs.add(new PartitionDirectory(values, CollectionConverters.asScala(kept).toSeq()));
         }
       }
     }
     return CollectionConverters.asScala(dirs).toSeq();
   }
 
-  /** The files of {@code indexes} (empty: every file) whose bounds {@code dataFilters} may match. */
+  /** The files of {@code indexes} whose bounds {@code dataFilters} may match. */
   private List<FileStatusWithMetadata> kept(List<Integer> indexes, Seq<Expression> dataFilters) {
     List<FileStatusWithMetadata> kept = new ArrayList<>();
-    int n = indexes.isEmpty() ? files.size() : indexes.size();
-    for (int k = 0; k < n; k++) {
-      int i = indexes.isEmpty() ? k : indexes.get(k);
+    for (int i : indexes) {
       PartitionBounds bounds = entries.get(i).bounds;
       if (dataFilters.isEmpty() || bounds == null || bounds.mayMatchAll(dataFilters)) {
         kept.add(files.get(i));
