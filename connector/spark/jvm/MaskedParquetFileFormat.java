@@ -147,8 +147,10 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     // With no filter for Parquet, a read returns every row of the row groups it reads, in order:
     // the mask counts positions itself from the first one's, and Spark's per-row position column
     // (a few percent of a scan) is left out. A filter may skip row groups and pages, and row
-    // addresses need each row's position: Spark's reader generates the positions then.
-    boolean counting = fileFilters.isEmpty() && rowOrdinal < 0 && segmentOrdinal < 0;
+    // addresses need each row's position: Spark's reader generates the positions then, as it
+    // does for a read in rows (which keeps marking Spark's own rows in place).
+    boolean counting = fileFilters.isEmpty() && rowOrdinal < 0 && segmentOrdinal < 0
+        && supportBatch(session, requiredSchema.merge(partitionSchema, true));
     StructType readSchema = without(requiredSchema, mask);
     if (!counting) {
       StructField[] fields = requiredSchema.fields().clone();
@@ -419,7 +421,7 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
     private final long[] bits; // null: nothing deleted in this file
     private final UTF8String segment; // this file's segment id, when segmentOrdinal >= 0
     private final boolean offHeap;
-    /** The rows carry no positions and no mask column: positions are counted, the mask goes in at its ordinal. */
+    /** The batches carry no positions and no mask column: positions are counted, the mask goes in at its ordinal. */
     private final boolean counting;
     private long position; // counting: the position of the next row
     private WritableColumnVector mask;
@@ -542,13 +544,7 @@ public class MaskedParquetFileFormat extends ParquetFileFormat {
 
     private InternalRow mark(InternalRow row) {
       if (counting) {
-        byte value = deleted(position++) ? (byte) 1 : (byte) 0;
-        Object[] values = new Object[row.numFields() + 1];
-        for (int i = 0, from = 0; i < values.length; i++) {
-          values[i] = i == ordinal ? (Object) value : row.isNullAt(from) ? null : row.get(from, types[from]);
-          from += i == ordinal ? 0 : 1;
-        }
-        return new GenericInternalRow(values);
+        throw new IllegalStateException("mvtable: a row from a read that returns batches");
       }
       long at = row.getLong(ordinal);
       byte value = deleted(at) ? (byte) 1 : (byte) 0;

@@ -117,7 +117,7 @@ final class PartitionBounds implements Serializable {
       if (b.kind.equals("null")) {
         return null;
       }
-      Object v = PartitionBounds.NOT_FIXED;
+      Object v = NOT_FIXED;
       if (b.kind.equals("eq")) {
         v = internal(b.lo, type);
       } else if (b.kind.equals("range") && b.lo instanceof BigDecimal lo && b.hi instanceof BigDecimal hi

@@ -10,8 +10,16 @@ import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.TimestampType;
 
 /**
  * The columns whose value every file's partition fixes, served to Spark as partition values.
@@ -28,12 +36,14 @@ final class PartitionValues {
 
   /** The fixed columns, in the data schema's order. */
   final StructType schema;
-  /** Each file's values of those columns (Spark's internal values), in the order of the entries. */
-  final List<List<Object>> values;
+  /** The files' indexes (in the order of the entries) grouped by their values of those columns (Spark's internal values). */
+  final Map<List<Object>, List<Integer>> groups = new LinkedHashMap<>();
 
   private PartitionValues(StructType schema, List<List<Object>> values) {
     this.schema = schema;
-    this.values = values;
+    for (int i = 0; i < values.size(); i++) {
+      groups.computeIfAbsent(values.get(i), k -> new ArrayList<>()).add(i);
+    }
   }
 
   boolean isEmpty() {
@@ -83,15 +93,6 @@ final class PartitionValues {
     return new PartitionValues(new StructType(fixed.toArray(new StructField[0])), values);
   }
 
-  /** The files' indexes grouped by their values, each group keyed by its values as a row. */
-  Map<List<Object>, List<Integer>> groups() {
-    Map<List<Object>, List<Integer>> out = new LinkedHashMap<>();
-    for (int i = 0; i < values.size(); i++) {
-      out.computeIfAbsent(values.get(i), k -> new ArrayList<>()).add(i);
-    }
-    return out;
-  }
-
   static InternalRow row(List<Object> values) {
     return new GenericInternalRow(values.toArray());
   }
@@ -107,20 +108,18 @@ final class PartitionValues {
   }
 
   /** A whole number as Spark holds it in a column of an integral, date or timestamp type, or NOT_FIXED. */
-  static Object integral(BigDecimal v, org.apache.spark.sql.types.DataType type) {
+  static Object integral(BigDecimal v, DataType type) {
     try {
-      if (type instanceof org.apache.spark.sql.types.DateType || type instanceof org.apache.spark.sql.types.IntegerType) {
+      if (type instanceof DateType || type instanceof IntegerType) {
         return v.intValueExact();
       }
-      if (type instanceof org.apache.spark.sql.types.LongType
-          || type instanceof org.apache.spark.sql.types.TimestampType
-          || type instanceof org.apache.spark.sql.types.TimestampNTZType) {
+      if (type instanceof LongType || type instanceof TimestampType || type instanceof TimestampNTZType) {
         return v.longValueExact();
       }
-      if (type instanceof org.apache.spark.sql.types.ShortType) {
+      if (type instanceof ShortType) {
         return v.shortValueExact();
       }
-      if (type instanceof org.apache.spark.sql.types.ByteType) {
+      if (type instanceof ByteType) {
         return v.byteValueExact();
       }
     } catch (ArithmeticException e) {

@@ -129,11 +129,11 @@ public final class PlannedFileIndex implements FileIndex {
   public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
     List<PartitionDirectory> dirs = new ArrayList<>();
     BasePredicate keep = partitionFilters.isEmpty() ? null : bind(partitionFilters);
-    for (Map.Entry<List<Object>, List<Integer>> g : partitions.groups().entrySet()) {
+    for (Map.Entry<List<Object>, List<Integer>> g : partitions.groups.entrySet()) {
       InternalRow values = PartitionValues.row(g.getKey());
       if (keep == null || keep.eval(values)) {
         List<FileStatusWithMetadata> kept = kept(g.getValue(), dataFilters);
-        if (!kept.isEmpty() || partitions.isEmpty()) {
+        if (!kept.isEmpty()) {
           dirs.add(new PartitionDirectory(values, CollectionConverters.asScala(kept).toSeq()));
         }
       }
